@@ -1,0 +1,5 @@
+"""``python -m amqplite`` runs the CLI."""
+
+from amqplite.cli import main
+
+main()

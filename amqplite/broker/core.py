@@ -1,0 +1,935 @@
+"""The pure broker: AMQP commands in, effects and store operations out.
+
+The server shell calls one method per AMQP command; the broker mutates its
+state and appends ``effects`` (deliveries, returns, cancels, page-ins) and
+``store_ops`` (persistence and delivery-log rows), which the shell drains and
+carries out. No I/O, no clock of its own (``now`` is injected), no event loop,
+so every rule here is testable with plain calls.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from amqplite.broker import errors as E
+from amqplite.broker import persist as P
+from amqplite.broker.effects import CancelNotify, Deliver, PageIn, Return
+from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding, DirectExchange, Exchange
+from amqplite.broker.exchanges.base import Destination, freeze_args
+from amqplite.broker.model import ChannelState, Consumer, Delivery, Entry, Message, Session
+from amqplite.broker.queue import Queue
+from amqplite.protocol.errors import ChannelError
+
+# (class_id, method_id) pairs for error replies
+EXCHANGE_DECLARE = (40, 10)
+EXCHANGE_DELETE = (40, 20)
+EXCHANGE_BIND = (40, 30)
+EXCHANGE_UNBIND = (40, 40)
+QUEUE_DECLARE = (50, 10)
+QUEUE_BIND = (50, 20)
+QUEUE_PURGE = (50, 30)
+QUEUE_DELETE = (50, 40)
+QUEUE_UNBIND = (50, 50)
+BASIC_QOS = (60, 10)
+BASIC_CONSUME = (60, 20)
+BASIC_PUBLISH = (60, 40)
+BASIC_GET = (60, 70)
+BASIC_ACK = (60, 80)
+BASIC_REJECT = (60, 90)
+BASIC_RECOVER = (60, 110)
+BASIC_NACK = (60, 120)
+CHANNEL_FLOW = (20, 20)
+CONFIRM_SELECT = (85, 10)
+TX_SELECT = (90, 10)
+TX_COMMIT = (90, 20)
+TX_ROLLBACK = (90, 30)
+
+LOG_LEVELS = ("off", "lifecycle", "full")
+PAGE_IN_BATCH = 500
+
+#: Sentinel basic_get returns when the head's body must be paged in first.
+NEED_PAGE_IN = object()
+
+
+class DefaultExchange(DirectExchange):
+    """The nameless exchange: every queue is bound to it by its own name."""
+
+    def __init__(self, vhost: VHost) -> None:
+        super().__init__("", durable=True)
+        self._vhost = vhost
+
+    def route(self, routing_key: str, headers: Any) -> set[Destination]:
+        return {("queue", routing_key)} if routing_key in self._vhost.queues else set()
+
+
+class VHost:
+    """A namespace of exchanges, queues and bindings."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.exchanges: dict[str, Exchange] = {"": DefaultExchange(self)}
+        self.queues: dict[str, Queue] = {}
+        #: bindings by destination, so deleting a queue finds its bindings fast
+        self.bindings_to: dict[Destination, set[Binding]] = {}
+        for name_, kind in (
+            ("amq.direct", "direct"),
+            ("amq.fanout", "fanout"),
+            ("amq.topic", "topic"),
+            ("amq.headers", "headers"),
+            ("amq.match", "headers"),
+        ):
+            self.exchanges[name_] = EXCHANGE_TYPES[kind](name_, durable=True)
+
+
+class PublishResult:
+    """What the shell needs to know about one publish."""
+
+    __slots__ = ("routed", "stored")
+
+    def __init__(self, routed: bool, stored: bool) -> None:
+        self.routed = routed
+        self.stored = stored
+
+
+class Broker:
+    def __init__(
+        self,
+        *,
+        now: Callable[[], float] = time.time,
+        log_level: str = "lifecycle",
+        body_window: int = 2000,
+    ) -> None:
+        if log_level not in LOG_LEVELS:
+            raise ValueError(f"log level must be one of {LOG_LEVELS}, not {log_level!r}")
+        self.now = now
+        self.log_level = log_level
+        self.body_window = body_window
+        self.vhosts: dict[str, VHost] = {"/": VHost("/")}
+        self.effects: list[Any] = []
+        self.store_ops: list[Any] = []
+        self.sessions: dict[int, Session] = {}
+        self._next_session = 1
+        self._next_queue_id = 1
+        self._next_message_key = 1
+        #: (queue, entry) pairs whose bodies may be dropped from RAM once committed
+        self.evictable: list[tuple[Queue, Entry]] = []
+        self.stats = {"published": 0, "delivered": 0, "acked": 0, "redelivered": 0}
+
+    # ------------------------------------------------------------------ ids
+    def seed_ids(self, max_queue_id: int, max_message_key: int) -> None:
+        self._next_queue_id = max(self._next_queue_id, max_queue_id + 1)
+        self._next_message_key = max(self._next_message_key, max_message_key + 1)
+
+    def _queue_id(self) -> int:
+        i = self._next_queue_id
+        self._next_queue_id = i + 1
+        return i
+
+    def _message_key(self) -> int:
+        k = self._next_message_key
+        self._next_message_key = k + 1
+        return k
+
+    # ------------------------------------------------------------- logging
+    def _log(
+        self,
+        event: str,
+        vhost: str,
+        msg: Message | None,
+        queue: str | None = None,
+        *,
+        exchange: str | None = None,
+        routing_key: str | None = None,
+        consumer_tag: str | None = None,
+        attempt: int | None = None,
+        reason: str | None = None,
+    ) -> None:
+        if self.log_level == "off" or (event == "delivered" and self.log_level != "full"):
+            return
+        self.store_ops.append(
+            P.log_event(
+                int(self.now() * 1_000_000),
+                event,
+                vhost,
+                exchange if exchange is not None else (msg.exchange if msg else None),
+                routing_key if routing_key is not None else (msg.routing_key if msg else None),
+                queue,
+                msg.message_id if msg else None,
+                msg.key if msg else None,
+                consumer_tag,
+                attempt,
+                msg.body_size if msg else None,
+                reason,
+            )
+        )
+
+    # ------------------------------------------------------------ sessions
+    def vhost(self, name: str) -> VHost:
+        return self.vhosts[name]
+
+    def open_session(self, username: str, vhost: str, peer: str = "") -> Session:
+        s = Session(self._next_session, username, vhost, peer)
+        self._next_session += 1
+        self.sessions[s.id] = s
+        return s
+
+    def close_session(self, session: Session) -> None:
+        """Connection gone: close its channels, then drop its exclusive queues."""
+        for ch in list(session.channels.values()):
+            self.close_channel(ch)
+        vh = self.vhosts.get(session.vhost)
+        if vh is not None:
+            for q in [q for q in vh.queues.values() if q.exclusive_owner is session]:
+                self._delete_queue(vh, q)
+        self.sessions.pop(session.id, None)
+
+    def open_channel(self, session: Session, number: int) -> ChannelState:
+        ch = ChannelState(session, number)
+        session.channels[number] = ch
+        return ch
+
+    def close_channel(self, ch: ChannelState) -> None:
+        """Channel gone: requeue its unacked deliveries, cancel its consumers."""
+        if not ch.open:
+            return
+        ch.open = False
+        ch.session.channels.pop(ch.number, None)
+        touched = self._requeue_deliveries(ch, list(ch.unacked.values()))
+        ch.unacked.clear()
+        for c in list(ch.consumers.values()):
+            self._remove_consumer(c)
+        for q in touched:
+            self._dispatch(q)
+
+    # ----------------------------------------------------------- exchanges
+    def exchange_declare(
+        self,
+        ch: ChannelState,
+        name: str,
+        type_: str,
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        vh = self.vhosts[ch.session.vhost]
+        cm = EXCHANGE_DECLARE
+        ex = vh.exchanges.get(name)
+        if passive:
+            if ex is None:
+                raise E.no_exchange(name, vh.name, cm)
+            return
+        if name == "":
+            raise E.default_exchange(cm)
+        if ex is not None:
+            if ex.type_name != type_:
+                raise E.inequivalent("type", "exchange", name, vh.name, type_, ex.type_name, cm)
+            if ex.durable != durable:
+                raise E.inequivalent("durable", "exchange", name, vh.name, durable, ex.durable, cm)
+            if ex.auto_delete != auto_delete:
+                raise E.inequivalent(
+                    "auto_delete", "exchange", name, vh.name, auto_delete, ex.auto_delete, cm
+                )
+            if ex.internal != internal:
+                raise E.inequivalent("internal", "exchange", name, vh.name, internal, ex.internal, cm)
+            return
+        if name.startswith("amq."):
+            raise E.reserved("exchange", name, cm)
+        cls = EXCHANGE_TYPES.get(type_)
+        if cls is None:
+            raise E.command_invalid(f"unknown exchange type '{type_}'", cm)
+        ex = cls(name, durable=durable, auto_delete=auto_delete, internal=internal,
+                 arguments=arguments)
+        self.add_exchange(vh, ex)
+
+    def add_exchange(self, vh: VHost, ex: Exchange, *, persist: bool = True) -> None:
+        vh.exchanges[ex.name] = ex
+        if ex.durable and persist:
+            self.store_ops.append(P.put_exchange(vh.name, ex))
+
+    def exchange_delete(self, ch: ChannelState, name: str, *, if_unused: bool = False) -> None:
+        vh = self.vhosts[ch.session.vhost]
+        cm = EXCHANGE_DELETE
+        if name == "":
+            raise E.default_exchange(cm)
+        if name.startswith("amq."):
+            raise E.access_refused(
+                f"operation not permitted on exchange '{name}' in vhost '{vh.name}'"
+                if name in vh.exchanges else f"exchange name '{name}' contains reserved prefix 'amq.*'",
+                cm,
+            )
+        ex = vh.exchanges.get(name)
+        if ex is None:
+            return  # RabbitMQ: deleting what is not there succeeds
+        if if_unused and ex.bindings:
+            raise E.precondition(f"exchange '{name}' in vhost '{vh.name}' in use", cm)
+        self._delete_exchange(vh, ex)
+
+    def _delete_exchange(self, vh: VHost, ex: Exchange) -> None:
+        vh.exchanges.pop(ex.name, None)
+        for b in list(ex.bindings):
+            self._drop_binding(vh, b)
+        # bindings where this exchange is the destination
+        for b in list(vh.bindings_to.get(("exchange", ex.name), ())):
+            self._drop_binding(vh, b)
+        if ex.durable:
+            self.store_ops.append(P.delete_exchange(vh.name, ex.name))
+
+    def exchange_bind(
+        self,
+        ch: ChannelState,
+        destination: str,
+        source: str,
+        routing_key: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        unbind: bool = False,
+    ) -> None:
+        vh = self.vhosts[ch.session.vhost]
+        cm = EXCHANGE_UNBIND if unbind else EXCHANGE_BIND
+        if source == "" or destination == "":
+            raise E.default_exchange(cm)
+        src = vh.exchanges.get(source)
+        if src is None:
+            raise E.no_exchange(source, vh.name, cm)
+        dst = vh.exchanges.get(destination)
+        if dst is None:
+            raise E.no_exchange(destination, vh.name, cm)
+        b = Binding(source, ("exchange", destination), routing_key, freeze_args(arguments))
+        if unbind:
+            self._drop_binding(vh, b, persist_durable=src.durable and dst.durable)
+        else:
+            self._add_binding(vh, src, b, durable=src.durable and dst.durable)
+
+    def _add_binding(self, vh: VHost, src: Exchange, b: Binding, *, durable: bool,
+                     persist: bool = True) -> None:
+        if src.add_binding(b):
+            vh.bindings_to.setdefault(b.destination, set()).add(b)
+            if durable and persist:
+                self.store_ops.append(P.put_binding(vh.name, b))
+
+    def _drop_binding(self, vh: VHost, b: Binding, *, persist_durable: bool | None = None) -> None:
+        src = vh.exchanges.get(b.source)
+        removed = src.remove_binding(b) if src is not None else False
+        dests = vh.bindings_to.get(b.destination)
+        if dests is not None:
+            dests.discard(b)
+            if not dests:
+                del vh.bindings_to[b.destination]
+        if not removed:
+            return
+        if persist_durable is None:
+            persist_durable = self._binding_durable(vh, b)
+        if persist_durable:
+            self.store_ops.append(P.delete_binding(vh.name, b))
+        if src is not None and src.auto_delete and not src.bindings and src.name in vh.exchanges:
+            self._delete_exchange(vh, src)
+
+    def _binding_durable(self, vh: VHost, b: Binding) -> bool:
+        src = vh.exchanges.get(b.source)
+        kind, name = b.destination
+        dst: Any = vh.queues.get(name) if kind == "queue" else vh.exchanges.get(name)
+        return bool(src is not None and src.durable and dst is not None and dst.durable)
+
+    # -------------------------------------------------------------- queues
+    def queue_declare(
+        self,
+        ch: ChannelState,
+        name: str,
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        exclusive: bool = False,
+        auto_delete: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> tuple[str, int, int]:
+        """Returns (name, message_count, consumer_count) for declare-ok."""
+        vh = self.vhosts[ch.session.vhost]
+        cm = QUEUE_DECLARE
+        if passive:
+            if not name:
+                raise E.no_queue(name, vh.name, cm)
+            q = vh.queues.get(name)
+            if q is None:
+                raise E.no_queue(name, vh.name, cm)
+            self._check_exclusive(q, ch, cm)
+            return q.name, q.message_count, len(q.consumers)
+        if not name:
+            name = "amq.gen-" + secrets.token_urlsafe(16)
+        elif name.startswith("amq."):
+            raise E.reserved("queue", name, cm)
+        q = vh.queues.get(name)
+        if q is not None:
+            self._check_exclusive(q, ch, cm)
+            if q.durable != durable:
+                raise E.inequivalent("durable", "queue", name, vh.name, durable, q.durable, cm)
+            if q.auto_delete != auto_delete:
+                raise E.inequivalent(
+                    "auto_delete", "queue", name, vh.name, auto_delete, q.auto_delete, cm
+                )
+            if q.exclusive != exclusive:
+                raise E.locked(name, vh.name, cm)
+            self._check_args_equivalent(q, arguments or {}, cm)
+            return q.name, q.message_count, len(q.consumers)
+        q = Queue(
+            self._queue_id(),
+            vh.name,
+            name,
+            durable=durable,
+            exclusive_owner=ch.session if exclusive else None,
+            auto_delete=auto_delete,
+            arguments=arguments,
+        )
+        self.add_queue(vh, q)
+        return q.name, 0, 0
+
+    _EQUIVALENCE_ARGS = (
+        "x-dead-letter-exchange",
+        "x-dead-letter-routing-key",
+        "x-expires",
+        "x-max-length",
+        "x-max-length-bytes",
+        "x-max-priority",
+        "x-message-ttl",
+        "x-overflow",
+        "x-queue-type",
+        "x-delivery-limit",
+    )
+
+    def _check_args_equivalent(self, q: Queue, args: dict[str, Any], cm: tuple[int, int]) -> None:
+        for key in self._EQUIVALENCE_ARGS:
+            a, b = args.get(key), q.arguments.get(key)
+            if key == "x-queue-type" and {a, b} <= {None, "classic"}:
+                continue
+            if a != b:
+                raise E.inequivalent(key, "queue", q.name, q.vhost, a, b, cm)
+
+    def add_queue(self, vh: VHost, q: Queue, *, persist: bool = True) -> None:
+        vh.queues[q.name] = q
+        if q.durable and not q.exclusive and persist:
+            self.store_ops.append(P.put_queue(q))
+
+    def _check_exclusive(self, q: Queue, ch: ChannelState, cm: tuple[int, int]) -> None:
+        if q.exclusive_owner is not None and q.exclusive_owner is not ch.session:
+            raise E.locked(q.name, q.vhost, cm)
+
+    def _find_queue(self, ch: ChannelState, name: str, cm: tuple[int, int]) -> Queue:
+        vh = self.vhosts[ch.session.vhost]
+        q = vh.queues.get(name)
+        if q is None:
+            raise E.no_queue(name, vh.name, cm)
+        self._check_exclusive(q, ch, cm)
+        return q
+
+    def queue_bind(
+        self,
+        ch: ChannelState,
+        queue: str,
+        exchange: str,
+        routing_key: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        unbind: bool = False,
+    ) -> None:
+        vh = self.vhosts[ch.session.vhost]
+        cm = QUEUE_UNBIND if unbind else QUEUE_BIND
+        if exchange == "":
+            raise E.default_exchange(cm)
+        q = vh.queues.get(queue)
+        if q is None:
+            raise E.no_queue(queue, vh.name, cm)
+        ex = vh.exchanges.get(exchange)
+        if ex is None:
+            raise E.no_exchange(exchange, vh.name, cm)
+        self._check_exclusive(q, ch, cm)
+        b = Binding(exchange, ("queue", queue), routing_key, freeze_args(arguments))
+        if unbind:
+            self._drop_binding(vh, b)
+        else:
+            self._add_binding(vh, ex, b, durable=ex.durable and q.durable)
+
+    def queue_purge(self, ch: ChannelState, queue: str) -> int:
+        q = self._find_queue(ch, queue, QUEUE_PURGE)
+        return self.purge(q)
+
+    def purge(self, q: Queue) -> int:
+        gone = q.ready.clear()
+        for e in gone:
+            self._log("purged", q.vhost, e.message, q.name)
+            self._entry_done(q, e)
+        return len(gone)
+
+    def queue_delete(
+        self, ch: ChannelState, queue: str, *, if_unused: bool = False, if_empty: bool = False
+    ) -> int:
+        vh = self.vhosts[ch.session.vhost]
+        cm = QUEUE_DELETE
+        q = vh.queues.get(queue)
+        if q is None:
+            return 0
+        self._check_exclusive(q, ch, cm)
+        if if_unused and q.consumers:
+            raise E.precondition(f"queue '{queue}' in vhost '{vh.name}' in use", cm)
+        if if_empty and q.message_count:
+            raise E.precondition(f"queue '{queue}' in vhost '{vh.name}' is not empty", cm)
+        return self._delete_queue(vh, q)
+
+    def _delete_queue(self, vh: VHost, q: Queue) -> int:
+        if q.deleted:
+            return 0
+        q.deleted = True
+        vh.queues.pop(q.name, None)
+        for c in list(q.consumers):
+            self.effects.append(CancelNotify(c.channel, c.tag))
+            c.channel.consumers.pop(c.tag, None)
+        q.consumers.clear()
+        for b in list(vh.bindings_to.get(("queue", q.name), ())):
+            self._drop_binding(vh, b, persist_durable=False)
+        count = q.message_count
+        for e in q.ready.clear():
+            e.stored = False  # DeleteQueue removes the rows wholesale
+        if q.durable and not q.exclusive:
+            self.store_ops.append(P.delete_queue(q))
+        return count
+
+    # ------------------------------------------------------------ consuming
+    def basic_qos(self, ch: ChannelState, prefetch_size: int, prefetch_count: int,
+                  global_: bool) -> None:
+        if prefetch_size:
+            raise E.not_implemented(f"prefetch_size!=0 ({prefetch_size})", BASIC_QOS)
+        if global_:
+            ch.global_prefetch = prefetch_count
+        else:
+            ch.prefetch = prefetch_count
+        for q in {c.queue for c in ch.consumers.values()}:
+            self._dispatch(q)
+
+    def basic_consume(
+        self,
+        ch: ChannelState,
+        queue: str,
+        consumer_tag: str = "",
+        *,
+        no_ack: bool = False,
+        exclusive: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> str:
+        cm = BASIC_CONSUME
+        q = self._find_queue(ch, queue, cm)
+        if not consumer_tag:
+            consumer_tag = "amq.ctag-" + secrets.token_urlsafe(16)
+        elif consumer_tag in ch.consumers:
+            raise E.not_allowed(f"attempt to reuse consumer tag '{consumer_tag}'", cm)
+        if any(c.exclusive for c in q.consumers) or (exclusive and q.consumers):
+            raise E.access_refused(f"queue '{queue}' in vhost '{q.vhost}' in exclusive use", cm)
+        c = Consumer(consumer_tag, ch, q, no_ack, exclusive, ch.prefetch, arguments)
+        ch.consumers[consumer_tag] = c
+        q.consumers.append(c)
+        q.had_consumer = True
+        return consumer_tag
+
+    def start_consumer(self, ch: ChannelState, consumer_tag: str) -> None:
+        """Begin deliveries; the shell calls it after sending consume-ok."""
+        c = ch.consumers.get(consumer_tag)
+        if c is not None:
+            self._dispatch(c.queue)
+
+    def basic_cancel(self, ch: ChannelState, consumer_tag: str) -> None:
+        c = ch.consumers.get(consumer_tag)
+        if c is not None:
+            self._remove_consumer(c)
+
+    def _remove_consumer(self, c: Consumer) -> None:
+        c.channel.consumers.pop(c.tag, None)
+        q = c.queue
+        if c in q.consumers:
+            q.consumers.remove(c)
+            if q.rr >= len(q.consumers):
+                q.rr = 0
+        if q.auto_delete and q.had_consumer and not q.consumers and not q.deleted:
+            vh = self.vhosts.get(q.vhost)
+            if vh is not None:
+                self._delete_queue(vh, q)
+
+    def basic_get(self, ch: ChannelState, queue: str, no_ack: bool) -> Any:
+        """Returns None (empty), NEED_PAGE_IN, or (tag, redelivered, message, count)."""
+        q = self._find_queue(ch, queue, BASIC_GET)
+        if not q.ready:
+            return None
+        head = q.ready.peek()
+        if head.message.body is None:
+            self._request_page_in(q)
+            return NEED_PAGE_IN
+        entry = q.ready.popleft()
+        tag = ch.next_tag
+        ch.next_tag = tag + 1
+        redelivered = entry.redelivered
+        self._log("delivered", q.vhost, entry.message, q.name, attempt=entry.delivery_count + 1)
+        if no_ack:
+            self._log("acked", q.vhost, entry.message, q.name, attempt=entry.delivery_count + 1)
+            self._entry_done(q, entry)
+        else:
+            ch.unacked[tag] = Delivery(tag, q, entry, None)
+            q.unacked += 1
+        self.stats["delivered"] += 1
+        return tag, redelivered, entry.message, q.message_count
+
+    def _dispatch(self, q: Queue) -> None:
+        """Hand ready messages to consumers with room, in turn."""
+        if q.paging or q.deleted:
+            return
+        ready = q.ready
+        while ready and q.consumers:
+            head = ready.peek()
+            if head.message.body is None:
+                self._request_page_in(q)
+                return
+            c = q.pick_consumer()
+            if c is None:
+                return
+            entry = ready.popleft()
+            self._deliver(q, entry, c)
+
+    def _deliver(self, q: Queue, entry: Entry, c: Consumer) -> None:
+        ch = c.channel
+        tag = ch.next_tag
+        ch.next_tag = tag + 1
+        if self.log_level == "full":
+            self._log("delivered", q.vhost, entry.message, q.name, consumer_tag=c.tag,
+                      attempt=entry.delivery_count + 1)
+        if c.no_ack:
+            self._log("acked", q.vhost, entry.message, q.name, consumer_tag=c.tag,
+                      attempt=entry.delivery_count + 1)
+            self._entry_done(q, entry)
+        else:
+            ch.unacked[tag] = Delivery(tag, q, entry, c)
+            c.unacked += 1
+            q.unacked += 1
+        self.stats["delivered"] += 1
+        self.effects.append(Deliver(ch, c.tag, tag, entry.redelivered, entry.message))
+
+    def _request_page_in(self, q: Queue) -> None:
+        if q.paging:
+            return
+        batch: list[Entry] = []
+        for e in q.ready:
+            if len(batch) >= PAGE_IN_BATCH:
+                break
+            if e.message.body is None:
+                batch.append(e)
+        if batch:
+            q.paging = True
+            self.effects.append(PageIn(q, batch))
+
+    def paged_in(self, q: Queue, bodies: dict[int, bytes]) -> None:
+        """The shell loaded bodies for a PageIn; resume dispatching."""
+        q.paging = False
+        for e in q.ready:
+            if e.message.body is None:
+                b = bodies.get(e.message.key)
+                if b is None:
+                    break
+                e.message.body = b
+        self._dispatch(q)
+
+    def commit_done(self, evictable: Iterable[tuple[Queue, Entry]]) -> None:
+        """Bodies of committed messages deep in a queue may leave RAM now."""
+        for q, e in evictable:
+            m = e.message
+            if m.stored and e.stored and not q.deleted and m.body is not None:
+                # still waiting far from the head?
+                if len(q.ready) > self.body_window and q.ready.bytes > 0:
+                    m.body = None
+
+    # -------------------------------------------------------- acknowledging
+    def _take(self, ch: ChannelState, tag: int, multiple: bool, cm: tuple[int, int]) -> list[Delivery]:
+        un = ch.unacked
+        if multiple:
+            if tag == 0:
+                out = list(un.values())
+                un.clear()
+                return out
+            if tag not in un:
+                raise E.precondition(f"unknown delivery tag {tag}", cm)
+            out = []
+            while un:
+                t, d = next(iter(un.items()))
+                if t > tag:
+                    break
+                del un[t]
+                out.append(d)
+            return out
+        d = un.pop(tag, None)
+        if d is None:
+            raise E.precondition(f"unknown delivery tag {tag}", cm)
+        return [d]
+
+    def basic_ack(self, ch: ChannelState, delivery_tag: int, multiple: bool = False) -> None:
+        if ch.tx:
+            self._check_tags(ch, delivery_tag, multiple, BASIC_ACK)
+            ch.tx_acks.append(("ack", delivery_tag, multiple, False))
+            return
+        ds = self._take(ch, delivery_tag, multiple, BASIC_ACK)
+        touched: set[Queue] = set()
+        for d in ds:
+            q = d.queue
+            self._release(d)
+            if not q.deleted:
+                self._log("acked", q.vhost, d.entry.message, q.name,
+                          consumer_tag=d.consumer.tag if d.consumer else None,
+                          attempt=d.entry.delivery_count + 1)
+                self._entry_done(q, d.entry)
+                touched.add(q)
+        self.stats["acked"] += len(ds)
+        for q in touched:
+            self._dispatch(q)
+
+    def _check_tags(self, ch: ChannelState, tag: int, multiple: bool, cm: tuple[int, int]) -> None:
+        if (multiple and tag == 0) or tag in ch.unacked:
+            return
+        raise E.precondition(f"unknown delivery tag {tag}", cm)
+
+    def basic_reject(self, ch: ChannelState, delivery_tag: int, requeue: bool) -> None:
+        self.basic_nack(ch, delivery_tag, False, requeue, cm=BASIC_REJECT)
+
+    def basic_nack(
+        self,
+        ch: ChannelState,
+        delivery_tag: int,
+        multiple: bool,
+        requeue: bool,
+        *,
+        cm: tuple[int, int] = BASIC_NACK,
+    ) -> None:
+        if ch.tx:
+            self._check_tags(ch, delivery_tag, multiple, cm)
+            ch.tx_acks.append(("nack", delivery_tag, multiple, requeue))
+            return
+        ds = self._take(ch, delivery_tag, multiple, cm)
+        if requeue:
+            touched = self._requeue_deliveries(ch, ds)
+        else:
+            touched = set()
+            for d in ds:
+                q = d.queue
+                self._release(d)
+                if q.deleted:
+                    continue
+                self._log("rejected", q.vhost, d.entry.message, q.name,
+                          consumer_tag=d.consumer.tag if d.consumer else None,
+                          attempt=d.entry.delivery_count + 1, reason="rejected")
+                self.dead_letter(q, d.entry, "rejected")
+                touched.add(q)
+        for q in touched:
+            self._dispatch(q)
+
+    def _release(self, d: Delivery) -> None:
+        """Undo a delivery's counters (the entry leaves the unacked set)."""
+        if d.consumer is not None:
+            d.consumer.unacked -= 1
+        d.queue.unacked -= 1
+
+    def _requeue_deliveries(self, ch: ChannelState, ds: list[Delivery]) -> set[Queue]:
+        touched: set[Queue] = set()
+        # put back highest position first so each insert lands at the front cheaply
+        for d in sorted(ds, key=lambda d: d.entry.position, reverse=True):
+            q = d.queue
+            self._release(d)
+            if q.deleted:
+                continue
+            e = d.entry
+            e.redelivered = True
+            e.delivery_count += 1
+            self._log("requeued", q.vhost, e.message, q.name,
+                      consumer_tag=d.consumer.tag if d.consumer else None,
+                      attempt=e.delivery_count)
+            if e.stored:
+                self.store_ops.append(P.update_entry(q, e))
+            q.ready.insert_sorted(e)
+            touched.add(q)
+        self.stats["redelivered"] += len(ds)
+        return touched
+
+    def basic_recover(self, ch: ChannelState, requeue: bool) -> None:
+        if not requeue:
+            raise E.not_implemented("requeue=false", BASIC_RECOVER)
+        ds = list(ch.unacked.values())
+        ch.unacked.clear()
+        for q in self._requeue_deliveries(ch, ds):
+            self._dispatch(q)
+
+    def _entry_done(self, q: Queue, e: Entry) -> None:
+        """The entry leaves the queue for good (acked, purged, dropped)."""
+        if e.stored:
+            e.stored = False
+            self.store_ops.append(P.delete_entry(q, e))
+
+    def dead_letter(self, q: Queue, e: Entry, reason: str) -> None:
+        """A message leaves ``q`` for ``reason``; without a dead-letter exchange it is dropped."""
+        self._entry_done(q, e)
+
+    # ----------------------------------------------------------- publishing
+    def basic_publish(
+        self,
+        ch: ChannelState,
+        exchange: str,
+        routing_key: str,
+        properties_raw: bytes,
+        body: bytes,
+        *,
+        mandatory: bool = False,
+        immediate: bool = False,
+    ) -> PublishResult:
+        vh = self.vhosts[ch.session.vhost]
+        cm = BASIC_PUBLISH
+        if immediate:
+            raise E.not_implemented("immediate=true", cm)
+        ex = vh.exchanges.get(exchange)
+        if ex is None:
+            raise E.no_exchange(exchange, vh.name, cm)
+        if ex.internal:
+            raise E.access_refused(
+                f"cannot publish to internal exchange '{exchange}' in vhost '{vh.name}'", cm
+            )
+        if ch.tx:
+            ch.tx_publishes.append((exchange, routing_key, properties_raw, body, mandatory))
+            return PublishResult(True, False)
+        return self.publish(vh, ex, routing_key, properties_raw, body, mandatory, ch)
+
+    def publish(
+        self,
+        vh: VHost,
+        ex: Exchange,
+        routing_key: str,
+        properties_raw: bytes,
+        body: bytes,
+        mandatory: bool = False,
+        ch: ChannelState | None = None,
+    ) -> PublishResult:
+        msg = Message(self._message_key(), ex.name, routing_key, properties_raw, body)
+        self.stats["published"] += 1
+        self._log("published", vh.name, msg)
+        queues = self.route(vh, ex, routing_key, msg)
+        if not queues:
+            if mandatory and ch is not None:
+                self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
+                self._log("returned", vh.name, msg, reason="NO_ROUTE")
+            return PublishResult(False, False)
+        stored = False
+        for q in queues:
+            if self.enqueue(q, msg):
+                stored = True
+        for q in queues:
+            self._dispatch(q)
+        return PublishResult(True, stored)
+
+    def enqueue(self, q: Queue, msg: Message) -> bool:
+        """Append ``msg`` to ``q``; True when that needs a store commit."""
+        e = Entry(q.take_position(), msg)
+        persist = msg.persistent and q.durable and not q.exclusive
+        if persist:
+            if not msg.stored:
+                msg.stored = True
+                self.store_ops.append(P.put_message(msg))
+            e.stored = True
+            self.store_ops.append(P.put_entry(q, e))
+            if len(q.ready) >= self.body_window:
+                self.evictable.append((q, e))
+        self._log("routed", q.vhost, msg, q.name)
+        q.ready.append(e)
+        return persist
+
+    def route(self, vh: VHost, ex: Exchange, routing_key: str, msg: Message) -> list[Queue]:
+        """Follow exchange-to-exchange bindings and alternate exchanges to queues."""
+        seen: set[str] = set()
+        found: dict[str, Queue] = {}
+        stack = [ex]
+        headers = msg.headers
+        while stack:
+            e = stack.pop()
+            if e.name in seen:
+                continue
+            seen.add(e.name)
+            dests = e.route(routing_key, headers)
+            if not dests:
+                ae_name = e.alternate_exchange
+                if ae_name is not None:
+                    ae = vh.exchanges.get(ae_name)
+                    if ae is not None:
+                        stack.append(ae)
+                continue
+            for kind, name in dests:
+                if kind == "queue":
+                    q = vh.queues.get(name)
+                    if q is not None:
+                        found[name] = q
+                else:
+                    nxt = vh.exchanges.get(name)
+                    if nxt is not None:
+                        stack.append(nxt)
+        return list(found.values())
+
+    # ------------------------------------------------------ flow / confirm / tx
+    def channel_flow(self, ch: ChannelState, active: bool) -> None:
+        if not active:
+            raise E.not_implemented("active=false", CHANNEL_FLOW)
+        ch.flow = True
+
+    def confirm_select(self, ch: ChannelState) -> None:
+        if ch.tx:
+            raise E.precondition("cannot switch from tx to confirm mode", CONFIRM_SELECT)
+        ch.confirm = True
+
+    def tx_select(self, ch: ChannelState) -> None:
+        if ch.confirm:
+            raise E.precondition("cannot switch from confirm to tx mode", TX_SELECT)
+        ch.tx = True
+
+    def tx_commit(self, ch: ChannelState) -> bool:
+        """Apply the transaction; True when it wrote to the store (commit-ok waits)."""
+        if not ch.tx:
+            raise E.precondition("channel is not transactional", TX_COMMIT)
+        vh = self.vhosts[ch.session.vhost]
+        pubs, acks = ch.tx_publishes, ch.tx_acks
+        ch.tx_publishes, ch.tx_acks = [], []
+        stored = False
+        ch.tx = False  # apply for real
+        try:
+            for exchange, rk, props, body, mandatory in pubs:
+                ex = vh.exchanges.get(exchange)
+                if ex is None:
+                    continue
+                if self.publish(vh, ex, rk, props, body, mandatory, ch).stored:
+                    stored = True
+            for kind, tag, multiple, requeue in acks:
+                try:
+                    if kind == "ack":
+                        self.basic_ack(ch, tag, multiple)
+                    else:
+                        self.basic_nack(ch, tag, multiple, requeue)
+                except ChannelError:
+                    continue  # already settled inside this transaction
+        finally:
+            ch.tx = True
+        return stored
+
+    def tx_rollback(self, ch: ChannelState) -> None:
+        if not ch.tx:
+            raise E.precondition("channel is not transactional", TX_ROLLBACK)
+        ch.tx_publishes.clear()
+        ch.tx_acks.clear()
+
+    # ------------------------------------------------------------ resuming
+    def resume_session(self, session: Session) -> None:
+        """A connection's write buffer drained: let its consumers receive again."""
+        qs: set[Queue] = set()
+        for ch in session.channels.values():
+            for c in ch.consumers.values():
+                qs.add(c.queue)
+        for q in qs:
+            self._dispatch(q)

@@ -1,0 +1,78 @@
+"""Reply texts in RabbitMQ's wording: clients and applications match on them."""
+
+from __future__ import annotations
+
+from amqplite.protocol.errors import ChannelError, ConnectionError_
+
+
+def _vh(vhost: str) -> str:
+    return f"vhost '{vhost}'"
+
+
+def no_queue(name: str, vhost: str, cm: tuple[int, int] = (0, 0)) -> ChannelError:
+    return ChannelError(404, f"NOT_FOUND - no queue '{name}' in {_vh(vhost)}", *cm)
+
+
+def no_exchange(name: str, vhost: str, cm: tuple[int, int] = (0, 0)) -> ChannelError:
+    return ChannelError(404, f"NOT_FOUND - no exchange '{name}' in {_vh(vhost)}", *cm)
+
+
+def locked(name: str, vhost: str, cm: tuple[int, int] = (0, 0)) -> ChannelError:
+    return ChannelError(
+        405,
+        f"RESOURCE_LOCKED - cannot obtain exclusive access to locked queue '{name}' in "
+        f"{_vh(vhost)}. It could be originally declared on another connection or the "
+        "exclusive property value does not match that of the original declaration.",
+        *cm,
+    )
+
+
+def inequivalent(arg: str, kind: str, name: str, vhost: str, got: object, cur: object,
+                 cm: tuple[int, int]) -> ChannelError:
+    return ChannelError(
+        406,
+        f"PRECONDITION_FAILED - inequivalent arg '{arg}' for {kind} '{name}' in "
+        f"{_vh(vhost)}: received {_show(got)} but current is {_show(cur)}",
+        *cm,
+    )
+
+
+def _show(v: object) -> str:
+    if isinstance(v, bool):
+        return f"'{str(v).lower()}'"
+    if v is None:
+        return "none"
+    if isinstance(v, str | bytes):
+        s = v.decode() if isinstance(v, bytes) else v
+        return f"'{s}'"
+    return f"'{v}'"
+
+
+def reserved(kind: str, name: str, cm: tuple[int, int]) -> ChannelError:
+    return ChannelError(
+        403, f"ACCESS_REFUSED - {kind} name '{name}' contains reserved prefix 'amq.*'", *cm
+    )
+
+
+def default_exchange(cm: tuple[int, int]) -> ChannelError:
+    return ChannelError(403, "ACCESS_REFUSED - operation not permitted on the default exchange", *cm)
+
+
+def precondition(text: str, cm: tuple[int, int] = (0, 0)) -> ChannelError:
+    return ChannelError(406, f"PRECONDITION_FAILED - {text}", *cm)
+
+
+def not_implemented(text: str, cm: tuple[int, int] = (0, 0)) -> ConnectionError_:
+    return ConnectionError_(540, f"NOT_IMPLEMENTED - {text}", *cm)
+
+
+def command_invalid(text: str, cm: tuple[int, int] = (0, 0)) -> ConnectionError_:
+    return ConnectionError_(503, f"COMMAND_INVALID - {text}", *cm)
+
+
+def not_allowed(text: str, cm: tuple[int, int] = (0, 0)) -> ConnectionError_:
+    return ConnectionError_(530, f"NOT_ALLOWED - {text}", *cm)
+
+
+def access_refused(text: str, cm: tuple[int, int] = (0, 0)) -> ChannelError:
+    return ChannelError(403, f"ACCESS_REFUSED - {text}", *cm)

@@ -1,0 +1,106 @@
+"""What every exchange type shares: identity, flags, arguments and its bindings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+#: A binding destination: ("queue", name) or ("exchange", name).
+Destination = tuple[str, str]
+
+#: Lazily decodes the message headers; only the headers exchange calls it.
+HeadersGetter = Callable[[], Mapping[str, Any] | None]
+
+
+@attrs.define(frozen=True, slots=True)
+class Binding:
+    """One edge from an exchange to a queue or another exchange."""
+
+    source: str
+    destination: Destination
+    routing_key: str
+    arguments: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def args_dict(self) -> dict[str, Any]:
+        return dict(self.arguments)
+
+
+def freeze_args(args: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    """A hashable, order-independent form of a binding's argument table."""
+    if not args:
+        return ()
+    return tuple(sorted((k, _freeze(v)) for k, v in args.items()))
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    if isinstance(v, list | tuple):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+class Exchange:
+    """Base class: stores bindings; subclasses index them for ``route``."""
+
+    type_name = ""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        durable: bool = False,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.durable = durable
+        self.auto_delete = auto_delete
+        self.internal = internal
+        self.arguments: dict[str, Any] = dict(arguments or {})
+        self.bindings: set[Binding] = set()
+
+    @property
+    def alternate_exchange(self) -> str | None:
+        ae = self.arguments.get("alternate-exchange")
+        if isinstance(ae, bytes):
+            ae = ae.decode("utf-8", "replace")
+        return ae if isinstance(ae, str) and ae else None
+
+    def add_binding(self, binding: Binding) -> bool:
+        """Add ``binding``; False when it already existed (bind is idempotent)."""
+        if binding in self.bindings:
+            return False
+        self.bindings.add(binding)
+        self._index_add(binding)
+        return True
+
+    def remove_binding(self, binding: Binding) -> bool:
+        if binding not in self.bindings:
+            return False
+        self.bindings.discard(binding)
+        self._index_remove(binding)
+        return True
+
+    def remove_destination(self, dest: Destination) -> list[Binding]:
+        """Drop every binding to ``dest`` (its queue or exchange was deleted)."""
+        gone = [b for b in self.bindings if b.destination == dest]
+        for b in gone:
+            self.remove_binding(b)
+        return gone
+
+    def bindings_to(self, dest: Destination) -> Iterable[Binding]:
+        return (b for b in self.bindings if b.destination == dest)
+
+    def route(self, routing_key: str, headers: HeadersGetter) -> set[Destination]:
+        raise NotImplementedError
+
+    def _index_add(self, binding: Binding) -> None:
+        raise NotImplementedError
+
+    def _index_remove(self, binding: Binding) -> None:
+        raise NotImplementedError

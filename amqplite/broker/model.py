@@ -1,0 +1,277 @@
+"""The broker's in-memory state: messages, queue entries, consumers, channels.
+
+These are plain mutable objects with slots; the vhost mutates them and emits
+effects. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import TYPE_CHECKING, Any
+
+from amqplite.protocol.properties import delivery_mode_of, headers_of, message_id_of
+
+if TYPE_CHECKING:
+    from amqplite.broker.queue import Queue
+    from amqplite.protocol.properties import BasicProperties
+
+
+class Message:
+    """One published message; shared by every queue it was routed to.
+
+    ``body`` is None while the body is paged out to the store (deep durable
+    queues); the server loads it back before writing a delivery.
+    """
+
+    __slots__ = (
+        "body",
+        "body_size",
+        "exchange",
+        "key",
+        "persistent",
+        "properties_raw",
+        "routing_key",
+        "stored",
+        "_mid",
+        "_props",
+    )
+
+    def __init__(
+        self,
+        key: int,
+        exchange: str,
+        routing_key: str,
+        properties_raw: bytes,
+        body: bytes | None,
+        body_size: int | None = None,
+        persistent: bool | None = None,
+    ) -> None:
+        self.key = key
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.properties_raw = properties_raw
+        self.body = body
+        self.body_size = len(body) if body_size is None and body is not None else (body_size or 0)
+        self._props: BasicProperties | None = None
+        self._mid: str | None = None
+        if persistent is None:
+            persistent = delivery_mode_of(properties_raw) == 2
+        self.persistent = persistent
+        #: True once a PutMessage for this message has been emitted.
+        self.stored = False
+
+    @property
+    def properties(self) -> BasicProperties:
+        """Decoded on first use only: most messages are never looked inside."""
+        if self._props is None:
+            from amqplite.protocol.properties import decode_properties
+
+            self._props = decode_properties(self.properties_raw)
+        return self._props
+
+    def headers(self) -> dict[str, Any] | None:
+        if self._props is not None:
+            return self._props.headers
+        return headers_of(self.properties_raw)
+
+    @property
+    def message_id(self) -> str:
+        """The publisher's message-id, else one the broker assigns for life."""
+        mid = self._mid
+        if mid is None:
+            mid = message_id_of(self.properties_raw) or f"amq-{self.key}"
+            self._mid = mid
+        return mid
+
+
+class Entry:
+    """A message's place in one queue."""
+
+    __slots__ = ("delivery_count", "expires_at", "message", "position", "redelivered", "stored")
+
+    def __init__(self, position: int, message: Message, stored: bool = False) -> None:
+        self.position = position
+        self.message = message
+        self.delivery_count = 0
+        self.redelivered = False
+        self.stored = stored
+        self.expires_at: float | None = None
+
+
+class Consumer:
+    __slots__ = ("channel", "exclusive", "no_ack", "prefetch", "queue", "tag", "unacked", "arguments")
+
+    def __init__(
+        self,
+        tag: str,
+        channel: ChannelState,
+        queue: Queue,
+        no_ack: bool,
+        exclusive: bool,
+        prefetch: int,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        self.tag = tag
+        self.channel = channel
+        self.queue = queue
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.prefetch = prefetch
+        self.unacked = 0
+        self.arguments = arguments or {}
+
+    def has_room(self) -> bool:
+        if self.no_ack:
+            return self.channel.can_deliver_no_ack()
+        if self.prefetch and self.unacked >= self.prefetch:
+            return False
+        return self.channel.can_deliver()
+
+
+class Delivery:
+    """An unacked delivery, keyed by its delivery tag on its channel."""
+
+    __slots__ = ("consumer", "entry", "queue", "tag")
+
+    def __init__(self, tag: int, queue: Queue, entry: Entry, consumer: Consumer | None) -> None:
+        self.tag = tag
+        self.queue = queue
+        self.entry = entry
+        self.consumer = consumer
+
+
+class Session:
+    """One client connection as the broker sees it."""
+
+    __slots__ = ("channels", "client_properties", "id", "peer", "transport", "username", "vhost")
+
+    def __init__(self, sid: int, username: str, vhost: str, peer: str = "") -> None:
+        self.id = sid
+        self.username = username
+        self.vhost = vhost
+        self.peer = peer
+        self.channels: dict[int, ChannelState] = {}
+        self.client_properties: dict[str, Any] = {}
+        #: Opaque handle the server uses to write to this connection.
+        self.transport: Any = None
+
+    def writable(self) -> bool:
+        t = self.transport
+        return t is None or t.writable
+
+
+class ChannelState:
+    """Per-channel dispatch state: consumers, unacked deliveries, prefetch, modes."""
+
+    __slots__ = (
+        "consumers",
+        "flow",
+        "global_prefetch",
+        "confirm",
+        "next_publish_seq",
+        "next_tag",
+        "number",
+        "prefetch",
+        "session",
+        "tx",
+        "tx_acks",
+        "tx_publishes",
+        "unacked",
+        "open",
+    )
+
+    def __init__(self, session: Session, number: int) -> None:
+        self.session = session
+        self.number = number
+        self.consumers: dict[str, Consumer] = {}
+        self.unacked: OrderedDict[int, Delivery] = OrderedDict()
+        self.next_tag = 1
+        #: basic.qos global=false: the limit given to consumers created afterwards.
+        self.prefetch = 0
+        #: basic.qos global=true: one limit shared by all consumers of the channel.
+        self.global_prefetch = 0
+        self.flow = True
+        self.confirm = False
+        self.next_publish_seq = 1
+        self.tx = False
+        self.tx_publishes: list[Any] = []
+        self.tx_acks: list[Any] = []
+        self.open = True
+
+    def can_deliver(self) -> bool:
+        if not self.flow or not self.session.writable():
+            return False
+        return not (self.global_prefetch and len(self.unacked) >= self.global_prefetch)
+
+    def can_deliver_no_ack(self) -> bool:
+        return self.flow and self.session.writable()
+
+
+class ReadyList:
+    """Ready entries in position order: appends at the tail, requeues by position."""
+
+    __slots__ = ("_d", "bytes")
+
+    def __init__(self) -> None:
+        self._d: deque[Entry] = deque()
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __bool__(self) -> bool:
+        return bool(self._d)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._d)
+
+    def append(self, e: Entry) -> None:
+        self._d.append(e)
+        self.bytes += e.message.body_size
+
+    def popleft(self) -> Entry:
+        e = self._d.popleft()
+        self.bytes -= e.message.body_size
+        return e
+
+    def peek(self) -> Entry:
+        return self._d[0]
+
+    def pop_tail(self) -> Entry:
+        e = self._d.pop()
+        self.bytes -= e.message.body_size
+        return e
+
+    def insert_sorted(self, e: Entry) -> None:
+        """Put a requeued entry back at its original position."""
+        d = self._d
+        self.bytes += e.message.body_size
+        if not d or d[0].position > e.position:
+            d.appendleft(e)
+            return
+        if d[-1].position < e.position:
+            d.append(e)
+            return
+        lo, hi = 0, len(d)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if d[mid].position < e.position:
+                lo = mid + 1
+            else:
+                hi = mid
+        d.insert(lo, e)
+
+    def clear(self) -> list[Entry]:
+        out = list(self._d)
+        self._d.clear()
+        self.bytes = 0
+        return out
+
+    def remove_where(self, pred: Any) -> list[Entry]:
+        keep: deque[Entry] = deque()
+        gone: list[Entry] = []
+        for e in self._d:
+            (gone if pred(e) else keep).append(e)
+        self._d = keep
+        self.bytes = sum(e.message.body_size for e in keep)
+        return gone

@@ -1,0 +1,68 @@
+"""The ``amqplite`` command: ``serve`` runs the broker; other commands administer it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import click
+
+from amqplite import __version__
+from amqplite.config import ConfigError, load_settings
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="amqplite")
+def main() -> None:
+    """amqplite: an AMQP 0-9-1 broker in one process, durable on one SQLite file."""
+
+
+@main.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="TOML settings file (also AMQPLITE_CONFIG).")
+@click.option("--host", multiple=True, help="Address to listen on (repeatable). Default: all.")
+@click.option("--port", type=int, help="AMQP port (default 5672).")
+@click.option("--data-dir", type=click.Path(file_okay=False), help="Where amqplite.db lives.")
+@click.option("--database-url", help="SQLAlchemy URL instead of the SQLite file in --data-dir.")
+@click.option("--durability", type=click.Choice(["fsync", "os"]), help="Commit durability.")
+@click.option("--delivery-log", type=click.Choice(["off", "lifecycle", "full"]),
+              help="Delivery log level.")
+@click.option("--heartbeat", type=int, help="Heartbeat interval the server proposes (s).")
+@click.option("--admin-host", help="Admin HTTP API address (default 127.0.0.1).")
+@click.option("--admin-port", type=int, help="Admin HTTP API port (default 15672).")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flags: Any) -> None:
+    """Run the broker until SIGTERM or SIGINT."""
+    import trio
+
+    from amqplite.server.app import serve as run_server
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if host:
+        flags["host"] = list(host)
+    try:
+        settings = load_settings(config_file, overrides=flags)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        trio.run(run_server, settings)
+    except OSError as exc:
+        click.echo(f"amqplite: cannot start: {exc}", err=True)
+        sys.exit(1)
+
+
+def _register_optional() -> None:
+    """Attach command groups that live in other packages (imported lazily inside)."""
+    try:
+        from amqplite.audit.cli import audit, trace
+    except ImportError:  # pragma: no cover - audit package is part of the install
+        return
+    main.add_command(audit)
+    main.add_command(trace)
+
+
+_register_optional()

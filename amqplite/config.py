@@ -1,0 +1,127 @@
+"""Settings: defaults < TOML file < environment (AMQPLITE_*) < command-line flags.
+
+One attrs class so every entry point (CLI, tests, embedding) sees the same
+names, types and validation.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+DURABILITY = ("fsync", "os")
+LOG_LEVELS = ("off", "lifecycle", "full")
+
+
+class ConfigError(ValueError):
+    """A setting has a wrong name, type or value; the message names it."""
+
+
+def _choice(options: tuple[str, ...]) -> Any:
+    def check(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+        if value not in options:
+            raise ConfigError(f"{attr.name} must be one of {', '.join(options)}; got {value!r}")
+
+    return check
+
+
+def _positive(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    if value < 0:
+        raise ConfigError(f"{attr.name} must not be negative; got {value!r}")
+
+
+@attrs.define
+class Settings:
+    #: Addresses to listen on; empty means every interface, IPv4 and IPv6.
+    host: list[str] = attrs.field(factory=list)
+    port: int = attrs.field(default=5672, validator=_positive)
+    data_dir: str = "./data"
+    #: SQLAlchemy URL; default sqlite file in data_dir.
+    database_url: str = ""
+    durability: str = attrs.field(default="fsync", validator=_choice(DURABILITY))
+    delivery_log: str = attrs.field(default="lifecycle", validator=_choice(LOG_LEVELS))
+    #: Delivery-log rows older than this (and already exported) are pruned.
+    log_retention_days: float = attrs.field(default=7.0, validator=_positive)
+    heartbeat: int = attrs.field(default=60, validator=_positive)
+    frame_max: int = attrs.field(default=131072, validator=_positive)
+    channel_max: int = attrs.field(default=2047, validator=_positive)
+    max_message_size: int = attrs.field(default=128 * 1024 * 1024, validator=_positive)
+    #: Bodies kept in RAM at the head of each durable queue; the rest page from SQLite.
+    body_window: int = attrs.field(default=2000, validator=_positive)
+    #: user name -> {"password": ..., "tags": "administrator"}
+    users: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    #: the default user; like RabbitMQ's guest it may log in from loopback only
+    default_user: str = "guest"
+    default_pass: str = "guest"
+    loopback_users: list[str] = attrs.field(factory=lambda: ["guest"])
+    admin_host: str = "127.0.0.1"
+    admin_port: int = attrs.field(default=15672, validator=_positive)
+
+    @property
+    def db_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{Path(self.data_dir).resolve() / 'amqplite.db'}"
+
+
+_FIELDS = {a.name: a for a in attrs.fields(Settings)}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    a = _FIELDS[name]
+    t = a.type if isinstance(a.type, str) else str(a.type)
+    try:
+        if t == "int":
+            return int(value)
+        if t == "float":
+            return float(value)
+        if t == "list[str]":
+            if isinstance(value, str):
+                return [v.strip() for v in value.split(",") if v.strip()]
+            return [str(v) for v in value]
+        if t == "str":
+            return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{name}: cannot use {value!r} ({exc})") from None
+    return value
+
+
+def load_settings(
+    config_file: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Merge the three sources; unknown keys are errors, not silently ignored."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    path = config_file or env.get("AMQPLITE_CONFIG")
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path}: {exc}") from None
+        data = data.get("amqplite", data)
+        for k, v in data.items():
+            key = k.replace("-", "_")
+            if key not in _FIELDS:
+                raise ConfigError(f"config file {path}: unknown setting '{k}'")
+            values[key] = _coerce(key, v)
+    for name in _FIELDS:
+        ev = env.get("AMQPLITE_" + name.upper())
+        if ev is not None and name != "users":
+            values[name] = _coerce(name, ev)
+    for k, v in (overrides or {}).items():
+        if v is not None:
+            values[k] = _coerce(k, v)
+    try:
+        return Settings(**values)
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from None

@@ -1,0 +1,204 @@
+"""The root nursery: AMQP listeners, store writer bridge, page-ins and shutdown.
+
+``Server.settle()`` is the single place where broker effects become wire
+writes and store submissions; every code path that calls into the broker
+calls it afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import signal
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from amqplite import __version__
+from amqplite.broker.auth import UserDB
+from amqplite.broker.core import Broker
+from amqplite.broker.effects import CancelNotify, Deliver, PageIn, Return
+from amqplite.config import Settings
+from amqplite.server.connection import AMQPConnection
+from amqplite.server.persistence import Persistence
+from amqplite.server.recovery import restore
+from amqplite.store.engine import Store
+
+log = logging.getLogger("amqplite.server")
+
+SHUTDOWN_TEXT = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
+
+
+class Server:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.broker = Broker(log_level=settings.delivery_log, body_window=settings.body_window)
+        self.users = UserDB()
+        self.users.add(
+            settings.default_user, settings.default_pass, ["administrator"],
+            loopback_only=settings.default_user in settings.loopback_users,
+        )
+        for name, spec in settings.users.items():
+            tags = [t for t in str(spec.get("tags", "")).replace(",", " ").split() if t]
+            self.users.add(name, str(spec.get("password", "")), tags,
+                           loopback_only=name in settings.loopback_users)
+        self.store: Store | None = None
+        self.persistence: Persistence | None = None  # type: ignore[assignment]
+        self.connections: set[AMQPConnection] = set()
+        self.listen_ports: list[int] = []
+        self.started_at = time.time()
+        self._nursery: trio.Nursery | None = None
+        self._paging: dict[tuple[str, str], trio.Event] = defaultdict(trio.Event)
+        self._stopping = trio.Event()
+
+    def server_properties(self) -> dict[str, Any]:
+        return {
+            "product": "amqplite",
+            "version": __version__,
+            "platform": f"Python {platform.python_version()}",
+            "copyright": "amqplite contributors",
+            "information": "https://example.invalid/amqplite",
+            "capabilities": {
+                "publisher_confirms": True,
+                "exchange_exchange_bindings": True,
+                "basic.nack": True,
+                "consumer_cancel_notify": True,
+                "connection.blocked": True,
+                "consumer_priorities": False,
+                "authentication_failure_close": True,
+                "per_consumer_qos": True,
+                "direct_reply_to": False,
+            },
+        }
+
+    # ------------------------------------------------------------ effects
+    def settle(self) -> None:
+        """Carry out the broker's pending effects and hand its ops to the store."""
+        b = self.broker
+        while b.effects:
+            effects, b.effects = b.effects, []
+            for e in effects:
+                t = type(e)
+                if t is Deliver:
+                    tr = e.channel.session.transport
+                    if tr is not None:
+                        tr.deliver(e.channel, e.consumer_tag, e.delivery_tag, e.redelivered,
+                                   e.message)
+                elif t is Return:
+                    tr = e.channel.session.transport
+                    if tr is not None:
+                        tr.send_return(e.channel, e.reply_code, e.reply_text, e.message)
+                elif t is CancelNotify:
+                    tr = e.channel.session.transport
+                    if tr is not None:
+                        tr.send_cancel(e.channel, e.consumer_tag)
+                elif t is PageIn:
+                    assert self._nursery is not None
+                    self._nursery.start_soon(self._page_in, e)
+        if self.persistence is not None:
+            self.persistence.flush()
+
+    async def _page_in(self, e: PageIn) -> None:
+        assert self.store is not None
+        keys = [x.message.key for x in e.entries]
+        try:
+            bodies = await trio.to_thread.run_sync(self.store.fetch_bodies, keys)
+        except Exception:
+            log.exception("page-in failed for queue %s", e.queue.name)
+            bodies = {}
+        self.broker.paged_in(e.queue, bodies)
+        self.settle()
+        ev = self._paging.pop((e.queue.vhost, e.queue.name), None)
+        if ev is not None:
+            ev.set()
+
+    async def wait_paged(self, vhost: str, queue: str) -> None:
+        await self._paging[(vhost, queue)].wait()
+
+    # ------------------------------------------------------------ running
+    async def run(self, *, task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED) -> None:
+        s = self.settings
+        if not s.database_url:
+            Path(s.data_dir).mkdir(parents=True, exist_ok=True)
+        self.store = Store(s.db_url, durability=s.durability)
+        store = self.store
+        await trio.to_thread.run_sync(store.create)
+        recovered = await trio.to_thread.run_sync(store.load, s.body_window)
+        restore(self.broker, recovered)
+        store.start()
+        self.persistence = Persistence(store, self.broker)
+        self.persistence.bind_loop()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                listeners = await self._open_listeners()
+                self.listen_ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
+                nursery.start_soon(self._serve, listeners)
+                nursery.start_soon(self._watch_signals)
+                log.info("amqplite %s listening on port(s) %s, data in %s",
+                         __version__, self.listen_ports, s.db_url)
+                task_status.started(self)
+                await self._stopping.wait()
+                await self._shutdown()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(store.close)
+
+    async def _open_listeners(self) -> list[trio.SocketListener]:
+        s = self.settings
+        if not s.host:
+            return await trio.open_tcp_listeners(s.port)
+        out: list[trio.SocketListener] = []
+        port = s.port
+        for h in s.host:
+            got = await trio.open_tcp_listeners(port, host=h)
+            out.extend(got)
+            if port == 0 and got:
+                port = got[0].socket.getsockname()[1]
+        return out
+
+    async def _serve(self, listeners: list[trio.SocketListener]) -> None:
+        async def handle(stream: trio.SocketStream) -> None:
+            try:
+                peer = stream.socket.getpeername()
+            except OSError:
+                return
+            try:
+                stream.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+            await AMQPConnection(self, stream, peer).run()
+
+        async with trio.open_nursery() as n:
+            self._listen_scope = n.cancel_scope
+            for ln in listeners:
+                n.start_soon(trio.serve_listeners, handle, [ln])
+
+    async def _watch_signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as sigs:
+            async for sig in sigs:
+                log.info("signal %s: shutting down", sig)
+                self.stop()
+                return
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def _shutdown(self) -> None:
+        """Close every connection with 320, wait briefly for close-ok, flush the store."""
+        for c in list(self.connections):
+            c.force_close(320, SHUTDOWN_TEXT)
+        with trio.move_on_after(3):
+            while self.connections:
+                await trio.sleep(0.02)
+        assert self.persistence is not None
+        with trio.move_on_after(30):
+            await self.persistence.wait_idle()
+
+
+async def serve(settings: Settings) -> None:
+    await Server(settings).run()

@@ -1,0 +1,535 @@
+"""One AMQP connection: a reader, a writer and a heartbeat task in their own nursery.
+
+The reader feeds bytes to the sans-I/O ``ServerConnection`` and turns its
+events into broker commands; the writer drains the protocol's out-buffer in
+large coalesced writes; the heartbeat task sends and enforces heartbeats. A
+crash inside one connection closes that connection with 541 and never
+touches the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from amqplite.broker.core import NEED_PAGE_IN
+from amqplite.broker.model import ChannelState, Session
+from amqplite.protocol import methods as M
+from amqplite.protocol.connection import (
+    ChannelClosed,
+    ChannelOpened,
+    ConnectionClosed,
+    ConnectionClosing,
+    ConnectionOpened,
+    ContentReceived,
+    MethodReceived,
+    ServerConnection,
+)
+from amqplite.protocol.errors import AMQPError, ChannelError
+
+if TYPE_CHECKING:
+    from amqplite.server.app import Server
+
+log = logging.getLogger("amqplite.connection")
+
+#: Consumers on a connection stop receiving while its unsent bytes exceed this.
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+RECV_SIZE = 256 * 1024
+HANDSHAKE_TIMEOUT = 10.0
+CLOSE_OK_TIMEOUT = 2.0
+
+
+class _Confirms:
+    """Publisher-confirm bookkeeping for one channel."""
+
+    __slots__ = ("acked_upto", "dirty", "stored", "waiting")
+
+    def __init__(self) -> None:
+        self.acked_upto = 0
+        self.waiting = 0  # confirm batches waiting for a commit
+        self.dirty = False  # publishes in the current chunk
+        self.stored = False  # ...one of which needs a commit
+
+
+class AMQPConnection:
+    def __init__(self, server: Server, stream: trio.SocketStream, peer: tuple[str, int]) -> None:
+        self.server = server
+        self.broker = server.broker
+        self.stream = stream
+        self.peer_host, self.peer_port = peer[0], peer[1]
+        self.name = f"{self.peer_host}:{self.peer_port}"
+        s = server.settings
+        self.proto = ServerConnection(
+            server_properties=server.server_properties(),
+            authenticate=self._authenticate,
+            check_vhost=self._check_vhost,
+            channel_max=s.channel_max,
+            frame_max=s.frame_max,
+            heartbeat=s.heartbeat,
+            max_message_size=s.max_message_size,
+        )
+        self.session: Session | None = None
+        self.channels: dict[int, ChannelState] = {}
+        self.confirms: dict[int, _Confirms] = {}
+        self.writable = True
+        self.alive = True
+        self.connected_at = time.time()
+        self.last_recv = time.monotonic()
+        self.last_send = time.monotonic()
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self._wake = trio.Event()
+        self._closing_deadline: float | None = None
+        self._cancel: trio.CancelScope | None = None
+        self._user: Any = None
+
+    # ------------------------------------------------------------- auth
+    def _authenticate(self, username: str, password: str) -> bool:
+        user = self.server.users.authenticate(username, password, self.peer_host)
+        self._user = user
+        return user is not None
+
+    def _check_vhost(self, username: str, vhost: str) -> bool:
+        return vhost in self.broker.vhosts
+
+    # ------------------------------------------------------------- tasks
+    async def run(self) -> None:
+        self.server.connections.add(self)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._cancel = nursery.cancel_scope
+                nursery.start_soon(self._writer)
+                nursery.start_soon(self._heartbeat)
+                try:
+                    await self._reader()
+                finally:
+                    await self._final_flush()
+                    nursery.cancel_scope.cancel()
+        except Exception:  # one bad connection never takes the broker down
+            log.exception("connection %s crashed", self.name)
+        finally:
+            self.alive = False
+            self.server.connections.discard(self)
+            self._drop_session()
+            with trio.move_on_after(1):
+                await self.stream.aclose()
+
+    async def _reader(self) -> None:
+        proto = self.proto
+        persistence = self.server.persistence
+        while self.alive:
+            if persistence.inflight_ops > 0:
+                await persistence.wait_capacity()
+            try:
+                data = await self.stream.receive_some(RECV_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                return
+            if not data:
+                return
+            self.last_recv = time.monotonic()
+            self.bytes_in += len(data)
+            proto.receive_data(data)
+            try:
+                done = await self._handle_events()
+            except AMQPError as exc:
+                self._connection_error(exc)
+                done = False
+            except Exception as exc:
+                log.exception("internal error on %s", self.name)
+                self._connection_error(AMQPError(541, f"INTERNAL_ERROR - {exc!r}"))
+                done = False
+            self._finish_chunk()
+            self.server.settle()
+            self._wake_writer()
+            if done:
+                return
+
+    async def _handle_events(self) -> bool:
+        """Process every complete event; True when the connection is finished."""
+        proto = self.proto
+        while True:
+            ev = proto.next_event()
+            if ev is None:
+                return False
+            t = type(ev)
+            if t is ContentReceived:
+                self._on_publish(ev.channel, ev.method, ev.properties_raw, ev.body)
+            elif t is MethodReceived:
+                await self._on_method(ev.channel, ev.method)
+            elif t is ChannelOpened:
+                assert self.session is not None
+                self.channels[ev.channel] = self.broker.open_channel(self.session, ev.channel)
+            elif t is ChannelClosed:
+                self._drop_channel(ev.channel)
+            elif t is ConnectionOpened:
+                self.session = self.broker.open_session(ev.username, ev.vhost, self.name)
+                self.session.client_properties = dict(ev.client_properties or {})
+                self.session.transport = self
+                self.server.settle()
+            elif t is ConnectionClosing:
+                self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
+                self._drop_session()
+            elif t is ConnectionClosed:
+                self._drop_session()
+                return True
+
+    async def _final_flush(self) -> None:
+        data = self.proto.data_to_send()
+        if data:
+            with trio.move_on_after(1):
+                try:
+                    await self.stream.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    pass
+
+    async def _writer(self) -> None:
+        proto = self.proto
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            while True:
+                data = proto.data_to_send()
+                if not data:
+                    break
+                try:
+                    await self.stream.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    self.alive = False
+                    if self._cancel is not None:
+                        self._cancel.cancel()
+                    return
+                self.bytes_out += len(data)
+                self.last_send = time.monotonic()
+            if not self.writable:
+                self.writable = True
+                if self.session is not None:
+                    self.broker.resume_session(self.session)
+                    self.server.settle()
+
+    def _wake_writer(self) -> None:
+        self._wake.set()
+        if self.writable and self.proto.pending_bytes() > WRITE_HIGH_WATER:
+            self.writable = False
+
+    async def _heartbeat(self) -> None:
+        start = time.monotonic()
+        while True:
+            hb = self.proto.heartbeat if self.session is not None else 0
+            await trio.sleep(max(hb / 2, 0.5) if hb else 1.0)
+            now = time.monotonic()
+            if self.session is None and now - start > HANDSHAKE_TIMEOUT:
+                log.info("%s: no handshake within %ss", self.name, HANDSHAKE_TIMEOUT)
+                break
+            if self._closing_deadline is not None and now > self._closing_deadline:
+                break
+            if hb:
+                if now - self.last_recv > 2 * hb:
+                    log.info("%s: missed heartbeats, closing", self.name)
+                    break
+                if now - self.last_send >= hb / 2:
+                    self.proto.send_heartbeat()
+                    self._wake_writer()
+        self.alive = False
+        if self._cancel is not None:
+            self._cancel.cancel()
+
+    # ----------------------------------------------------------- cleanup
+    def _drop_channel(self, number: int) -> None:
+        ch = self.channels.pop(number, None)
+        self.confirms.pop(number, None)
+        if ch is not None:
+            self.broker.close_channel(ch)
+            self.server.settle()
+
+    def _drop_session(self) -> None:
+        if self.session is not None:
+            s, self.session = self.session, None
+            self.channels.clear()
+            self.confirms.clear()
+            self.broker.close_session(s)
+            self.server.settle()
+
+    def force_close(self, code: int, text: str) -> None:
+        """Server-initiated close (shutdown, admin): connection.close then wait for close-ok."""
+        if self.alive:
+            self.proto.close(code, text)
+            self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
+            self._drop_session()
+            self._wake_writer()
+
+    def _connection_error(self, exc: AMQPError) -> None:
+        self.proto.close(exc.reply_code, exc.reply_text, exc.class_id, exc.method_id)
+        self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
+        self._drop_session()
+
+    def _channel_error(self, number: int, exc: ChannelError) -> None:
+        self.proto.close_channel(number, exc.reply_code, exc.reply_text, exc.class_id,
+                                 exc.method_id)
+        self._drop_channel(number)
+
+    # ------------------------------------------------------- broker -> wire
+    def deliver(self, ch: ChannelState, consumer_tag: str, delivery_tag: int,
+                redelivered: bool, message: Any) -> None:
+        if not self.alive or ch.number not in self.channels:
+            return
+        self.proto.send_deliver(
+            ch.number, consumer_tag, delivery_tag, redelivered, message.exchange,
+            message.routing_key, message.properties_raw, message.body,
+        )
+        self._wake_writer()
+
+    def send_return(self, ch: ChannelState, code: int, text: str, message: Any) -> None:
+        if not self.alive or ch.number not in self.channels:
+            return
+        self.proto.send_return(ch.number, code, text, message.exchange, message.routing_key,
+                               message.properties_raw, message.body)
+        self._wake_writer()
+
+    def send_cancel(self, ch: ChannelState, consumer_tag: str) -> None:
+        if not self.alive or ch.number not in self.channels:
+            return
+        self.proto.send_method(ch.number, M.BasicCancel(consumer_tag=consumer_tag, no_wait=True))
+        self._wake_writer()
+
+    # ------------------------------------------------------- wire -> broker
+    def _on_publish(self, number: int, method: Any, props: bytes, body: bytes) -> None:
+        ch = self.channels.get(number)
+        if ch is None:
+            return
+        try:
+            res = self.broker.basic_publish(
+                ch, method.exchange, method.routing_key, props, body,
+                mandatory=method.mandatory, immediate=method.immediate,
+            )
+        except ChannelError as exc:
+            self._channel_error(number, exc)
+            return
+        if ch.confirm:
+            ch.next_publish_seq += 1
+            st = self.confirms[number]
+            st.dirty = True
+            if res.stored:
+                st.stored = True
+
+    def _finish_chunk(self) -> None:
+        """Send or schedule publisher confirms for the frames just handled."""
+        for number, st in self.confirms.items():
+            if not st.dirty:
+                continue
+            ch = self.channels.get(number)
+            if ch is None:
+                continue
+            upto = ch.next_publish_seq - 1
+            st.dirty = False
+            if st.stored or st.waiting:
+                st.stored = False
+                st.waiting += 1
+                self.server.persistence.add_waiter(
+                    lambda err, n=number, u=upto, s=st: self._confirm_done(n, s, u, err)
+                )
+            else:
+                self._send_confirm(number, st, upto, True)
+
+    def _confirm_done(self, number: int, st: _Confirms, upto: int, err: BaseException | None) -> None:
+        st.waiting -= 1
+        if self.alive and number in self.channels:
+            self._send_confirm(number, st, upto, err is None)
+            self._wake_writer()
+
+    def _send_confirm(self, number: int, st: _Confirms, upto: int, ok: bool) -> None:
+        if upto <= st.acked_upto:
+            return
+        multiple = upto - st.acked_upto > 1
+        cls = M.BasicAck if ok else M.BasicNack
+        if ok:
+            self.proto.send_method(number, cls(delivery_tag=upto, multiple=multiple))
+        else:
+            self.proto.send_method(number, cls(delivery_tag=upto, multiple=multiple, requeue=False))
+        st.acked_upto = upto
+
+    async def _on_method(self, number: int, m: Any) -> None:
+        ch = self.channels.get(number)
+        if ch is None:
+            return
+        handler = _HANDLERS.get(type(m))
+        try:
+            if handler is None:
+                raise AMQPError(540, f"NOT_IMPLEMENTED - method {type(m).__name__} not supported",
+                                m.CLASS_ID, m.METHOD_ID)
+            await handler(self, ch, m)
+        except ChannelError as exc:
+            self._channel_error(number, exc)
+
+    def _reply(self, ch: ChannelState, method: Any) -> None:
+        self.proto.send_method(ch.number, method)
+
+    # ---------------------------------------------------------- handlers
+    async def _exchange_declare(self, ch: ChannelState, m: Any) -> None:
+        self.broker.exchange_declare(
+            ch, m.exchange, m.type, passive=m.passive, durable=m.durable,
+            auto_delete=m.auto_delete, internal=m.internal, arguments=m.arguments,
+        )
+        if not m.no_wait:
+            self._reply(ch, M.ExchangeDeclareOk())
+
+    async def _exchange_delete(self, ch: ChannelState, m: Any) -> None:
+        self.broker.exchange_delete(ch, m.exchange, if_unused=m.if_unused)
+        if not m.no_wait:
+            self._reply(ch, M.ExchangeDeleteOk())
+
+    async def _exchange_bind(self, ch: ChannelState, m: Any) -> None:
+        self.broker.exchange_bind(ch, m.destination, m.source, m.routing_key, m.arguments)
+        if not m.no_wait:
+            self._reply(ch, M.ExchangeBindOk())
+
+    async def _exchange_unbind(self, ch: ChannelState, m: Any) -> None:
+        self.broker.exchange_bind(ch, m.destination, m.source, m.routing_key, m.arguments,
+                                  unbind=True)
+        if not m.no_wait:
+            self._reply(ch, M.ExchangeUnbindOk())
+
+    async def _queue_declare(self, ch: ChannelState, m: Any) -> None:
+        name, count, consumers = self.broker.queue_declare(
+            ch, m.queue, passive=m.passive, durable=m.durable, exclusive=m.exclusive,
+            auto_delete=m.auto_delete, arguments=m.arguments,
+        )
+        if not m.no_wait:
+            self._reply(ch, M.QueueDeclareOk(queue=name, message_count=count,
+                                             consumer_count=consumers))
+
+    async def _queue_bind(self, ch: ChannelState, m: Any) -> None:
+        self.broker.queue_bind(ch, m.queue, m.exchange, m.routing_key, m.arguments)
+        if not m.no_wait:
+            self._reply(ch, M.QueueBindOk())
+
+    async def _queue_unbind(self, ch: ChannelState, m: Any) -> None:
+        self.broker.queue_bind(ch, m.queue, m.exchange, m.routing_key, m.arguments, unbind=True)
+        self._reply(ch, M.QueueUnbindOk())
+
+    async def _queue_purge(self, ch: ChannelState, m: Any) -> None:
+        n = self.broker.queue_purge(ch, m.queue)
+        if not m.no_wait:
+            self._reply(ch, M.QueuePurgeOk(message_count=n))
+
+    async def _queue_delete(self, ch: ChannelState, m: Any) -> None:
+        n = self.broker.queue_delete(ch, m.queue, if_unused=m.if_unused, if_empty=m.if_empty)
+        if not m.no_wait:
+            self._reply(ch, M.QueueDeleteOk(message_count=n))
+
+    async def _basic_qos(self, ch: ChannelState, m: Any) -> None:
+        self.broker.basic_qos(ch, m.prefetch_size, m.prefetch_count, m.global_)
+        self._reply(ch, M.BasicQosOk())
+
+    async def _basic_consume(self, ch: ChannelState, m: Any) -> None:
+        tag = self.broker.basic_consume(
+            ch, m.queue, m.consumer_tag, no_ack=m.no_ack, exclusive=m.exclusive,
+            arguments=m.arguments,
+        )
+        if not m.no_wait:
+            self._reply(ch, M.BasicConsumeOk(consumer_tag=tag))
+        self.broker.start_consumer(ch, tag)
+
+    async def _basic_cancel(self, ch: ChannelState, m: Any) -> None:
+        self.broker.basic_cancel(ch, m.consumer_tag)
+        if not m.no_wait:
+            self._reply(ch, M.BasicCancelOk(consumer_tag=m.consumer_tag))
+
+    async def _basic_get(self, ch: ChannelState, m: Any) -> None:
+        while True:
+            res = self.broker.basic_get(ch, m.queue, m.no_ack)
+            if res is not NEED_PAGE_IN:
+                break
+            self.server.settle()  # starts the page-in
+            await self.server.wait_paged(ch.session.vhost, m.queue)
+        if res is None:
+            self._reply(ch, M.BasicGetEmpty())
+            return
+        tag, redelivered, msg, count = res
+        self.proto.send_get_ok(ch.number, tag, redelivered, msg.exchange, msg.routing_key,
+                               count, msg.properties_raw, msg.body)
+
+    async def _basic_ack(self, ch: ChannelState, m: Any) -> None:
+        self.broker.basic_ack(ch, m.delivery_tag, m.multiple)
+
+    async def _basic_reject(self, ch: ChannelState, m: Any) -> None:
+        self.broker.basic_reject(ch, m.delivery_tag, m.requeue)
+
+    async def _basic_nack(self, ch: ChannelState, m: Any) -> None:
+        self.broker.basic_nack(ch, m.delivery_tag, m.multiple, m.requeue)
+
+    async def _basic_recover(self, ch: ChannelState, m: Any) -> None:
+        self.broker.basic_recover(ch, m.requeue)
+        self._reply(ch, M.BasicRecoverOk())
+
+    async def _basic_recover_async(self, ch: ChannelState, m: Any) -> None:
+        self.broker.basic_recover(ch, m.requeue)
+
+    async def _channel_flow(self, ch: ChannelState, m: Any) -> None:
+        self.broker.channel_flow(ch, m.active)
+        self._reply(ch, M.ChannelFlowOk(active=m.active))
+
+    async def _channel_flow_ok(self, ch: ChannelState, m: Any) -> None:
+        pass
+
+    async def _confirm_select(self, ch: ChannelState, m: Any) -> None:
+        self.broker.confirm_select(ch)
+        self.confirms.setdefault(ch.number, _Confirms())
+        if not m.no_wait:
+            self._reply(ch, M.ConfirmSelectOk())
+
+    async def _tx_select(self, ch: ChannelState, m: Any) -> None:
+        self.broker.tx_select(ch)
+        self._reply(ch, M.TxSelectOk())
+
+    async def _tx_commit(self, ch: ChannelState, m: Any) -> None:
+        stored = self.broker.tx_commit(ch)
+        if stored:
+            number = ch.number
+
+            def done(err: BaseException | None) -> None:
+                if self.alive and number in self.channels:
+                    if err is None:
+                        self.proto.send_method(number, M.TxCommitOk())
+                    else:
+                        self._channel_error(number, ChannelError(
+                            541, f"INTERNAL_ERROR - commit failed: {err}", 90, 20))
+                    self._wake_writer()
+
+            self.server.persistence.add_waiter(done)
+        else:
+            self._reply(ch, M.TxCommitOk())
+
+    async def _tx_rollback(self, ch: ChannelState, m: Any) -> None:
+        self.broker.tx_rollback(ch)
+        self._reply(ch, M.TxRollbackOk())
+
+
+_HANDLERS: dict[type, Any] = {
+    M.ExchangeDeclare: AMQPConnection._exchange_declare,
+    M.ExchangeDelete: AMQPConnection._exchange_delete,
+    M.ExchangeBind: AMQPConnection._exchange_bind,
+    M.ExchangeUnbind: AMQPConnection._exchange_unbind,
+    M.QueueDeclare: AMQPConnection._queue_declare,
+    M.QueueBind: AMQPConnection._queue_bind,
+    M.QueueUnbind: AMQPConnection._queue_unbind,
+    M.QueuePurge: AMQPConnection._queue_purge,
+    M.QueueDelete: AMQPConnection._queue_delete,
+    M.BasicQos: AMQPConnection._basic_qos,
+    M.BasicConsume: AMQPConnection._basic_consume,
+    M.BasicCancel: AMQPConnection._basic_cancel,
+    M.BasicGet: AMQPConnection._basic_get,
+    M.BasicAck: AMQPConnection._basic_ack,
+    M.BasicReject: AMQPConnection._basic_reject,
+    M.BasicNack: AMQPConnection._basic_nack,
+    M.BasicRecover: AMQPConnection._basic_recover,
+    M.BasicRecoverAsync: AMQPConnection._basic_recover_async,
+    M.ChannelFlow: AMQPConnection._channel_flow,
+    M.ChannelFlowOk: AMQPConnection._channel_flow_ok,
+    M.ConfirmSelect: AMQPConnection._confirm_select,
+    M.TxSelect: AMQPConnection._tx_select,
+    M.TxCommit: AMQPConnection._tx_commit,
+    M.TxRollback: AMQPConnection._tx_rollback,
+}

@@ -1,0 +1,100 @@
+"""Bridge from the broker's store operations to the store's writer thread.
+
+Operations gathered while the event loop handles a burst of frames are handed
+to the store as one submission; the store folds every pending submission into
+one transaction (group commit). Work that must wait for durability (publisher
+confirms, tx.commit-ok, evicting bodies from RAM) is queued as a waiter on
+the submission and runs back on the event loop once it has committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from amqplite.broker.core import Broker
+from amqplite.store.engine import Store
+
+Waiter = Callable[[BaseException | None], None]
+
+#: Stop reading from publishers while this many ops wait for the writer.
+HIGH_WATER_OPS = 200_000
+
+
+class Persistence:
+    def __init__(self, store: Store, broker: Broker) -> None:
+        self.store = store
+        self.broker = broker
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._ops: list[Any] = []
+        self._waiters: list[Waiter] = []
+        self.inflight = 0  # submissions handed to the store, not yet called back
+        self.inflight_ops = 0
+        self._capacity = trio.Event()
+        self._capacity.set()
+        self._idle = trio.Event()
+        self._idle.set()
+
+    def bind_loop(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+
+    def add_waiter(self, fn: Waiter) -> None:
+        """Run ``fn`` after everything submitted so far (and in this batch) commits."""
+        self._waiters.append(fn)
+
+    @property
+    def batch_has_ops(self) -> bool:
+        return bool(self._ops) or bool(self.broker.store_ops)
+
+    def flush(self) -> None:
+        """Hand the gathered operations and waiters to the store (non-blocking)."""
+        b = self.broker
+        if b.store_ops:
+            self._ops.extend(b.store_ops)
+            b.store_ops.clear()
+        evict = b.evictable
+        if evict:
+            b.evictable = []
+            self._waiters.append(lambda err, ev=evict: err is None and b.commit_done(ev))
+        if not self._ops and not self._waiters:
+            return
+        ops, waiters = self._ops, self._waiters
+        self._ops, self._waiters = [], []
+        if not ops and self.inflight == 0:
+            for w in waiters:
+                w(None)
+            return
+        self.inflight += 1
+        self.inflight_ops += len(ops)
+        self._idle = trio.Event() if self._idle.is_set() else self._idle
+        if self.inflight_ops > HIGH_WATER_OPS and self._capacity.is_set():
+            self._capacity = trio.Event()
+        token = self._token
+        assert token is not None, "bind_loop() first"
+        n = len(ops)
+
+        def committed(err: BaseException | None) -> None:
+            # writer thread -> event loop
+            token.run_sync_soon(self._done, waiters, n, err)
+
+        self.store.submit(ops, committed)
+
+    def _done(self, waiters: list[Waiter], n: int, err: BaseException | None) -> None:
+        self.inflight -= 1
+        self.inflight_ops -= n
+        for w in waiters:
+            w(err)
+        if self.inflight_ops <= HIGH_WATER_OPS // 2:
+            self._capacity.set()
+        if self.inflight == 0:
+            self._idle.set()
+
+    async def wait_capacity(self) -> None:
+        """Publishers pause here while the writer is far behind."""
+        await self._capacity.wait()
+
+    async def wait_idle(self) -> None:
+        self.flush()
+        await self._idle.wait()

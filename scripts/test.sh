@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Install what the tests need (venv, Python packages, Java + SQLite JDBC for the
+# Spark audit job) and run every suite: lint, unit/integration, Spark, and the
+# conformance suite against a freshly started amqplite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${PYTHON:-python3}
+
+need_apt=()
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+[ -f /usr/share/java/sqlite-jdbc.jar ] || need_apt+=(libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "== installing Debian packages: ${need_apt[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "== missing Debian packages (need root to install): ${need_apt[*]}" >&2
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv"
+  "$PY" -m venv .venv
+fi
+echo "== installing amqplite[dev,audit]"
+.venv/bin/pip install -q --upgrade pip >/dev/null
+.venv/bin/pip install -q -e ".[dev,audit]"
+
+echo "== ruff"
+.venv/bin/ruff check amqplite tests conformance scripts
+
+echo "== tests (unit, integration, spark)"
+.venv/bin/python -m pytest -q -p no:cacheprovider tests
+
+echo "== conformance against amqplite"
+DATA=$(mktemp -d)
+PORT=${CONFORMANCE_PORT:-56720}
+.venv/bin/amqplite serve --host 127.0.0.1 --port "$PORT" --data-dir "$DATA" \
+  --admin-port 0 --log-level warning >"$DATA/broker.log" 2>&1 &
+BROKER=$!
+trap 'kill $BROKER 2>/dev/null || true; wait $BROKER 2>/dev/null || true; rm -rf "$DATA"' EXIT
+.venv/bin/python - "$PORT" <<'PYEOF'
+import socket, sys, time
+deadline = time.monotonic() + 30
+while True:
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            sys.exit("amqplite did not start listening within 30 s")
+        time.sleep(0.1)
+PYEOF
+AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F" \
+  .venv/bin/python -m pytest -q -p no:cacheprovider conformance -m "not deadletter" \
+  || { echo "--- broker log"; tail -50 "$DATA/broker.log"; exit 1; }

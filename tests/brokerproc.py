@@ -1,0 +1,99 @@
+"""Run a real amqplite broker as a subprocess on a free loopback port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(pred, timeout: float = 20.0, interval: float = 0.02, what: str = "condition"):  # type: ignore[no-untyped-def]
+    """Poll ``pred`` until it returns a truthy value or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: Path, port: int | None = None, *extra: str) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.extra = list(extra)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = self.data_dir / f"broker-{self.port}.log"
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
+
+    def start(self) -> BrokerProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1",
+             "--port", str(self.port), "--data-dir", str(self.data_dir),
+             "--admin-port", "0", "--log-level", "info", *self.extra],
+            stdout=log, stderr=subprocess.STDOUT, env=env,
+        )
+        log.close()
+
+        def up() -> bool:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited early:\n{self.log()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return True
+            except OSError:
+                return False
+
+        wait_for(up, 30, what="broker to listen")
+        return self
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-5000:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no goodbye — what a crash looks like."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM: the graceful path; returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise
+        return int(self.proc.returncode)
+
+    def rss_bytes(self) -> int:
+        import psutil
+
+        assert self.proc is not None
+        return int(psutil.Process(self.proc.pid).memory_info().rss)

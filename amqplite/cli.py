@@ -57,6 +57,9 @@ def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flag
 
 def _register_optional() -> None:
     """Attach command groups that live in other packages (imported lazily inside)."""
+    from amqplite.admin.cli import register as register_admin
+
+    register_admin(main)
     try:
         from amqplite.audit.cli import audit, trace
     except ImportError:  # pragma: no cover - audit package is part of the install

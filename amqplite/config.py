@@ -60,6 +60,7 @@ class Settings:
     default_pass: str = "guest"
     loopback_users: list[str] = attrs.field(factory=lambda: ["guest"])
     admin_host: str = "127.0.0.1"
+    #: 0 disables the admin HTTP API
     admin_port: int = attrs.field(default=15672, validator=_positive)
 
     @property

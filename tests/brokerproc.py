@@ -43,15 +43,14 @@ class BrokerProcess:
 
     def start(self) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1",
-             "--port", str(self.port), "--data-dir", str(self.data_dir),
-             "--admin-port", "0", "--log-level", "info", *self.extra],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
-        )
-        log.close()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1",
+                 "--port", str(self.port), "--data-dir", str(self.data_dir),
+                 "--admin-port", "0", "--log-level", "info", *self.extra],
+                stdout=log, stderr=subprocess.STDOUT, env=env,
+            )
 
         def up() -> bool:
             assert self.proc is not None

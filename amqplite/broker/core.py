@@ -9,6 +9,7 @@ so every rule here is testable with plain calls.
 
 from __future__ import annotations
 
+import heapq
 import secrets
 import time
 from collections.abc import Callable, Iterable
@@ -16,12 +17,23 @@ from typing import Any
 
 from amqplite.broker import errors as E
 from amqplite.broker import persist as P
+from amqplite.broker.deadletter import dead_letter_properties, is_cycle, with_delivery_count
 from amqplite.broker.effects import CancelNotify, Deliver, PageIn, Return
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding, DirectExchange, Exchange
 from amqplite.broker.exchanges.base import Destination, freeze_args
-from amqplite.broker.model import ChannelState, Consumer, Delivery, Entry, Message, Session
+from amqplite.broker.model import (
+    ChannelState,
+    Consumer,
+    Delivery,
+    Entry,
+    Message,
+    PriorityReadyList,
+    Session,
+)
+from amqplite.broker.policy import Policy, make_policy, validate_queue_args
 from amqplite.broker.queue import Queue
 from amqplite.protocol.errors import ChannelError
+from amqplite.protocol.properties import expiration_of, priority_of
 
 # (class_id, method_id) pairs for error replies
 EXCHANGE_DECLARE = (40, 10)
@@ -85,13 +97,22 @@ class VHost:
 
 
 class PublishResult:
-    """What the shell needs to know about one publish."""
+    """What the shell needs to know about one publish.
 
-    __slots__ = ("routed", "stored")
+    ``rejected``: a queue with ``x-overflow: reject-publish`` refused it, so a
+    publisher in confirm mode gets basic.nack.
+    """
 
-    def __init__(self, routed: bool, stored: bool) -> None:
+    __slots__ = ("rejected", "routed", "stored")
+
+    def __init__(self, routed: bool, stored: bool, rejected: bool = False) -> None:
         self.routed = routed
         self.stored = stored
+        self.rejected = rejected
+
+
+#: enqueue() outcomes
+NOT_STORED, STORED, REJECTED = 0, 1, 2
 
 
 class Broker:
@@ -116,7 +137,15 @@ class Broker:
         self._next_message_key = 1
         #: (queue, entry) pairs whose bodies may be dropped from RAM once committed
         self.evictable: list[tuple[Queue, Entry]] = []
-        self.stats = {"published": 0, "delivered": 0, "acked": 0, "redelivered": 0}
+        self.stats = {"published": 0, "delivered": 0, "acked": 0, "redelivered": 0,
+                      "dead_lettered": 0, "expired": 0}
+        #: (expires_at, seq, queue, entry) for every entry with a TTL
+        self._expiry: list[tuple[float, int, Queue, Entry]] = []
+        self._expiry_seq = 0
+        #: queues with x-expires, checked by tick()
+        self._expiring_queues: set[Queue] = set()
+        #: vhost -> policy name -> Policy
+        self.policies: dict[str, dict[str, Policy]] = {}
 
     # ------------------------------------------------------------------ ids
     def seed_ids(self, max_queue_id: int, max_message_key: int) -> None:
@@ -352,8 +381,7 @@ class Broker:
         vh = self.vhosts[ch.session.vhost]
         cm = QUEUE_DECLARE
         if passive:
-            if not name:
-                raise E.no_queue(name, vh.name, cm)
+            name = name or ch.last_queue
             q = vh.queues.get(name)
             if q is None:
                 raise E.no_queue(name, vh.name, cm)
@@ -363,9 +391,16 @@ class Broker:
             name = "amq.gen-" + secrets.token_urlsafe(16)
         elif name.startswith("amq."):
             raise E.reserved("queue", name, cm)
+        bad = validate_queue_args(arguments or {})
+        if bad is not None:
+            raise E.precondition(
+                f"invalid arg '{bad[0]}' for queue '{name}' in vhost '{vh.name}': {bad[1]}", cm
+            )
         q = vh.queues.get(name)
         if q is not None:
             self._check_exclusive(q, ch, cm)
+            q.last_used = self.now()
+            ch.last_queue = name
             if q.durable != durable:
                 raise E.inequivalent("durable", "queue", name, vh.name, durable, q.durable, cm)
             if q.auto_delete != auto_delete:
@@ -386,6 +421,7 @@ class Broker:
             arguments=arguments,
         )
         self.add_queue(vh, q)
+        ch.last_queue = name
         return q.name, 0, 0
 
     _EQUIVALENCE_ARGS = (
@@ -407,10 +443,15 @@ class Broker:
             if key == "x-queue-type" and {a, b} <= {None, "classic"}:
                 continue
             if a != b:
-                raise E.inequivalent(key, "queue", q.name, q.vhost, a, b, cm)
+                raise E.inequivalent_arg(key, q.name, q.vhost, a, b, cm)
 
     def add_queue(self, vh: VHost, q: Queue, *, persist: bool = True) -> None:
         vh.queues[q.name] = q
+        q.last_used = self.now()
+        q.policy = self._match_policy(vh.name, q.name)
+        q.refresh_settings()
+        if q.expires is not None:
+            self._expiring_queues.add(q)
         if q.durable and not q.exclusive and persist:
             self.store_ops.append(P.put_queue(q))
 
@@ -418,12 +459,22 @@ class Broker:
         if q.exclusive_owner is not None and q.exclusive_owner is not ch.session:
             raise E.locked(q.name, q.vhost, cm)
 
+    def _queue_name(self, ch: ChannelState, name: str, cm: tuple[int, int]) -> str:
+        """An empty queue name means the queue last declared on this channel (spec)."""
+        if name:
+            return name
+        if not ch.last_queue:
+            raise E.not_allowed("no previously declared queue", cm)
+        return ch.last_queue
+
     def _find_queue(self, ch: ChannelState, name: str, cm: tuple[int, int]) -> Queue:
+        name = self._queue_name(ch, name, cm)
         vh = self.vhosts[ch.session.vhost]
         q = vh.queues.get(name)
         if q is None:
             raise E.no_queue(name, vh.name, cm)
         self._check_exclusive(q, ch, cm)
+        q.last_used = self.now()
         return q
 
     def queue_bind(
@@ -440,6 +491,7 @@ class Broker:
         cm = QUEUE_UNBIND if unbind else QUEUE_BIND
         if exchange == "":
             raise E.default_exchange(cm)
+        queue = self._queue_name(ch, queue, cm)
         q = vh.queues.get(queue)
         if q is None:
             raise E.no_queue(queue, vh.name, cm)
@@ -469,6 +521,7 @@ class Broker:
     ) -> int:
         vh = self.vhosts[ch.session.vhost]
         cm = QUEUE_DELETE
+        queue = self._queue_name(ch, queue, cm)
         q = vh.queues.get(queue)
         if q is None:
             return 0
@@ -476,7 +529,7 @@ class Broker:
         if if_unused and q.consumers:
             raise E.precondition(f"queue '{queue}' in vhost '{vh.name}' in use", cm)
         if if_empty and q.message_count:
-            raise E.precondition(f"queue '{queue}' in vhost '{vh.name}' is not empty", cm)
+            raise E.precondition(f"queue '{queue}' in vhost '{vh.name}' not empty", cm)
         return self._delete_queue(vh, q)
 
     def _delete_queue(self, vh: VHost, q: Queue) -> int:
@@ -484,6 +537,7 @@ class Broker:
             return 0
         q.deleted = True
         vh.queues.pop(q.name, None)
+        self._expiring_queues.discard(q)
         for c in list(q.consumers):
             self.effects.append(CancelNotify(c.channel, c.tag))
             c.channel.consumers.pop(c.tag, None)
@@ -551,6 +605,7 @@ class Broker:
             q.consumers.remove(c)
             if q.rr >= len(q.consumers):
                 q.rr = 0
+            q.last_used = self.now()
         if q.auto_delete and q.had_consumer and not q.consumers and not q.deleted:
             vh = self.vhosts.get(q.vhost)
             if vh is not None:
@@ -559,6 +614,7 @@ class Broker:
     def basic_get(self, ch: ChannelState, queue: str, no_ack: bool) -> Any:
         """Returns None (empty), NEED_PAGE_IN, or (tag, redelivered, message, count)."""
         q = self._find_queue(ch, queue, BASIC_GET)
+        self._expire_head(q)
         if not q.ready:
             return None
         head = q.ready.peek()
@@ -577,15 +633,27 @@ class Broker:
             ch.unacked[tag] = Delivery(tag, q, entry, None)
             q.unacked += 1
         self.stats["delivered"] += 1
-        return tag, redelivered, entry.message, q.message_count
+        return tag, redelivered, entry.message, q.message_count, self._delivery_props(q, entry)
+
+    def _delivery_props(self, q: Queue, e: Entry) -> bytes | None:
+        """Quorum-style queues tell redeliveries their count in x-delivery-count."""
+        if q.quorum or (e.delivery_count and q.delivery_limit is not None):
+            return with_delivery_count(e.message.properties_raw, e.delivery_count)
+        return None
 
     def _dispatch(self, q: Queue) -> None:
         """Hand ready messages to consumers with room, in turn."""
         if q.paging or q.deleted:
             return
         ready = q.ready
+        now = 0.0
         while ready and q.consumers:
             head = ready.peek()
+            if head.expires_at is not None:
+                now = now or self.now()
+                if head.expires_at <= now:
+                    self._expire(q, ready.popleft())
+                    continue
             if head.message.body is None:
                 self._request_page_in(q)
                 return
@@ -611,7 +679,9 @@ class Broker:
             c.unacked += 1
             q.unacked += 1
         self.stats["delivered"] += 1
-        self.effects.append(Deliver(ch, c.tag, tag, entry.redelivered, entry.message))
+        self.effects.append(Deliver(ch, c.tag, tag, entry.redelivered, entry.message,
+                                    self._delivery_props(q, entry)
+                                    if entry.delivery_count or q.quorum else None))
 
     def _request_page_in(self, q: Queue) -> None:
         if q.paging:
@@ -641,10 +711,10 @@ class Broker:
         """Bodies of committed messages deep in a queue may leave RAM now."""
         for q, e in evictable:
             m = e.message
-            if m.stored and e.stored and not q.deleted and m.body is not None:
-                # still waiting far from the head?
-                if len(q.ready) > self.body_window and q.ready.bytes > 0:
-                    m.body = None
+            # still waiting far from the head?
+            if (m.stored and e.stored and not q.deleted and m.body is not None
+                    and e.in_ready and len(q.ready) > self.body_window):
+                m.body = None
 
     # -------------------------------------------------------- acknowledging
     def _take(self, ch: ChannelState, tag: int, multiple: bool, cm: tuple[int, int]) -> list[Delivery]:
@@ -745,6 +815,10 @@ class Broker:
             e = d.entry
             e.redelivered = True
             e.delivery_count += 1
+            if q.delivery_limit is not None and e.delivery_count > q.delivery_limit:
+                self.dead_letter(q, e, "delivery_limit")
+                touched.add(q)
+                continue
             self._log("requeued", q.vhost, e.message, q.name,
                       consumer_tag=d.consumer.tag if d.consumer else None,
                       attempt=e.delivery_count)
@@ -770,8 +844,142 @@ class Broker:
             self.store_ops.append(P.delete_entry(q, e))
 
     def dead_letter(self, q: Queue, e: Entry, reason: str) -> None:
-        """A message leaves ``q`` for ``reason``; without a dead-letter exchange it is dropped."""
+        """A message leaves ``q`` for ``reason``; without a dead-letter exchange it is dropped.
+
+        The removal and the copy's insertion land in the same store batch, so
+        one transaction holds both: a crash never loses or duplicates it.
+        """
         self._entry_done(q, e)
+        self._dead_letter_message(q, e.message, reason)
+
+    def _dead_letter_message(self, q: Queue, msg: Message, reason: str) -> None:
+        vh = self.vhosts.get(q.vhost)
+        dlx = q.dlx
+        ex = vh.exchanges.get(dlx) if vh is not None and dlx is not None else None
+        if vh is None or ex is None:
+            self._log("dead_lettered", q.vhost, msg, q.name, reason=f"{reason}:dropped")
+            return
+        rk = q.dlrk if q.dlrk is not None else msg.routing_key
+        raw = dead_letter_properties(
+            msg.properties_raw, queue=q.name, reason=reason, exchange=msg.exchange,
+            routing_keys=[msg.routing_key], now_s=int(self.now()),
+        )
+        new = Message(self._message_key(), ex.name, rk, raw, msg.body, body_size=msg.body_size,
+                      persistent=msg.persistent)
+        new._mid = msg.message_id
+        if msg.body is None:
+            new.copy_of = msg.key
+        self.stats["dead_lettered"] += 1
+        self._log("dead_lettered", q.vhost, msg, q.name, reason=reason)
+        headers = new.headers()
+        targets = [t for t in self.route(vh, ex, rk, new) if not is_cycle(headers, t.name)]
+        for t in targets:
+            self.enqueue(t, new)
+        for t in targets:
+            if t is not q:
+                self._dispatch(t)
+
+    def _expire(self, q: Queue, e: Entry) -> None:
+        self.stats["expired"] += 1
+        self._log("expired", q.vhost, e.message, q.name, reason="expired")
+        self.dead_letter(q, e, "expired")
+
+    def _expire_head(self, q: Queue) -> None:
+        ready = q.ready
+        if not ready:
+            return
+        now = self.now()
+        while ready:
+            h = ready.peek()
+            if h.expires_at is None or h.expires_at > now:
+                return
+            self._expire(q, ready.popleft())
+
+    # ------------------------------------------------------------- timers
+    def next_deadline(self) -> float | None:
+        """When tick() next has work (TTL or queue expiry), or None."""
+        ds: list[float] = []
+        if self._expiry:
+            ds.append(self._expiry[0][0])
+        for q in self._expiring_queues:
+            if not q.consumers and q.expires is not None:
+                ds.append(q.last_used + q.expires / 1000)
+        return min(ds) if ds else None
+
+    def tick(self) -> None:
+        """Expire messages whose TTL passed, wherever they are, and unused queues."""
+        now = self.now()
+        heap = self._expiry
+        due: dict[Queue, set[int]] = {}
+        while heap and heap[0][0] <= now:
+            _, _, q, e = heapq.heappop(heap)
+            if e.in_ready and not q.deleted:
+                due.setdefault(q, set()).add(id(e))
+        for q, ids in due.items():
+            for e in q.ready.remove_where(lambda x, ids=ids: id(x) in ids):
+                self._expire(q, e)
+        for q in list(self._expiring_queues):
+            if (q.expires is not None and not q.consumers and not q.deleted
+                    and now - q.last_used >= q.expires / 1000):
+                vh = self.vhosts.get(q.vhost)
+                if vh is not None:
+                    self._log("expired", q.vhost, None, q.name, reason="queue_expired")
+                    self._delete_queue(vh, q)
+
+    # ----------------------------------------------------------- policies
+    def _match_policy(self, vhost: str, queue_name: str) -> Policy | None:
+        best: Policy | None = None
+        for p in self.policies.get(vhost, {}).values():
+            if p.matches_queue(queue_name) and (best is None or p.priority > best.priority):
+                best = p
+        return best
+
+    def set_policy(self, vhost: str, name: str, pattern: str, definition: dict[str, Any],
+                   priority: int = 0, apply_to: str = "queues", *, persist: bool = True) -> Policy:
+        """Create or replace a policy and apply it to existing queues (ValueError if bad)."""
+        if vhost not in self.vhosts:
+            raise ValueError(f"no vhost '{vhost}'")
+        pol = make_policy(vhost, name, pattern, definition, priority, apply_to)
+        self.policies.setdefault(vhost, {})[name] = pol
+        if persist:
+            self.store_ops.append(P.put_policy(pol))
+        self.apply_policies(vhost)
+        return pol
+
+    def clear_policy(self, vhost: str, name: str) -> bool:
+        pol = self.policies.get(vhost, {}).pop(name, None)
+        if pol is None:
+            return False
+        self.store_ops.append(P.delete_policy(vhost, name))
+        self.apply_policies(vhost)
+        return True
+
+    def effective_policy(self, q: Queue) -> Policy | None:
+        return q.policy  # type: ignore[no-any-return]
+
+    def apply_policies(self, vhost: str) -> None:
+        vh = self.vhosts.get(vhost)
+        if vh is None:
+            return
+        for q in list(vh.queues.values()):
+            q.policy = self._match_policy(vhost, q.name)
+            q.refresh_settings()
+            if q.expires is not None:
+                self._expiring_queues.add(q)
+            else:
+                self._expiring_queues.discard(q)
+            self._enforce_limits(q)
+            self._dispatch(q)
+
+    def _over_limit(self, q: Queue) -> bool:
+        return (q.max_length is not None and len(q.ready) > q.max_length) or (
+            q.max_bytes is not None and q.ready.bytes > q.max_bytes
+        )
+
+    def _enforce_limits(self, q: Queue) -> None:
+        """drop-head: the oldest ready messages make room (dead-lettered as maxlen)."""
+        while q.ready and self._over_limit(q):
+            self.dead_letter(q, q.ready.popleft(), "maxlen")
 
     # ----------------------------------------------------------- publishing
     def basic_publish(
@@ -796,6 +1004,13 @@ class Broker:
             raise E.access_refused(
                 f"cannot publish to internal exchange '{exchange}' in vhost '{vh.name}'", cm
             )
+        if len(properties_raw) > 1 and properties_raw[1] & 0x10:  # user-id flag
+            uid = Message(0, "", "", properties_raw, b"", persistent=False).properties.user_id
+            if uid is not None and uid != ch.session.username:
+                raise E.precondition(
+                    f"user_id property set to '{uid}' but authenticated user was "
+                    f"'{ch.session.username}'", cm,
+                )
         if ch.tx:
             ch.tx_publishes.append((exchange, routing_key, properties_raw, body, mandatory))
             return PublishResult(True, False)
@@ -820,17 +1035,43 @@ class Broker:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
                 self._log("returned", vh.name, msg, reason="NO_ROUTE")
             return PublishResult(False, False)
-        stored = False
+        stored = rejected = False
         for q in queues:
-            if self.enqueue(q, msg):
+            r = self.enqueue(q, msg)
+            if r == STORED:
                 stored = True
+            elif r == REJECTED:
+                rejected = True
         for q in queues:
             self._dispatch(q)
-        return PublishResult(True, stored)
+        return PublishResult(True, stored, rejected)
 
-    def enqueue(self, q: Queue, msg: Message) -> bool:
-        """Append ``msg`` to ``q``; True when that needs a store commit."""
+    def enqueue(self, q: Queue, msg: Message) -> int:
+        """Append ``msg`` to ``q``: NOT_STORED, STORED (needs a commit) or REJECTED."""
+        limited = q.max_length is not None or q.max_bytes is not None
+        if limited and q.overflow != "drop-head" and (
+            (q.max_length is not None and len(q.ready) >= q.max_length)
+            or (q.max_bytes is not None and q.ready.bytes + msg.body_size > q.max_bytes)
+        ):
+            self._log("rejected", q.vhost, msg, q.name, reason="maxlen")
+            if q.overflow == "reject-publish-dlx":
+                self._dead_letter_message(q, msg, "maxlen")
+            return REJECTED
         e = Entry(q.take_position(), msg)
+        if type(q.ready) is PriorityReadyList:
+            e.priority = priority_of(msg.properties_raw) or 0
+        ttl = q.ttl
+        exp = expiration_of(msg.properties_raw)
+        if exp is not None:
+            try:
+                ms = int(exp)
+                ttl = ms if ttl is None else min(ttl, ms)
+            except ValueError:
+                pass
+        if ttl is not None:
+            e.expires_at = self.now() + ttl / 1000
+            self._expiry_seq += 1
+            heapq.heappush(self._expiry, (e.expires_at, self._expiry_seq, q, e))
         persist = msg.persistent and q.durable and not q.exclusive
         if persist:
             if not msg.stored:
@@ -842,7 +1083,9 @@ class Broker:
                 self.evictable.append((q, e))
         self._log("routed", q.vhost, msg, q.name)
         q.ready.append(e)
-        return persist
+        if limited:
+            self._enforce_limits(q)
+        return STORED if persist else NOT_STORED
 
     def route(self, vh: VHost, ex: Exchange, routing_key: str, msg: Message) -> list[Queue]:
         """Follow exchange-to-exchange bindings and alternate exchanges to queues."""

@@ -24,6 +24,8 @@ class Deliver:
     delivery_tag: int
     redelivered: bool
     message: Message
+    #: replacement property bytes (x-delivery-count on redeliveries), else None
+    properties: bytes | None = None
 
 
 @attrs.define(slots=True)

@@ -37,6 +37,42 @@ def inequivalent(arg: str, kind: str, name: str, vhost: str, got: object, cur: o
     )
 
 
+def _amqp_type(v: object) -> str:
+    """RabbitMQ's name for the field type a value is encoded with."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "signedint" if -(2**31) <= v < 2**31 else "long"
+    if isinstance(v, float):
+        return "double"
+    if isinstance(v, str | bytes):
+        return "longstr"
+    if isinstance(v, dict):
+        return "table"
+    if isinstance(v, list):
+        return "array"
+    return "void"
+
+
+def _show_arg(v: object) -> str:
+    """How RabbitMQ shows an x-argument in an inequivalence message."""
+    if v is None:
+        return "none"
+    return f"the value {_show(v)} of type '{_amqp_type(v)}'"
+
+
+def inequivalent_arg(arg: str, name: str, vhost: str, got: object, cur: object,
+                     cm: tuple[int, int]) -> ChannelError:
+    if got is not None and cur is not None:
+        return inequivalent(arg, "queue", name, vhost, got, cur, cm)
+    return ChannelError(
+        406,
+        f"PRECONDITION_FAILED - inequivalent arg '{arg}' for queue '{name}' in "
+        f"{_vh(vhost)}: received {_show_arg(got)} but current is {_show_arg(cur)}",
+        *cm,
+    )
+
+
 def _show(v: object) -> str:
     if isinstance(v, bool):
         return f"'{str(v).lower()}'"

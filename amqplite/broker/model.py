@@ -24,16 +24,17 @@ class Message:
     """
 
     __slots__ = (
+        "_mid",
+        "_props",
         "body",
         "body_size",
+        "copy_of",
         "exchange",
         "key",
         "persistent",
         "properties_raw",
         "routing_key",
         "stored",
-        "_mid",
-        "_props",
     )
 
     def __init__(
@@ -59,6 +60,8 @@ class Message:
         self.persistent = persistent
         #: True once a PutMessage for this message has been emitted.
         self.stored = False
+        #: a dead-lettered copy of a paged-out message: the store copies the body row
+        self.copy_of: int | None = None
 
     @property
     def properties(self) -> BasicProperties:
@@ -87,7 +90,16 @@ class Message:
 class Entry:
     """A message's place in one queue."""
 
-    __slots__ = ("delivery_count", "expires_at", "message", "position", "redelivered", "stored")
+    __slots__ = (
+        "delivery_count",
+        "expires_at",
+        "in_ready",
+        "message",
+        "position",
+        "priority",
+        "redelivered",
+        "stored",
+    )
 
     def __init__(self, position: int, message: Message, stored: bool = False) -> None:
         self.position = position
@@ -96,10 +108,12 @@ class Entry:
         self.redelivered = False
         self.stored = stored
         self.expires_at: float | None = None
+        self.in_ready = False
+        self.priority = 0
 
 
 class Consumer:
-    __slots__ = ("channel", "exclusive", "no_ack", "prefetch", "queue", "tag", "unacked", "arguments")
+    __slots__ = ("arguments", "channel", "exclusive", "no_ack", "prefetch", "queue", "tag", "unacked")
 
     def __init__(
         self,
@@ -164,20 +178,21 @@ class ChannelState:
     """Per-channel dispatch state: consumers, unacked deliveries, prefetch, modes."""
 
     __slots__ = (
+        "confirm",
         "consumers",
         "flow",
         "global_prefetch",
-        "confirm",
+        "last_queue",
         "next_publish_seq",
         "next_tag",
         "number",
+        "open",
         "prefetch",
         "session",
         "tx",
         "tx_acks",
         "tx_publishes",
         "unacked",
-        "open",
     )
 
     def __init__(self, session: Session, number: int) -> None:
@@ -197,6 +212,8 @@ class ChannelState:
         self.tx_publishes: list[Any] = []
         self.tx_acks: list[Any] = []
         self.open = True
+        #: the queue last declared on this channel (an empty name refers to it)
+        self.last_queue = ""
 
     def can_deliver(self) -> bool:
         if not self.flow or not self.session.writable():
@@ -227,10 +244,12 @@ class ReadyList:
 
     def append(self, e: Entry) -> None:
         self._d.append(e)
+        e.in_ready = True
         self.bytes += e.message.body_size
 
     def popleft(self) -> Entry:
         e = self._d.popleft()
+        e.in_ready = False
         self.bytes -= e.message.body_size
         return e
 
@@ -239,12 +258,14 @@ class ReadyList:
 
     def pop_tail(self) -> Entry:
         e = self._d.pop()
+        e.in_ready = False
         self.bytes -= e.message.body_size
         return e
 
     def insert_sorted(self, e: Entry) -> None:
         """Put a requeued entry back at its original position."""
         d = self._d
+        e.in_ready = True
         self.bytes += e.message.body_size
         if not d or d[0].position > e.position:
             d.appendleft(e)
@@ -265,6 +286,8 @@ class ReadyList:
         out = list(self._d)
         self._d.clear()
         self.bytes = 0
+        for e in out:
+            e.in_ready = False
         return out
 
     def remove_where(self, pred: Any) -> list[Entry]:
@@ -274,4 +297,69 @@ class ReadyList:
             (gone if pred(e) else keep).append(e)
         self._d = keep
         self.bytes = sum(e.message.body_size for e in keep)
+        for e in gone:
+            e.in_ready = False
+        return gone
+
+
+class PriorityReadyList:
+    """Ready entries for an ``x-max-priority`` queue: highest priority first, FIFO within."""
+
+    __slots__ = ("_levels", "bytes")
+
+    def __init__(self, max_priority: int) -> None:
+        self._levels = [ReadyList() for _ in range(max_priority + 1)]
+        self.bytes = 0
+
+    def _level(self, e: Entry) -> ReadyList:
+        return self._levels[min(e.priority, len(self._levels) - 1)]
+
+    def __len__(self) -> int:
+        return sum(len(lv) for lv in self._levels)
+
+    def __bool__(self) -> bool:
+        return any(self._levels)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        for lv in reversed(self._levels):
+            yield from lv
+
+    def _top(self) -> ReadyList:
+        for lv in reversed(self._levels):
+            if lv:
+                return lv
+        raise IndexError("empty")
+
+    def append(self, e: Entry) -> None:
+        self._level(e).append(e)
+        self.bytes += e.message.body_size
+
+    def popleft(self) -> Entry:
+        e = self._top().popleft()
+        self.bytes -= e.message.body_size
+        return e
+
+    def peek(self) -> Entry:
+        return self._top().peek()
+
+    def pop_tail(self) -> Entry:
+        for lv in self._levels:
+            if lv:
+                e = lv.pop_tail()
+                self.bytes -= e.message.body_size
+                return e
+        raise IndexError("empty")
+
+    def insert_sorted(self, e: Entry) -> None:
+        self._level(e).insert_sorted(e)
+        self.bytes += e.message.body_size
+
+    def clear(self) -> list[Entry]:
+        out = [e for lv in reversed(self._levels) for e in lv.clear()]
+        self.bytes = 0
+        return out
+
+    def remove_where(self, pred: Any) -> list[Entry]:
+        gone = [e for lv in reversed(self._levels) for e in lv.remove_where(pred)]
+        self.bytes = sum(lv.bytes for lv in self._levels)
         return gone

@@ -14,6 +14,7 @@ from amqplite.store import ops
 if TYPE_CHECKING:
     from amqplite.broker.exchanges import Binding, Exchange
     from amqplite.broker.model import Entry, Message
+    from amqplite.broker.policy import Policy
     from amqplite.broker.queue import Queue
 
 
@@ -49,8 +50,18 @@ def delete_binding(vhost: str, b: Binding) -> ops.DeleteBinding:
     return ops.DeleteBinding(vhost, b.source, name, kind, b.routing_key, plain_args(b.args_dict))
 
 
-def put_message(m: Message) -> ops.PutMessage:
+def put_message(m: Message) -> Any:
+    if m.copy_of is not None and m.body is None:
+        return ops.CopyMessage(m.key, m.copy_of, m.exchange, m.routing_key, m.properties_raw)
     return ops.PutMessage(m.key, m.exchange, m.routing_key, m.properties_raw, m.body or b"")
+
+
+def put_policy(p: Policy) -> ops.PutPolicy:
+    return ops.PutPolicy(p.vhost, p.name, p.pattern, p.apply_to, p.priority, dict(p.definition))
+
+
+def delete_policy(vhost: str, name: str) -> ops.DeletePolicy:
+    return ops.DeletePolicy(vhost, name)
 
 
 def put_entry(q: Queue, e: Entry) -> ops.PutEntry:

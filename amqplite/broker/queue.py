@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from amqplite.broker.model import Consumer, ReadyList
+from amqplite.broker.model import Consumer, PriorityReadyList, ReadyList
 
 if TYPE_CHECKING:
     from amqplite.broker.model import Session
@@ -16,15 +16,26 @@ class Queue:
         "auto_delete",
         "consumers",
         "deleted",
+        "delivery_limit",
+        "dlrk",
+        "dlx",
         "durable",
         "exclusive_owner",
+        "expires",
         "had_consumer",
         "id",
+        "last_used",
+        "max_bytes",
+        "max_length",
         "name",
         "next_position",
+        "overflow",
         "paging",
+        "policy",
+        "quorum",
         "ready",
         "rr",
+        "ttl",
         "unacked",
         "vhost",
     )
@@ -47,7 +58,11 @@ class Queue:
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments: dict[str, Any] = dict(arguments or {})
-        self.ready = ReadyList()
+        mp = self.arguments.get("x-max-priority")
+        self.ready: Any = (
+            PriorityReadyList(min(int(mp), 255))
+            if isinstance(mp, int) and not isinstance(mp, bool) and mp > 0 else ReadyList()
+        )
         self.consumers: list[Consumer] = []
         self.rr = 0
         self.unacked = 0
@@ -56,6 +71,27 @@ class Queue:
         self.deleted = False
         #: True while a PageIn for this queue's head is outstanding.
         self.paging = False
+        #: the policy in force (highest priority match), see Broker.apply_policies
+        self.policy: Any = None
+        #: when a consumer, get or declare last touched it (for x-expires)
+        self.last_used = 0.0
+        qt = self.arguments.get("x-queue-type")
+        self.quorum = qt in ("quorum", b"quorum")
+        self.refresh_settings()
+
+    def refresh_settings(self) -> None:
+        """Cache the effective dead-letter/limit settings (arguments win over policy)."""
+        from amqplite.broker.policy import effective
+
+        a, p = self.arguments, self.policy
+        self.ttl = effective(a, p, "message-ttl")
+        self.dlx = effective(a, p, "dead-letter-exchange")
+        self.dlrk = effective(a, p, "dead-letter-routing-key")
+        self.max_length = effective(a, p, "max-length")
+        self.max_bytes = effective(a, p, "max-length-bytes")
+        self.overflow = effective(a, p, "overflow") or "drop-head"
+        self.delivery_limit = effective(a, p, "delivery-limit")
+        self.expires = effective(a, p, "expires")
 
     @property
     def exclusive(self) -> bool:

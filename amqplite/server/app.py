@@ -7,6 +7,7 @@ calls it afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import platform
 import signal
@@ -53,6 +54,8 @@ class Server:
         self._nursery: trio.Nursery | None = None
         self._paging: dict[tuple[str, str], trio.Event] = defaultdict(trio.Event)
         self._stopping = trio.Event()
+        #: base URL of the admin HTTP API once it listens (None when disabled)
+        self.admin_url: str | None = None
 
     def server_properties(self) -> dict[str, Any]:
         return {
@@ -75,8 +78,12 @@ class Server:
         }
 
     # ------------------------------------------------------------ effects
-    def settle(self) -> None:
-        """Carry out the broker's pending effects and hand its ops to the store."""
+    def settle(self, flush: bool = True) -> None:
+        """Carry out the broker's pending effects and hand its ops to the store.
+
+        ``flush=False`` leaves the store batch open so the caller can attach
+        confirm waiters to it first (returns must precede their confirms).
+        """
         b = self.broker
         while b.effects:
             effects, b.effects = b.effects, []
@@ -86,7 +93,7 @@ class Server:
                     tr = e.channel.session.transport
                     if tr is not None:
                         tr.deliver(e.channel, e.consumer_tag, e.delivery_tag, e.redelivered,
-                                   e.message)
+                                   e.message, e.properties)
                 elif t is Return:
                     tr = e.channel.session.transport
                     if tr is not None:
@@ -98,7 +105,7 @@ class Server:
                 elif t is PageIn:
                     assert self._nursery is not None
                     self._nursery.start_soon(self._page_in, e)
-        if self.persistence is not None:
+        if flush and self.persistence is not None:
             self.persistence.flush()
 
     async def _page_in(self, e: PageIn) -> None:
@@ -138,6 +145,11 @@ class Server:
                 self.listen_ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
                 nursery.start_soon(self._serve, listeners)
                 nursery.start_soon(self._watch_signals)
+                nursery.start_soon(self._timers)
+                if s.admin_port:
+                    from amqplite.admin.http import run_admin
+
+                    self.admin_url = await nursery.start(run_admin, self)
                 log.info("amqplite %s listening on port(s) %s, data in %s",
                          __version__, self.listen_ports, s.db_url)
                 task_status.started(self)
@@ -167,16 +179,25 @@ class Server:
                 peer = stream.socket.getpeername()
             except OSError:
                 return
-            try:
+            with contextlib.suppress(OSError):
                 stream.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
             await AMQPConnection(self, stream, peer).run()
 
         async with trio.open_nursery() as n:
             self._listen_scope = n.cancel_scope
             for ln in listeners:
                 n.start_soon(trio.serve_listeners, handle, [ln])
+
+    async def _timers(self) -> None:
+        """Message TTL and queue expiry happen on time, consumers or not."""
+        b = self.broker
+        while True:
+            deadline = b.next_deadline()
+            delay = 0.25 if deadline is None else min(max(deadline - time.time(), 0.0) + 0.001, 0.25)
+            await trio.sleep(delay)
+            if b.next_deadline() is not None:
+                b.tick()
+                self.settle()
 
     async def _watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as sigs:

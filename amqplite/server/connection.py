@@ -9,6 +9,7 @@ touches the others.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -45,10 +46,11 @@ CLOSE_OK_TIMEOUT = 2.0
 class _Confirms:
     """Publisher-confirm bookkeeping for one channel."""
 
-    __slots__ = ("acked_upto", "dirty", "stored", "waiting")
+    __slots__ = ("acked_upto", "dirty", "nacks", "stored", "waiting")
 
     def __init__(self) -> None:
         self.acked_upto = 0
+        self.nacks: list[int] = []  # seqs refused by a reject-publish queue
         self.waiting = 0  # confirm batches waiting for a commit
         self.dirty = False  # publishes in the current chunk
         self.stored = False  # ...one of which needs a commit
@@ -82,6 +84,8 @@ class AMQPConnection:
         self.bytes_in = 0
         self.bytes_out = 0
         self._wake = trio.Event()
+        self._finishing = False
+        self._writer_done = trio.Event()
         self._closing_deadline: float | None = None
         self._cancel: trio.CancelScope | None = None
         self._user: Any = None
@@ -106,7 +110,11 @@ class AMQPConnection:
                 try:
                     await self._reader()
                 finally:
-                    await self._final_flush()
+                    # let the writer send what is queued (e.g. close-ok), then stop
+                    self._finishing = True
+                    self._wake.set()
+                    with trio.move_on_after(1):
+                        await self._writer_done.wait()
                     nursery.cancel_scope.cancel()
         except Exception:  # one bad connection never takes the broker down
             log.exception("connection %s crashed", self.name)
@@ -141,8 +149,9 @@ class AMQPConnection:
                 log.exception("internal error on %s", self.name)
                 self._connection_error(AMQPError(541, f"INTERNAL_ERROR - {exc!r}"))
                 done = False
+            self.server.settle(flush=False)
             self._finish_chunk()
-            self.server.settle()
+            self.server.persistence.flush()
             self._wake_writer()
             if done:
                 return
@@ -176,18 +185,22 @@ class AMQPConnection:
                 self._drop_session()
                 return True
 
-    async def _final_flush(self) -> None:
-        data = self.proto.data_to_send()
-        if data:
-            with trio.move_on_after(1):
-                try:
-                    await self.stream.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    pass
-
     async def _writer(self) -> None:
+        try:
+            await self._write_loop()
+        finally:
+            self._writer_done.set()
+
+    async def _write_loop(self) -> None:
         proto = self.proto
         while True:
+            if self._finishing:
+                data = proto.data_to_send()
+                if data:
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
+                                             OSError):
+                        await self.stream.send_all(data)
+                return
             await self._wake.wait()
             self._wake = trio.Event()
             while True:
@@ -211,7 +224,7 @@ class AMQPConnection:
 
     def _wake_writer(self) -> None:
         self._wake.set()
-        if self.writable and self.proto.pending_bytes() > WRITE_HIGH_WATER:
+        if self.writable and len(self.proto._out) > WRITE_HIGH_WATER:
             self.writable = False
 
     async def _heartbeat(self) -> None:
@@ -272,12 +285,12 @@ class AMQPConnection:
 
     # ------------------------------------------------------- broker -> wire
     def deliver(self, ch: ChannelState, consumer_tag: str, delivery_tag: int,
-                redelivered: bool, message: Any) -> None:
+                redelivered: bool, message: Any, properties: bytes | None = None) -> None:
         if not self.alive or ch.number not in self.channels:
             return
         self.proto.send_deliver(
             ch.number, consumer_tag, delivery_tag, redelivered, message.exchange,
-            message.routing_key, message.properties_raw, message.body,
+            message.routing_key, properties or message.properties_raw, message.body,
         )
         self._wake_writer()
 
@@ -308,8 +321,10 @@ class AMQPConnection:
             self._channel_error(number, exc)
             return
         if ch.confirm:
-            ch.next_publish_seq += 1
             st = self.confirms[number]
+            if res.rejected:
+                st.nacks.append(ch.next_publish_seq)
+            ch.next_publish_seq += 1
             st.dirty = True
             if res.stored:
                 st.stored = True
@@ -323,31 +338,47 @@ class AMQPConnection:
             if ch is None:
                 continue
             upto = ch.next_publish_seq - 1
+            nacks, st.nacks = st.nacks, []
             st.dirty = False
             if st.stored or st.waiting:
                 st.stored = False
                 st.waiting += 1
                 self.server.persistence.add_waiter(
-                    lambda err, n=number, u=upto, s=st: self._confirm_done(n, s, u, err)
+                    lambda err, n=number, u=upto, s=st, k=nacks: self._confirm_done(n, s, u, k, err)
                 )
             else:
-                self._send_confirm(number, st, upto, True)
+                self._send_confirm(number, st, upto, True, nacks)
 
-    def _confirm_done(self, number: int, st: _Confirms, upto: int, err: BaseException | None) -> None:
+    def _confirm_done(self, number: int, st: _Confirms, upto: int, nacks: list[int],
+                      err: BaseException | None) -> None:
         st.waiting -= 1
         if self.alive and number in self.channels:
-            self._send_confirm(number, st, upto, err is None)
+            self._send_confirm(number, st, upto, err is None, nacks)
             self._wake_writer()
 
-    def _send_confirm(self, number: int, st: _Confirms, upto: int, ok: bool) -> None:
+    def _send_confirm(self, number: int, st: _Confirms, upto: int, ok: bool,
+                      nacks: list[int]) -> None:
+        """Ack (or, after a failed commit, nack) every seq up to ``upto``, in order.
+
+        Seqs in ``nacks`` were refused by a queue and get basic.nack alone.
+        """
+        for seq in nacks:
+            if seq - 1 > st.acked_upto:
+                self._confirm_range(number, st, seq - 1, ok)
+            self.proto.send_method(number, M.BasicNack(delivery_tag=seq, multiple=False,
+                                                       requeue=False))
+            st.acked_upto = seq
+        self._confirm_range(number, st, upto, ok)
+
+    def _confirm_range(self, number: int, st: _Confirms, upto: int, ok: bool) -> None:
         if upto <= st.acked_upto:
             return
         multiple = upto - st.acked_upto > 1
-        cls = M.BasicAck if ok else M.BasicNack
         if ok:
-            self.proto.send_method(number, cls(delivery_tag=upto, multiple=multiple))
+            self.proto.send_method(number, M.BasicAck(delivery_tag=upto, multiple=multiple))
         else:
-            self.proto.send_method(number, cls(delivery_tag=upto, multiple=multiple, requeue=False))
+            self.proto.send_method(number, M.BasicNack(delivery_tag=upto, multiple=multiple,
+                                                       requeue=False))
         st.acked_upto = upto
 
     async def _on_method(self, number: int, m: Any) -> None:
@@ -447,9 +478,9 @@ class AMQPConnection:
         if res is None:
             self._reply(ch, M.BasicGetEmpty())
             return
-        tag, redelivered, msg, count = res
+        tag, redelivered, msg, count, props = res
         self.proto.send_get_ok(ch.number, tag, redelivered, msg.exchange, msg.routing_key,
-                               count, msg.properties_raw, msg.body)
+                               count, props or msg.properties_raw, msg.body)
 
     async def _basic_ack(self, ch: ChannelState, m: Any) -> None:
         self.broker.basic_ack(ch, m.delivery_tag, m.multiple)

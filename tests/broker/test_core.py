@@ -122,7 +122,7 @@ def test_queue_delete_cancels_consumers(broker: Broker) -> None:
 
 def test_exclusive_queue_locked_and_dies_with_session(broker: Broker) -> None:
     s1, ch1 = session_channel(broker)
-    s2, ch2 = session_channel(broker)
+    _, ch2 = session_channel(broker)
     broker.queue_declare(ch1, "ex", exclusive=True)
     with pytest.raises(ChannelError) as e:
         broker.basic_consume(ch2, "ex")

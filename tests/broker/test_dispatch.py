@@ -6,7 +6,7 @@ consumer receives messages in queue order while nothing has been requeued.
 
 from __future__ import annotations
 
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -126,4 +126,7 @@ class Dispatch(RuleBasedStateMachine):
 
 
 TestDispatch = Dispatch.TestCase
-TestDispatch.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestDispatch.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)

@@ -25,7 +25,7 @@ def read_until_closed(s: socket.socket, limit: int = 1 << 20) -> bytes:
     while len(out) < limit:
         try:
             chunk = s.recv(65536)
-        except (ConnectionResetError, socket.timeout):
+        except (TimeoutError, ConnectionResetError):
             break
         if not chunk:
             break

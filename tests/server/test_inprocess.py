@@ -55,7 +55,7 @@ async def test_handshake_and_shutdown_with_320(tmp_path: Path) -> None:
         await stream.send_all(frame(1, 0, plain_start_ok()))
         _, _, tune = await read_frame(stream, buf)
         assert tune[:4] == struct.pack(">HH", 10, 30)
-        channel_max, frame_max, heartbeat = struct.unpack(">HIH", tune[4:12])
+        channel_max, frame_max, _heartbeat = struct.unpack(">HIH", tune[4:12])
         await stream.send_all(frame(1, 0, struct.pack(">HHHIH", 10, 31, channel_max, frame_max, 0)))
         await stream.send_all(frame(1, 0, struct.pack(">HH", 10, 40) + b"\x01/" + b"\x00\x00"))
         _, _, open_ok = await read_frame(stream, buf)

@@ -165,4 +165,5 @@ def test_headers_round_trip(channel) -> None:  # type: ignore[no-untyped-def]
     assert props.content_type == "text/plain"
     got = dict(props.headers)
     assert got["i"] == 42 and got["big"] == 2**40 and got["f"] == 1.5 and got["b"] is True
-    assert got["n"] is None and got["t"] == {"nested": b"yes"} or got["t"] == {"nested": "yes"}
+    assert got["n"] is None
+    assert got["t"] in ({"nested": b"yes"}, {"nested": "yes"})

@@ -10,6 +10,11 @@ from __future__ import annotations
 from amqplite.broker.exchanges.base import Binding, Destination, Exchange, HeadersGetter
 
 
+def _words(key: str) -> list[str]:
+    """RabbitMQ splits the empty key into zero words (so ``*`` does not match it)."""
+    return key.split(".") if key else []
+
+
 class _Node:
     __slots__ = ("children", "dests")
 
@@ -28,14 +33,14 @@ class TopicExchange(Exchange):
 
     def _index_add(self, binding: Binding) -> None:
         node = self._root
-        for word in binding.routing_key.split("."):
+        for word in _words(binding.routing_key):
             node = node.children.setdefault(word, _Node())
         node.dests[binding.destination] = node.dests.get(binding.destination, 0) + 1
         self._cache.clear()
 
     def _index_remove(self, binding: Binding) -> None:
         path = [self._root]
-        words = binding.routing_key.split(".")
+        words = _words(binding.routing_key)
         for word in words:
             nxt = path[-1].children.get(word)
             if nxt is None:
@@ -59,7 +64,7 @@ class TopicExchange(Exchange):
         cached = self._cache.get(routing_key)
         if cached is None:
             out: set[Destination] = set()
-            _match(self._root, routing_key.split("."), 0, out)
+            _match(self._root, _words(routing_key), 0, out)
             cached = frozenset(out)
             if len(self._cache) > 4096:
                 self._cache.clear()
@@ -89,8 +94,8 @@ def _match(node: _Node, words: list[str], i: int, out: set[Destination]) -> None
 
 def topic_matches(pattern: str, routing_key: str) -> bool:
     """Reference matcher (used by tests and the admin API), same rules as the trie."""
-    p = pattern.split(".")
-    w = routing_key.split(".")
+    p = _words(pattern)
+    w = _words(routing_key)
 
     def go(pi: int, wi: int) -> bool:
         if pi == len(p):

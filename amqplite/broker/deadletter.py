@@ -1,0 +1,106 @@
+"""Dead-letter headers exactly as RabbitMQ writes them.
+
+``x-death`` is an array of tables, newest first, one per (queue, reason); a
+second death for the same pair increments ``count`` and moves that entry to
+the front while keeping the time of its first death. ``x-first-death-*`` is
+set once, ``x-last-death-*`` every time. A per-message TTL is removed (kept
+as ``original-expiration``) so the copy does not expire again for the same
+reason. Every header the publisher set is left as it was, type tags included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqplite.protocol.codec import FieldArray, FieldTable, Timestamp
+from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
+
+
+def _s(v: Any) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray) else str(v)
+
+
+def dead_letter_properties(
+    raw: bytes,
+    *,
+    queue: str,
+    reason: str,
+    exchange: str,
+    routing_keys: list[str],
+    now_s: int,
+) -> bytes:
+    """The properties of the dead-lettered copy of a message."""
+    props: BasicProperties = decode_properties(raw)
+    headers = props.headers.copy() if props.headers is not None else FieldTable()
+    deaths = headers.get("x-death")
+    old: list[Any] = list(deaths) if isinstance(deaths, list) else []
+    old_tags = [deaths.tag_at(i) if isinstance(deaths, FieldArray) else None
+                for i in range(len(old))]
+    match_i = next(
+        (i for i, d in enumerate(old)
+         if isinstance(d, dict) and _s(d.get("queue", "")) == queue
+         and _s(d.get("reason", "")) == reason),
+        None,
+    )
+    if match_i is not None:
+        entry = old[match_i].copy() if isinstance(old[match_i], FieldTable) else FieldTable(old[match_i])
+        count = entry.get("count", 0)
+        entry.set("count", int(count) + 1, "l")
+        rest = [(d, t) for i, (d, t) in enumerate(zip(old, old_tags, strict=True)) if i != match_i]
+    else:
+        entry = FieldTable()
+        entry.set("count", 1, "l")
+        entry.set("exchange", exchange, "S")
+        if props.expiration is not None:
+            entry.set("original-expiration", props.expiration, "S")
+        entry.set("queue", queue, "S")
+        entry.set("reason", reason, "S")
+        keys = FieldArray()
+        for k in routing_keys:
+            keys.append_tagged(k, "S")
+        entry.set("routing-keys", keys, "A")
+        entry.set("time", Timestamp(now_s), "T")
+        rest = list(zip(old, old_tags, strict=True))
+    new_deaths = FieldArray()
+    new_deaths.append_tagged(entry, "F")
+    for d, t in rest:
+        new_deaths.append_tagged(d, t)
+    headers.set("x-death", new_deaths, "A")
+    if "x-first-death-reason" not in headers:
+        headers.set("x-first-death-exchange", exchange, "S")
+        headers.set("x-first-death-queue", queue, "S")
+        headers.set("x-first-death-reason", reason, "S")
+    headers.set("x-last-death-exchange", exchange, "S")
+    headers.set("x-last-death-queue", queue, "S")
+    headers.set("x-last-death-reason", reason, "S")
+    props.headers = headers
+    props.expiration = None
+    return encode_properties(props)
+
+
+def is_cycle(raw_headers: Any, target_queue: str) -> bool:
+    """True when routing to ``target_queue`` closes a dead-letter loop with no rejection.
+
+    RabbitMQ drops such a message instead of letting it circle forever; a
+    cycle that includes a rejection is allowed (a consumer decided each time).
+    """
+    deaths = raw_headers.get("x-death") if raw_headers else None
+    if not isinstance(deaths, list):
+        return False
+    for d in deaths:
+        if not isinstance(d, dict):
+            continue
+        if _s(d.get("reason", "")) == "rejected":
+            return False
+        if _s(d.get("queue", "")) == target_queue:
+            return True
+    return False
+
+
+def with_delivery_count(raw: bytes, count: int) -> bytes:
+    """Properties with ``x-delivery-count`` set (quorum-queue redeliveries)."""
+    props = decode_properties(raw)
+    headers = props.headers.copy() if props.headers is not None else FieldTable()
+    headers.set("x-delivery-count", count, "l")
+    props.headers = headers
+    return encode_properties(props)

@@ -1,0 +1,133 @@
+"""Queue arguments and policies: validation and the effective value of each setting.
+
+A queue argument (``x-message-ttl``) wins over the matching policy key
+(``message-ttl``), as in RabbitMQ; among policies the highest priority whose
+regex matches the queue name applies.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
+QUEUE_TYPES = ("classic", "quorum")
+
+#: policy key -> (queue argument, kind)
+SETTINGS: dict[str, tuple[str, str]] = {
+    "dead-letter-exchange": ("x-dead-letter-exchange", "str"),
+    "dead-letter-routing-key": ("x-dead-letter-routing-key", "str"),
+    "delivery-limit": ("x-delivery-limit", "nonneg"),
+    "message-ttl": ("x-message-ttl", "nonneg"),
+    "expires": ("x-expires", "pos"),
+    "max-length": ("x-max-length", "nonneg"),
+    "max-length-bytes": ("x-max-length-bytes", "nonneg"),
+    "overflow": ("x-overflow", "overflow"),
+}
+ARG_KINDS: dict[str, str] = {arg: kind for arg, kind in SETTINGS.values()}
+ARG_KINDS["x-max-priority"] = "priority"
+ARG_KINDS["x-queue-type"] = "qtype"
+
+
+def _plain(v: Any) -> Any:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray) else v
+
+
+def check_value(kind: str, value: Any) -> str | None:
+    """None when ``value`` suits ``kind``, else RabbitMQ-style reason text."""
+    value = _plain(value)
+    if kind == "str":
+        return None if isinstance(value, str) else f"{{unacceptable_type,{type(value).__name__}}}"
+    if kind in ("nonneg", "pos", "priority"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"{{unacceptable_type,{type(value).__name__}}}"
+        if kind == "pos" and value <= 0:
+            return f"{{value_zero,{value}}}" if value == 0 else f"{{value_negative,{value}}}"
+        if value < 0:
+            return f"{{value_negative,{value}}}"
+        if kind == "priority" and value > 255:
+            return f"{{value_too_large,{value},255}}"
+        return None
+    if kind == "overflow":
+        return None if value in OVERFLOW_MODES else f"{{unknown_overflow_mode,{value}}}"
+    if kind == "qtype":
+        return None if value in QUEUE_TYPES else f"{{unsupported_queue_type,{value}}}"
+    return None
+
+
+def validate_queue_args(args: Mapping[str, Any]) -> tuple[str, str] | None:
+    """First bad argument as (name, reason), or None when all are acceptable."""
+    for name, value in args.items():
+        kind = ARG_KINDS.get(name)
+        if kind is None:
+            continue
+        reason = check_value(kind, value)
+        if reason is not None:
+            return name, reason
+    if "x-dead-letter-routing-key" in args and "x-dead-letter-exchange" not in args:
+        return "x-dead-letter-routing-key", "{missing_dependent_argument,x-dead-letter-exchange}"
+    return None
+
+
+@attrs.define
+class Policy:
+    name: str
+    pattern: str
+    definition: dict[str, Any]
+    priority: int = 0
+    apply_to: str = "queues"
+    vhost: str = "/"
+    _regex: re.Pattern[str] | None = attrs.field(default=None, repr=False, eq=False)
+
+    def matches_queue(self, queue_name: str) -> bool:
+        if self.apply_to not in ("queues", "all"):
+            return False
+        if self._regex is None:
+            self._regex = re.compile(self.pattern)
+        return self._regex.search(queue_name) is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"vhost": self.vhost, "name": self.name, "pattern": self.pattern,
+                "apply-to": self.apply_to, "priority": self.priority,
+                "definition": dict(self.definition)}
+
+
+def make_policy(vhost: str, name: str, pattern: str, definition: Mapping[str, Any],
+                priority: int = 0, apply_to: str = "queues") -> Policy:
+    """Validate and build a policy; ValueError names what is wrong."""
+    if not name:
+        raise ValueError("policy name must not be empty")
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"policy pattern {pattern!r} is not a valid regex: {exc}") from None
+    if apply_to not in ("queues", "exchanges", "all"):
+        raise ValueError(f"apply-to must be queues, exchanges or all; got {apply_to!r}")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValueError(f"priority must be an integer; got {priority!r}")
+    if not definition:
+        raise ValueError("policy definition must not be empty")
+    clean: dict[str, Any] = {}
+    for key, value in definition.items():
+        spec = SETTINGS.get(key)
+        if spec is None:
+            raise ValueError(f"unknown policy definition key {key!r} "
+                             f"(known: {', '.join(sorted(SETTINGS))})")
+        reason = check_value(spec[1], value)
+        if reason is not None:
+            raise ValueError(f"invalid value {value!r} for policy key {key!r}: {reason}")
+        clean[key] = _plain(value)
+    return Policy(name, pattern, clean, priority, apply_to, vhost, rx)
+
+
+def effective(args: Mapping[str, Any], policy: Policy | None, key: str) -> Any:
+    """Queue argument first, then the policy's value, else None."""
+    arg = SETTINGS[key][0]
+    if arg in args:
+        return _plain(args[arg])
+    if policy is not None and key in policy.definition:
+        return policy.definition[key]
+    return None

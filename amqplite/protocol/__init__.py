@@ -1,1 +1,8 @@
-"""amqplite.protocol."""
+"""amqplite.protocol: sans-I/O AMQP 0-9-1 (no sockets, no clocks, no trio).
+
+Modules: ``spec`` (constants, ReplyCode), ``errors`` (AMQPError and friends),
+``codec`` (lossless field tables), ``properties`` (basic content properties),
+``methods`` (one attrs class per method), ``frames`` (fast frame encoders) and
+``connection`` (ServerConnection, the server-side state machine). Nothing is
+re-exported here so that importing ``protocol.spec`` stays cheap.
+"""

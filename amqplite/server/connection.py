@@ -224,7 +224,7 @@ class AMQPConnection:
 
     def _wake_writer(self) -> None:
         self._wake.set()
-        if self.writable and len(self.proto._out) > WRITE_HIGH_WATER:
+        if self.writable and self.proto.pending_bytes() > WRITE_HIGH_WATER:
             self.writable = False
 
     async def _heartbeat(self) -> None:

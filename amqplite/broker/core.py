@@ -633,6 +633,7 @@ class Broker:
             ch.unacked[tag] = Delivery(tag, q, entry, None)
             q.unacked += 1
         self.stats["delivered"] += 1
+        q.stats["deliver_get"] += 1
         return tag, redelivered, entry.message, q.message_count, self._delivery_props(q, entry)
 
     def _delivery_props(self, q: Queue, e: Entry) -> bytes | None:
@@ -679,6 +680,7 @@ class Broker:
             c.unacked += 1
             q.unacked += 1
         self.stats["delivered"] += 1
+        q.stats["deliver_get"] += 1
         self.effects.append(Deliver(ch, c.tag, tag, entry.redelivered, entry.message,
                                     self._delivery_props(q, entry)
                                     if entry.delivery_count or q.quorum else None))
@@ -754,6 +756,7 @@ class Broker:
                           consumer_tag=d.consumer.tag if d.consumer else None,
                           attempt=d.entry.delivery_count + 1)
                 self._entry_done(q, d.entry)
+                q.stats["ack"] += 1
                 touched.add(q)
         self.stats["acked"] += len(ds)
         for q in touched:
@@ -815,6 +818,7 @@ class Broker:
             e = d.entry
             e.redelivered = True
             e.delivery_count += 1
+            q.stats["redeliver"] += 1
             if q.delivery_limit is not None and e.delivery_count > q.delivery_limit:
                 self.dead_letter(q, e, "delivery_limit")
                 touched.add(q)

@@ -35,6 +35,7 @@ class Queue:
         "quorum",
         "ready",
         "rr",
+        "stats",
         "ttl",
         "unacked",
         "vhost",
@@ -75,6 +76,8 @@ class Queue:
         self.policy: Any = None
         #: when a consumer, get or declare last touched it (for x-expires)
         self.last_used = 0.0
+        #: counters the admin API turns into rates
+        self.stats = {"deliver_get": 0, "ack": 0, "redeliver": 0}
         qt = self.arguments.get("x-queue-type")
         self.quorum = qt in ("quorum", b"quorum")
         self.refresh_settings()

@@ -86,6 +86,7 @@ class AMQPConnection:
         self._wake = trio.Event()
         self._finishing = False
         self._writer_done = trio.Event()
+        self._hb_wake = trio.Event()
         self._closing_deadline: float | None = None
         self._cancel: trio.CancelScope | None = None
         self._user: Any = None
@@ -231,7 +232,12 @@ class AMQPConnection:
         start = time.monotonic()
         while True:
             hb = self.proto.heartbeat if self.session is not None else 0
-            await trio.sleep(max(hb / 2, 0.5) if hb else 1.0)
+            delay = max(hb / 2, 0.5) if hb else 1.0
+            if self._closing_deadline is not None:
+                delay = min(delay, max(0.0, self._closing_deadline - time.monotonic()) + 0.01)
+            with trio.move_on_after(delay):
+                await self._hb_wake.wait()
+            self._hb_wake = trio.Event()
             now = time.monotonic()
             if self.session is None and now - start > HANDSHAKE_TIMEOUT:
                 log.info("%s: no handshake within %ss", self.name, HANDSHAKE_TIMEOUT)
@@ -270,12 +276,14 @@ class AMQPConnection:
         if self.alive:
             self.proto.close(code, text)
             self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
+            self._hb_wake.set()
             self._drop_session()
             self._wake_writer()
 
     def _connection_error(self, exc: AMQPError) -> None:
         self.proto.close(exc.reply_code, exc.reply_text, exc.class_id, exc.method_id)
         self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
+        self._hb_wake.set()
         self._drop_session()
 
     def _channel_error(self, number: int, exc: ChannelError) -> None:

@@ -48,6 +48,10 @@ def test_reference_examples() -> None:
     assert topic_matches("a.#.b", "a.x.y.b")
     assert not topic_matches("a.*", "a")
     assert topic_matches("a.*", "a.")
-    assert topic_matches("*", "")
+    # RabbitMQ: the empty key has zero words, so '*' needs one and '' matches only ''
+    assert not topic_matches("*", "")
+    assert topic_matches("", "")
+    assert not topic_matches("", "a")
+    assert topic_matches("a.*.b", "a..b")
     assert not topic_matches("a.*.c", "a.c")
     assert topic_matches("#.#", "a")

@@ -1,0 +1,195 @@
+"""The admin HTTP server: a small raw-ASGI app served by hypercorn inside the broker's nursery.
+
+Routing, HTTP basic auth and JSON error mapping live here; the handlers and
+the route table are in :mod:`amqplite.admin.api`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import parse_qs, unquote
+
+import trio
+
+from amqplite.admin.api import ROUTES, AdminAPI, HTTPError, Request, Response, Route
+from amqplite.broker.auth import User
+
+if TYPE_CHECKING:
+    from amqplite.server.app import Server
+
+log = logging.getLogger("amqplite.admin")
+
+MAX_BODY = 64 * 1024 * 1024
+REALM = 'Basic realm="amqplite Management"'
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def _split(path: str) -> list[str]:
+    return [p for p in path.strip("/").split("/")]
+
+
+class Router:
+    """Matches raw (still percent-encoded) paths against the route table."""
+
+    def __init__(self, routes: list[Route]) -> None:
+        self.routes = [(r, _split(r.path)) for r in routes]
+
+    def match(self, method: str, raw_path: str) -> tuple[Route | None, dict[str, str], list[str]]:
+        """(route, params, allowed methods); route None with methods => 405, without => 404."""
+        segs = [unquote(s) for s in raw_path.rstrip("/").split("/")[1:]] if raw_path != "/" else []
+        allowed: list[str] = []
+        for route, pat in self.routes:
+            if len(pat) != len(segs):
+                continue
+            params: dict[str, str] = {}
+            for p, s in zip(pat, segs, strict=True):
+                if p.startswith("{"):
+                    params[p[1:-1]] = s
+                elif p != s:
+                    break
+            else:
+                if route.method == method:
+                    return route, params, []
+                allowed.append(route.method)
+        return None, {}, allowed
+
+
+class AdminApp:
+    """The ASGI application."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.api = AdminAPI(server)
+        self.router = Router(ROUTES)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                msg = await receive()
+                if msg["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif msg["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        try:
+            resp = await self._handle(scope, receive)
+        except HTTPError as exc:
+            resp = exc.response()
+        except Exception as exc:  # a bug in one handler must not kill the server
+            log.exception("admin API error on %s %s", scope.get("method"), scope.get("path"))
+            resp = Response({"error": "internal_error", "reason": repr(exc)}, 500)
+        await self._send(send, resp)
+
+    async def _handle(self, scope: Scope, receive: Receive) -> Response:
+        method = scope["method"].upper()
+        raw = scope.get("raw_path") or scope["path"].encode()
+        raw_path = raw.decode("latin-1").split("?", 1)[0]
+        route, params, allowed = self.router.match("GET" if method == "HEAD" else method,
+                                                   raw_path)
+        if route is None:
+            if allowed:
+                raise HTTPError(405, "method_not_allowed",
+                                f"{method} is not allowed here (allowed: {', '.join(allowed)})",
+                                headers={"allow": ", ".join(sorted(set(allowed)))})
+            raise HTTPError(404, "Object Not Found", "Not Found")
+        user = None if route.public else self._authenticate(scope)
+        if route.write and user is not None and not user.is_admin:
+            raise HTTPError(403, "not_authorised",
+                            f"user '{user.name}' is not an administrator; {method} needs one")
+        body = await self._read_body(receive)
+        qs = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        req = Request(method=method, params=params, query={k: v[-1] for k, v in qs.items()},
+                      body=body, user=user, query_all=qs)
+        handler = getattr(self.api, route.handler)
+        return await handler(req)  # type: ignore[no-any-return]
+
+    def _authenticate(self, scope: Scope) -> User:
+        auth = None
+        for k, v in scope.get("headers", []):
+            if k.lower() == b"authorization":
+                auth = v.decode("latin-1")
+        if not auth or not auth.lower().startswith("basic "):
+            raise HTTPError(401, "not_authorised", "Login required",
+                            headers={"www-authenticate": REALM})
+        try:
+            name, _, password = base64.b64decode(auth[6:].strip()).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            raise HTTPError(401, "not_authorised", "Malformed Authorization header",
+                            headers={"www-authenticate": REALM}) from None
+        client = scope.get("client") or ("", 0)
+        user = self.server.users.authenticate(name, password, client[0] or "")
+        if user is None:
+            raise HTTPError(401, "not_authorised", "Login failed",
+                            headers={"www-authenticate": REALM})
+        return user
+
+    async def _read_body(self, receive: Receive) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                raise HTTPError(400, "bad_request", "client went away")
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise HTTPError(413, "bad_request", f"request body larger than {MAX_BODY} bytes")
+            chunks.append(chunk)
+            if not msg.get("more_body"):
+                return b"".join(chunks)
+
+    async def _send(self, send: Send, resp: Response) -> None:
+        if resp.status == 204 or resp.body is None:
+            payload = b""
+        elif isinstance(resp.body, bytes):
+            payload = resp.body
+        else:
+            payload = json.dumps(resp.body, ensure_ascii=False).encode()
+        headers = [(b"content-type", resp.content_type.encode())] if payload else []
+        headers.append((b"content-length", str(len(payload)).encode()))
+        headers.append((b"cache-control", b"no-cache"))
+        for k, v in resp.headers.items():
+            headers.append((k.encode(), v.encode()))
+        await send({"type": "http.response.start", "status": resp.status, "headers": headers})
+        await send({"type": "http.response.body", "body": payload})
+
+
+def _bind(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+async def run_admin(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve the admin API on settings.admin_host:admin_port until cancelled.
+
+    ``task_status.started`` receives the base URL (``http://host:port``).
+    """
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    s = server.settings
+    config = Config()
+    config.bind = [_bind(s.admin_host, s.admin_port)]
+    config.accesslog = None
+    config.errorlog = log
+    config.graceful_timeout = 1.0
+    config.keep_alive_timeout = 30
+    app = AdminApp(server)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(app.api.run_sampler)
+        binds = await nursery.start(
+            partial(serve, cast(Any, app), config, shutdown_trigger=trio.sleep_forever,
+                    mode="asgi"))
+        url = binds[0] if binds else f"http://{_bind(s.admin_host, s.admin_port)}"
+        log.info("admin API listening on %s", url)
+        task_status.started(url)

@@ -1,0 +1,265 @@
+"""The OpenAPI 3.1 document of the admin API, generated from the route table.
+
+Paths and operations come from :data:`amqplite.admin.api.ROUTES`, so the
+document cannot list a route the server lacks or miss one it has; the
+schemas below are written by hand and the tests validate live responses
+against them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from amqplite import __version__
+from amqplite.admin.api import ROUTES, Route
+
+S = dict[str, Any]
+
+
+def _ref(name: str) -> S:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(props: S, required: list[str] | None = None, extra: bool = True) -> S:
+    out: S = {"type": "object", "properties": props}
+    if required:
+        out["required"] = required
+    if not extra:
+        out["additionalProperties"] = False
+    return out
+
+
+STR: S = {"type": "string"}
+NSTR: S = {"type": ["string", "null"]}
+INT: S = {"type": "integer"}
+NINT: S = {"type": ["integer", "null"]}
+BOOL: S = {"type": "boolean"}
+NUM: S = {"type": "number"}
+ANYOBJ: S = {"type": "object"}
+RATE: S = _obj({"rate": NUM}, ["rate"])
+STATS: S = {"type": "object", "additionalProperties": {"anyOf": [INT, RATE]}}
+FILTER: S = {
+    "description": "Field -> shell-style glob; all must match. Fields: reason, queue, "
+                   "origin_queue, exchange, routing_key, message_id, content_type, type, "
+                   "app_id, correlation_id, body, header.<name>. A list of 'field=glob' "
+                   "strings is accepted too.",
+    "anyOf": [{"type": "object", "additionalProperties": STR},
+              {"type": "array", "items": STR}],
+}
+
+SCHEMAS: dict[str, S] = {
+    "Error": _obj({"error": STR, "reason": STR}, ["error", "reason"]),
+    "OpenAPI": _obj({"openapi": STR, "paths": ANYOBJ}, ["openapi", "paths"]),
+    "Overview": _obj({
+        "product_name": STR, "product_version": STR, "management_version": STR,
+        "rabbitmq_version": STR, "node": STR, "cluster_name": STR, "uptime": INT,
+        "message_stats": STATS,
+        "queue_totals": _obj({"messages": INT, "messages_ready": INT,
+                              "messages_unacknowledged": INT},
+                             ["messages", "messages_ready", "messages_unacknowledged"]),
+        "object_totals": _obj({k: INT for k in ("connections", "channels", "exchanges",
+                                                "queues", "consumers")},
+                              ["connections", "channels", "exchanges", "queues", "consumers"]),
+        "listeners": {"type": "array", "items": _obj(
+            {"protocol": STR, "ip_address": STR, "port": INT})},
+    }, ["product_name", "product_version", "message_stats", "queue_totals", "object_totals"]),
+    "User": _obj({"name": STR, "tags": {"type": "array", "items": STR}, "is_admin": BOOL},
+                 ["name", "tags", "is_admin"]),
+    "VHost": _obj({"name": STR, "messages": INT, "messages_ready": INT,
+                   "messages_unacknowledged": INT}, ["name"]),
+    "Connection": _obj({
+        "name": STR, "user": NSTR, "vhost": NSTR, "state": STR, "protocol": STR,
+        "peer_host": STR, "peer_port": INT, "host": NSTR, "port": NINT, "channels": INT,
+        "connected_at": INT, "recv_oct": INT, "send_oct": INT, "client_properties": ANYOBJ,
+    }, ["name", "user", "vhost", "peer_host", "peer_port", "channels", "connected_at"]),
+    "Channel": _obj({
+        "name": STR, "number": INT, "user": NSTR, "vhost": NSTR,
+        "connection_details": _obj({"name": STR, "peer_host": STR, "peer_port": INT}),
+        "consumer_count": INT, "messages_unacknowledged": INT, "prefetch_count": INT,
+        "global_prefetch_count": INT, "confirm": BOOL, "transactional": BOOL, "state": STR,
+    }, ["name", "number", "connection_details", "consumer_count", "messages_unacknowledged"]),
+    "Consumer": _obj({
+        "consumer_tag": STR,
+        "queue": _obj({"name": STR, "vhost": STR}, ["name", "vhost"]),
+        "channel_details": _obj({"name": STR, "number": INT, "connection_name": STR,
+                                 "peer_host": STR, "peer_port": INT, "user": NSTR}),
+        "ack_required": BOOL, "exclusive": BOOL, "prefetch_count": INT,
+        "messages_unacknowledged": INT, "active": BOOL, "arguments": ANYOBJ,
+    }, ["consumer_tag", "queue", "channel_details", "ack_required", "prefetch_count"]),
+    "Exchange": _obj({
+        "name": STR, "vhost": STR, "type": STR, "durable": BOOL, "auto_delete": BOOL,
+        "internal": BOOL, "arguments": ANYOBJ,
+    }, ["name", "vhost", "type", "durable", "auto_delete", "internal", "arguments"]),
+    "ExchangePut": _obj({
+        "type": {"enum": ["direct", "fanout", "topic", "headers"]}, "durable": BOOL,
+        "auto_delete": BOOL, "internal": BOOL, "arguments": ANYOBJ,
+    }, ["type"]),
+    "Queue": _obj({
+        "name": STR, "vhost": STR, "type": STR, "durable": BOOL, "auto_delete": BOOL,
+        "exclusive": BOOL, "arguments": ANYOBJ, "state": STR, "messages": INT,
+        "messages_ready": INT, "messages_unacknowledged": INT, "consumers": INT,
+        "message_bytes": INT, "message_bytes_ready": INT, "message_bytes_unacknowledged": INT,
+        "policy": NSTR, "effective_policy_definition": ANYOBJ, "message_stats": STATS,
+    }, ["name", "vhost", "durable", "auto_delete", "exclusive", "arguments", "messages",
+        "messages_ready", "messages_unacknowledged", "consumers", "message_bytes", "policy",
+        "effective_policy_definition", "message_stats"]),
+    "QueuePut": _obj({"durable": BOOL, "auto_delete": BOOL, "arguments": ANYOBJ}),
+    "PurgeResult": _obj({"purged": INT}, ["purged"]),
+    "Binding": _obj({
+        "source": STR, "vhost": STR, "destination": STR,
+        "destination_type": {"enum": ["queue", "exchange"]}, "routing_key": STR,
+        "arguments": ANYOBJ, "properties_key": STR,
+    }, ["source", "vhost", "destination", "destination_type", "routing_key", "arguments",
+        "properties_key"]),
+    "BindingPost": _obj({"routing_key": STR, "arguments": ANYOBJ}),
+    "Policy": _obj({
+        "vhost": STR, "name": STR, "pattern": STR,
+        "apply-to": {"enum": ["queues", "exchanges", "all"]}, "priority": INT,
+        "definition": ANYOBJ,
+    }, ["vhost", "name", "pattern", "apply-to", "priority", "definition"]),
+    "PolicyPut": _obj({
+        "pattern": STR, "definition": ANYOBJ, "priority": INT,
+        "apply-to": {"enum": ["queues", "exchanges", "all"]},
+    }, ["pattern", "definition"]),
+    "PublishRequest": _obj({
+        "routing_key": STR, "payload": STR,
+        "payload_encoding": {"enum": ["string", "base64"]},
+        "properties": _ref("Properties"),
+    }, ["routing_key", "payload"]),
+    "PublishResult": _obj({"routed": BOOL}, ["routed"]),
+    "Properties": _obj({
+        "content_type": STR, "content_encoding": STR, "headers": ANYOBJ,
+        "delivery_mode": INT, "priority": INT, "correlation_id": STR, "reply_to": STR,
+        "expiration": STR, "message_id": STR, "timestamp": INT, "type": STR, "user_id": STR,
+        "app_id": STR, "cluster_id": STR,
+    }),
+    "Death": _obj({
+        "reason": NSTR, "queue": NSTR, "exchange": NSTR,
+        "routing_keys": {"type": "array", "items": NSTR}, "count": INT,
+        "first_death_at": NSTR, "last_death_at": NSTR, "origin_queue": NSTR,
+        "origin_exchange": NSTR, "origin_reason": NSTR,
+        "origin_routing_keys": {"type": "array", "items": NSTR},
+        "deaths": {"type": "array", "items": ANYOBJ},
+    }, ["reason", "queue", "exchange", "routing_keys", "count", "first_death_at",
+        "origin_queue", "deaths"]),
+    "GetRequest": _obj({
+        "count": {"type": "integer", "minimum": 1},
+        "ackmode": {"enum": ["ack_requeue_true", "ack_requeue_false", "reject_requeue_true",
+                             "reject_requeue_false"]},
+        "encoding": {"enum": ["auto", "base64"]},
+        "truncate": {"type": "integer", "minimum": 0},
+    }),
+    "Message": _obj({
+        "payload": NSTR, "payload_encoding": {"enum": ["string", "base64", "none"]},
+        "payload_bytes": INT, "redelivered": BOOL, "exchange": STR, "routing_key": STR,
+        "message_id": STR, "message_count": INT, "properties": _ref("Properties"),
+        "death": {"anyOf": [_ref("Death"), {"type": "null"}]},
+    }, ["payload", "payload_encoding", "payload_bytes", "redelivered", "exchange",
+        "routing_key", "properties", "death"]),
+    "PeekedMessage": {"allOf": [_ref("Message"), _obj({
+        "index": INT, "position": INT, "delivery_count": INT, "expires_at": NSTR,
+    }, ["index", "position", "delivery_count"])]},
+    "MoveRequest": _obj({
+        "to_queue": STR, "to_exchange": STR,
+        "routing_key": {"type": "string", "description": "default: each message's own"},
+        "limit": {"type": "integer", "minimum": 1}, "filter": FILTER,
+    }),
+    "ReplayRequest": _obj({
+        "queue": {"type": "string", "description": "send every message here instead"},
+        "to": {"enum": ["origin", "exchange"],
+               "description": "origin: the queue it first died in (default); exchange: "
+                              "re-route through the exchange and routing keys it had"},
+        "limit": {"type": "integer", "minimum": 1}, "filter": FILTER,
+    }),
+    "MoveResult": _obj({
+        "moved": INT, "skipped": INT, "remaining": INT,
+        "errors": {"type": "array", "items": _obj(
+            {"message_id": STR, "position": INT, "reason": STR}, ["reason"])},
+    }, ["moved", "skipped", "errors", "remaining"]),
+}
+
+_QUERY: dict[str, S] = {
+    "if-unused": {"type": "boolean"}, "if-empty": {"type": "boolean"},
+    "limit": {"type": "integer", "minimum": 0, "default": 100},
+    "offset": {"type": "integer", "minimum": 0, "default": 0},
+    "encoding": {"enum": ["auto", "base64"], "default": "auto"},
+    "truncate": {"type": "integer", "minimum": 0},
+    "filter": {"type": "string", "description": "field=glob (repeatable or comma-separated)"},
+}
+
+_ERRORS = {
+    400: "Bad request (invalid JSON, bad field, precondition failed)",
+    401: "Missing or wrong credentials",
+    403: "Authenticated user is not an administrator",
+    404: "No such vhost, queue, exchange, connection, binding or policy",
+    409: "Resource locked (exclusive queue of another connection)",
+}
+
+
+def _response(schema: str | None, text: str) -> S:
+    if schema is None:
+        return {"description": text}
+    s = ({"type": "array", "items": _ref(schema[1:-1])} if schema.startswith("[")
+         else _ref(schema))
+    return {"description": text, "content": {"application/json": {"schema": s}}}
+
+
+def operation_id(r: Route) -> str:
+    return r.handler if sum(1 for x in ROUTES if x.handler == r.handler) == 1 else (
+        r.handler + "_" + "_".join(re.findall(r"\{(\w+)\}", r.path)))
+
+
+def _operation(r: Route) -> S:
+    params = [{"name": p, "in": "path", "required": True, "schema": STR}
+              for p in re.findall(r"\{(\w+)\}", r.path)]
+    params += [{"name": q, "in": "query", "required": False, "schema": _QUERY[q]}
+               for q in r.query]
+    responses: S = {str(r.status): _response(r.response, "Success")}
+    for extra in r.also:
+        responses[str(extra)] = _response(None, "Already existed; updated")
+    errs = set()
+    if not r.public:
+        errs.add(401)
+    if r.write:
+        errs.add(403)
+    if "{" in r.path:
+        errs.add(404)
+    if r.body or r.query:
+        errs.add(400)
+    if r.write and "{" in r.path:
+        errs |= {400, 409}
+    for code in sorted(errs):
+        responses[str(code)] = _response("Error", _ERRORS[code])
+    op: S = {"operationId": operation_id(r), "summary": r.summary, "tags": [r.tag],
+             "responses": responses}
+    if params:
+        op["parameters"] = params
+    if r.body:
+        op["requestBody"] = {"required": False,
+                             "content": {"application/json": {"schema": _ref(r.body)}}}
+    if r.public:
+        op["security"] = []
+    return op
+
+
+def document() -> S:
+    paths: dict[str, S] = {}
+    for r in ROUTES:
+        paths.setdefault(r.path, {})[r.method.lower()] = _operation(r)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "amqplite admin API",
+            "version": __version__,
+            "description": "Modelled on RabbitMQ's management HTTP API. The vhost '/' is "
+                           "written %2F in paths; the default exchange is amq.default.",
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"basic": []}],
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},
+        },
+    }

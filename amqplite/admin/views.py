@@ -1,0 +1,373 @@
+"""Broker objects as RabbitMQ-management-shaped JSON (plain dicts).
+
+Everything here reads broker state synchronously on the event loop and never
+mutates it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from amqplite import __version__
+from amqplite.admin.messages import death_summary, encode_payload, iso, jsonable
+
+if TYPE_CHECKING:
+    from amqplite.broker.exchanges import Binding, Exchange
+    from amqplite.broker.model import ChannelState, Consumer, Entry, Message
+    from amqplite.broker.queue import Queue
+    from amqplite.server.app import Server
+    from amqplite.server.connection import AMQPConnection
+
+#: seconds of history the rates are computed over
+RATE_WINDOW = 5.0
+
+
+class Rates:
+    """Samples counters once a second; rates are per second over the last few seconds."""
+
+    def __init__(self) -> None:
+        self.samples: deque[tuple[float, dict[str, int]]] = deque(maxlen=16)
+
+    def sample(self, server: Server) -> None:
+        counters = {f"broker.{k}": int(v) for k, v in server.broker.stats.items()}
+        for vh in server.broker.vhosts.values():
+            for q in vh.queues.values():
+                key = f"q.{vh.name}.{q.id}"
+                # every enqueue takes a position, so this counts messages routed to the queue
+                counters[key + ".publish"] = q.next_position - 1
+                for k, v in (getattr(q, "stats", None) or {}).items():
+                    counters[f"{key}.{k}"] = int(v)
+        self.samples.append((time.monotonic(), counters))
+
+    def rate(self, key: str) -> float:
+        if len(self.samples) < 2:
+            return 0.0
+        t1, last = self.samples[-1]
+        base = self.samples[0]
+        for s in self.samples:
+            if t1 - s[0] <= RATE_WINDOW:
+                base = s
+                break
+        t0, first = base
+        if t1 <= t0 or key not in last or key not in first:
+            return 0.0
+        return round(max(0, last[key] - first[key]) / (t1 - t0), 2)
+
+
+def _stat(count: int, rate: float) -> tuple[int, dict[str, float]]:
+    return count, {"rate": rate}
+
+
+def message_stats(counts: dict[str, int], rates: dict[str, float]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in counts.items():
+        out[k] = v
+        out[k + "_details"] = {"rate": rates.get(k, 0.0)}
+    return out
+
+
+# ------------------------------------------------------------------ overview
+def overview(server: Server, rates: Rates) -> dict[str, Any]:
+    b = server.broker
+    ready = unacked = queues = exchanges = consumers = 0
+    for vh in b.vhosts.values():
+        exchanges += len(vh.exchanges)
+        for q in vh.queues.values():
+            queues += 1
+            ready += q.message_count
+            unacked += q.unacked
+            consumers += len(q.consumers)
+    conns = list(server.connections)
+    channels = sum(len(c.session.channels) for c in conns if c.session is not None)
+    st = b.stats
+    stat_names = {"publish": "published", "deliver_get": "delivered", "ack": "acked",
+                  "redeliver": "redelivered", "dead_letter": "dead_lettered",
+                  "expire": "expired"}
+    counts = {k: int(st.get(v, 0)) for k, v in stat_names.items() if v in st}
+    rts = {k: rates.rate(f"broker.{v}") for k, v in stat_names.items()}
+    s = server.settings
+    listeners = [{"protocol": "amqp", "ip_address": h, "port": p}
+                 for p in server.listen_ports for h in (s.host or ["::"])]
+    if server.admin_url:
+        listeners.append({"protocol": "http", "ip_address": s.admin_host, "port": s.admin_port})
+    return {
+        "product_name": "amqplite",
+        "product_version": __version__,
+        "management_version": __version__,
+        "rabbitmq_version": "3.13.0",
+        "node": "amqplite@localhost",
+        "cluster_name": "amqplite",
+        "uptime": int((time.time() - server.started_at) * 1000),
+        "message_stats": message_stats(counts, rts),
+        "queue_totals": {
+            "messages": ready + unacked,
+            "messages_ready": ready,
+            "messages_unacknowledged": unacked,
+        },
+        "object_totals": {
+            "connections": len(conns),
+            "channels": channels,
+            "exchanges": exchanges,
+            "queues": queues,
+            "consumers": consumers,
+        },
+        "listeners": listeners,
+    }
+
+
+# --------------------------------------------------------------- connections
+def _client_product(conn: AMQPConnection) -> dict[str, Any]:
+    return jsonable(conn.session.client_properties) if conn.session is not None else {}
+
+
+def _conn_state(conn: AMQPConnection) -> str:
+    if getattr(conn, "_closing_deadline", None) is not None or not conn.alive:
+        return "closing"
+    return "running" if conn.session is not None else "starting"
+
+
+def connection_info(conn: AMQPConnection) -> dict[str, Any]:
+    s = conn.session
+    try:
+        host, port = conn.stream.socket.getsockname()[:2]
+    except (OSError, AttributeError):
+        host, port = None, None
+    return {
+        "name": conn.name,
+        "user": s.username if s is not None else None,
+        "vhost": s.vhost if s is not None else None,
+        "state": _conn_state(conn),
+        "protocol": "AMQP 0-9-1",
+        "peer_host": conn.peer_host,
+        "peer_port": conn.peer_port,
+        "host": host,
+        "port": port,
+        "channels": len(s.channels) if s is not None else 0,
+        "connected_at": int(conn.connected_at * 1000),
+        "recv_oct": conn.bytes_in,
+        "send_oct": conn.bytes_out,
+        "client_properties": _client_product(conn),
+    }
+
+
+def _channel_name(conn: AMQPConnection, ch: ChannelState) -> str:
+    return f"{conn.name} ({ch.number})"
+
+
+def channel_info(conn: AMQPConnection, ch: ChannelState) -> dict[str, Any]:
+    s = conn.session
+    return {
+        "name": _channel_name(conn, ch),
+        "number": ch.number,
+        "user": s.username if s is not None else None,
+        "vhost": s.vhost if s is not None else None,
+        "connection_details": {"name": conn.name, "peer_host": conn.peer_host,
+                               "peer_port": conn.peer_port},
+        "consumer_count": len(ch.consumers),
+        "messages_unacknowledged": len(ch.unacked),
+        "prefetch_count": ch.prefetch,
+        "global_prefetch_count": ch.global_prefetch,
+        "confirm": ch.confirm,
+        "transactional": ch.tx,
+        "state": "running" if ch.flow else "flow",
+    }
+
+
+def channels(server: Server) -> Iterable[tuple[AMQPConnection, ChannelState]]:
+    for conn in sorted(server.connections, key=lambda c: c.name):
+        if conn.session is not None:
+            for n in sorted(conn.session.channels):
+                yield conn, conn.session.channels[n]
+
+
+def consumer_info(conn: AMQPConnection, ch: ChannelState, c: Consumer) -> dict[str, Any]:
+    return {
+        "consumer_tag": c.tag,
+        "queue": {"name": c.queue.name, "vhost": c.queue.vhost},
+        "channel_details": {
+            "name": _channel_name(conn, ch),
+            "number": ch.number,
+            "connection_name": conn.name,
+            "peer_host": conn.peer_host,
+            "peer_port": conn.peer_port,
+            "user": conn.session.username if conn.session is not None else None,
+        },
+        "ack_required": not c.no_ack,
+        "exclusive": c.exclusive,
+        "prefetch_count": c.prefetch,
+        "messages_unacknowledged": c.unacked,
+        "active": True,
+        "arguments": jsonable(c.arguments),
+    }
+
+
+# ------------------------------------------------------------------ exchanges
+def exchange_info(vhost: str, ex: Exchange) -> dict[str, Any]:
+    return {
+        "name": ex.name,
+        "vhost": vhost,
+        "type": ex.type_name,
+        "durable": ex.durable,
+        "auto_delete": ex.auto_delete,
+        "internal": ex.internal,
+        "arguments": jsonable(ex.arguments),
+    }
+
+
+# --------------------------------------------------------------------- queues
+def unacked_bytes(server: Server) -> dict[int, int]:
+    """Queue id -> bytes of its messages delivered and not yet acked."""
+    out: dict[int, int] = {}
+    for sess in server.broker.sessions.values():
+        for ch in sess.channels.values():
+            for d in ch.unacked.values():
+                out[d.queue.id] = out.get(d.queue.id, 0) + d.entry.message.body_size
+    return out
+
+
+def queue_info(server: Server, q: Queue, rates: Rates, ubytes: dict[int, int]) -> dict[str, Any]:
+    pol = q.policy if hasattr(q, "policy") else None
+    eff = getattr(server.broker, "effective_policy", None)
+    if eff is not None:
+        pol = eff(q)
+    ready_bytes = q.ready.bytes
+    un_bytes = ubytes.get(q.id, 0)
+    key = f"q.{q.vhost}.{q.id}"
+    qstats = dict(getattr(q, "stats", None) or {})
+    qstats.setdefault("publish", q.next_position - 1)
+    counts = {k: int(v) for k, v in qstats.items()}
+    rts = {k: rates.rate(f"{key}.{k}") for k in counts}
+    qtype = "quorum" if getattr(q, "quorum", False) else "classic"
+    return {
+        "name": q.name,
+        "vhost": q.vhost,
+        "type": qtype,
+        "durable": q.durable,
+        "auto_delete": q.auto_delete,
+        "exclusive": q.exclusive,
+        "arguments": jsonable(q.arguments),
+        "state": "running",
+        "messages": q.message_count + q.unacked,
+        "messages_ready": q.message_count,
+        "messages_unacknowledged": q.unacked,
+        "consumers": len(q.consumers),
+        "message_bytes": ready_bytes + un_bytes,
+        "message_bytes_ready": ready_bytes,
+        "message_bytes_unacknowledged": un_bytes,
+        "policy": pol.name if pol is not None else None,
+        "effective_policy_definition": jsonable(pol.definition) if pol is not None else {},
+        "message_stats": message_stats(counts, rts),
+    }
+
+
+# ------------------------------------------------------------------- bindings
+def properties_key(routing_key: str, arguments: dict[str, Any]) -> str:
+    """RabbitMQ's binding id in URLs: the routing key, plus a hash when there are arguments."""
+    if not arguments:
+        return routing_key or "~"
+    import hashlib
+    import json
+
+    h = hashlib.sha1(json.dumps(jsonable(arguments), sort_keys=True).encode()).hexdigest()[:10]
+    return f"{routing_key}~{h}"
+
+
+def binding_info(vhost: str, b: Binding) -> dict[str, Any]:
+    kind, name = b.destination
+    args = b.args_dict
+    return {
+        "source": b.source,
+        "vhost": vhost,
+        "destination": name,
+        "destination_type": kind,
+        "routing_key": b.routing_key,
+        "arguments": jsonable(args),
+        "properties_key": properties_key(b.routing_key, args),
+    }
+
+
+def default_binding(vhost: str, q: Queue) -> dict[str, Any]:
+    return {"source": "", "vhost": vhost, "destination": q.name, "destination_type": "queue",
+            "routing_key": q.name, "arguments": {}, "properties_key": q.name}
+
+
+# ------------------------------------------------------------------- messages
+PROPERTY_FIELDS = ("content_type", "content_encoding", "headers", "delivery_mode", "priority",
+                   "correlation_id", "reply_to", "expiration", "message_id", "timestamp",
+                   "type", "user_id", "app_id", "cluster_id")
+
+
+def _props(msg: Message, raw: bytes | None = None) -> Any:
+    """Decoded properties (of ``raw`` when given); empty ones if they do not decode."""
+    from amqplite.protocol.properties import BasicProperties, decode_properties
+
+    try:
+        return decode_properties(raw) if raw is not None else msg.properties
+    except Exception:  # malformed properties never break a listing
+        return BasicProperties()
+
+
+def message_properties(msg: Message, raw: bytes | None = None) -> dict[str, Any]:
+    p = _props(msg, raw)
+    out: dict[str, Any] = {}
+    for name in PROPERTY_FIELDS:
+        v = getattr(p, name)
+        if v is not None:
+            out[name] = jsonable(v)
+    return out
+
+
+def message_info(msg: Message, body: bytes | None, *, redelivered: bool, encoding: str = "auto",
+                 truncate: int | None = None,
+                 properties_raw: bytes | None = None) -> dict[str, Any]:
+    """One message as RabbitMQ's ``/get`` returns it, plus its dead-letter summary."""
+    props = _props(msg, properties_raw)
+    out: dict[str, Any] = {
+        "payload_bytes": msg.body_size,
+        "redelivered": redelivered,
+        "exchange": msg.exchange,
+        "routing_key": msg.routing_key,
+        "message_id": msg.message_id,
+        "properties": message_properties(msg, properties_raw),
+    }
+    if body is None:
+        out["payload"], out["payload_encoding"] = None, "none"
+    else:
+        if truncate is not None and truncate >= 0:
+            body = body[:truncate]
+        out["payload"], out["payload_encoding"] = encode_payload(body, encoding)
+    out["death"] = death_summary(props.headers)
+    return out
+
+
+def entry_info(e: Entry, index: int, body: bytes | None, *, encoding: str = "auto",
+               truncate: int | None = None) -> dict[str, Any]:
+    """A ready message seen by peek: where it sits and how often it was delivered."""
+    out = message_info(e.message, body, redelivered=e.redelivered, encoding=encoding,
+                       truncate=truncate)
+    out["index"] = index
+    out["position"] = e.position
+    out["delivery_count"] = e.delivery_count
+    out["expires_at"] = iso(e.expires_at) if e.expires_at is not None else None
+    return out
+
+
+def filter_fields(msg: Message, death: dict[str, Any] | None) -> dict[str, Any]:
+    """The values a move/replay/peek filter can match against."""
+    p = _props(msg)
+    d = death or {}
+    return {
+        "reason": d.get("reason"),
+        "queue": d.get("queue"),
+        "origin_queue": d.get("origin_queue"),
+        "exchange": d.get("exchange") if death else msg.exchange,
+        "routing_key": [msg.routing_key, *d.get("routing_keys", [])],
+        "message_id": msg.message_id,
+        "content_type": p.content_type,
+        "type": p.type,
+        "app_id": p.app_id,
+        "correlation_id": p.correlation_id,
+    }

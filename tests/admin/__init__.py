@@ -1,0 +1,1 @@
+"""Admin HTTP API and CLI against a real broker process."""

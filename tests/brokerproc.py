@@ -34,12 +34,18 @@ class BrokerProcess:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.extra = list(extra)
+        self.admin_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir / f"broker-{self.port}.log"
 
     @property
     def url(self) -> str:
         return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
+
+    @property
+    def admin_url(self) -> str | None:
+        """The admin API, unless the extra arguments chose their own port."""
+        return None if "--admin-port" in self.extra else f"http://127.0.0.1:{self.admin_port}"
 
     def start(self) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -48,7 +54,7 @@ class BrokerProcess:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1",
                  "--port", str(self.port), "--data-dir", str(self.data_dir),
-                 "--admin-port", "0", "--log-level", "info", *self.extra],
+                 "--admin-port", str(self.admin_port), "--log-level", "info", *self.extra],
                 stdout=log, stderr=subprocess.STDOUT, env=env,
             )
 
@@ -56,8 +62,10 @@ class BrokerProcess:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited early:\n{self.log()}")
+            ports = [self.port] if self.admin_url is None else [self.port, self.admin_port]
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                for p in ports:
+                    socket.create_connection(("127.0.0.1", p), timeout=0.5).close()
                 return True
             except OSError:
                 return False

@@ -1064,18 +1064,7 @@ class Broker:
         e = Entry(q.take_position(), msg)
         if type(q.ready) is PriorityReadyList:
             e.priority = priority_of(msg.properties_raw) or 0
-        ttl = q.ttl
-        exp = expiration_of(msg.properties_raw)
-        if exp is not None:
-            try:
-                ms = int(exp)
-                ttl = ms if ttl is None else min(ttl, ms)
-            except ValueError:
-                pass
-        if ttl is not None:
-            e.expires_at = self.now() + ttl / 1000
-            self._expiry_seq += 1
-            heapq.heappush(self._expiry, (e.expires_at, self._expiry_seq, q, e))
+        self.arm_ttl(q, e)
         persist = msg.persistent and q.durable and not q.exclusive
         if persist:
             if not msg.stored:
@@ -1090,6 +1079,21 @@ class Broker:
         if limited:
             self._enforce_limits(q)
         return STORED if persist else NOT_STORED
+
+    def arm_ttl(self, q: Queue, e: Entry) -> None:
+        """Give ``e`` its expiry time: the smaller of the queue's and the message's TTL."""
+        ttl = q.ttl
+        exp = expiration_of(e.message.properties_raw)
+        if exp is not None:
+            try:
+                ms = int(exp)
+                ttl = ms if ttl is None else min(ttl, ms)
+            except ValueError:
+                pass
+        if ttl is not None:
+            e.expires_at = self.now() + ttl / 1000
+            self._expiry_seq += 1
+            heapq.heappush(self._expiry, (e.expires_at, self._expiry_seq, q, e))
 
     def route(self, vh: VHost, ex: Exchange, routing_key: str, msg: Message) -> list[Queue]:
         """Follow exchange-to-exchange bindings and alternate exchanges to queues."""

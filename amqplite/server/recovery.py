@@ -7,8 +7,9 @@ from typing import Any
 from amqplite.broker.core import Broker, VHost
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding
 from amqplite.broker.exchanges.base import freeze_args
-from amqplite.broker.model import Entry, Message
+from amqplite.broker.model import Entry, Message, PriorityReadyList
 from amqplite.broker.queue import Queue
+from amqplite.protocol.properties import priority_of
 
 
 def restore(broker: Broker, rec: Any) -> None:
@@ -17,7 +18,15 @@ def restore(broker: Broker, rec: Any) -> None:
     Every recovered entry is marked redelivered: deliveries are not written to
     the store per message, so any of them may have reached a consumer before
     the crash, and the flag means exactly "may have been delivered before".
+    TTLs start again from the restart (enqueue times are not stored).
     """
+    for pol in rec.policies:
+        broker.vhosts.setdefault(pol.vhost, VHost(pol.vhost))
+        try:
+            broker.set_policy(pol.vhost, pol.name, pol.pattern, dict(pol.definition),
+                              pol.priority, pol.apply_to, persist=False)
+        except ValueError:
+            continue
     for ex in rec.exchanges:
         vh = broker.vhosts.setdefault(ex.vhost, VHost(ex.vhost))
         if ex.name in vh.exchanges:
@@ -64,6 +73,9 @@ def restore(broker: Broker, rec: Any) -> None:
             e = Entry(re.position, m, stored=True)
             e.delivery_count = re.delivery_count
             e.redelivered = True
+            if type(queue.ready) is PriorityReadyList:
+                e.priority = priority_of(re.properties) or 0
+            broker.arm_ttl(queue, e)
             queue.ready.append(e)
             queue.next_position = max(queue.next_position, re.position + 1)
     broker.seed_ids(rec.max_queue_id, rec.max_message_id)

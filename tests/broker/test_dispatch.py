@@ -27,6 +27,7 @@ class Dispatch(RuleBasedStateMachine):
         self.requeued = False
         self.last_seen: dict[str, int] = {}
         self.n = 0
+        self.n_consumers = 0
 
     def _drain(self) -> None:
         for e in self.b.effects:
@@ -63,7 +64,8 @@ class Dispatch(RuleBasedStateMachine):
         if len(c.consumers) >= 3:
             return
         self.b.basic_qos(c, 0, prefetch, global_)
-        tag = self.b.basic_consume(c, "q", no_ack=no_ack)
+        self.n_consumers += 1  # explicit tags: server-made ones are random
+        tag = self.b.basic_consume(c, "q", f"c{self.n_consumers}", no_ack=no_ack)
         self.b.start_consumer(c, tag)
         self._drain()
 

@@ -127,6 +127,8 @@ class Broker:
             raise ValueError(f"log level must be one of {LOG_LEVELS}, not {log_level!r}")
         self.now = now
         self.log_level = log_level
+        self._log_on = log_level != "off"
+        self._log_full = log_level == "full"
         self.body_window = body_window
         self.vhosts: dict[str, VHost] = {"/": VHost("/")}
         self.effects: list[Any] = []
@@ -170,30 +172,21 @@ class Broker:
         msg: Message | None,
         queue: str | None = None,
         *,
-        exchange: str | None = None,
-        routing_key: str | None = None,
         consumer_tag: str | None = None,
         attempt: int | None = None,
         reason: str | None = None,
     ) -> None:
-        if self.log_level == "off" or (event == "delivered" and self.log_level != "full"):
+        """Append a delivery_log row (a plain tuple: this runs several times per message)."""
+        if not self._log_on or (event == "delivered" and not self._log_full):
             return
-        self.store_ops.append(
-            P.log_event(
-                int(self.now() * 1_000_000),
-                event,
-                vhost,
-                exchange if exchange is not None else (msg.exchange if msg else None),
-                routing_key if routing_key is not None else (msg.routing_key if msg else None),
-                queue,
-                msg.message_id if msg else None,
-                msg.key if msg else None,
-                consumer_tag,
-                attempt,
-                msg.body_size if msg else None,
-                reason,
-            )
-        )
+        ts = int(self.now() * 1_000_000)
+        if msg is None:
+            self.store_ops.append((ts, event, vhost, "", "", queue, None, None, consumer_tag,
+                                   attempt, None, reason))
+            return
+        self.store_ops.append((ts, event, vhost, msg.exchange, msg.routing_key, queue,
+                               msg.message_id, msg.key, consumer_tag, attempt, msg.body_size,
+                               reason))
 
     # ------------------------------------------------------------ sessions
     def vhost(self, name: str) -> VHost:

@@ -75,5 +75,3 @@ def delete_entry(q: Queue, e: Entry) -> ops.DeleteEntry:
 def update_entry(q: Queue, e: Entry) -> ops.UpdateEntry:
     return ops.UpdateEntry(q.id, e.position, e.delivery_count, e.redelivered)
 
-
-log_event = ops.LogEvent

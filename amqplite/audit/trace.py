@@ -1,0 +1,68 @@
+"""One message's history from the delivery log (SQLAlchemy, read-only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, or_, select
+from sqlalchemy.engine import Engine
+
+from amqplite.audit.config import DB_FILENAME
+from amqplite.audit.reports import iso_us
+
+TRACE_COLUMNS = (
+    "id",
+    "ts_us",
+    "event",
+    "vhost",
+    "exchange",
+    "routing_key",
+    "queue",
+    "message_id",
+    "message_key",
+    "consumer_tag",
+    "attempt",
+    "size",
+    "reason",
+)
+
+
+class TraceError(Exception):
+    """The database cannot be read."""
+
+
+def open_log(data_dir: str | Path | None = None, db_url: str | None = None) -> Engine:
+    """An engine on the broker database; SQLite files are opened read-only."""
+    if db_url:
+        url = db_url
+        if url.startswith("postgres://"):
+            url = "postgresql://" + url.removeprefix("postgres://")
+    else:
+        path = Path(data_dir or ".").expanduser().resolve() / DB_FILENAME
+        if not path.is_file():
+            raise TraceError(f"broker database not found: {path}")
+        url = f"sqlite:///file:{path}?mode=ro&uri=true"
+    return create_engine(url)
+
+
+def message_history(engine: Engine, message: str) -> list[dict[str, Any]]:
+    """Every log row of ``message`` (a message id, or a broker message key), oldest first.
+
+    Rows are matched on ``message_id`` (kept across dead-lettering and replay);
+    a number also matches the broker's ``message_key``.
+    """
+    from amqplite.store.schema import delivery_log as log
+
+    cond = log.c.message_id == message
+    if message.isdigit():
+        cond = or_(cond, log.c.message_key == int(message))
+    query = select(*(log.c[name] for name in TRACE_COLUMNS)).where(cond).order_by(log.c.id)
+    try:
+        with engine.connect() as conn:
+            rows = [dict(r._mapping) for r in conn.execute(query)]
+    except Exception as exc:  # sqlalchemy.exc.DBAPIError and friends
+        raise TraceError(f"cannot read the delivery log: {exc.__class__.__name__}: {exc}") from None
+    for row in rows:
+        row["time"] = iso_us(row["ts_us"])
+    return rows

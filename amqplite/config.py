@@ -47,6 +47,8 @@ class Settings:
     delivery_log: str = attrs.field(default="lifecycle", validator=_choice(LOG_LEVELS))
     #: Delivery-log rows older than this (and already exported) are pruned.
     log_retention_days: float = attrs.field(default=7.0, validator=_positive)
+    #: seconds between retention passes over the delivery log
+    log_prune_interval: float = attrs.field(default=300.0, validator=_positive)
     heartbeat: int = attrs.field(default=60, validator=_positive)
     frame_max: int = attrs.field(default=131072, validator=_positive)
     channel_max: int = attrs.field(default=2047, validator=_positive)

@@ -30,10 +30,12 @@ def wait_for(pred, timeout: float = 20.0, interval: float = 0.02, what: str = "c
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, port: int | None = None, *extra: str) -> None:
+    def __init__(self, data_dir: Path, port: int | None = None, *extra: str,
+                 env: dict[str, str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.extra = list(extra)
+        self.env = env or {}
         self.admin_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir / f"broker-{self.port}.log"
@@ -49,7 +51,7 @@ class BrokerProcess:
 
     def start(self) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1",

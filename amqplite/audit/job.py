@@ -334,6 +334,7 @@ def run_audit(
         seconds = time.monotonic() - started
         if not batch.empty:
             state.commit(batch, {"rows": rows, "seconds": round(seconds, 3)})
+            publish_watermark(config.db, batch.hi)
         if dataset is not None:
             dataset.unpersist()
         return RunResult(
@@ -346,6 +347,36 @@ def run_audit(
             daily_dirs=daily_dirs,
             seconds=seconds,
         )
+
+
+#: meta key through which the broker learns what has been exported (it prunes only below)
+EXPORTED_KEY = "audit_exported_id"
+
+
+def publish_watermark(db: DbTarget, hi: int) -> None:
+    """Tell the broker which log rows are safely exported, so retention may prune them.
+
+    Best effort and after the job's own commit: if it fails, the export stands
+    and the broker simply keeps the rows a little longer.
+    """
+    url = f"sqlite:///{db.sqlite_path}" if db.sqlite_path is not None else db.sqlalchemy_url
+    if not url:
+        return
+    try:
+        from sqlalchemy import create_engine, delete, insert
+
+        from amqplite.store.schema import meta
+
+        engine = create_engine(url, connect_args={"timeout": 30} if db.sqlite_path else {})
+        try:
+            with engine.begin() as conn:
+                conn.execute(delete(meta).where(meta.c.key == EXPORTED_KEY))
+                conn.execute(insert(meta).values(key=EXPORTED_KEY, value=str(hi)))
+        finally:
+            engine.dispose()
+    except Exception as exc:  # the export itself succeeded
+        print(f"amqplite audit: warning: could not record the watermark in the broker "
+              f"database ({exc}); log retention waits for the next run", file=sys.stderr)
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:

@@ -30,6 +30,9 @@ from amqplite.store.engine import Store
 
 log = logging.getLogger("amqplite.server")
 
+#: meta key the audit job writes (see amqplite.audit.job.publish_watermark)
+EXPORTED_KEY = "audit_exported_id"
+
 SHUTDOWN_TEXT = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
 
 
@@ -146,6 +149,7 @@ class Server:
                 nursery.start_soon(self._serve, listeners)
                 nursery.start_soon(self._watch_signals)
                 nursery.start_soon(self._timers)
+                nursery.start_soon(self._retention)
                 if s.admin_port:
                     from amqplite.admin.http import run_admin
 
@@ -198,6 +202,29 @@ class Server:
             if b.next_deadline() is not None:
                 b.tick()
                 self.settle()
+
+    async def _retention(self) -> None:
+        """Prune delivery-log rows that are exported and older than the retention age.
+
+        The audit job records its watermark in the meta table; nothing above it
+        is ever pruned. The store deletes in bounded batches through the writer,
+        so publishing never waits behind a long delete.
+        """
+        assert self.store is not None
+        store = self.store
+        keep_us = int(self.settings.log_retention_days * 86400 * 1_000_000)
+        while True:
+            await trio.sleep(self.settings.log_prune_interval)
+            try:
+                mark = await trio.to_thread.run_sync(store.get_meta, EXPORTED_KEY)
+                if mark is None:
+                    continue
+                cutoff = int(time.time() * 1_000_000) - keep_us
+                n = await trio.to_thread.run_sync(store.prune_delivery_log, int(mark), cutoff)
+                if n:
+                    log.info("pruned %d delivery-log rows (exported up to id %s)", n, mark)
+            except Exception:
+                log.exception("delivery-log retention failed; will retry")
 
     async def _watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as sigs:

@@ -846,8 +846,10 @@ class Broker:
         The removal and the copy's insertion land in the same store batch, so
         one transaction holds both: a crash never loses or duplicates it.
         """
-        self._entry_done(q, e)
+        # the copy's inserts go first: a copied body is read from the source row,
+        # which the source's delete may garbage-collect
         self._dead_letter_message(q, e.message, reason)
+        self._entry_done(q, e)
 
     def _dead_letter_message(self, q: Queue, msg: Message, reason: str) -> None:
         vh = self.vhosts.get(q.vhost)

@@ -1,7 +1,9 @@
 """amqplite.store: durable state on SQLAlchemy Core, one writer thread, group commit."""
 
-from .engine import Store
+from typing import TYPE_CHECKING, Any
+
 from .ops import (
+    CopyMessage,
     DeleteBinding,
     DeleteEntry,
     DeleteExchange,
@@ -24,9 +26,31 @@ from .ops import (
     PutVhost,
     UpdateEntry,
 )
-from .recovery import Recovered, RecoveredEntry
+
+if TYPE_CHECKING:
+    from .engine import Store
+    from .recovery import Recovered, RecoveredEntry
+
+
+def __getattr__(name: str) -> Any:
+    """Load the SQLAlchemy parts on first use only.
+
+    The broker core imports ``amqplite.store.ops`` (plain attrs records) and
+    must not pull SQLAlchemy in with it (DESIGN.md section 1).
+    """
+    import importlib
+
+    if name == "Store":
+        return importlib.import_module(f"{__name__}.engine").Store
+    if name in ("Recovered", "RecoveredEntry"):
+        return getattr(importlib.import_module(f"{__name__}.recovery"), name)
+    if name in ("cbor", "engine", "recovery", "schema"):
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(name)
+
 
 __all__ = [
+    "CopyMessage",
     "DeleteBinding",
     "DeleteEntry",
     "DeleteExchange",

@@ -1,0 +1,288 @@
+"""Store operations: immutable records the server submits to the writer.
+
+They are plain data (frozen, slotted attrs classes) so the event loop can
+build them cheaply and hand them to the writer thread without sharing mutable
+state. Argument tables are plain dicts; the writer CBOR-encodes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+Args = dict[str, Any]
+
+
+def _args(value: Args | None) -> Args:
+    return {} if value is None else value
+
+
+# --- metadata ---------------------------------------------------------------
+
+
+@attrs.frozen
+class PutVhost:
+    """Create or replace a virtual host."""
+
+    name: str
+    description: str = ""
+
+
+@attrs.frozen
+class DeleteVhost:
+    """Delete a vhost row only; the broker deletes its contents with their own ops."""
+
+    name: str
+
+
+@attrs.frozen
+class PutExchange:
+    """Create or replace a durable exchange."""
+
+    vhost: str
+    name: str
+    type: str
+    durable: bool = True
+    auto_delete: bool = False
+    internal: bool = False
+    arguments: Args = attrs.field(factory=dict, converter=_args)
+
+
+@attrs.frozen
+class DeleteExchange:
+    """Delete an exchange and every binding whose source or destination it is."""
+
+    vhost: str
+    name: str
+
+
+@attrs.frozen
+class PutQueue:
+    """Create or replace a queue; ``queue_id`` is assigned by the broker."""
+
+    queue_id: int
+    vhost: str
+    name: str
+    durable: bool = True
+    exclusive: bool = False
+    auto_delete: bool = False
+    arguments: Args = attrs.field(factory=dict, converter=_args)
+
+
+@attrs.frozen
+class DeleteQueue:
+    """Delete a queue, its entries, the bindings to it, and messages left orphaned."""
+
+    queue_id: int
+
+
+@attrs.frozen
+class PutBinding:
+    """Add a binding (idempotent: the same key twice is one row)."""
+
+    vhost: str
+    source: str
+    destination: str
+    destination_kind: str  # 'queue' | 'exchange'
+    routing_key: str
+    arguments: Args = attrs.field(factory=dict, converter=_args)
+
+
+@attrs.frozen
+class DeleteBinding:
+    """Remove the binding with exactly this key and argument table."""
+
+    vhost: str
+    source: str
+    destination: str
+    destination_kind: str
+    routing_key: str
+    arguments: Args = attrs.field(factory=dict, converter=_args)
+
+
+@attrs.frozen
+class PutPolicy:
+    """Create or replace a policy; ``definition`` is a dict (CBOR on disk)."""
+
+    vhost: str
+    name: str
+    pattern: str
+    apply_to: str
+    priority: int
+    definition: Args = attrs.field(factory=dict, converter=_args)
+
+
+@attrs.frozen
+class DeletePolicy:
+    """Delete a policy."""
+
+    vhost: str
+    name: str
+
+
+@attrs.frozen
+class PutUser:
+    """Create or replace a user (the hash is computed by the caller)."""
+
+    name: str
+    password_hash: str
+    tags: str = ""
+
+
+@attrs.frozen
+class DeleteUser:
+    """Delete a user and its permissions."""
+
+    name: str
+
+
+@attrs.frozen
+class PutPermission:
+    """Create or replace a user's permissions in a vhost (regex strings)."""
+
+    user: str
+    vhost: str
+    configure: str = ".*"
+    write: str = ".*"
+    read: str = ".*"
+
+
+@attrs.frozen
+class DeletePermission:
+    """Delete a user's permissions in a vhost."""
+
+    user: str
+    vhost: str
+
+
+@attrs.frozen
+class PutMeta:
+    """Set a key in the ``meta`` table (e.g. the audit watermark mirror)."""
+
+    key: str
+    value: str
+
+
+# --- hot path ---------------------------------------------------------------
+
+
+@attrs.frozen
+class PutMessage:
+    """Store one message body, shared by every entry that references it."""
+
+    message_id: int
+    exchange: str
+    routing_key: str
+    properties: bytes  # the raw AMQP content-header property bytes
+    body: bytes
+
+
+@attrs.frozen
+class CopyMessage:
+    """Store a new message whose body is copied from a stored one, inside the database.
+
+    Dead-lettering a message whose body was paged out of RAM writes the
+    copy without reading the body back through Python. Ordered like a
+    metadata op: it sees every op before it in the group.
+    """
+
+    message_id: int
+    source_id: int
+    exchange: str
+    routing_key: str
+    properties: bytes
+
+
+@attrs.frozen
+class PutEntry:
+    """Place a message in a queue at a broker-assigned position."""
+
+    queue_id: int
+    position: int
+    message_id: int
+    delivery_count: int = 0
+    redelivered: bool = False
+
+
+@attrs.frozen
+class DeleteEntry:
+    """Remove an entry (ack, drop, expiry); its message goes with its last entry."""
+
+    queue_id: int
+    position: int
+    message_id: int
+
+
+@attrs.frozen
+class UpdateEntry:
+    """Record a delivery attempt / requeue on an entry."""
+
+    queue_id: int
+    position: int
+    delivery_count: int
+    redelivered: bool
+
+
+@attrs.frozen
+class LogEvent:
+    """One delivery_log row (see docs/internals.md)."""
+
+    ts_us: int
+    event: str
+    vhost: str
+    exchange: str
+    routing_key: str
+    queue: str | None = None
+    message_id: str | None = None
+    message_key: int | None = None
+    consumer_tag: str | None = None
+    attempt: int | None = None
+    size: int | None = None
+    reason: str | None = None
+
+
+HOT_OPS = (PutMessage, PutEntry, DeleteEntry, UpdateEntry, LogEvent)
+META_OPS = (
+    CopyMessage,
+    PutVhost,
+    DeleteVhost,
+    PutExchange,
+    DeleteExchange,
+    PutQueue,
+    DeleteQueue,
+    PutBinding,
+    DeleteBinding,
+    PutPolicy,
+    DeletePolicy,
+    PutUser,
+    DeleteUser,
+    PutPermission,
+    DeletePermission,
+    PutMeta,
+)
+
+Op = (
+    CopyMessage
+    |
+    PutVhost
+    | DeleteVhost
+    | PutExchange
+    | DeleteExchange
+    | PutQueue
+    | DeleteQueue
+    | PutBinding
+    | DeleteBinding
+    | PutPolicy
+    | DeletePolicy
+    | PutUser
+    | DeleteUser
+    | PutPermission
+    | DeletePermission
+    | PutMeta
+    | PutMessage
+    | PutEntry
+    | DeleteEntry
+    | UpdateEntry
+    | LogEvent
+)

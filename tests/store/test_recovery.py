@@ -1,0 +1,115 @@
+"""load(): metadata and entries come back as stored; bodies only inside the window."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from amqplite.store import (
+    DeleteEntry,
+    LogEvent,
+    PutBinding,
+    PutEntry,
+    PutExchange,
+    PutMessage,
+    PutMeta,
+    PutPermission,
+    PutPolicy,
+    PutQueue,
+    PutUser,
+    PutVhost,
+    Recovered,
+    RecoveredEntry,
+    UpdateEntry,
+)
+
+META = [
+    PutVhost("/"),
+    PutUser("guest", "hash", "administrator"),
+    PutPermission("guest", "/"),
+    PutPolicy("/", "dlx", "^q", "queues", 1, {"dead-letter-exchange": "dlx"}),
+    PutExchange("/", "x", "topic", arguments={"alternate-exchange": "ae"}),
+    PutQueue(3, "/", "q3", arguments={"x-max-length": 10, "x-ratio": Decimal("0.5")}),
+    PutQueue(5, "/", "q5", exclusive=True),
+    PutBinding("/", "x", "q3", "queue", "a.#", {"x-match": "all"}),
+    PutMeta("audit_watermark", "42"),
+]
+
+
+def test_round_trip(make_store) -> None:
+    store = make_store()
+    store.start()
+    store.submit(META)
+    ops: list = []
+    for mid in range(1, 11):
+        ops.append(PutMessage(mid, "x", f"rk{mid}", b"p%d" % mid, b"b" * mid))
+        ops.append(PutEntry(3, 100 + mid, mid, delivery_count=mid % 2, redelivered=mid == 4))
+    ops.append(PutEntry(5, 1, 10))
+    ops.append(UpdateEntry(3, 102, 7, True))
+    ops.append(LogEvent(1, "published", "/", "x", "rk", message_key=99))
+    store.submit(ops)
+    store.flush(10)
+    store.submit([DeleteEntry(3, 101, 1)])
+    store.close(10)
+
+    rec = make_store().load(body_window=3)
+    assert isinstance(rec, Recovered)
+    assert rec.vhosts == [META[0]] and rec.users == [META[1]]
+    assert rec.permissions == [META[2]] and rec.policies == [META[3]]
+    assert rec.exchanges == [META[4]]
+    assert rec.queues == [META[5], META[6]]
+    assert rec.bindings == [META[7]]
+    assert rec.meta["audit_watermark"] == "42"
+    assert (rec.max_queue_id, rec.max_message_id, rec.max_log_id) == (5, 99, 1)
+    q3 = rec.entries[3]
+    assert [e.position for e in q3] == list(range(102, 111))
+    assert [e.body for e in q3] == [b"b" * 2, b"b" * 3, b"b" * 4] + [None] * 6
+    assert [e.body_size for e in q3] == list(range(2, 11))
+    assert q3[0] == RecoveredEntry(102, 2, 7, True, "x", "rk2", b"p2", b"bb", 2)
+    assert q3[2].redelivered and q3[3].delivery_count == 1
+    assert rec.entries[5] == [RecoveredEntry(1, 10, 0, False, "x", "rk10", b"p10", b"b" * 10, 10)]
+
+
+def test_body_window_edges(make_store) -> None:
+    store = make_store()
+    store.start()
+    store.submit([PutQueue(1, "/", "q"), PutMessage(1, "", "q", b"", b"x"), PutEntry(1, 1, 1)])
+    store.close(10)
+    assert make_store().load(body_window=0).entries[1][0].body is None
+    assert make_store().load(body_window=1).entries[1][0].body == b"x"
+
+
+def test_orphans_removed_at_load(make_store, raw) -> None:
+    store = make_store()
+    store.start()
+    store.submit([PutQueue(1, "/", "q"), PutMessage(1, "", "q", b"", b"kept"), PutEntry(1, 1, 1)])
+    # A message whose entries never committed, and an entry of a vanished queue.
+    store.submit([PutMessage(2, "", "q", b"", b"orphan")])
+    store.submit([PutMessage(3, "", "gone", b"", b"lost"), PutEntry(9, 1, 3)])
+    store.close(10)
+    rec = make_store().load()
+    assert list(rec.entries) == [1]
+    assert raw("SELECT id FROM messages") == [(1,)]
+    assert raw("SELECT queue_id FROM queue_entries") == [(1,)]
+    assert rec.max_message_id == 3  # ids stay monotonic even though 2 and 3 are gone
+
+
+def test_fetch_bodies_and_log_reads(store) -> None:
+    ops: list = [PutQueue(1, "/", "q")]
+    for mid in range(1, 2001):
+        ops += [PutMessage(mid, "", "q", b"", b"%d" % mid), PutEntry(1, mid, mid)]
+        ops.append(LogEvent(mid, "published", "/", "", "q", "q", f"m{mid}", mid))
+    store.submit(ops)
+    store.flush(10)
+    bodies = store.fetch_bodies([5, 1999, 4242, *range(100, 1100)])
+    assert bodies[5] == b"5" and bodies[1999] == b"1999" and 4242 not in bodies
+    assert len(bodies) == 1002
+    # Multi-row inserts (full chunks + remainder) keep submission order in the ids.
+    keys = [r["message_key"] for r in store.read_delivery_log(limit=5000)]
+    assert keys == list(range(1, 2001))
+    rows = store.read_delivery_log(message_id="m7")
+    assert [r["message_key"] for r in rows] == [7]
+    page = store.read_delivery_log(after_id=10, limit=5)
+    assert [r["id"] for r in page] == [11, 12, 13, 14, 15]
+    assert store.read_delivery_log(message_key=8)[0]["message_id"] == "m8"
+    assert store.get_meta("max_message_id") == "2000"
+    assert store.get_meta("nope") is None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import platform
 import signal
 import time
 from collections import defaultdict
@@ -23,6 +22,7 @@ from amqplite.broker.auth import UserDB
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import CancelNotify, Deliver, PageIn, Return
 from amqplite.config import Settings
+from amqplite.protocol.connection import default_server_properties
 from amqplite.server.connection import AMQPConnection
 from amqplite.server.persistence import Persistence
 from amqplite.server.recovery import restore
@@ -61,24 +61,8 @@ class Server:
         self.admin_url: str | None = None
 
     def server_properties(self) -> dict[str, Any]:
-        return {
-            "product": "amqplite",
-            "version": __version__,
-            "platform": f"Python {platform.python_version()}",
-            "copyright": "amqplite contributors",
-            "information": "https://example.invalid/amqplite",
-            "capabilities": {
-                "publisher_confirms": True,
-                "exchange_exchange_bindings": True,
-                "basic.nack": True,
-                "consumer_cancel_notify": True,
-                "connection.blocked": True,
-                "consumer_priorities": False,
-                "authentication_failure_close": True,
-                "per_consumer_qos": True,
-                "direct_reply_to": False,
-            },
-        }
+        """What connection.start announces (the protocol layer owns the capability list)."""
+        return default_server_properties()
 
     # ------------------------------------------------------------ effects
     def settle(self, flush: bool = True) -> None:

@@ -625,6 +625,7 @@ class Broker:
         else:
             ch.unacked[tag] = Delivery(tag, q, entry, None)
             q.unacked += 1
+            self._mark_delivered(q, entry)
         self.stats["delivered"] += 1
         q.stats["deliver_get"] += 1
         return tag, redelivered, entry.message, q.message_count, self._delivery_props(q, entry)
@@ -672,11 +673,21 @@ class Broker:
             ch.unacked[tag] = Delivery(tag, q, entry, c)
             c.unacked += 1
             q.unacked += 1
+            self._mark_delivered(q, entry)
         self.stats["delivered"] += 1
         q.stats["deliver_get"] += 1
         self.effects.append(Deliver(ch, c.tag, tag, entry.redelivered, entry.message,
                                     self._delivery_props(q, entry)
                                     if entry.delivery_count or q.quorum else None))
+
+    def _mark_delivered(self, q: Queue, e: Entry) -> None:
+        """Persist "may have reached a consumer" so a restart sets redelivered only there.
+
+        The store merges this into a same-group insert, and an ack in the same
+        group cancels both, so the common fast path writes nothing extra.
+        """
+        if e.stored and not e.redelivered:
+            self.store_ops.append(P.update_entry(q, e, redelivered=True))
 
     def _request_page_in(self, q: Queue) -> None:
         if q.paging:

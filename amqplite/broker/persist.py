@@ -72,6 +72,7 @@ def delete_entry(q: Queue, e: Entry) -> ops.DeleteEntry:
     return ops.DeleteEntry(q.id, e.position, e.message.key)
 
 
-def update_entry(q: Queue, e: Entry) -> ops.UpdateEntry:
-    return ops.UpdateEntry(q.id, e.position, e.delivery_count, e.redelivered)
+def update_entry(q: Queue, e: Entry, redelivered: bool | None = None) -> ops.UpdateEntry:
+    return ops.UpdateEntry(q.id, e.position, e.delivery_count,
+                           e.redelivered if redelivered is None else redelivered)
 

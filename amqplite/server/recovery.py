@@ -15,10 +15,9 @@ from amqplite.protocol.properties import priority_of
 def restore(broker: Broker, rec: Any) -> None:
     """Durable exchanges, queues and bindings come back, then every stored entry.
 
-    Every recovered entry is marked redelivered: deliveries are not written to
-    the store per message, so any of them may have reached a consumer before
-    the crash, and the flag means exactly "may have been delivered before".
-    TTLs start again from the restart (enqueue times are not stored).
+    An entry that was handed to a consumer (or requeued) before the stop comes
+    back redelivered, as in RabbitMQ; one never delivered does not. TTLs start
+    again from the restart (enqueue times are not stored).
     """
     for pol in rec.policies:
         broker.vhosts.setdefault(pol.vhost, VHost(pol.vhost))
@@ -72,7 +71,7 @@ def restore(broker: Broker, rec: Any) -> None:
                 m.body = re.body
             e = Entry(re.position, m, stored=True)
             e.delivery_count = re.delivery_count
-            e.redelivered = True
+            e.redelivered = bool(re.redelivered or re.delivery_count)
             if type(queue.ready) is PriorityReadyList:
                 e.priority = priority_of(re.properties) or 0
             broker.arm_ttl(queue, e)

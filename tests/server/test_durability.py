@@ -65,8 +65,9 @@ def test_unacked_at_crash_come_back_redelivered(tmp_path: Path) -> None:
     ch2 = c2.channel()
     m, _, body = ch2.basic_get("work", auto_ack=True)
     assert body == b"1" and m.redelivered
-    rest = [ch2.basic_get("work", auto_ack=True)[2] for _ in range(8)]
-    assert rest == [str(i).encode() for i in range(2, 10)]
+    rest = [ch2.basic_get("work", auto_ack=True) for _ in range(8)]
+    assert [r[2] for r in rest] == [str(i).encode() for i in range(2, 10)]
+    assert not any(r[0].redelivered for r in rest), "never-delivered messages flagged redelivered"
     c2.close()
     b.stop()
 

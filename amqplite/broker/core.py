@@ -740,10 +740,9 @@ class Broker:
                 del un[t]
                 out.append(d)
             return out
-        d = un.pop(tag, None)
-        if d is None:
+        if tag not in un:
             raise E.precondition(f"unknown delivery tag {tag}", cm)
-        return [d]
+        return [un.pop(tag)]
 
     def basic_ack(self, ch: ChannelState, delivery_tag: int, multiple: bool = False) -> None:
         if ch.tx:

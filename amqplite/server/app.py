@@ -50,7 +50,7 @@ class Server:
             self.users.add(name, str(spec.get("password", "")), tags,
                            loopback_only=name in settings.loopback_users)
         self.store: Store | None = None
-        self.persistence: Persistence | None = None  # type: ignore[assignment]
+        self.persistence: Persistence | None = None
         self.connections: set[AMQPConnection] = set()
         self.listen_ports: list[int] = []
         self.started_at = time.time()
@@ -94,6 +94,12 @@ class Server:
                     self._nursery.start_soon(self._page_in, e)
         if flush and self.persistence is not None:
             self.persistence.flush()
+
+    @property
+    def persist(self) -> Persistence:
+        """The store bridge (exists once run() has opened the store)."""
+        assert self.persistence is not None, "the server is not running"
+        return self.persistence
 
     async def _page_in(self, e: PageIn) -> None:
         assert self.store is not None

@@ -10,6 +10,7 @@ touches the others.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -128,7 +129,7 @@ class AMQPConnection:
 
     async def _reader(self) -> None:
         proto = self.proto
-        persistence = self.server.persistence
+        persistence = self.server.persist
         while self.alive:
             if persistence.inflight_ops > 0:
                 await persistence.wait_capacity()
@@ -152,7 +153,7 @@ class AMQPConnection:
                 done = False
             self.server.settle(flush=False)
             self._finish_chunk()
-            self.server.persistence.flush()
+            persistence.flush()
             self._wake_writer()
             if done:
                 return
@@ -164,25 +165,24 @@ class AMQPConnection:
             ev = proto.next_event()
             if ev is None:
                 return False
-            t = type(ev)
-            if t is ContentReceived:
+            if isinstance(ev, ContentReceived):
                 self._on_publish(ev.channel, ev.method, ev.properties_raw, ev.body)
-            elif t is MethodReceived:
+            elif isinstance(ev, MethodReceived):
                 await self._on_method(ev.channel, ev.method)
-            elif t is ChannelOpened:
+            elif isinstance(ev, ChannelOpened):
                 assert self.session is not None
                 self.channels[ev.channel] = self.broker.open_channel(self.session, ev.channel)
-            elif t is ChannelClosed:
+            elif isinstance(ev, ChannelClosed):
                 self._drop_channel(ev.channel)
-            elif t is ConnectionOpened:
+            elif isinstance(ev, ConnectionOpened):
                 self.session = self.broker.open_session(ev.username, ev.vhost, self.name)
                 self.session.client_properties = dict(ev.client_properties or {})
                 self.session.transport = self
                 self.server.settle()
-            elif t is ConnectionClosing:
+            elif isinstance(ev, ConnectionClosing):
                 self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
                 self._drop_session()
-            elif t is ConnectionClosed:
+            elif isinstance(ev, ConnectionClosed):
                 self._drop_session()
                 return True
 
@@ -351,8 +351,8 @@ class AMQPConnection:
             if st.stored or st.waiting:
                 st.stored = False
                 st.waiting += 1
-                self.server.persistence.add_waiter(
-                    lambda err, n=number, u=upto, s=st, k=nacks: self._confirm_done(n, s, u, k, err)
+                self.server.persist.add_waiter(
+                    functools.partial(self._confirm_done, number, st, upto, nacks)
                 )
             else:
                 self._send_confirm(number, st, upto, True, nacks)
@@ -537,7 +537,7 @@ class AMQPConnection:
                             541, f"INTERNAL_ERROR - commit failed: {err}", 90, 20))
                     self._wake_writer()
 
-            self.server.persistence.add_waiter(done)
+            self.server.persist.add_waiter(done)
         else:
             self._reply(ch, M.TxCommitOk())
 

@@ -9,6 +9,7 @@ the submission and runs back on the event loop once it has committed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -57,7 +58,7 @@ class Persistence:
         evict = b.evictable
         if evict:
             b.evictable = []
-            self._waiters.append(lambda err, ev=evict: err is None and b.commit_done(ev))
+            self._waiters.append(functools.partial(self._evict, evict))
         if not self._ops and not self._waiters:
             return
         ops, waiters = self._ops, self._waiters
@@ -80,6 +81,11 @@ class Persistence:
             token.run_sync_soon(self._done, waiters, n, err)
 
         self.store.submit(ops, committed)
+
+    def _evict(self, entries: list[Any], err: BaseException | None) -> None:
+        """After a commit, bodies deep in their queue may leave RAM (they are on disk)."""
+        if err is None:
+            self.broker.commit_done(entries)
 
     def _done(self, waiters: list[Waiter], n: int, err: BaseException | None) -> None:
         self.inflight -= 1

@@ -45,20 +45,20 @@ def restore(broker: Broker, rec: Any) -> None:
                       arguments=q.arguments)
         broker.add_queue(vh, queue, persist=False)
     for b in rec.bindings:
-        vh = broker.vhosts.get(b.vhost)
-        if vh is None:
+        bvh = broker.vhosts.get(b.vhost)
+        if bvh is None:
             continue
-        src = vh.exchanges.get(b.source)
+        src = bvh.exchanges.get(b.source)
         if src is None:
             continue
         binding = Binding(b.source, (b.destination_kind, b.destination), b.routing_key,
                           freeze_args(b.arguments))
-        broker._add_binding(vh, src, binding, durable=True, persist=False)
+        broker._add_binding(bvh, src, binding, durable=True, persist=False)
     messages: dict[int, Message] = {}
     by_id = {q.id: q for vh in broker.vhosts.values() for q in vh.queues.values()}
     for qid, entries in rec.entries.items():
-        queue = by_id.get(qid)
-        if queue is None:
+        target = by_id.get(qid)
+        if target is None:
             continue
         for re in entries:
             m = messages.get(re.message_id)
@@ -72,9 +72,9 @@ def restore(broker: Broker, rec: Any) -> None:
             e = Entry(re.position, m, stored=True)
             e.delivery_count = re.delivery_count
             e.redelivered = bool(re.redelivered or re.delivery_count)
-            if type(queue.ready) is PriorityReadyList:
+            if type(target.ready) is PriorityReadyList:
                 e.priority = priority_of(re.properties) or 0
-            broker.arm_ttl(queue, e)
-            queue.ready.append(e)
-            queue.next_position = max(queue.next_position, re.position + 1)
+            broker.arm_ttl(target, e)
+            target.ready.append(e)
+            target.next_position = max(target.next_position, re.position + 1)
     broker.seed_ids(rec.max_queue_id, rec.max_message_id)

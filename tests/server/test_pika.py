@@ -157,13 +157,14 @@ def test_transactions(channel) -> None:  # type: ignore[no-untyped-def]
 
 def test_headers_round_trip(channel) -> None:  # type: ignore[no-untyped-def]
     q = channel.queue_declare("", exclusive=True).method.queue
-    headers = {"s": "text", "i": 42, "big": 2**40, "f": 1.5, "b": True, "n": None,
+    # no float: pika cannot encode one (conformance checks tagged floats byte for byte)
+    headers = {"s": "text", "i": 42, "big": 2**40, "b": True, "n": None,
                "l": [1, "a", {"x": 1}], "t": {"nested": "yes"}}
     channel.basic_publish("", q, b"h", pika.BasicProperties(headers=headers,
                                                             content_type="text/plain"))
     _, props, _ = channel.basic_get(q, auto_ack=True)
     assert props.content_type == "text/plain"
     got = dict(props.headers)
-    assert got["i"] == 42 and got["big"] == 2**40 and got["f"] == 1.5 and got["b"] is True
+    assert got["i"] == 42 and got["big"] == 2**40 and got["b"] is True
     assert got["n"] is None
     assert got["t"] in ({"nested": b"yes"}, {"nested": "yes"})

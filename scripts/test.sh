@@ -31,6 +31,9 @@ echo "== installing amqplite[dev,audit]"
 echo "== ruff"
 .venv/bin/ruff check amqplite tests conformance scripts
 
+echo "== mypy"
+.venv/bin/mypy amqplite
+
 echo "== tests (unit, integration, spark)"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests
 

@@ -129,7 +129,7 @@ class Server:
         recovered = await trio.to_thread.run_sync(store.load, s.body_window)
         restore(self.broker, recovered)
         store.start()
-        self.persistence = Persistence(store, self.broker)
+        self.persistence = Persistence(store, self.broker, s.store_backlog_limit)
         self.persistence.bind_loop()
         try:
             async with trio.open_nursery() as nursery:

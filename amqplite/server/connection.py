@@ -131,8 +131,8 @@ class AMQPConnection:
         proto = self.proto
         persistence = self.server.persist
         while self.alive:
-            if persistence.inflight_ops > 0:
-                await persistence.wait_capacity()
+            if not persistence.has_capacity:
+                await self._wait_unblocked(persistence)
             try:
                 data = await self.stream.receive_some(RECV_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -157,6 +157,22 @@ class AMQPConnection:
             self._wake_writer()
             if done:
                 return
+
+    async def _wait_unblocked(self, persistence: Any) -> None:
+        """The store is far behind: stop reading, and tell clients that understand it.
+
+        RabbitMQ sends connection.blocked to publishers under resource alarms;
+        clients with the ``connection.blocked`` capability surface it.
+        """
+        tell = self.session is not None and bool(
+            self.proto.client_capabilities.get("connection.blocked"))
+        if tell:
+            self.proto.send_method(0, M.ConnectionBlocked(reason="low on disk write capacity"))
+            self._wake_writer()
+        await persistence.wait_capacity()
+        if tell and self.alive:
+            self.proto.send_method(0, M.ConnectionUnblocked())
+            self._wake_writer()
 
     async def _handle_events(self) -> bool:
         """Process every complete event; True when the connection is finished."""

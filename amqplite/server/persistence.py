@@ -25,9 +25,10 @@ HIGH_WATER_OPS = 200_000
 
 
 class Persistence:
-    def __init__(self, store: Store, broker: Broker) -> None:
+    def __init__(self, store: Store, broker: Broker, high_water: int = HIGH_WATER_OPS) -> None:
         self.store = store
         self.broker = broker
+        self.high_water = high_water
         self._token: trio.lowlevel.TrioToken | None = None
         self._ops: list[Any] = []
         self._waiters: list[Waiter] = []
@@ -70,7 +71,7 @@ class Persistence:
         self.inflight += 1
         self.inflight_ops += len(ops)
         self._idle = trio.Event() if self._idle.is_set() else self._idle
-        if self.inflight_ops > HIGH_WATER_OPS and self._capacity.is_set():
+        if self.inflight_ops > self.high_water and self._capacity.is_set():
             self._capacity = trio.Event()
         token = self._token
         assert token is not None, "bind_loop() first"
@@ -92,10 +93,14 @@ class Persistence:
         self.inflight_ops -= n
         for w in waiters:
             w(err)
-        if self.inflight_ops <= HIGH_WATER_OPS // 2:
+        if self.inflight_ops <= self.high_water // 2:
             self._capacity.set()
         if self.inflight == 0:
             self._idle.set()
+
+    @property
+    def has_capacity(self) -> bool:
+        return self._capacity.is_set()
 
     async def wait_capacity(self) -> None:
         """Publishers pause here while the writer is far behind."""

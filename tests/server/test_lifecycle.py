@@ -81,3 +81,23 @@ def test_sigterm_closes_connections_with_320(fresh_broker: BrokerProcess) -> Non
     c2 = connect(fresh_broker)
     assert c2.channel().queue_declare("kept", passive=True).method.message_count == 1
     c2.close()
+
+
+def test_publishers_blocked_while_the_writer_catches_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    b = BrokerProcess(tmp_path / "d", env={"AMQPLITE_STORE_BACKLOG_LIMIT": "20"}).start()
+    c = connect(b)
+    events: list[str] = []
+    c.add_on_connection_blocked_callback(lambda conn, frame: events.append("blocked"))
+    c.add_on_connection_unblocked_callback(lambda conn, frame: events.append("unblocked"))
+    ch = c.channel()
+    ch.queue_declare("pressure", durable=True)
+    for i in range(2000):
+        ch.basic_publish("", "pressure", str(i).encode(), pika.BasicProperties(delivery_mode=2))
+    deadline = time.monotonic() + 20
+    while not events or events[-1] != "unblocked":  # callbacks run inside process_data_events
+        assert time.monotonic() < deadline, f"no block/unblock cycle seen: {events}"
+        c.process_data_events(time_limit=0.05)
+    assert events[0] == "blocked"
+    assert ch.queue_declare("pressure", durable=True, passive=True).method.message_count == 2000
+    c.close()
+    b.stop()

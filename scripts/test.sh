@@ -28,6 +28,12 @@ echo "== installing amqplite[dev,audit]"
 .venv/bin/pip install -q --upgrade pip >/dev/null
 .venv/bin/pip install -q -e ".[dev,audit]"
 
+if command -v npm >/dev/null 2>&1; then
+  echo "== installing Node.js amqplib for the client tests"
+  npm install --silent --no-audit --no-fund --prefix tests/node >/dev/null 2>&1 \
+    || echo "   (npm install failed: the amqplib test will be skipped)"
+fi
+
 echo "== ruff"
 .venv/bin/ruff check amqplite tests conformance scripts
 

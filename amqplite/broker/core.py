@@ -33,7 +33,7 @@ from amqplite.broker.model import (
 from amqplite.broker.policy import Policy, make_policy, validate_queue_args
 from amqplite.broker.queue import Queue
 from amqplite.protocol.errors import ChannelError
-from amqplite.protocol.properties import expiration_of, priority_of
+from amqplite.protocol.properties import decode_properties, expiration_of, priority_of
 
 # (class_id, method_id) pairs for error replies
 EXCHANGE_DECLARE = (40, 10)
@@ -1013,8 +1013,8 @@ class Broker:
             raise E.access_refused(
                 f"cannot publish to internal exchange '{exchange}' in vhost '{vh.name}'", cm
             )
-        if len(properties_raw) > 1 and properties_raw[1] & 0x10:  # user-id flag
-            uid = Message(0, "", "", properties_raw, b"", persistent=False).properties.user_id
+        if len(properties_raw) > 1 and properties_raw[1] & 0x10:  # user-id flag set
+            uid = decode_properties(properties_raw).user_id
             if uid is not None and uid != ch.session.username:
                 raise E.precondition(
                     f"user_id property set to '{uid}' but authenticated user was "

@@ -50,9 +50,32 @@ def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flag
         raise click.ClickException(str(exc)) from None
     try:
         trio.run(run_server, settings)
-    except OSError as exc:
-        click.echo(f"amqplite: cannot start: {exc}", err=True)
+    except BaseException as exc:
+        problem = _startup_problem(exc)
+        if problem is None:
+            raise
+        click.echo(f"amqplite: cannot start: {problem}", err=True)
         sys.exit(1)
+
+
+def _startup_problem(exc: BaseException) -> str | None:
+    """A one-line reason for the failures an operator can fix (port, files, database).
+
+    trio reports errors from the nursery as exception groups; look inside.
+    """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _startup_problem(inner)
+            if found is not None:
+                return found
+        return None
+    if isinstance(exc, OSError):
+        return str(exc)
+    if isinstance(exc, SQLAlchemyError):
+        return f"database error: {getattr(exc, 'orig', None) or exc}"
+    return None
 
 
 def _register_optional() -> None:

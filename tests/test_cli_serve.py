@@ -1,0 +1,33 @@
+"""`amqplite serve` failures are one clear line and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _serve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "amqplite", "serve", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = _serve("--host", "127.0.0.1", "--port", str(port), "--admin-port", "0",
+                     "--data-dir", str(tmp_path))
+    assert out.returncode == 1
+    assert "amqplite: cannot start:" in out.stderr and "in use" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_bad_config_value(tmp_path: Path) -> None:
+    cfg = tmp_path / "a.toml"
+    cfg.write_text('delivery_log = "verbose"\n')
+    out = _serve("--config", str(cfg))
+    assert out.returncode != 0
+    assert "delivery_log must be one of" in out.stderr and "Traceback" not in out.stderr

@@ -658,6 +658,8 @@ class AdminAPI:
             dst = vh.queues.get(target)
             if dst is None:
                 raise not_found(f"no queue '{target}' in vhost '{vh.name}'")
+            if dst is q:
+                raise bad_request("source and destination queue are the same")
 
         def origin(death: Any) -> tuple[str, list[str]] | None:
             if not death or not death.get("origin_queue"):

@@ -103,6 +103,14 @@ async def move(server: Server, vh: VHost, src: Queue, resolve: Resolver, *,
     res = MoveResult()
     failed: set[int] = set()
     want = limit if limit is not None else float("inf")
+    # Only what is in the queue now: copies that a route brings back into the
+    # source itself get later positions and are left alone (no endless move).
+    last_position = src.next_position - 1
+    chunk_errors: list[BaseException] = []
+
+    def chunk_committed(err: BaseException | None) -> None:
+        if err is not None:
+            chunk_errors.append(err)
     while res.moved < want:
         # 1. pick the next chunk of candidates (no mutation)
         cand: list[Entry] = []
@@ -111,7 +119,7 @@ async def move(server: Server, vh: VHost, src: Queue, resolve: Resolver, *,
         for e in src.ready:
             if len(cand) >= room:
                 break
-            if id(e) not in failed:
+            if id(e) not in failed and e.position <= last_position:
                 cand.append(e)
         if not cand:
             break
@@ -179,10 +187,15 @@ async def move(server: Server, vh: VHost, src: Queue, resolve: Resolver, *,
             for q in touched.values():
                 if q is not src:
                     broker._dispatch(q)
+        if server.persistence is not None:
+            # rides on the submission that carries this chunk's ops
+            server.persistence.add_waiter(chunk_committed)
         server.settle()
         if not progress:
             break
         await trio.sleep(0)
     await committed(server)
+    if chunk_errors:
+        raise RuntimeError(f"store commit failed: {chunk_errors[0]!r}")
     res.remaining = src.message_count
     return res

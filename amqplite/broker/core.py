@@ -10,6 +10,7 @@ so every rule here is testable with plain calls.
 from __future__ import annotations
 
 import heapq
+import logging
 import secrets
 import time
 from collections.abc import Callable, Iterable
@@ -58,6 +59,8 @@ CONFIRM_SELECT = (85, 10)
 TX_SELECT = (90, 10)
 TX_COMMIT = (90, 20)
 TX_ROLLBACK = (90, 30)
+
+log = logging.getLogger("amqplite.broker")
 
 LOG_LEVELS = ("off", "lifecycle", "full")
 PAGE_IN_BATCH = 500
@@ -355,7 +358,11 @@ class Broker:
     def _binding_durable(self, vh: VHost, b: Binding) -> bool:
         src = vh.exchanges.get(b.source)
         kind, name = b.destination
-        dst: Any = vh.queues.get(name) if kind == "queue" else vh.exchanges.get(name)
+        if kind == "queue":
+            q = vh.queues.get(name)
+            return bool(src is not None and src.durable and q is not None
+                        and self._queue_persisted(q))
+        dst = vh.exchanges.get(name)
         return bool(src is not None and src.durable and dst is not None and dst.durable)
 
     # -------------------------------------------------------------- queues
@@ -496,7 +503,12 @@ class Broker:
         if unbind:
             self._drop_binding(vh, b)
         else:
-            self._add_binding(vh, ex, b, durable=ex.durable and q.durable)
+            self._add_binding(vh, ex, b, durable=ex.durable and self._queue_persisted(q))
+
+    @staticmethod
+    def _queue_persisted(q: Queue) -> bool:
+        """Exclusive queues are never written, whatever their durable flag."""
+        return q.durable and not q.exclusive
 
     def queue_purge(self, ch: ChannelState, queue: str) -> int:
         q = self._find_queue(ch, queue, QUEUE_PURGE)
@@ -538,8 +550,13 @@ class Broker:
         for b in list(vh.bindings_to.get(("queue", q.name), ())):
             self._drop_binding(vh, b, persist_durable=False)
         count = q.message_count
-        for e in q.ready.clear():
-            e.stored = False  # DeleteQueue removes the rows wholesale
+        parked = [e for e, _ in q.awaiting_body]
+        q.awaiting_body.clear()
+        for e in q.ready.clear() + parked:
+            if e.stored:
+                e.stored = False  # DeleteQueue removes the rows wholesale
+            else:
+                e.message.pinned -= 1
         if q.durable and not q.exclusive:
             self.store_ops.append(P.delete_queue(q))
         return count
@@ -692,7 +709,7 @@ class Broker:
     def _request_page_in(self, q: Queue) -> None:
         if q.paging:
             return
-        batch: list[Entry] = []
+        batch: list[Entry] = [e for e, _ in q.awaiting_body[:PAGE_IN_BATCH]]
         for e in q.ready:
             if len(batch) >= PAGE_IN_BATCH:
                 break
@@ -702,15 +719,39 @@ class Broker:
             q.paging = True
             self.effects.append(PageIn(q, batch))
 
-    def paged_in(self, q: Queue, bodies: dict[int, bytes]) -> None:
-        """The shell loaded bodies for a PageIn; resume dispatching."""
+    def paged_in(self, q: Queue, bodies: dict[int, bytes], requested: Iterable[Entry] = ()) -> None:
+        """The shell loaded bodies for a PageIn; resume dispatching.
+
+        The shell reads only after every earlier commit landed, so a requested
+        body that is not in ``bodies`` is gone from the store: that entry can
+        never be delivered and is dropped (logged), instead of being asked
+        for again forever.
+        """
         q.paging = False
-        for e in q.ready:
-            if e.message.body is None:
-                b = bodies.get(e.message.key)
+        if q.deleted:
+            return
+        lost: set[int] = set()
+        for e in requested:
+            m = e.message
+            if m.body is None:
+                b = bodies.get(m.key)
                 if b is None:
-                    break
-                e.message.body = b
+                    lost.add(id(e))
+                else:
+                    m.body = b
+        if lost:
+            gone = q.ready.remove_where(lambda x: id(x) in lost)
+            gone += [e for e, _ in q.awaiting_body if id(e) in lost]
+            q.awaiting_body = [(e, r) for e, r in q.awaiting_body if id(e) not in lost]
+            for e in gone:
+                log.error("queue '%s' in vhost '%s': body of message %s missing from the "
+                          "store; dropped", q.name, q.vhost, e.message.key)
+                self._log("dropped", q.vhost, e.message, q.name, reason="body_missing")
+                self._entry_done(q, e)
+        if q.awaiting_body:
+            parked, q.awaiting_body = q.awaiting_body, []
+            for e, reason in parked:
+                self.dead_letter(q, e, reason)
         self._dispatch(q)
 
     def commit_done(self, evictable: Iterable[tuple[Queue, Entry]]) -> None:
@@ -719,8 +760,27 @@ class Broker:
             m = e.message
             # still waiting far from the head?
             if (m.stored and e.stored and not q.deleted and m.body is not None
-                    and e.in_ready and len(q.ready) > self.body_window):
+                    and not m.pinned and e.in_ready and len(q.ready) > self.body_window):
                 m.body = None
+
+    def commit_failed(self, ops: Iterable[Any]) -> None:
+        """A submission failed for good: its new entries still waiting leave RAM too.
+
+        Their publishers get basic.nack; delivering them anyway would hand out
+        a message the publisher was told is lost (and will likely republish).
+        """
+        keys = {(op.queue_id, op.position) for op in ops if type(op) is P.ops.PutEntry}
+        if not keys:
+            return
+        by_id = {q.id: q for vh in self.vhosts.values() for q in vh.queues.values()}
+        for qid in {k[0] for k in keys}:
+            q = by_id.get(qid)
+            if q is None:
+                continue
+            for e in q.ready.remove_where(lambda x, q=q: (q.id, x.position) in keys):
+                e.stored = False
+                log.error("queue '%s': message %s withdrawn, its commit failed", q.name,
+                          e.message.key)
 
     # -------------------------------------------------------- acknowledging
     def _take(self, ch: ChannelState, tag: int, multiple: bool, cm: tuple[int, int]) -> list[Delivery]:
@@ -849,6 +909,8 @@ class Broker:
         if e.stored:
             e.stored = False
             self.store_ops.append(P.delete_entry(q, e))
+        else:
+            e.message.pinned -= 1
 
     def dead_letter(self, q: Queue, e: Entry, reason: str) -> None:
         """A message leaves ``q`` for ``reason``; without a dead-letter exchange it is dropped.
@@ -856,10 +918,26 @@ class Broker:
         The removal and the copy's insertion land in the same store batch, so
         one transaction holds both: a crash never loses or duplicates it.
         """
+        if e.message.body is None and self._copy_needs_body(q, e.message):
+            # park it (its row stays until then); paged_in() finishes the job
+            q.awaiting_body.append((e, reason))
+            self._request_page_in(q)
+            return
         # the copy's inserts go first: a copied body is read from the source row,
         # which the source's delete may garbage-collect
         self._dead_letter_message(q, e.message, reason)
         self._entry_done(q, e)
+
+    def _copy_needs_body(self, q: Queue, msg: Message) -> bool:
+        """Would a dead-lettered copy of this paged-out message reach a queue that
+        does not store it (so the body must be in RAM, not copied row to row)?"""
+        vh = self.vhosts.get(q.vhost)
+        ex = vh.exchanges.get(q.dlx) if vh is not None and q.dlx is not None else None
+        if vh is None or ex is None:
+            return False
+        rk = q.dlrk if q.dlrk is not None else msg.routing_key
+        return any(not (msg.persistent and t.durable and not t.exclusive)
+                   for t in self.route(vh, ex, rk, msg))
 
     def _dead_letter_message(self, q: Queue, msg: Message, reason: str) -> None:
         vh = self.vhosts.get(q.vhost)
@@ -1079,6 +1157,8 @@ class Broker:
             self.store_ops.append(P.put_entry(q, e))
             if len(q.ready) >= self.body_window:
                 self.evictable.append((q, e))
+        else:
+            msg.pinned += 1
         self._log("routed", q.vhost, msg, q.name)
         q.ready.append(e)
         if limited:

@@ -32,6 +32,7 @@ class Message:
         "exchange",
         "key",
         "persistent",
+        "pinned",
         "properties_raw",
         "routing_key",
         "stored",
@@ -62,6 +63,10 @@ class Message:
         self.stored = False
         #: a dead-lettered copy of a paged-out message: the store copies the body row
         self.copy_of: int | None = None
+        #: live entries holding this message that are not in the store (non-durable
+        #: or exclusive queues): while any exist the body must stay in RAM, since
+        #: the stored row goes once the durable entries are settled
+        self.pinned = 0
 
     @property
     def properties(self) -> BasicProperties:

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Any
 from amqplite.broker.model import Consumer, PriorityReadyList, ReadyList
 
 if TYPE_CHECKING:
-    from amqplite.broker.model import Session
+    from amqplite.broker.model import Entry, Session
 
 
 class Queue:
     __slots__ = (
         "arguments",
         "auto_delete",
+        "awaiting_body",
         "consumers",
         "deleted",
         "delivery_limit",
@@ -72,6 +73,9 @@ class Queue:
         self.deleted = False
         #: True while a PageIn for this queue's head is outstanding.
         self.paging = False
+        #: (entry, reason) taken off ``ready`` to be dead-lettered once the body
+        #: is paged in: a copy for a queue that is not stored needs it in RAM
+        self.awaiting_body: list[tuple[Entry, str]] = []
         #: the policy in force (highest priority match), see Broker.apply_policies
         self.policy: Any = None
         #: when a consumer, get or declare last touched it (for x-expires)

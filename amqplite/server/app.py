@@ -8,6 +8,7 @@ calls it afterwards.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import signal
 import time
@@ -26,7 +27,7 @@ from amqplite.protocol.connection import default_server_properties
 from amqplite.server.connection import AMQPConnection
 from amqplite.server.persistence import Persistence
 from amqplite.server.recovery import restore
-from amqplite.store.engine import Store
+from amqplite.store.engine import CLEAN_KEY, Store
 
 log = logging.getLogger("amqplite.server")
 
@@ -102,14 +103,24 @@ class Server:
         return self.persistence
 
     async def _page_in(self, e: PageIn) -> None:
+        """Read paged-out bodies once every earlier submission has committed.
+
+        Waiting first means a body written moments ago (a dead-lettered copy)
+        is readable, so a body the read does not find is truly gone.
+        """
         assert self.store is not None
-        keys = [x.message.key for x in e.entries]
+        keys = [x.message.key for x in e.entries if x.message.body is None]
+        bodies: dict[int, bytes] = {}
         try:
+            await self.persist.committed()
             bodies = await trio.to_thread.run_sync(self.store.fetch_bodies, keys)
         except Exception:
-            log.exception("page-in failed for queue %s", e.queue.name)
-            bodies = {}
-        self.broker.paged_in(e.queue, bodies)
+            log.exception("page-in failed for queue %s; will retry", e.queue.name)
+            self.broker.paged_in(e.queue, {}, ())  # asks again on the next dispatch
+            with trio.move_on_after(1):
+                await self._stopping.wait()
+        else:
+            self.broker.paged_in(e.queue, bodies, e.entries)
         self.settle()
         ev = self._paging.pop((e.queue.vhost, e.queue.name), None)
         if ev is not None:
@@ -127,8 +138,14 @@ class Server:
         store = self.store
         await trio.to_thread.run_sync(store.create)
         recovered = await trio.to_thread.run_sync(store.load, s.body_window)
-        restore(self.broker, recovered)
+        unclean = recovered.meta.get(CLEAN_KEY) != "1"
+        if unclean and recovered.entries:
+            log.warning("the last run did not stop cleanly: recovered messages are marked "
+                        "redelivered")
+        restore(self.broker, recovered, unclean=unclean)
+        await trio.to_thread.run_sync(store.mark_open)
         store.start()
+        clean = False
         self.persistence = Persistence(store, self.broker, s.store_backlog_limit)
         self.persistence.bind_loop()
         try:
@@ -148,11 +165,11 @@ class Server:
                          __version__, self.listen_ports, s.db_url)
                 task_status.started(self)
                 await self._stopping.wait()
-                await self._shutdown()
+                clean = await self._shutdown()
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(store.close)
+                await trio.to_thread.run_sync(functools.partial(store.close, clean=clean))
 
     async def _open_listeners(self) -> list[trio.SocketListener]:
         s = self.settings
@@ -226,8 +243,11 @@ class Server:
     def stop(self) -> None:
         self._stopping.set()
 
-    async def _shutdown(self) -> None:
-        """Close every connection with 320, wait briefly for close-ok, flush the store."""
+    async def _shutdown(self) -> bool:
+        """Close every connection with 320, wait briefly for close-ok, flush the store.
+
+        True when everything was flushed (a clean shutdown).
+        """
         for c in list(self.connections):
             c.force_close(320, SHUTDOWN_TEXT)
         with trio.move_on_after(3):
@@ -236,6 +256,8 @@ class Server:
         assert self.persistence is not None
         with trio.move_on_after(30):
             await self.persistence.wait_idle()
+            return not self.connections
+        return False
 
 
 async def serve(settings: Settings) -> None:

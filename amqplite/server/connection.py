@@ -91,6 +91,12 @@ class AMQPConnection:
         self._closing_deadline: float | None = None
         self._cancel: trio.CancelScope | None = None
         self._user: Any = None
+        #: bytes handed to send_all and not yet written
+        self._in_flight = 0
+        self._drained = trio.Event()
+        self._reading_paused = False
+        #: has published: store back-pressure and alarms stop reading from it
+        self._publisher = False
 
     # ------------------------------------------------------------- auth
     def _authenticate(self, username: str, password: str) -> bool:
@@ -131,8 +137,13 @@ class AMQPConnection:
         proto = self.proto
         persistence = self.server.persist
         while self.alive:
-            if not persistence.has_capacity:
-                await self._wait_unblocked(persistence)
+            if not persistence.has_capacity and self._publisher:
+                # as RabbitMQ's alarms: publishers wait, consumers keep acking
+                await self._paused(self._wait_unblocked(persistence))
+            if self._unsent() > WRITE_HIGH_WATER:
+                # Returns, confirms and replies pile up for a client that publishes
+                # and never reads: stop reading until it takes what it is owed.
+                await self._paused(self._wait_drained())
             try:
                 data = await self.stream.receive_some(RECV_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -158,6 +169,25 @@ class AMQPConnection:
             if done:
                 return
 
+    def _unsent(self) -> int:
+        """Bytes owed to the client: queued in the protocol plus the write in flight."""
+        return self.proto.pending_bytes() + self._in_flight
+
+    async def _paused(self, wait: Any) -> None:
+        """Not reading on purpose: the client's silence is ours, not a missed heartbeat."""
+        self._reading_paused = True
+        try:
+            await wait
+        finally:
+            self._reading_paused = False
+            self.last_recv = time.monotonic()
+
+    async def _wait_drained(self) -> None:
+        while self.alive and self._unsent() > WRITE_HIGH_WATER // 2:
+            self._drained = trio.Event()
+            self._wake.set()
+            await self._drained.wait()
+
     async def _wait_unblocked(self, persistence: Any) -> None:
         """The store is far behind: stop reading, and tell clients that understand it.
 
@@ -167,7 +197,7 @@ class AMQPConnection:
         tell = self.session is not None and bool(
             self.proto.client_capabilities.get("connection.blocked"))
         if tell:
-            self.proto.send_method(0, M.ConnectionBlocked(reason="low on disk write capacity"))
+            self.proto.send_method(0, M.ConnectionBlocked(reason=persistence.block_reason))
             self._wake_writer()
         await persistence.wait_capacity()
         if tell and self.alive:
@@ -224,6 +254,7 @@ class AMQPConnection:
                 data = proto.data_to_send()
                 if not data:
                     break
+                self._in_flight = len(data)
                 try:
                     await self.stream.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -231,8 +262,13 @@ class AMQPConnection:
                     if self._cancel is not None:
                         self._cancel.cancel()
                     return
+                finally:
+                    self._in_flight = 0
                 self.bytes_out += len(data)
                 self.last_send = time.monotonic()
+                if proto.pending_bytes() <= WRITE_HIGH_WATER // 2:
+                    self._drained.set()
+            self._drained.set()
             if not self.writable:
                 self.writable = True
                 if self.session is not None:
@@ -261,7 +297,7 @@ class AMQPConnection:
             if self._closing_deadline is not None and now > self._closing_deadline:
                 break
             if hb:
-                if now - self.last_recv > 2 * hb:
+                if now - self.last_recv > 2 * hb and not self._reading_paused:
                     log.info("%s: missed heartbeats, closing", self.name)
                     break
                 if now - self.last_send >= hb / 2:
@@ -336,6 +372,7 @@ class AMQPConnection:
         ch = self.channels.get(number)
         if ch is None:
             return
+        self._publisher = True
         try:
             res = self.broker.basic_publish(
                 ch, method.exchange, method.routing_key, props, body,
@@ -376,7 +413,9 @@ class AMQPConnection:
     def _confirm_done(self, number: int, st: _Confirms, upto: int, nacks: list[int],
                       err: BaseException | None) -> None:
         st.waiting -= 1
-        if self.alive and number in self.channels:
+        # identity, not the number: a reopened channel with the same number gets
+        # a fresh _Confirms and must never see the old channel's confirms
+        if self.alive and self.confirms.get(number) is st:
             self._send_confirm(number, st, upto, err is None, nacks)
             self._wake_writer()
 
@@ -421,28 +460,60 @@ class AMQPConnection:
     def _reply(self, ch: ChannelState, method: Any) -> None:
         self.proto.send_method(ch.number, method)
 
+    async def _durable(self, ch: ChannelState) -> None:
+        """Hold a metadata reply (declare-ok, bind-ok...) until its change has committed.
+
+        A client told "declared" must find the queue after a restart; while the
+        disk refuses writes the reply waits (the writer retries). Later frames
+        of this connection wait too, so replies keep their order.
+        """
+        if all(type(op) is tuple for op in self.broker.store_ops):  # log rows only
+            return
+        self.server.settle(flush=False)
+        self._finish_chunk()
+        failed: list[BaseException] = []
+        done = trio.Event()
+
+        def waiter(err: BaseException | None) -> None:
+            if err is not None:
+                failed.append(err)
+            done.set()
+
+        persistence = self.server.persist
+        persistence.add_waiter(waiter)
+        persistence.flush()
+        self._wake_writer()
+        await done.wait()
+        if failed:
+            raise ChannelError(541, f"INTERNAL_ERROR - store commit failed: {failed[0]}",
+                               0, 0)
+
     # ---------------------------------------------------------- handlers
     async def _exchange_declare(self, ch: ChannelState, m: Any) -> None:
         self.broker.exchange_declare(
             ch, m.exchange, m.type, passive=m.passive, durable=m.durable,
             auto_delete=m.auto_delete, internal=m.internal, arguments=m.arguments,
         )
+        await self._durable(ch)
         if not m.no_wait:
             self._reply(ch, M.ExchangeDeclareOk())
 
     async def _exchange_delete(self, ch: ChannelState, m: Any) -> None:
         self.broker.exchange_delete(ch, m.exchange, if_unused=m.if_unused)
+        await self._durable(ch)
         if not m.no_wait:
             self._reply(ch, M.ExchangeDeleteOk())
 
     async def _exchange_bind(self, ch: ChannelState, m: Any) -> None:
         self.broker.exchange_bind(ch, m.destination, m.source, m.routing_key, m.arguments)
+        await self._durable(ch)
         if not m.no_wait:
             self._reply(ch, M.ExchangeBindOk())
 
     async def _exchange_unbind(self, ch: ChannelState, m: Any) -> None:
         self.broker.exchange_bind(ch, m.destination, m.source, m.routing_key, m.arguments,
                                   unbind=True)
+        await self._durable(ch)
         if not m.no_wait:
             self._reply(ch, M.ExchangeUnbindOk())
 
@@ -451,26 +522,31 @@ class AMQPConnection:
             ch, m.queue, passive=m.passive, durable=m.durable, exclusive=m.exclusive,
             auto_delete=m.auto_delete, arguments=m.arguments,
         )
+        await self._durable(ch)
         if not m.no_wait:
             self._reply(ch, M.QueueDeclareOk(queue=name, message_count=count,
                                              consumer_count=consumers))
 
     async def _queue_bind(self, ch: ChannelState, m: Any) -> None:
         self.broker.queue_bind(ch, m.queue, m.exchange, m.routing_key, m.arguments)
+        await self._durable(ch)
         if not m.no_wait:
             self._reply(ch, M.QueueBindOk())
 
     async def _queue_unbind(self, ch: ChannelState, m: Any) -> None:
         self.broker.queue_bind(ch, m.queue, m.exchange, m.routing_key, m.arguments, unbind=True)
+        await self._durable(ch)
         self._reply(ch, M.QueueUnbindOk())
 
     async def _queue_purge(self, ch: ChannelState, m: Any) -> None:
         n = self.broker.queue_purge(ch, m.queue)
+        await self._durable(ch)
         if not m.no_wait:
             self._reply(ch, M.QueuePurgeOk(message_count=n))
 
     async def _queue_delete(self, ch: ChannelState, m: Any) -> None:
         n = self.broker.queue_delete(ch, m.queue, if_unused=m.if_unused, if_empty=m.if_empty)
+        await self._durable(ch)
         if not m.no_wait:
             self._reply(ch, M.QueueDeleteOk(message_count=n))
 
@@ -541,11 +617,13 @@ class AMQPConnection:
 
     async def _tx_commit(self, ch: ChannelState, m: Any) -> None:
         stored = self.broker.tx_commit(ch)
+        # RabbitMQ sends the transaction's basic.returns before commit-ok
+        self.server.settle(flush=False)
         if stored:
             number = ch.number
 
             def done(err: BaseException | None) -> None:
-                if self.alive and number in self.channels:
+                if self.alive and self.channels.get(number) is ch:
                     if err is None:
                         self.proto.send_method(number, M.TxCommitOk())
                     else:

@@ -38,9 +38,30 @@ class Persistence:
         self._capacity.set()
         self._idle = trio.Event()
         self._idle.set()
+        #: why store writes fail right now (they are being retried), else None
+        self.failing: str | None = None
 
     def bind_loop(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
+        token = self._token
+        self.store.on_failing = lambda reason: token.run_sync_soon(self._store_failing, reason)
+
+    def _store_failing(self, reason: str | None) -> None:
+        """The writer retries a failing commit: block publishers until it passes."""
+        self.failing = reason
+        self._update_capacity()
+
+    def _update_capacity(self) -> None:
+        if self.failing is not None or self.inflight_ops > self.high_water:
+            if self._capacity.is_set():
+                self._capacity = trio.Event()
+        elif self.inflight_ops <= self.high_water // 2:
+            self._capacity.set()
+
+    @property
+    def block_reason(self) -> str:
+        """What connection.blocked tells clients (RabbitMQ names its disk alarm the same)."""
+        return "low on disk" if self.failing is not None else "low on disk write capacity"
 
     def add_waiter(self, fn: Waiter) -> None:
         """Run ``fn`` after everything submitted so far (and in this batch) commits."""
@@ -71,15 +92,13 @@ class Persistence:
         self.inflight += 1
         self.inflight_ops += len(ops)
         self._idle = trio.Event() if self._idle.is_set() else self._idle
-        if self.inflight_ops > self.high_water and self._capacity.is_set():
-            self._capacity = trio.Event()
+        self._update_capacity()
         token = self._token
         assert token is not None, "bind_loop() first"
-        n = len(ops)
 
         def committed(err: BaseException | None) -> None:
             # writer thread -> event loop
-            token.run_sync_soon(self._done, waiters, n, err)
+            token.run_sync_soon(self._done, waiters, ops, err)
 
         self.store.submit(ops, committed)
 
@@ -88,15 +107,26 @@ class Persistence:
         if err is None:
             self.broker.commit_done(entries)
 
-    def _done(self, waiters: list[Waiter], n: int, err: BaseException | None) -> None:
+    def _done(self, waiters: list[Waiter], ops: list[Any], err: BaseException | None) -> None:
         self.inflight -= 1
-        self.inflight_ops -= n
+        self.inflight_ops -= len(ops)
+        if err is not None:
+            # nacked publishes must not be delivered as well: take them back
+            self.broker.commit_failed(ops)
         for w in waiters:
             w(err)
-        if self.inflight_ops <= self.high_water // 2:
-            self._capacity.set()
+        self._update_capacity()
         if self.inflight == 0:
             self._idle.set()
+
+    async def committed(self) -> None:
+        """Wait until everything submitted so far has committed (or failed)."""
+        if self.inflight == 0 and not self.batch_has_ops and not self._waiters:
+            return
+        done = trio.Event()
+        self.add_waiter(lambda _err: done.set())
+        self.flush()
+        await done.wait()
 
     @property
     def has_capacity(self) -> bool:

@@ -12,12 +12,15 @@ from amqplite.broker.queue import Queue
 from amqplite.protocol.properties import priority_of
 
 
-def restore(broker: Broker, rec: Any) -> None:
+def restore(broker: Broker, rec: Any, *, unclean: bool = False) -> None:
     """Durable exchanges, queues and bindings come back, then every stored entry.
 
-    An entry that was handed to a consumer (or requeued) before the stop comes
-    back redelivered, as in RabbitMQ; one never delivered does not. TTLs start
-    again from the restart (enqueue times are not stored).
+    After a clean stop, an entry that was handed to a consumer (or requeued)
+    comes back redelivered, one never delivered does not. After an unclean
+    stop (``kill -9``, power loss) every entry comes back redelivered, as in
+    RabbitMQ: a delivery may have reached a client before its "delivered"
+    mark committed. TTLs start again from the restart (enqueue times are not
+    stored).
     """
     for pol in rec.policies:
         broker.vhosts.setdefault(pol.vhost, VHost(pol.vhost))
@@ -71,7 +74,7 @@ def restore(broker: Broker, rec: Any) -> None:
                 m.body = re.body
             e = Entry(re.position, m, stored=True)
             e.delivery_count = re.delivery_count
-            e.redelivered = bool(re.redelivered or re.delivery_count)
+            e.redelivered = unclean or bool(re.redelivered or re.delivery_count)
             if type(target.ready) is PriorityReadyList:
                 e.priority = priority_of(re.properties) or 0
             broker.arm_ttl(target, e)

@@ -40,6 +40,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.expression import ClauseElement
 
 from . import cbor, recovery
@@ -75,6 +76,21 @@ log = logging.getLogger(__name__)
 Callback = Callable[[BaseException | None], None]
 
 DURABILITY_SYNCHRONOUS = {"fsync": "FULL", "os": "NORMAL"}
+
+#: A failed commit that may pass is retried after this, doubling up to the max.
+RETRY_MIN_S = 0.05
+RETRY_MAX_S = 1.0
+#: Once close() is called, a store that keeps failing is given up on after this.
+GIVE_UP_ON_STOP_S = 10.0
+
+
+def _may_pass(exc: BaseException) -> bool:
+    """Disk full, I/O errors, locks: the database refuses now, not this content."""
+    return isinstance(exc, OperationalError | OSError)
+
+
+#: meta key: "1" after a clean shutdown, "0" while a broker runs (see mark_open)
+CLEAN_KEY = "clean_shutdown"
 
 # Ids per statement for IN (...) lists; well under SQLite's and PostgreSQL's limits.
 _IN_CHUNK = 900
@@ -245,6 +261,14 @@ class Store:
         self._thread: threading.Thread | None = None
         self._hw_message = 0
         self._hw_queue = 0
+        #: submissions whose commit failed for good (not retried)
+        self._failed = 0
+        self._conn: Connection | None = None
+        self._failing_since: float | None = None
+        #: why writes fail right now (being retried), else None
+        self.failing: str | None = None
+        #: called on the writer thread with ``failing`` whenever it changes
+        self.on_failing: Callable[[str | None], None] | None = None
         #: committed (or failed) groups so far; for metrics and tests
         self.groups = 0
         #: submissions in the most recent group
@@ -352,8 +376,22 @@ class Store:
                     raise TimeoutError("store flush timed out")
                 self._done.wait(remaining)
 
-    def close(self, timeout: float | None = None) -> None:
-        """Flush, stop the writer and dispose the engine (idempotent)."""
+    def mark_open(self) -> None:
+        """Record that a broker runs on this database (call after ``load``).
+
+        Until ``close(clean=True)`` records the opposite, a later ``load``
+        sees an unclean shutdown: deliveries may have reached clients whose
+        "delivered" marks never committed.
+        """
+        with self.engine.begin() as conn:
+            self._replace(conn, s.meta, {"key": CLEAN_KEY}, {"value": "0"})
+
+    def close(self, timeout: float | None = None, *, clean: bool = False) -> None:
+        """Flush, stop the writer and dispose the engine (idempotent).
+
+        ``clean``: every submission committed, so the next start may trust the
+        stored redelivered flags.
+        """
         if self._closed:
             return
         if self._thread is not None:
@@ -367,11 +405,19 @@ class Store:
             self._stopping = True
             if self._pending:
                 log.warning("store closed before start: %d submissions dropped", len(self._pending))
+                clean = False
+            if self._failed:
+                clean = False
+        if clean and self._thread is not None:
+            try:
+                with self.engine.begin() as conn:
+                    self._replace(conn, s.meta, {"key": CLEAN_KEY}, {"value": "1"})
+            except Exception:
+                log.exception("could not record the clean shutdown")
         self._closed = True
         self.engine.dispose()
 
     def _run(self) -> None:
-        conn: Connection | None = None
         lock, wake, done = self._lock, self._wake, self._done
         while True:
             with lock:
@@ -382,22 +428,8 @@ class Store:
                 if not self._pending:
                     break
                 group, self._pending = self._pending, []
-            error: BaseException | None = None
-            try:
-                if conn is None:
-                    conn = self.engine.connect()
-                with conn.begin():
-                    self._apply(conn, group)
-            except Exception as exc:
-                error = exc
-                log.error("store group of %d submissions failed: %r", len(group), exc)
-                if conn is not None:
-                    try:
-                        conn.close()  # start the next group on a fresh connection
-                    except Exception:
-                        log.exception("closing the failed writer connection")
-                    conn = None
-            for _ops, callback in group:
+            errors = self._commit_group(group)
+            for (_ops, callback), error in zip(group, errors, strict=True):
                 if callback is not None:
                     try:
                         callback(error)
@@ -408,8 +440,84 @@ class Store:
                 self.groups += 1
                 self.last_group_size = len(group)
                 done.notify_all()
-        if conn is not None:
-            conn.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _commit_group(self, group: list[tuple[Sequence[Any], Callback | None]],
+                      ) -> list[BaseException | None]:
+        """Commit a group; the error (or None) of each submission in it.
+
+        A failure that may pass (disk full, I/O error, a lock) is retried until
+        it does: nothing in the group is confirmed meanwhile, and nothing is
+        refused that would have been written a moment later. Any other error
+        is the content of some submission: each is then committed on its own,
+        so only the culprit fails and other clients' work is untouched.
+        """
+        error = self._commit_retrying(group)
+        if error is None:
+            return [None] * len(group)
+        if len(group) == 1:
+            return [error]
+        log.error("store group of %d submissions failed (%r): committing them one by one",
+                  len(group), error)
+        return [self._commit_retrying([sub]) for sub in group]
+
+    def _commit_retrying(self, group: list[tuple[Sequence[Any], Callback | None]],
+                         ) -> BaseException | None:
+        delay = RETRY_MIN_S
+        while True:
+            try:
+                if self._conn is None:
+                    self._conn = self.engine.connect()
+                with self._conn.begin():
+                    self._apply(self._conn, group)
+            except Exception as exc:
+                self._drop_connection()
+                if not _may_pass(exc):
+                    if len(group) == 1:
+                        log.error("store submission failed: %r", exc)
+                        with self._lock:
+                            self._failed += 1
+                    return exc
+                now = time.monotonic()
+                if self._failing_since is None:
+                    self._failing_since = now
+                    log.error("store write failed (%s): retrying until it succeeds; "
+                              "publishers are blocked meanwhile", exc)
+                    self._set_failing(str(exc))
+                with self._lock:
+                    if self._stopping and now - self._failing_since > GIVE_UP_ON_STOP_S:
+                        log.error("store still failing at shutdown: giving up on %d submissions",
+                                  len(group))
+                        self._failed += len(group)
+                        return exc
+                    self._wake.wait(delay)  # close() wakes it early
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            if self._failing_since is not None:
+                log.warning("store writes succeed again after %.1f s",
+                            time.monotonic() - self._failing_since)
+                self._failing_since = None
+                self._set_failing(None)
+            return None
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()  # the next try starts on a fresh connection
+            except Exception:
+                log.exception("closing the failed writer connection")
+            self._conn = None
+
+    def _set_failing(self, reason: str | None) -> None:
+        self.failing = reason
+        hook = self.on_failing
+        if hook is not None:
+            try:
+                hook(reason)
+            except Exception:
+                log.exception("store health hook raised")
 
     def _apply(self, conn: Connection, group: list[tuple[Sequence[Any], Callback | None]]) -> None:
         """Apply one group in order: hot ops batched per table, metadata ops in between."""

@@ -64,8 +64,14 @@ def clean_up(conn: Connection) -> None:
     of as one step (e.g. a message whose entries were written in a later group
     that never committed).
     """
-    e, m, q = s.queue_entries, s.messages, s.queues
+    e, m, q, b = s.queue_entries, s.messages, s.queues, s.bindings
     conn.execute(delete(e).where(~exists().where(q.c.id == e.c.queue_id)))
+    # bindings to a queue that is not stored (older versions wrote those of
+    # exclusive queues): restored, they would route into a later namesake
+    conn.execute(delete(b).where(
+        b.c.destination_kind == "queue",
+        ~exists().where(q.c.vhost == b.c.vhost, q.c.name == b.c.destination),
+    ))
     conn.execute(delete(m).where(~exists().where(e.c.message_id == m.c.id)))
 
 

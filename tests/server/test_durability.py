@@ -67,7 +67,61 @@ def test_unacked_at_crash_come_back_redelivered(tmp_path: Path) -> None:
     assert body == b"1" and m.redelivered
     rest = [ch2.basic_get("work", auto_ack=True) for _ in range(8)]
     assert [r[2] for r in rest] == [str(i).encode() for i in range(2, 10)]
-    assert not any(r[0].redelivered for r in rest), "never-delivered messages flagged redelivered"
+    # after an unclean stop nothing proves a message was never delivered: all are
+    # flagged, as RabbitMQ does (a delivery can beat its "delivered" mark to disk)
+    assert all(r[0].redelivered for r in rest)
+    c2.close()
+    b.stop()
+
+
+def test_clean_restart_flags_only_delivered_messages(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "d").start()
+    c = connect(b)
+    ch = c.channel()
+    ch.queue_declare("work", durable=True)
+    ch.confirm_delivery()
+    for i in range(5):
+        ch.basic_publish("", "work", str(i).encode(), pika.BasicProperties(delivery_mode=2))
+    _m, _, body = ch.basic_get("work")  # delivered, never acked
+    assert body == b"0"
+    assert b.stop() == 0
+    b.start()
+    c2 = connect(b)
+    ch2 = c2.channel()
+    got = [ch2.basic_get("work", auto_ack=True) for _ in range(5)]
+    assert [(r[2], r[0].redelivered) for r in got] == [
+        (b"0", True), (b"1", False), (b"2", False), (b"3", False), (b"4", False)]
+    c2.close()
+    b.stop()
+
+
+def test_kill_9_after_deliveries_flags_them_redelivered(tmp_path: Path) -> None:
+    """Deliveries written to the socket just before a crash come back redelivered."""
+    b = BrokerProcess(tmp_path / "d").start()
+    c = connect(b)
+    ch = c.channel()
+    ch.queue_declare("w", durable=True)
+    ch.confirm_delivery()
+    for i in range(300):
+        ch.basic_publish("", "w", str(i).encode(), pika.BasicProperties(delivery_mode=2))
+    got: list[bytes] = []
+    ch.basic_qos(prefetch_count=300)
+    ch.basic_consume("w", lambda _c, _m, _p, body: got.append(body))
+    c.process_data_events(time_limit=0)
+    wait_for(lambda: c.process_data_events(time_limit=0) or len(got) == 300, 30,
+             what="300 deliveries")
+    b.kill()
+    b.start()
+    c2 = connect(b)
+    ch2 = c2.channel()
+    flags = []
+    while True:
+        m, _, body = ch2.basic_get("w", auto_ack=True)
+        if m is None:
+            break
+        flags.append((body, m.redelivered))
+    assert sorted(x for x, _ in flags) == sorted(got)
+    assert all(red for _, red in flags), "a delivered message came back with redelivered=false"
     c2.close()
     b.stop()
 

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqplite.store import PutBinding, PutExchange, Store, cbor
+from amqplite.store import PutBinding, PutExchange, PutQueue, Store, cbor
 
 TZS = st.sampled_from([
     None, dt.UTC, dt.timezone(dt.timedelta(hours=5, minutes=30)),
@@ -80,7 +80,7 @@ def test_arguments_round_trip_through_store(tmp_path_factory, tables) -> None:
     store.start()
     exchanges = [PutExchange("/", f"x{i}", "headers", arguments=t) for i, t in enumerate(tables)]
     bindings = [PutBinding("/", "x0", "q", "queue", "", t) for t in tables]
-    store.submit(exchanges + bindings)
+    store.submit([PutQueue(1, "/", "q"), *exchanges, *bindings])  # bindings need their queue
     store.close(10)
     rec = Store(f"sqlite:///{path}").load()
     assert all(same(a.arguments, b.arguments) for a, b in zip(rec.exchanges, exchanges,

@@ -144,20 +144,56 @@ def test_delete_queue_removes_entries_bindings_and_orphans(store: Store, raw) ->
     assert raw("SELECT id FROM messages ORDER BY id") == [(2,), (3,)]
 
 
-def test_failed_group_reports_error_and_writes_nothing(make_store, raw) -> None:
+def test_a_bad_submission_fails_alone(make_store, raw) -> None:
+    """One submission's content error must not fail the others in its group."""
     store = make_store()
     results: list[BaseException | None] = []
     store.submit([PutQueue(1, "/", "a")], results.append)
     store.submit([PutQueue(2, "/", "a")], results.append)  # (vhost, name) taken: fails
+    store.submit([PutQueue(3, "/", "c")], results.append)
     store.start()
     store.flush(10)
-    assert len(results) == 2 and all(isinstance(r, Exception) for r in results)
-    assert raw("SELECT count(*) FROM queues") == [(0,)]
+    assert results[0] is None and isinstance(results[1], Exception) and results[2] is None
+    assert raw("SELECT id FROM queues ORDER BY id") == [(1,), (3,)]
     # The writer carries on with the next group.
-    store.submit([PutQueue(1, "/", "a")], results.append)
+    store.submit([PutQueue(4, "/", "d")], results.append)
     store.flush(10)
     assert results[-1] is None
-    assert raw("SELECT id FROM queues") == [(1,)]
+    assert raw("SELECT id FROM queues ORDER BY id") == [(1,), (3,), (4,)]
+
+
+def test_disk_full_is_retried_until_it_passes(make_store, raw) -> None:
+    """SQLITE_FULL (a real one: max_page_count) blocks the group; nothing is refused."""
+    from sqlalchemy import event
+
+    store = make_store()
+    limit = [1]  # pages: SQLite keeps its current size, so any growth is "disk full"
+
+    def cap(dbapi_conn, _record, _proxy) -> None:  # type: ignore[no-untyped-def]
+        dbapi_conn.execute(f"PRAGMA max_page_count={limit[0]}")
+
+    event.listen(store.engine, "checkout", cap)
+    store.start()
+    results: list[BaseException | None] = []
+    store.submit([PutQueue(1, "/", "a")], results.append)
+    store.submit([PutMessage(7, "ex", "rk", b"", b"x" * 200_000), PutEntry(1, 7, 7)],
+                 results.append)
+    wait_until(lambda: store.failing is not None)
+    assert "full" in str(store.failing)
+    assert results == []  # not confirmed, not refused
+    limit[0] = 1_000_000  # space comes back
+    store.flush(10)
+    assert results == [None, None] and store.failing is None
+    assert raw("SELECT queue_id, message_id FROM queue_entries") == [(1, 7)]
+
+
+def wait_until(pred, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
 
 
 def test_submit_from_many_threads(store: Store, raw) -> None:

@@ -95,8 +95,9 @@ class AMQPConnection:
         self._in_flight = 0
         self._drained = trio.Event()
         self._reading_paused = False
-        #: has published: store back-pressure and alarms stop reading from it
-        self._publisher = False
+        #: alarm epoch of this connection's last publish: store back-pressure and
+        #: alarms stop reading from it only if it published during the alarm
+        self._publish_epoch = -1
 
     # ------------------------------------------------------------- auth
     def _authenticate(self, username: str, password: str) -> bool:
@@ -137,7 +138,7 @@ class AMQPConnection:
         proto = self.proto
         persistence = self.server.persist
         while self.alive:
-            if not persistence.has_capacity and self._publisher:
+            if not persistence.has_capacity and self._publish_epoch == persistence.alarm_epoch:
                 # as RabbitMQ's alarms: publishers wait, consumers keep acking
                 await self._paused(self._wait_unblocked(persistence))
             if self._unsent() > WRITE_HIGH_WATER:
@@ -372,7 +373,7 @@ class AMQPConnection:
         ch = self.channels.get(number)
         if ch is None:
             return
-        self._publisher = True
+        self._publish_epoch = self.server.persist.alarm_epoch
         try:
             res = self.broker.basic_publish(
                 ch, method.exchange, method.routing_key, props, body,

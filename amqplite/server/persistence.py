@@ -40,6 +40,9 @@ class Persistence:
         self._idle.set()
         #: why store writes fail right now (they are being retried), else None
         self.failing: str | None = None
+        #: counts the times capacity ran out: a connection is blocked only if it
+        #: publishes during the current one (RabbitMQ's "blocking" state)
+        self.alarm_epoch = 0
 
     def bind_loop(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
@@ -55,6 +58,7 @@ class Persistence:
         if self.failing is not None or self.inflight_ops > self.high_water:
             if self._capacity.is_set():
                 self._capacity = trio.Event()
+                self.alarm_epoch += 1
         elif self.inflight_ops <= self.high_water // 2:
             self._capacity.set()
 

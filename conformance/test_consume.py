@@ -207,13 +207,20 @@ def test_basic_cancel_stops_delivery(connection: pika.BlockingConnection, names:
     ch.basic_cancel(tag)
     _fill(connection.channel(), queue, 3, declare=False)
     assert message_count(connection.channel(), queue) == 3
+    observe(connection)  # let pika dispatch anything that did arrive
     assert len(got) == 2
 
 
-def test_cancel_unknown_tag_is_ok(channel: BlockingChannel) -> None:
-    channel._impl.basic_cancel("never-registered")
-    channel.queue_declare("", exclusive=True)
-    assert channel.is_open
+def test_cancel_unknown_tag_is_ok(url: str) -> None:
+    """pika never sends basic.cancel for a tag it does not know: use raw frames."""
+    raw = RawConnection(url).open()
+    try:
+        raw.send_method(1, 60, 30, shortstr("never-registered") + b"\x00")
+        ok = raw.expect((60, 31), channel=1)
+        assert ok.args == shortstr("never-registered")
+        raw.queue_declare("", exclusive=True)  # the channel is still open
+    finally:
+        raw.close()
 
 
 def test_server_cancel_when_queue_deleted(connection: pika.BlockingConnection,

@@ -839,16 +839,13 @@ class ServerConnection:
             self._events.append(MethodReceived(ch, method))
 
     def _open_channel(self, ch: int) -> None:
+        # RabbitMQ's channel_max caps how many channels are open at once, not the
+        # channel number: channel 65535 opens fine on a connection that has room.
         limit = self._channel_max
-        if limit:
-            if ch > limit:
-                raise _hard(ReplyCode.NOT_ALLOWED,
-                            f"channel number {ch} is higher than the negotiated "
-                            f"channel_max ({limit})", 20, 10)
-            if len(self._channels) >= limit:
-                raise _hard(ReplyCode.NOT_ALLOWED,
-                            f"number of channels opened ({len(self._channels)}) has reached "
-                            f"the negotiated channel_max ({limit})", 20, 10)
+        if limit and len(self._channels) >= limit:
+            raise _hard(ReplyCode.NOT_ALLOWED,
+                        f"number of channels opened ({len(self._channels)}) has reached "
+                        f"the negotiated channel_max ({limit})")
         self._channels[ch] = _Channel()
         self._write_ordered(self._method_frame(ch, ChannelOpenOk()))
         self._events.append(ChannelOpened(ch))

@@ -280,12 +280,15 @@ def test_second_channel_open() -> None:
     assert_closed_with(frames, 504, "CHANNEL_ERROR - second 'channel.open' seen", 20, 10)
 
 
-def test_channel_number_above_channel_max() -> None:
-    conn = open_connection(channel_max=5)
-    conn.receive_data(marshal(pc.Channel.Open(), 6))
+def test_channel_max_limits_open_channels_not_numbers() -> None:
+    """RabbitMQ: any number up to 65535 opens; the (channel_max+1)th open channel is 530."""
+    conn = open_connection(channel_max=2)
+    open_channel(conn, 65535)
+    open_channel(conn, 7)
+    conn.receive_data(marshal(pc.Channel.Open(), 1))
     _, frames = drain(conn)
-    assert frames[-1][1].reply_code == 530
-    assert "channel_max (5)" in frames[-1][1].reply_text
+    assert_closed_with(frames, 530, "NOT_ALLOWED - number of channels opened (2) has reached "
+                       "the negotiated channel_max (2)")
 
 
 def test_server_only_method_from_client_is_command_invalid() -> None:

@@ -1,10 +1,55 @@
-"""Connection and channel life: channel numbers."""
+"""Connection and channel life: update-secret, channel numbers."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
-from conformance._raw import RawConnection, shortstr, table
+import aio_pika
+
+from conformance._raw import RawConnection, longstr, shortstr, table
+from conformance.conftest import amqp_url
+
+# ------------------------------------------------------------- update-secret
+
+
+def test_update_secret_is_answered(url: str) -> None:
+    raw = RawConnection(url).open()
+    try:
+        raw.send_method(0, 10, 70, longstr("guest") + shortstr("token refresh"))
+        assert raw.expect((10, 71)).args == b""
+        raw.queue_declare("", exclusive=True)  # the connection carries on
+    finally:
+        raw.close()
+
+
+def test_update_secret_before_any_channel(url: str) -> None:
+    """RabbitMQ's internal users answer whatever the new secret is (checked at start-ok)."""
+    raw = RawConnection(url).open(channel=False)
+    try:
+        for secret in ("guest", "not-the-password"):
+            raw.send_method(0, 10, 70, longstr(secret) + shortstr("rotate"))
+            raw.expect((10, 71))
+        raw.open_channel(1)
+    finally:
+        raw.close()
+
+
+def test_update_secret_aiopika() -> None:
+    """aio-pika's update_secret waits for update-secret-ok: it must come back."""
+
+    async def main() -> None:
+        async with asyncio.timeout(10):
+            conn = await aio_pika.connect(amqp_url())
+            try:
+                await conn.update_secret("guest", reason="refresh", timeout=5)
+                ch = await conn.channel()
+                await ch.declare_queue("", exclusive=True)
+            finally:
+                await conn.close()
+
+    asyncio.run(main())
+
 
 # ----------------------------------------------------------- channel numbers
 

@@ -184,7 +184,10 @@ class AMQPConnection:
             if isinstance(ev, ContentReceived):
                 self._on_publish(ev.channel, ev.method, ev.properties_raw, ev.body)
             elif isinstance(ev, MethodReceived):
-                await self._on_method(ev.channel, ev.method)
+                if ev.channel == 0:
+                    self._on_connection_method(ev.method)
+                else:
+                    await self._on_method(ev.channel, ev.method)
             elif isinstance(ev, ChannelOpened):
                 assert self.session is not None
                 self.channels[ev.channel] = self.broker.open_channel(self.session, ev.channel)
@@ -404,6 +407,16 @@ class AMQPConnection:
             self.proto.send_method(number, M.BasicNack(delivery_tag=upto, multiple=multiple,
                                                        requeue=False))
         st.acked_upto = upto
+
+    def _on_connection_method(self, m: Any) -> None:
+        """Channel-0 methods the protocol layer leaves to us (connection.update-secret).
+
+        RabbitMQ's internal user database keeps the login it checked at start-ok
+        and answers update-secret-ok whatever the new secret is; OAuth-style
+        clients wait for that answer before they carry on.
+        """
+        if isinstance(m, M.ConnectionUpdateSecret):
+            self.proto.send_method(0, M.ConnectionUpdateSecretOk())
 
     async def _on_method(self, number: int, m: Any) -> None:
         ch = self.channels.get(number)

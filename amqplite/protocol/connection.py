@@ -189,6 +189,7 @@ _CH_SENDABLE = _CH_CLIENT_CLOSED  # states <= this still accept the server's rep
 
 
 _TRANSITIONS = frozenset({ChannelClosed, ConnectionOpened, ConnectionClosing, ConnectionClosed})
+_CLOSES = frozenset({ChannelClosed, ConnectionClosing, ConnectionClosed})
 
 
 class _Channel:
@@ -404,6 +405,18 @@ class ServerConnection:
         else:  # ConnectionClosed
             self._tx_state = _CLOSED
             self._channels.clear()
+
+    def close_pending(self) -> bool:
+        """True when the next event closes a channel or the connection.
+
+        Sends after that event are dropped, so the server carries out what it
+        still owes for earlier frames (a basic.return, a confirm) first, as
+        RabbitMQ answers them before channel.close-ok / connection.close-ok.
+        """
+        for item in self._events:
+            if type(item) is not bytes:
+                return type(item) in _CLOSES
+        return False
 
     def events(self) -> Iterator[Event]:
         """Drain all pending events."""

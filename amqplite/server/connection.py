@@ -26,6 +26,7 @@ from amqplite.protocol.connection import (
     ConnectionClosed,
     ConnectionClosing,
     ConnectionOpened,
+    ConnectionState,
     ContentReceived,
     MethodReceived,
     ServerConnection,
@@ -40,8 +41,16 @@ log = logging.getLogger("amqplite.connection")
 #: Consumers on a connection stop receiving while its unsent bytes exceed this.
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 RECV_SIZE = 256 * 1024
-HANDSHAKE_TIMEOUT = 10.0
-CLOSE_OK_TIMEOUT = 2.0
+#: How long we wait for the peer's close-ok after sending connection.close.
+CLOSE_OK_TIMEOUT = 3.0
+#: After the close handshake: half-close and read (discarding) until the peer
+#: closes, at most this long, so a peer still writing never gets a reset.
+LINGER_TIMEOUT = 2.0
+
+_HANDSHAKE_STATES = frozenset({
+    ConnectionState.AWAITING_HEADER, ConnectionState.STARTING, ConnectionState.TUNING,
+    ConnectionState.OPENING,
+})
 
 
 class _Confirms:
@@ -89,6 +98,7 @@ class AMQPConnection:
         self._writer_done = trio.Event()
         self._hb_wake = trio.Event()
         self._closing_deadline: float | None = None
+        self._linger_deadline: float | None = None
         self._cancel: trio.CancelScope | None = None
         self._user: Any = None
 
@@ -131,7 +141,7 @@ class AMQPConnection:
         proto = self.proto
         persistence = self.server.persist
         while self.alive:
-            if not persistence.has_capacity:
+            if self._linger_deadline is None and not persistence.has_capacity:
                 await self._wait_unblocked(persistence)
             try:
                 data = await self.stream.receive_some(RECV_SIZE)
@@ -141,6 +151,8 @@ class AMQPConnection:
                 return
             self.last_recv = time.monotonic()
             self.bytes_in += len(data)
+            if self._linger_deadline is not None:
+                continue  # handshake over: discard until the peer closes
             proto.receive_data(data)
             try:
                 done = await self._handle_events()
@@ -156,7 +168,7 @@ class AMQPConnection:
             persistence.flush()
             self._wake_writer()
             if done:
-                return
+                self._linger()
 
     async def _wait_unblocked(self, persistence: Any) -> None:
         """The store is far behind: stop reading, and tell clients that understand it.
@@ -178,6 +190,10 @@ class AMQPConnection:
         """Process every complete event; True when the connection is finished."""
         proto = self.proto
         while True:
+            if proto.close_pending():
+                # what earlier frames are owed (returns, confirms) goes out before close-ok
+                self.server.settle(flush=False)
+                self._finish_chunk()
             ev = proto.next_event()
             if ev is None:
                 return False
@@ -199,7 +215,8 @@ class AMQPConnection:
                 self.session.transport = self
                 self.server.settle()
             elif isinstance(ev, ConnectionClosing):
-                self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
+                if self._closing_deadline is None:
+                    self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
                 self._drop_session()
             elif isinstance(ev, ConnectionClosed):
                 self._drop_session()
@@ -216,10 +233,12 @@ class AMQPConnection:
         while True:
             if self._finishing:
                 data = proto.data_to_send()
-                if data:
-                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
-                                             OSError):
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
+                                         OSError):
+                    if data:
                         await self.stream.send_all(data)
+                    if self._linger_deadline is not None:
+                        await self.stream.send_eof()  # FIN after the last frame
                 return
             await self._wake.wait()
             self._wake = trio.Event()
@@ -248,20 +267,36 @@ class AMQPConnection:
             self.writable = False
 
     async def _heartbeat(self) -> None:
-        start = time.monotonic()
+        """Heartbeats, plus every deadline of the connection's life: the handshake,
+        the wait for close-ok, and the lingering close."""
+        handshake_deadline = time.monotonic() + self.server.settings.handshake_timeout
         while True:
             hb = self.proto.heartbeat if self.session is not None else 0
             delay = max(hb / 2, 0.5) if hb else 1.0
-            if self._closing_deadline is not None:
-                delay = min(delay, max(0.0, self._closing_deadline - time.monotonic()) + 0.01)
+            deadline = self._linger_deadline or self._closing_deadline
+            if deadline is None and self.proto.state in _HANDSHAKE_STATES:
+                deadline = handshake_deadline
+            if deadline is not None:
+                delay = min(delay, max(0.0, deadline - time.monotonic()) + 0.01)
             with trio.move_on_after(delay):
                 await self._hb_wake.wait()
             self._hb_wake = trio.Event()
             now = time.monotonic()
-            if self.session is None and now - start > HANDSHAKE_TIMEOUT:
-                log.info("%s: no handshake within %ss", self.name, HANDSHAKE_TIMEOUT)
-                break
-            if self._closing_deadline is not None and now > self._closing_deadline:
+            # Checked in this order: a connection that is closing (forced close
+            # included, which drops the session) is never mistaken for one that
+            # did not finish its handshake.
+            if self._linger_deadline is not None:
+                if now > self._linger_deadline:
+                    break
+                continue
+            if self._closing_deadline is not None:
+                if now > self._closing_deadline:
+                    log.info("%s: no close-ok within %ss", self.name, CLOSE_OK_TIMEOUT)
+                    self._linger()
+                continue
+            if self.proto.state in _HANDSHAKE_STATES and now > handshake_deadline:
+                log.info("%s: no handshake within %ss", self.name,
+                         self.server.settings.handshake_timeout)
                 break
             if hb:
                 if now - self.last_recv > 2 * hb:
@@ -290,9 +325,29 @@ class AMQPConnection:
             self.broker.close_session(s)
             self.server.settle()
 
+    def _linger(self) -> None:
+        """The close handshake is over (or its wait timed out).
+
+        Keep reading and discarding instead of closing at once: the writer sends
+        what is queued, then FIN; the socket is closed when the peer closes its
+        end or LINGER_TIMEOUT passes. A peer still writing (a publish burst
+        followed by connection.close) thus never gets EPIPE or ECONNRESET, which
+        would also throw away the close-ok it has not read. RabbitMQ waits for
+        the client to close after a client's close; after its own close it
+        resets (SO_LINGER 0), which we do not copy.
+        """
+        if self._linger_deadline is not None:
+            return
+        self._linger_deadline = time.monotonic() + LINGER_TIMEOUT
+        self._closing_deadline = None
+        self._drop_session()
+        self._finishing = True
+        self._wake.set()
+        self._hb_wake.set()
+
     def force_close(self, code: int, text: str) -> None:
         """Server-initiated close (shutdown, admin): connection.close then wait for close-ok."""
-        if self.alive:
+        if self.alive and self._linger_deadline is None and self._closing_deadline is None:
             self.proto.close(code, text)
             self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
             self._hb_wake.set()

@@ -188,6 +188,20 @@ def test_exclusive_consume_on_queue_with_consumers_is_403(connection: pika.Block
         f"ACCESS_REFUSED - queue '{queue}' in vhost '/' in exclusive use")
 
 
+def test_harmless_consumer_arguments_are_accepted(connection: pika.BlockingConnection,
+                                                 names: Names) -> None:
+    """x-cancel-on-ha-failover (mirrored queues) and unknown x- arguments are ignored."""
+    queue = names.queue()
+    ch = connection.channel()
+    ch.queue_declare(queue)
+    got: Received = []
+    ch.basic_consume(queue, _collector(got), auto_ack=True, arguments={
+        "x-cancel-on-ha-failover": True, "x-conformance-unknown": "ignored"})
+    _fill(connection.channel(), queue, 3, declare=False)
+    wait_until(connection, lambda: len(got) == 3)
+    assert [b for _, _, b in got] == [b"0", b"1", b"2"]
+
+
 def test_consume_missing_queue_is_404(channel: BlockingChannel, names: Names) -> None:
     queue = names.queue("missing")
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:

@@ -62,6 +62,8 @@ def test_server_properties_and_capabilities(url: str) -> None:
         caps = props["capabilities"]
         for cap in REQUIRED_CAPABILITIES:
             assert caps.get(cap) is True, cap
+        # what a broker announces, it has: no feature is listed as false
+        assert all(value is True for value in caps.values()), caps
     finally:
         conn.close()
 

@@ -211,6 +211,20 @@ class _Channel:
         self.frags = []
 
 
+#: Exactly the RabbitMQ capabilities amqplite implements. Clients look features
+#: up by name, so one that is missing here (direct_reply_to, consumer_priorities,
+#: single active consumer) is left out, not announced as false.
+CAPABILITIES = (
+    "publisher_confirms",
+    "exchange_exchange_bindings",
+    "basic.nack",
+    "consumer_cancel_notify",
+    "connection.blocked",
+    "per_consumer_qos",
+    "authentication_failure_close",
+)
+
+
 def default_server_properties() -> dict[str, Any]:
     """What we announce in connection.start (RabbitMQ's capability names)."""
     return {
@@ -219,17 +233,7 @@ def default_server_properties() -> dict[str, Any]:
         "platform": f"Python {sys.version.split()[0]}",
         "copyright": "amqplite contributors",
         "information": "Licensed under the MIT license",
-        "capabilities": {
-            "publisher_confirms": True,
-            "exchange_exchange_bindings": True,
-            "basic.nack": True,
-            "consumer_cancel_notify": True,
-            "connection.blocked": True,
-            "per_consumer_qos": True,
-            "authentication_failure_close": True,
-            "consumer_priorities": False,
-            "direct_reply_to": False,
-        },
+        "capabilities": dict.fromkeys(CAPABILITIES, True),
     }
 
 

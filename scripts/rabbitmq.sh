@@ -59,12 +59,23 @@ node_env() {
   export RABBITMQ_CONF_ENV_FILE=$dir/rabbitmq-env.conf
 }
 
+port_free() {
+  python3 - "$1" <<'PYEOF'
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError as exc:
+    sys.exit(f"port {sys.argv[1]} is in use ({exc}): pick another (CONFORMANCE_RABBIT_PORT)")
+PYEOF
+}
+
 wait_amqp() {
-  # A real handshake start: the node answers the protocol header with connection.start.
-  local port=$1 pid=$2 deadline=$3
-  python3 - "$port" "$pid" "$deadline" <<'PYEOF'
+  # A real handshake start from *our* node: connection.start names it in cluster_name.
+  local port=$1 pid=$2 deadline=$3 node=$4
+  python3 - "$port" "$pid" "$deadline" "$node" <<'PYEOF'
 import os, socket, sys, time
-port, pid, limit = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+port, pid, limit, node = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 deadline = time.monotonic() + limit
 while True:
     try:
@@ -75,8 +86,15 @@ while True:
         with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
             s.sendall(b"AMQP\x00\x00\x09\x01")
             s.settimeout(5)
-            head = s.recv(11)
-            if head[:1] == b"\x01" and head[7:11] == b"\x00\x0a\x00\x0a":
+            head = b""
+            while len(head) < 7 or len(head) < 8 + int.from_bytes(head[3:7], "big"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                head += chunk
+            if head[7:11] == b"\x00\x0a\x00\x0a":  # connection.start
+                if node.encode() not in head:
+                    sys.exit(f"another broker answers on port {port}")
                 break
     except OSError:
         pass
@@ -89,6 +107,7 @@ PYEOF
 start() {
   local dir=${1:?usage: start DIR PORT} port=${2:?usage: start DIR PORT}
   install_rabbitmq
+  port_free "$port" || die "cannot start RabbitMQ"
   mkdir -p "$dir/log" "$dir/mnesia"
   {
     echo "AMQP_PORT=$port"
@@ -109,7 +128,8 @@ EOF
   # setsid: the node and its helpers get their own process group, stopped as one.
   setsid "$RMQ_BIN/rabbitmq-server" >"$dir/log/startup.log" 2>&1 </dev/null &
   echo $! >"$dir/server.pid"
-  if ! wait_amqp "$port" "$(cat "$dir/server.pid")" "$START_DEADLINE"; then
+  # cluster_name in connection.start is "<node name>@<host name>"
+  if ! wait_amqp "$port" "$(cat "$dir/server.pid")" "$START_DEADLINE" "${RABBITMQ_NODENAME%@*}@"; then
     echo "--- RabbitMQ startup log" >&2
     tail -40 "$dir/log/startup.log" >&2 || true
     tail -40 "$dir/log/node.log" >&2 || true

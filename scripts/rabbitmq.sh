@@ -57,6 +57,7 @@ node_env() {
   export RABBITMQ_CONFIG_FILE=$dir/rabbitmq  # .conf is appended
   export RABBITMQ_ADVANCED_CONFIG_FILE=$dir/advanced.config
   export RABBITMQ_CONF_ENV_FILE=$dir/rabbitmq-env.conf
+  export ERL_CRASH_DUMP=$dir/erl_crash.dump  # never in the caller's directory
 }
 
 port_free() {
@@ -126,7 +127,7 @@ log.file.level = info
 EOF
   node_env "$dir"
   # setsid: the node and its helpers get their own process group, stopped as one.
-  setsid "$RMQ_BIN/rabbitmq-server" >"$dir/log/startup.log" 2>&1 </dev/null &
+  (cd "$dir" && exec setsid "$RMQ_BIN/rabbitmq-server" >"$dir/log/startup.log" 2>&1 </dev/null) &
   echo $! >"$dir/server.pid"
   # cluster_name in connection.start is "<node name>@<host name>"
   if ! wait_amqp "$port" "$(cat "$dir/server.pid")" "$START_DEADLINE" "${RABBITMQ_NODENAME%@*}@"; then

@@ -50,6 +50,8 @@ class Settings:
     #: seconds between retention passes over the delivery log
     log_prune_interval: float = attrs.field(default=300.0, validator=_positive)
     heartbeat: int = attrs.field(default=60, validator=_positive)
+    #: seconds a new connection may take to reach connection.open-ok (RabbitMQ: 10)
+    handshake_timeout: float = attrs.field(default=10.0, validator=_positive)
     frame_max: int = attrs.field(default=131072, validator=_positive)
     channel_max: int = attrs.field(default=2047, validator=_positive)
     max_message_size: int = attrs.field(default=128 * 1024 * 1024, validator=_positive)

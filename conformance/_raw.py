@@ -133,8 +133,11 @@ class RawConnection:
         )
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def open(self, channel: bool = True) -> RawConnection:
-        """Run the whole handshake (PLAIN) and open channel 1."""
+    def open(self, channel: bool = True, channel_max: int | None = None) -> RawConnection:
+        """Run the whole handshake (PLAIN) and open channel 1.
+
+        ``channel_max`` is what tune-ok asks for; by default the server's offer.
+        """
         parsed = urlparse(self.url)
         self.connect()
         self.sock.sendall(PROTOCOL_HEADER)
@@ -147,8 +150,10 @@ class RawConnection:
         self.send_method(0, 10, 11, caps + shortstr("PLAIN")
                          + longstr(f"\0{user}\0{password}") + shortstr("en_US"))
         tune = self.expect((10, 30))
-        channel_max, frame_max, _heartbeat = struct.unpack(">HIH", tune.args)
+        offered_channel_max, frame_max, _heartbeat = struct.unpack(">HIH", tune.args)
         self.frame_max = frame_max or 131072
+        if channel_max is None:
+            channel_max = offered_channel_max
         self.send_method(0, 10, 31, struct.pack(">HIH", channel_max, self.frame_max, 0))
         self.send_method(0, 10, 40, shortstr(vhost) + shortstr("") + b"\x00")
         self.expect((10, 41))
@@ -159,8 +164,7 @@ class RawConnection:
 
     def close(self) -> None:
         try:
-            self.send_method(0, 10, 50, struct.pack(">H", 200) + shortstr("bye")
-                             + struct.pack(">HH", 0, 0))
+            self.send_raw(self.close_frame())
             self.expect((10, 51))
         except (OSError, ConnectionError, AssertionError, ServerClosed):
             pass
@@ -176,9 +180,18 @@ class RawConnection:
     def frame(kind: int, channel: int, payload: bytes) -> bytes:
         return struct.pack(">BHI", kind, channel, len(payload)) + payload + FRAME_END
 
+    @classmethod
+    def method_frame(cls, channel: int, class_id: int, method_id: int, args: bytes) -> bytes:
+        return cls.frame(FRAME_METHOD, channel, struct.pack(">HH", class_id, method_id) + args)
+
+    @classmethod
+    def close_frame(cls, reply_code: int = 200, reply_text: str = "bye") -> bytes:
+        """connection.close from the client."""
+        return cls.method_frame(0, 10, 50, struct.pack(">H", reply_code) + shortstr(reply_text)
+                                + struct.pack(">HH", 0, 0))
+
     def send_method(self, channel: int, class_id: int, method_id: int, args: bytes) -> None:
-        self.sock.sendall(self.frame(FRAME_METHOD, channel,
-                                     struct.pack(">HH", class_id, method_id) + args))
+        self.sock.sendall(self.method_frame(channel, class_id, method_id, args))
 
     def _read_exact(self, size: int, deadline: float) -> bytes:
         while len(self.buffer) < size:
@@ -216,6 +229,21 @@ class RawConnection:
         assert method.channel == channel
         return method
 
+    def expect_close(self, channel: int = 0) -> tuple[int, str, int, int]:
+        """Read the broker's channel.close (channel > 0) or connection.close (0) and
+        answer it with close-ok; returns (reply_code, reply_text, class_id, method_id)."""
+        method = self.read_method()
+        ids = (20, 40) if channel else (10, 50)
+        assert (method.channel, method.ids) == (channel, ids), method
+        code, text = method.close_reason()
+        class_id, method_id = struct.unpack(">HH", method.args[-4:])
+        self.send_method(channel, ids[0], ids[1] + 1, b"")
+        return code, text, class_id, method_id
+
+    def open_channel(self, number: int) -> None:
+        self.send_method(number, 20, 10, shortstr(""))
+        self.expect((20, 11), channel=number)
+
     def read_content(self, method: Method) -> Message:
         """Read the header (and body frames) that follow a content-bearing method."""
         kind, _, payload = self.read_frame()
@@ -242,15 +270,23 @@ class RawConnection:
                 properties: bytes = b"\x00\x00", mandatory: bool = False,
                 immediate: bool = False) -> None:
         """Publish with pre-encoded properties (flags + list), in one write."""
+        self.sock.sendall(self.publish_frames(exchange, routing_key, body, properties,
+                                              mandatory, immediate))
+
+    def publish_frames(self, exchange: str, routing_key: str, body: bytes,
+                       properties: bytes = b"\x00\x00", mandatory: bool = False,
+                       immediate: bool = False, channel: int = 1) -> bytes:
+        """The frames of one basic.publish on ``channel``, to send later or in bulk."""
         bits = (1 if mandatory else 0) | (2 if immediate else 0)
-        method = self.frame(FRAME_METHOD, 1, struct.pack(">HHH", 60, 40, 0) + shortstr(exchange)
-                            + shortstr(routing_key) + struct.pack(">B", bits))
-        header = self.frame(FRAME_HEADER, 1, struct.pack(">HHQ", 60, 0, len(body)) + properties)
+        method = self.frame(FRAME_METHOD, channel, struct.pack(">HHH", 60, 40, 0)
+                            + shortstr(exchange) + shortstr(routing_key) + struct.pack(">B", bits))
+        header = self.frame(FRAME_HEADER, channel,
+                            struct.pack(">HHQ", 60, 0, len(body)) + properties)
         frames = [method, header]
         step = self.frame_max - 8
-        frames += [self.frame(FRAME_BODY, 1, body[i : i + step])
+        frames += [self.frame(FRAME_BODY, channel, body[i : i + step])
                    for i in range(0, len(body), step)]
-        self.sock.sendall(b"".join(frames))
+        return b"".join(frames)
 
     def get(self, queue: str, no_ack: bool = True) -> Message | None:
         self.send_method(1, 60, 70, struct.pack(">H", 0) + shortstr(queue)

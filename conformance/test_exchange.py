@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pika
 import pika.exceptions
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
+from conformance._raw import RawConnection, shortstr, table
 from conformance._util import exchange_exists, routed
 from conformance.conftest import Names
 
@@ -210,3 +213,112 @@ def test_bind_to_default_exchange_is_403(connection: pika.BlockingConnection,
     assert info.value.reply_text == (
         "ACCESS_REFUSED - operation not permitted on the default exchange"
     )
+
+
+def test_passive_declare_of_default_exchange_is_403(url: str) -> None:
+    """Refused even though it exists; the reopened channel gets the same answer each time."""
+    raw = RawConnection(url).open()
+    try:
+        for _ in range(3):
+            raw.send_method(1, 40, 10, b"\x00\x00" + shortstr("") + shortstr("direct") + b"\x01"
+                            + table())
+            assert raw.expect_close(1) == (
+                403, "ACCESS_REFUSED - operation not permitted on the default exchange", 40, 10)
+            raw.open_channel(1)
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize("passive", [True, False])
+def test_declare_default_exchange_pika(connection: pika.BlockingConnection,
+                                       passive: bool) -> None:
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+        connection.channel().exchange_declare("", passive=passive)
+    assert (info.value.reply_code, info.value.reply_text) == (
+        403, "ACCESS_REFUSED - operation not permitted on the default exchange")
+    assert connection.channel().is_open
+
+
+def test_bind_checks_the_exchange_before_the_queue(connection: pika.BlockingConnection,
+                                                   names: Names) -> None:
+    missing_q, missing_x = names.queue("missing"), names.exchange("missing")
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+        connection.channel().queue_bind(missing_q, missing_x, "k")
+    assert info.value.reply_text == f"NOT_FOUND - no exchange '{missing_x}' in vhost '/'"
+
+
+# RabbitMQ 3.10: unbinding what is not bound succeeds, whatever is missing.
+QUEUE_UNBIND_CASES = ["no-binding", "no-queue", "no-exchange", "neither",
+                      "queue-deleted", "exchange-deleted"]
+
+
+@pytest.mark.parametrize("case", QUEUE_UNBIND_CASES)
+def test_queue_unbind_when_already_gone_is_ok(connection: pika.BlockingConnection,
+                                              names: Names, case: str) -> None:
+    ch = connection.channel()
+    queue, exchange = names.queue(), names.exchange()
+    if case not in ("no-queue", "neither"):
+        ch.queue_declare(queue)
+    if case not in ("no-exchange", "neither"):
+        ch.exchange_declare(exchange, "direct")
+    if case.endswith("-deleted"):
+        ch.queue_bind(queue, exchange, "k")
+        if case == "queue-deleted":
+            ch.queue_delete(queue)
+        else:
+            ch.exchange_delete(exchange)
+    ok = ch.queue_unbind(queue, exchange, "k")
+    assert ok.method.NAME == "Queue.UnbindOk"
+    assert ch.is_open
+
+
+EXCHANGE_UNBIND_CASES = ["no-binding", "no-source", "no-destination", "neither",
+                         "source-deleted", "destination-deleted"]
+
+
+@pytest.mark.parametrize("case", EXCHANGE_UNBIND_CASES)
+def test_exchange_unbind_when_already_gone_is_ok(connection: pika.BlockingConnection,
+                                                 names: Names, case: str) -> None:
+    ch = connection.channel()
+    source, destination = names.exchange("src"), names.exchange("dst")
+    if case not in ("no-source", "neither"):
+        ch.exchange_declare(source, "direct")
+    if case not in ("no-destination", "neither"):
+        ch.exchange_declare(destination, "direct")
+    if case.endswith("-deleted"):
+        ch.exchange_bind(destination, source, "k")
+        ch.exchange_delete(source if case == "source-deleted" else destination)
+    ok = ch.exchange_unbind(destination, source, "k")
+    assert ok.method.NAME == "Exchange.UnbindOk"
+    assert ch.is_open
+
+
+@pytest.mark.parametrize("kind", ["queue", "exchange"])
+def test_unbind_from_default_exchange_is_403(connection: pika.BlockingConnection,
+                                             names: Names, kind: str) -> None:
+    ch = connection.channel()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+        if kind == "queue":
+            ch.queue_unbind(names.queue(), "", "k")
+        else:
+            ch.exchange_unbind(names.exchange(), "", "k")
+    assert (info.value.reply_code, info.value.reply_text) == (
+        403, "ACCESS_REFUSED - operation not permitted on the default exchange")
+
+
+def test_unbind_exclusive_queue_of_another_connection(
+    connection: pika.BlockingConnection, connection_factory: Callable[..., pika.BlockingConnection],
+    names: Names,
+) -> None:
+    """Without a binding there is nothing to check; an existing binding is 405."""
+    queue = names.queue()
+    owner = connection.channel()
+    owner.queue_declare(queue, exclusive=True)
+    owner.queue_bind(queue, "amq.direct", "bound")
+    other = connection_factory()
+    other.channel().queue_unbind(queue, "amq.direct", "never-bound")
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+        other.channel().queue_unbind(queue, "amq.direct", "bound")
+    assert info.value.reply_code == 405
+    assert info.value.reply_text.startswith(
+        f"RESOURCE_LOCKED - cannot obtain exclusive access to locked queue '{queue}'")

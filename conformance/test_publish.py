@@ -296,10 +296,18 @@ def test_confirm_tags_ascending_cover_every_publish(url: str, names: Names) -> N
         raw.close()
 
 
-def test_confirm_select_ok_and_idempotent(channel: BlockingChannel) -> None:
-    channel.confirm_delivery()
-    channel.confirm_delivery()  # a second confirm.select on the channel is fine
-    assert channel.is_open
+def test_confirm_select_ok_and_idempotent(url: str) -> None:
+    """pika sends confirm.select only once per channel: use raw frames."""
+    raw = RawConnection(url).open()
+    try:
+        raw.confirm_select()
+        raw.confirm_select()  # a second confirm.select on the channel is fine
+        raw.send_method(1, 85, 10, b"\x01")  # and so is a no-wait one: no answer
+        queue = raw.queue_declare("", exclusive=True)  # next reply is declare-ok
+        raw.publish("", queue, b"x")
+        assert _read_confirms(raw, 1) == [("ack", 1, False)]  # still in confirm mode
+    finally:
+        raw.close()
 
 
 def test_unroutable_in_confirm_mode_still_acked(channel: BlockingChannel, names: Names) -> None:

@@ -9,6 +9,7 @@ import pika.exceptions
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
+from conformance._raw import RawConnection, shortstr, table
 from conformance._util import eventually, queue_exists, shortstr_text, wait_until
 from conformance.conftest import Names
 
@@ -247,3 +248,48 @@ def test_declare_without_name_on_a_channel_reuses_last_queue(channel: BlockingCh
     channel.basic_publish("amq.direct", "conformance-last-queue", b"x")
     assert channel.queue_purge("").method.message_count == 1
     channel.queue_unbind("", "amq.direct", "conformance-last-queue")
+
+
+EMPTY_NAME_METHODS = {
+    # method: (class_id, method_id, arguments after reserved-1 with queue name "")
+    "basic.get": (60, 70, shortstr("") + b"\x01"),
+    "basic.consume": (60, 20, shortstr("") + shortstr("") + b"\x00" + table()),
+    "queue.bind": (50, 20, shortstr("") + shortstr("amq.direct") + shortstr("k") + b"\x00"
+                   + table()),
+    "queue.unbind": (50, 50, shortstr("") + shortstr("amq.direct") + shortstr("k") + table()),
+    "queue.purge": (50, 30, shortstr("") + b"\x00"),
+    "queue.delete": (50, 40, shortstr("") + b"\x00"),
+}
+
+
+@pytest.mark.parametrize("method", sorted(EMPTY_NAME_METHODS))
+def test_empty_queue_name_without_a_declared_queue_is_404(url: str, method: str) -> None:
+    """No queue declared on the channel yet: a channel error, not a connection error."""
+    class_id, method_id, args = EMPTY_NAME_METHODS[method]
+    raw = RawConnection(url).open()
+    try:
+        for _ in range(2):  # the reopened channel gives the same answer
+            raw.send_method(1, class_id, method_id, b"\x00\x00" + args)
+            assert raw.expect_close(1) == (
+                404, "NOT_FOUND - no previously declared queue", class_id, method_id)
+            raw.open_channel(1)
+        raw.queue_declare("", exclusive=True)  # the connection is unharmed
+    finally:
+        raw.close()
+
+
+def test_passive_declare_of_empty_name_is_404(url: str) -> None:
+    raw = RawConnection(url).open()
+    try:
+        raw.send_method(1, 50, 10, b"\x00\x00" + shortstr("") + b"\x01" + table())
+        assert raw.expect_close(1) == (404, "NOT_FOUND - no queue '' in vhost '/'", 50, 10)
+    finally:
+        raw.close()
+
+
+def test_empty_queue_name_pika_basic_get(channel: BlockingChannel) -> None:
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+        channel.basic_get("")
+    assert (info.value.reply_code, info.value.reply_text) == (
+        404, "NOT_FOUND - no previously declared queue")
+    assert channel.connection.is_open

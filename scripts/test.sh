@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the tests need (venv, Python packages, Java + SQLite JDBC for the
-# Spark audit job) and run every suite: lint, unit/integration, Spark, and the
-# conformance suite against a freshly started amqplite.
+# Spark audit job, RabbitMQ for the conformance reference) and run every suite:
+# lint, unit/integration, Spark, and the conformance suite against a throwaway
+# RabbitMQ node and then against a freshly started amqplite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -10,6 +11,8 @@ PY=${PYTHON:-python3}
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || need_apt+=(libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni)
+# the reference broker for the conformance suite (Debian 12 ships 3.10.8)
+[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need_apt+=(rabbitmq-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing Debian packages: ${need_apt[*]}"
@@ -43,13 +46,46 @@ echo "== mypy"
 echo "== tests (unit, integration, spark)"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests
 
+# Both conformance runs below share one cleanup: whatever was started is
+# stopped on any exit, success or not.
+RABBIT_DIR=""
+DATA=""
+BROKER=""
+cleanup() {
+  if [ -n "$RABBIT_DIR" ]; then
+    bash scripts/rabbitmq.sh stop "$RABBIT_DIR" || true
+    rm -rf "$RABBIT_DIR"
+  fi
+  if [ -n "$BROKER" ]; then
+    kill "$BROKER" 2>/dev/null || true
+    wait "$BROKER" 2>/dev/null || true
+  fi
+  [ -z "$DATA" ] || rm -rf "$DATA"
+}
+trap cleanup EXIT
+
+# The suite claims RabbitMQ's behaviour: prove it against a real RabbitMQ first.
+# No skip: if RabbitMQ cannot be installed or started, this run fails.
+echo "== conformance against RabbitMQ"
+RABBIT_DIR=$(mktemp -d)
+RABBIT_PORT=${CONFORMANCE_RABBIT_PORT:-56730}
+started=$(date +%s)
+bash scripts/rabbitmq.sh start "$RABBIT_DIR" "$RABBIT_PORT"
+echo "   RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null) up on port" \
+  "$RABBIT_PORT after $(( $(date +%s) - started )) s"
+AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBIT_PORT/%2F" \
+  timeout 900 .venv/bin/python -m pytest -q -p no:cacheprovider conformance \
+  || { echo "--- RabbitMQ log"; tail -50 "$RABBIT_DIR/log/node.log" || true; exit 1; }
+bash scripts/rabbitmq.sh stop "$RABBIT_DIR"
+rm -rf "$RABBIT_DIR"
+RABBIT_DIR=""
+
 echo "== conformance against amqplite"
 DATA=$(mktemp -d)
 PORT=${CONFORMANCE_PORT:-56720}
 .venv/bin/amqplite serve --host 127.0.0.1 --port "$PORT" --data-dir "$DATA" \
   --admin-port 0 --log-level warning >"$DATA/broker.log" 2>&1 &
 BROKER=$!
-trap 'kill $BROKER 2>/dev/null || true; wait $BROKER 2>/dev/null || true; rm -rf "$DATA"' EXIT
 .venv/bin/python - "$PORT" <<'PYEOF'
 import socket, sys, time
 deadline = time.monotonic() + 30
@@ -63,5 +99,5 @@ while True:
         time.sleep(0.1)
 PYEOF
 AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F" \
-  .venv/bin/python -m pytest -q -p no:cacheprovider conformance \
+  timeout 900 .venv/bin/python -m pytest -q -p no:cacheprovider conformance \
   || { echo "--- broker log"; tail -50 "$DATA/broker.log"; exit 1; }

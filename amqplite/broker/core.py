@@ -244,13 +244,13 @@ class Broker:
     ) -> None:
         vh = self.vhosts[ch.session.vhost]
         cm = EXCHANGE_DECLARE
+        if name == "":  # RabbitMQ refuses even a passive declare of the default exchange
+            raise E.default_exchange(cm)
         ex = vh.exchanges.get(name)
         if passive:
             if ex is None:
                 raise E.no_exchange(name, vh.name, cm)
             return
-        if name == "":
-            raise E.default_exchange(cm)
         if ex is not None:
             if ex.type_name != type_:
                 raise E.inequivalent("type", "exchange", name, vh.name, type_, ex.type_name, cm)
@@ -319,17 +319,25 @@ class Broker:
         cm = EXCHANGE_UNBIND if unbind else EXCHANGE_BIND
         if source == "" or destination == "":
             raise E.default_exchange(cm)
+        b = Binding(source, ("exchange", destination), routing_key, freeze_args(arguments))
+        if unbind:
+            # RabbitMQ: unbinding what is not bound succeeds, even when the source or
+            # the destination is gone (its bindings went with it).
+            if self._bound(vh, b):
+                self._drop_binding(vh, b)
+            return
         src = vh.exchanges.get(source)
         if src is None:
             raise E.no_exchange(source, vh.name, cm)
         dst = vh.exchanges.get(destination)
         if dst is None:
             raise E.no_exchange(destination, vh.name, cm)
-        b = Binding(source, ("exchange", destination), routing_key, freeze_args(arguments))
-        if unbind:
-            self._drop_binding(vh, b, persist_durable=src.durable and dst.durable)
-        else:
-            self._add_binding(vh, src, b, durable=src.durable and dst.durable)
+        self._add_binding(vh, src, b, durable=src.durable and dst.durable)
+
+    @staticmethod
+    def _bound(vh: VHost, b: Binding) -> bool:
+        src = vh.exchanges.get(b.source)
+        return src is not None and b in src.bindings
 
     def _add_binding(self, vh: VHost, src: Exchange, b: Binding, *, durable: bool,
                      persist: bool = True) -> None:
@@ -460,11 +468,14 @@ class Broker:
             raise E.locked(q.name, q.vhost, cm)
 
     def _queue_name(self, ch: ChannelState, name: str, cm: tuple[int, int]) -> str:
-        """An empty queue name means the queue last declared on this channel (spec)."""
+        """An empty queue name means the queue last declared on this channel (spec).
+
+        With none declared RabbitMQ closes only the channel, with 404.
+        """
         if name:
             return name
         if not ch.last_queue:
-            raise E.not_allowed("no previously declared queue", cm)
+            raise E.not_found("no previously declared queue", cm)
         return ch.last_queue
 
     def _find_queue(self, ch: ChannelState, name: str, cm: tuple[int, int]) -> Queue:
@@ -489,21 +500,29 @@ class Broker:
     ) -> None:
         vh = self.vhosts[ch.session.vhost]
         cm = QUEUE_UNBIND if unbind else QUEUE_BIND
+        # RabbitMQ's order: resolve the queue name, refuse the default exchange, then
+        # look the exchange up before the queue.
+        queue = self._queue_name(ch, queue, cm)
         if exchange == "":
             raise E.default_exchange(cm)
-        queue = self._queue_name(ch, queue, cm)
-        q = vh.queues.get(queue)
-        if q is None:
-            raise E.no_queue(queue, vh.name, cm)
+        b = Binding(exchange, ("queue", queue), routing_key, freeze_args(arguments))
+        if unbind:
+            # Unbinding what is not bound succeeds, even when the queue or the
+            # exchange is gone; only an existing binding checks exclusivity.
+            if self._bound(vh, b):
+                q = vh.queues.get(queue)
+                if q is not None:
+                    self._check_exclusive(q, ch, cm)
+                self._drop_binding(vh, b)
+            return
         ex = vh.exchanges.get(exchange)
         if ex is None:
             raise E.no_exchange(exchange, vh.name, cm)
+        q = vh.queues.get(queue)
+        if q is None:
+            raise E.no_queue(queue, vh.name, cm)
         self._check_exclusive(q, ch, cm)
-        b = Binding(exchange, ("queue", queue), routing_key, freeze_args(arguments))
-        if unbind:
-            self._drop_binding(vh, b)
-        else:
-            self._add_binding(vh, ex, b, durable=ex.durable and self._queue_persisted(q))
+        self._add_binding(vh, ex, b, durable=ex.durable and self._queue_persisted(q))
 
     @staticmethod
     def _queue_persisted(q: Queue) -> bool:

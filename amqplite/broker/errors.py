@@ -13,6 +13,10 @@ def no_queue(name: str, vhost: str, cm: tuple[int, int] = (0, 0)) -> ChannelErro
     return ChannelError(404, f"NOT_FOUND - no queue '{name}' in {_vh(vhost)}", *cm)
 
 
+def not_found(text: str, cm: tuple[int, int] = (0, 0)) -> ChannelError:
+    return ChannelError(404, f"NOT_FOUND - {text}", *cm)
+
+
 def no_exchange(name: str, vhost: str, cm: tuple[int, int] = (0, 0)) -> ChannelError:
     return ChannelError(404, f"NOT_FOUND - no exchange '{name}' in {_vh(vhost)}", *cm)
 

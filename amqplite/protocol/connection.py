@@ -189,6 +189,7 @@ _CH_SENDABLE = _CH_CLIENT_CLOSED  # states <= this still accept the server's rep
 
 
 _TRANSITIONS = frozenset({ChannelClosed, ConnectionOpened, ConnectionClosing, ConnectionClosed})
+_CLOSES = frozenset({ChannelClosed, ConnectionClosing, ConnectionClosed})
 
 
 class _Channel:
@@ -210,6 +211,20 @@ class _Channel:
         self.frags = []
 
 
+#: Exactly the RabbitMQ capabilities amqplite implements. Clients look features
+#: up by name, so one that is missing here (direct_reply_to, consumer_priorities,
+#: single active consumer) is left out, not announced as false.
+CAPABILITIES = (
+    "publisher_confirms",
+    "exchange_exchange_bindings",
+    "basic.nack",
+    "consumer_cancel_notify",
+    "connection.blocked",
+    "per_consumer_qos",
+    "authentication_failure_close",
+)
+
+
 def default_server_properties() -> dict[str, Any]:
     """What we announce in connection.start (RabbitMQ's capability names)."""
     return {
@@ -218,17 +233,7 @@ def default_server_properties() -> dict[str, Any]:
         "platform": f"Python {sys.version.split()[0]}",
         "copyright": "amqplite contributors",
         "information": "Licensed under the MIT license",
-        "capabilities": {
-            "publisher_confirms": True,
-            "exchange_exchange_bindings": True,
-            "basic.nack": True,
-            "consumer_cancel_notify": True,
-            "connection.blocked": True,
-            "per_consumer_qos": True,
-            "authentication_failure_close": True,
-            "consumer_priorities": False,
-            "direct_reply_to": False,
-        },
+        "capabilities": dict.fromkeys(CAPABILITIES, True),
     }
 
 
@@ -404,6 +409,18 @@ class ServerConnection:
         else:  # ConnectionClosed
             self._tx_state = _CLOSED
             self._channels.clear()
+
+    def close_pending(self) -> bool:
+        """True when the next event closes a channel or the connection.
+
+        Sends after that event are dropped, so the server carries out what it
+        still owes for earlier frames (a basic.return, a confirm) first, as
+        RabbitMQ answers them before channel.close-ok / connection.close-ok.
+        """
+        for item in self._events:
+            if type(item) is not bytes:
+                return type(item) in _CLOSES
+        return False
 
     def events(self) -> Iterator[Event]:
         """Drain all pending events."""
@@ -839,16 +856,13 @@ class ServerConnection:
             self._events.append(MethodReceived(ch, method))
 
     def _open_channel(self, ch: int) -> None:
+        # RabbitMQ's channel_max caps how many channels are open at once, not the
+        # channel number: channel 65535 opens fine on a connection that has room.
         limit = self._channel_max
-        if limit:
-            if ch > limit:
-                raise _hard(ReplyCode.NOT_ALLOWED,
-                            f"channel number {ch} is higher than the negotiated "
-                            f"channel_max ({limit})", 20, 10)
-            if len(self._channels) >= limit:
-                raise _hard(ReplyCode.NOT_ALLOWED,
-                            f"number of channels opened ({len(self._channels)}) has reached "
-                            f"the negotiated channel_max ({limit})", 20, 10)
+        if limit and len(self._channels) >= limit:
+            raise _hard(ReplyCode.NOT_ALLOWED,
+                        f"number of channels opened ({len(self._channels)}) has reached "
+                        f"the negotiated channel_max ({limit})")
         self._channels[ch] = _Channel()
         self._write_ordered(self._method_frame(ch, ChannelOpenOk()))
         self._events.append(ChannelOpened(ch))

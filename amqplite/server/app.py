@@ -24,7 +24,7 @@ from amqplite.broker.core import Broker
 from amqplite.broker.effects import CancelNotify, Deliver, PageIn, Return
 from amqplite.config import Settings
 from amqplite.protocol.connection import default_server_properties
-from amqplite.server.connection import AMQPConnection
+from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPConnection
 from amqplite.server.persistence import Persistence
 from amqplite.server.recovery import restore
 from amqplite.store.engine import CLEAN_KEY, Store
@@ -250,7 +250,8 @@ class Server:
         """
         for c in list(self.connections):
             c.force_close(320, SHUTDOWN_TEXT)
-        with trio.move_on_after(3):
+        # each connection waits for close-ok, then lingers: both are bounded
+        with trio.move_on_after(CLOSE_OK_TIMEOUT + LINGER_TIMEOUT + 1):
             while self.connections:
                 await trio.sleep(0.02)
         assert self.persistence is not None

@@ -26,6 +26,7 @@ from amqplite.protocol.connection import (
     ConnectionClosed,
     ConnectionClosing,
     ConnectionOpened,
+    ConnectionState,
     ContentReceived,
     MethodReceived,
     ServerConnection,
@@ -40,8 +41,16 @@ log = logging.getLogger("amqplite.connection")
 #: Consumers on a connection stop receiving while its unsent bytes exceed this.
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 RECV_SIZE = 256 * 1024
-HANDSHAKE_TIMEOUT = 10.0
-CLOSE_OK_TIMEOUT = 2.0
+#: How long we wait for the peer's close-ok after sending connection.close.
+CLOSE_OK_TIMEOUT = 3.0
+#: After the close handshake: half-close and read (discarding) until the peer
+#: closes, at most this long, so a peer still writing never gets a reset.
+LINGER_TIMEOUT = 2.0
+
+_HANDSHAKE_STATES = frozenset({
+    ConnectionState.AWAITING_HEADER, ConnectionState.STARTING, ConnectionState.TUNING,
+    ConnectionState.OPENING,
+})
 
 
 class _Confirms:
@@ -89,6 +98,7 @@ class AMQPConnection:
         self._writer_done = trio.Event()
         self._hb_wake = trio.Event()
         self._closing_deadline: float | None = None
+        self._linger_deadline: float | None = None
         self._cancel: trio.CancelScope | None = None
         self._user: Any = None
         #: bytes handed to send_all and not yet written
@@ -138,10 +148,11 @@ class AMQPConnection:
         proto = self.proto
         persistence = self.server.persist
         while self.alive:
-            if not persistence.has_capacity and self._publish_epoch == persistence.alarm_epoch:
+            if (self._linger_deadline is None and not persistence.has_capacity
+                    and self._publish_epoch == persistence.alarm_epoch):
                 # as RabbitMQ's alarms: publishers wait, consumers keep acking
                 await self._paused(self._wait_unblocked(persistence))
-            if self._unsent() > WRITE_HIGH_WATER:
+            if self._linger_deadline is None and self._unsent() > WRITE_HIGH_WATER:
                 # Returns, confirms and replies pile up for a client that publishes
                 # and never reads: stop reading until it takes what it is owed.
                 await self._paused(self._wait_drained())
@@ -153,6 +164,8 @@ class AMQPConnection:
                 return
             self.last_recv = time.monotonic()
             self.bytes_in += len(data)
+            if self._linger_deadline is not None:
+                continue  # handshake over: discard until the peer closes
             proto.receive_data(data)
             try:
                 done = await self._handle_events()
@@ -168,7 +181,7 @@ class AMQPConnection:
             persistence.flush()
             self._wake_writer()
             if done:
-                return
+                self._linger()
 
     def _unsent(self) -> int:
         """Bytes owed to the client: queued in the protocol plus the write in flight."""
@@ -209,13 +222,20 @@ class AMQPConnection:
         """Process every complete event; True when the connection is finished."""
         proto = self.proto
         while True:
+            if proto.close_pending():
+                # what earlier frames are owed (returns, confirms) goes out before close-ok
+                self.server.settle(flush=False)
+                self._finish_chunk()
             ev = proto.next_event()
             if ev is None:
                 return False
             if isinstance(ev, ContentReceived):
                 self._on_publish(ev.channel, ev.method, ev.properties_raw, ev.body)
             elif isinstance(ev, MethodReceived):
-                await self._on_method(ev.channel, ev.method)
+                if ev.channel == 0:
+                    self._on_connection_method(ev.method)
+                else:
+                    await self._on_method(ev.channel, ev.method)
             elif isinstance(ev, ChannelOpened):
                 assert self.session is not None
                 self.channels[ev.channel] = self.broker.open_channel(self.session, ev.channel)
@@ -227,7 +247,8 @@ class AMQPConnection:
                 self.session.transport = self
                 self.server.settle()
             elif isinstance(ev, ConnectionClosing):
-                self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
+                if self._closing_deadline is None:
+                    self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
                 self._drop_session()
             elif isinstance(ev, ConnectionClosed):
                 self._drop_session()
@@ -244,10 +265,12 @@ class AMQPConnection:
         while True:
             if self._finishing:
                 data = proto.data_to_send()
-                if data:
-                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
-                                             OSError):
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
+                                         OSError):
+                    if data:
                         await self.stream.send_all(data)
+                    if self._linger_deadline is not None:
+                        await self.stream.send_eof()  # FIN after the last frame
                 return
             await self._wake.wait()
             self._wake = trio.Event()
@@ -282,20 +305,36 @@ class AMQPConnection:
             self.writable = False
 
     async def _heartbeat(self) -> None:
-        start = time.monotonic()
+        """Heartbeats, plus every deadline of the connection's life: the handshake,
+        the wait for close-ok, and the lingering close."""
+        handshake_deadline = time.monotonic() + self.server.settings.handshake_timeout
         while True:
             hb = self.proto.heartbeat if self.session is not None else 0
             delay = max(hb / 2, 0.5) if hb else 1.0
-            if self._closing_deadline is not None:
-                delay = min(delay, max(0.0, self._closing_deadline - time.monotonic()) + 0.01)
+            deadline = self._linger_deadline or self._closing_deadline
+            if deadline is None and self.proto.state in _HANDSHAKE_STATES:
+                deadline = handshake_deadline
+            if deadline is not None:
+                delay = min(delay, max(0.0, deadline - time.monotonic()) + 0.01)
             with trio.move_on_after(delay):
                 await self._hb_wake.wait()
             self._hb_wake = trio.Event()
             now = time.monotonic()
-            if self.session is None and now - start > HANDSHAKE_TIMEOUT:
-                log.info("%s: no handshake within %ss", self.name, HANDSHAKE_TIMEOUT)
-                break
-            if self._closing_deadline is not None and now > self._closing_deadline:
+            # Checked in this order: a connection that is closing (forced close
+            # included, which drops the session) is never mistaken for one that
+            # did not finish its handshake.
+            if self._linger_deadline is not None:
+                if now > self._linger_deadline:
+                    break
+                continue
+            if self._closing_deadline is not None:
+                if now > self._closing_deadline:
+                    log.info("%s: no close-ok within %ss", self.name, CLOSE_OK_TIMEOUT)
+                    self._linger()
+                continue
+            if self.proto.state in _HANDSHAKE_STATES and now > handshake_deadline:
+                log.info("%s: no handshake within %ss", self.name,
+                         self.server.settings.handshake_timeout)
                 break
             if hb:
                 if now - self.last_recv > 2 * hb and not self._reading_paused:
@@ -324,9 +363,29 @@ class AMQPConnection:
             self.broker.close_session(s)
             self.server.settle()
 
+    def _linger(self) -> None:
+        """The close handshake is over (or its wait timed out).
+
+        Keep reading and discarding instead of closing at once: the writer sends
+        what is queued, then FIN; the socket is closed when the peer closes its
+        end or LINGER_TIMEOUT passes. A peer still writing (a publish burst
+        followed by connection.close) thus never gets EPIPE or ECONNRESET, which
+        would also throw away the close-ok it has not read. RabbitMQ waits for
+        the client to close after a client's close; after its own close it
+        resets (SO_LINGER 0), which we do not copy.
+        """
+        if self._linger_deadline is not None:
+            return
+        self._linger_deadline = time.monotonic() + LINGER_TIMEOUT
+        self._closing_deadline = None
+        self._drop_session()
+        self._finishing = True
+        self._wake.set()
+        self._hb_wake.set()
+
     def force_close(self, code: int, text: str) -> None:
         """Server-initiated close (shutdown, admin): connection.close then wait for close-ok."""
-        if self.alive:
+        if self.alive and self._linger_deadline is None and self._closing_deadline is None:
             self.proto.close(code, text)
             self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
             self._hb_wake.set()
@@ -444,6 +503,16 @@ class AMQPConnection:
             self.proto.send_method(number, M.BasicNack(delivery_tag=upto, multiple=multiple,
                                                        requeue=False))
         st.acked_upto = upto
+
+    def _on_connection_method(self, m: Any) -> None:
+        """Channel-0 methods the protocol layer leaves to us (connection.update-secret).
+
+        RabbitMQ's internal user database keeps the login it checked at start-ok
+        and answers update-secret-ok whatever the new secret is; OAuth-style
+        clients wait for that answer before they carry on.
+        """
+        if isinstance(m, M.ConnectionUpdateSecret):
+            self.proto.send_method(0, M.ConnectionUpdateSecretOk())
 
     async def _on_method(self, number: int, m: Any) -> None:
         ch = self.channels.get(number)

@@ -72,11 +72,12 @@ def test_full_handshake_like_pika() -> None:
     assert ch == 0 and start.name == "Connection.Start"
     assert (start.version_major, start.version_minor) == (0, 9)
     assert start.mechanisms == "PLAIN AMQPLAIN" and start.locales == "en_US"
-    caps = start.server_properties["capabilities"]
-    for cap in ("publisher_confirms", "exchange_exchange_bindings", "basic.nack",
-                "consumer_cancel_notify", "connection.blocked", "per_consumer_qos",
-                "authentication_failure_close"):
-        assert caps[cap] is True, cap
+    # exactly what is implemented: nothing announced as false, nothing unimplemented
+    assert start.server_properties["capabilities"] == {
+        "publisher_confirms": True, "exchange_exchange_bindings": True, "basic.nack": True,
+        "consumer_cancel_notify": True, "connection.blocked": True, "per_consumer_qos": True,
+        "authentication_failure_close": True,
+    }
     assert start.server_properties["product"] == "amqplite"
     assert conn.state is ConnectionState.STARTING
 
@@ -280,12 +281,15 @@ def test_second_channel_open() -> None:
     assert_closed_with(frames, 504, "CHANNEL_ERROR - second 'channel.open' seen", 20, 10)
 
 
-def test_channel_number_above_channel_max() -> None:
-    conn = open_connection(channel_max=5)
-    conn.receive_data(marshal(pc.Channel.Open(), 6))
+def test_channel_max_limits_open_channels_not_numbers() -> None:
+    """RabbitMQ: any number up to 65535 opens; the (channel_max+1)th open channel is 530."""
+    conn = open_connection(channel_max=2)
+    open_channel(conn, 65535)
+    open_channel(conn, 7)
+    conn.receive_data(marshal(pc.Channel.Open(), 1))
     _, frames = drain(conn)
-    assert frames[-1][1].reply_code == 530
-    assert "channel_max (5)" in frames[-1][1].reply_text
+    assert_closed_with(frames, 530, "NOT_ALLOWED - number of channels opened (2) has reached "
+                       "the negotiated channel_max (2)")
 
 
 def test_server_only_method_from_client_is_command_invalid() -> None:

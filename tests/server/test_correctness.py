@@ -178,7 +178,7 @@ def test_12_a_publisher_that_never_reads_cannot_grow_broker_memory(
     burst = one * 16  # 2 MiB of mandatory, unroutable publishes
     sent = 0
     raw.sock.settimeout(2.0)
-    with contextlib.suppress(TimeoutError, socket.timeout):
+    with contextlib.suppress(TimeoutError):
         while sent < 400 * 2**20:
             raw.sock.sendall(burst)
             sent += len(burst)
@@ -232,7 +232,7 @@ def nothing_within(raw: RawConnection, seconds: float) -> bool:
     while time.monotonic() < deadline:
         try:
             kind, _, _ = raw.read_frame(max(0.01, deadline - time.monotonic()))
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return True
         if kind == FRAME_METHOD:
             return False

@@ -317,6 +317,17 @@ def test_replay_to_origin(api: httpx.Client, channel: Any) -> None:
     assert r["moved"] == 1 and r["remaining"] == 1
 
 
+def test_replay_into_itself_is_refused(api: httpx.Client, channel: Any) -> None:
+    """It used to pick up its own copies for ever (29 s of CPU, no answer)."""
+    dlq = qname("dlq")
+    channel.queue_declare(dlq, durable=True)
+    for i in range(3):
+        publish(channel, dlq, b"d%d" % i, headers=death_headers("w"))
+    r = api.post(f"/api/queues/%2F/{dlq}/replay", json={"queue": dlq}, timeout=10)
+    is_error(r, 400)
+    assert counts(api, dlq) == (3, 0)
+
+
 # ------------------------------------------------------------ connections
 def test_connections_channels_consumers(admin_broker: AdminBroker, api: httpx.Client) -> None:
     c = admin_broker.connect()

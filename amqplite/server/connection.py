@@ -83,6 +83,8 @@ class AMQPConnection:
             heartbeat=s.heartbeat,
             max_message_size=s.max_message_size,
         )
+        #: the store bridge (the server runs, so it exists): read per publish
+        self._persist = server.persist
         self.session: Session | None = None
         self.channels: dict[int, ChannelState] = {}
         self.confirms: dict[int, _Confirms] = {}
@@ -146,7 +148,7 @@ class AMQPConnection:
 
     async def _reader(self) -> None:
         proto = self.proto
-        persistence = self.server.persist
+        persistence = self._persist
         while self.alive:
             if (self._linger_deadline is None and not persistence.has_capacity
                     and self._publish_epoch == persistence.alarm_epoch):
@@ -432,7 +434,7 @@ class AMQPConnection:
         ch = self.channels.get(number)
         if ch is None:
             return
-        self._publish_epoch = self.server.persist.alarm_epoch
+        self._publish_epoch = self._persist.alarm_epoch
         try:
             res = self.broker.basic_publish(
                 ch, method.exchange, method.routing_key, props, body,
@@ -464,7 +466,7 @@ class AMQPConnection:
             if st.stored or st.waiting:
                 st.stored = False
                 st.waiting += 1
-                self.server.persist.add_waiter(
+                self._persist.add_waiter(
                     functools.partial(self._confirm_done, number, st, upto, nacks)
                 )
             else:
@@ -549,7 +551,7 @@ class AMQPConnection:
                 failed.append(err)
             done.set()
 
-        persistence = self.server.persist
+        persistence = self._persist
         persistence.add_waiter(waiter)
         persistence.flush()
         self._wake_writer()
@@ -701,7 +703,7 @@ class AMQPConnection:
                             541, f"INTERNAL_ERROR - commit failed: {err}", 90, 20))
                     self._wake_writer()
 
-            self.server.persist.add_waiter(done)
+            self._persist.add_waiter(done)
         else:
             self._reply(ch, M.TxCommitOk())
 

@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, unquote
 import trio
 
 from amqplite.admin.api import ROUTES, AdminAPI, HTTPError, Request, Response, Route
+from amqplite.admin.moves import committed
 from amqplite.broker.auth import User
 
 if TYPE_CHECKING:
@@ -112,7 +113,14 @@ class AdminApp:
         req = Request(method=method, params=params, query={k: v[-1] for k, v in qs.items()},
                       body=body, user=user, query_all=qs)
         handler = getattr(self.api, route.handler)
-        return await handler(req)  # type: ignore[no-any-return]
+        resp: Response = await handler(req)
+        if method not in ("GET", "HEAD") and resp.status < 300:
+            # a change is reported done only once it is on disk, as over AMQP
+            try:
+                await committed(self.api.server)
+            except RuntimeError as exc:
+                raise HTTPError(500, "internal_error", str(exc)) from None
+        return resp
 
     def _authenticate(self, scope: Scope) -> User:
         auth = None

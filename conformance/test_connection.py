@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import threading
 
 import aio_pika
 import pytest
@@ -123,11 +124,17 @@ def test_closed_channel_frees_its_slot(url: str) -> None:
 
 
 def test_every_return_precedes_close_ok(url: str, names: Names) -> None:
-    """Mandatory publishes to nowhere, then close, all in one write."""
+    """Mandatory publishes to nowhere, then close, in one write from a busy writer.
+
+    The writer runs beside the reader, as in every real client: a broker may
+    stop reading a client that owes it megabytes of returns and reads none.
+    """
     raw = RawConnection(url).open()
     try:
         publish = raw.publish_frames("", names.queue("nobody"), BODY, mandatory=True)
-        raw.send_raw(publish * BURST + raw.close_frame())
+        writer = threading.Thread(target=raw.sock.sendall,
+                                  args=(publish * BURST + raw.close_frame(),), daemon=True)
+        writer.start()
         returns = 0
         while True:
             method = raw.read_method(timeout=30)
@@ -137,6 +144,7 @@ def test_every_return_precedes_close_ok(url: str, names: Names) -> None:
             returns += 1
         assert method.ids == (10, 51), method
         assert returns == BURST
+        writer.join(10)
         _assert_no_reset(raw.sock)
     finally:
         raw.sock.close()

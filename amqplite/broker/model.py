@@ -193,6 +193,8 @@ class ChannelState:
         "number",
         "open",
         "prefetch",
+        "reply_consumer",
+        "reply_name",
         "session",
         "tx",
         "tx_acks",
@@ -219,6 +221,10 @@ class ChannelState:
         self.open = True
         #: the queue last declared on this channel (an empty name refers to it)
         self.last_queue = ""
+        #: direct reply-to: the consumer tag on ``amq.rabbitmq.reply-to`` and the
+        #: private name requests published here carry as their reply_to
+        self.reply_consumer: str | None = None
+        self.reply_name: str | None = None
 
     def can_deliver(self) -> bool:
         if not self.flow or not self.session.writable():

@@ -212,8 +212,7 @@ class _Channel:
 
 
 #: Exactly the RabbitMQ capabilities amqplite implements. Clients look features
-#: up by name, so one that is missing here (direct_reply_to, consumer_priorities,
-#: single active consumer) is left out, not announced as false.
+#: up by name, so one that is missing here is left out, not announced as false.
 CAPABILITIES = (
     "publisher_confirms",
     "exchange_exchange_bindings",
@@ -222,6 +221,7 @@ CAPABILITIES = (
     "connection.blocked",
     "per_consumer_qos",
     "authentication_failure_close",
+    "direct_reply_to",
 )
 
 

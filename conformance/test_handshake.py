@@ -22,6 +22,7 @@ REQUIRED_CAPABILITIES = [
     "per_consumer_qos",
     "authentication_failure_close",
     "direct_reply_to",
+    "consumer_priorities",
 ]
 
 

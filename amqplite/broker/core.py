@@ -238,7 +238,8 @@ class Broker:
         ch.unacked.clear()
         self._drop_reply_consumer(ch)
         for c in list(ch.consumers.values()):
-            self._remove_consumer(c)
+            if self._remove_consumer(c):
+                touched.add(c.queue)  # a waiting single active consumer took over
         for q in touched:
             self._dispatch(q)
 
@@ -461,6 +462,7 @@ class Broker:
         "x-overflow",
         "x-queue-type",
         "x-delivery-limit",
+        "x-single-active-consumer",
     )
 
     def _check_args_equivalent(self, q: Queue, args: dict[str, Any], cm: tuple[int, int]) -> None:
@@ -584,6 +586,7 @@ class Broker:
             self.effects.append(CancelNotify(c.channel, c.tag))
             c.channel.consumers.pop(c.tag, None)
         q.consumers.clear()
+        q.active = None
         for b in list(vh.bindings_to.get(("queue", q.name), ())):
             self._drop_binding(vh, b, persist_durable=False)
         count = q.message_count
@@ -630,9 +633,14 @@ class Broker:
             raise E.not_allowed(f"attempt to reuse consumer tag '{consumer_tag}'", cm)
         if any(c.exclusive for c in q.consumers) or (exclusive and q.consumers):
             raise E.access_refused(f"queue '{queue}' in vhost '{q.vhost}' in exclusive use", cm)
+        prio = (arguments or {}).get("x-priority")
+        if prio is not None and (isinstance(prio, bool) or not isinstance(prio, int)):
+            raise E.precondition(
+                f"invalid arg 'x-priority' for queue '{q.name}' in vhost '{q.vhost}': "
+                f'"expected integer, got {E.amqp_type(prio)}"', cm)
         c = Consumer(consumer_tag, ch, q, no_ack, exclusive, ch.prefetch, arguments)
         ch.consumers[consumer_tag] = c
-        q.consumers.append(c)
+        q.add_consumer(c)
         q.had_consumer = True
         return consumer_tag
 
@@ -671,21 +679,26 @@ class Broker:
             self._drop_reply_consumer(ch)
             return
         c = ch.consumers.get(consumer_tag)
-        if c is not None:
-            self._remove_consumer(c)
+        # A single active consumer cancelled with deliveries outstanding: its
+        # successor waits until they are settled (ack, or requeue on close), so
+        # requeued messages keep their place ahead of later ones, as in RabbitMQ.
+        if c is not None and self._remove_consumer(c) and not c.unacked:
+            self._dispatch(c.queue)
 
-    def _remove_consumer(self, c: Consumer) -> None:
+    def _remove_consumer(self, c: Consumer) -> bool:
+        """True when a waiting single active consumer took over (the caller dispatches,
+        once the channel's own state is settled)."""
         c.channel.consumers.pop(c.tag, None)
         q = c.queue
+        handed_over = False
         if c in q.consumers:
-            q.consumers.remove(c)
-            if q.rr >= len(q.consumers):
-                q.rr = 0
+            handed_over = q.remove_consumer(c)
             q.last_used = self.now()
         if q.auto_delete and q.had_consumer and not q.consumers and not q.deleted:
             vh = self.vhosts.get(q.vhost)
             if vh is not None:
                 self._delete_queue(vh, q)
+        return handed_over
 
     def basic_get(self, ch: ChannelState, queue: str, no_ack: bool) -> Any:
         """Returns None (empty), NEED_PAGE_IN, or (tag, redelivered, message, count)."""

@@ -118,7 +118,8 @@ class Entry:
 
 
 class Consumer:
-    __slots__ = ("arguments", "channel", "exclusive", "no_ack", "prefetch", "queue", "tag", "unacked")
+    __slots__ = ("arguments", "channel", "exclusive", "no_ack", "prefetch", "priority", "queue",
+                 "served", "tag", "unacked")
 
     def __init__(
         self,
@@ -138,6 +139,11 @@ class Consumer:
         self.prefetch = prefetch
         self.unacked = 0
         self.arguments = arguments or {}
+        #: x-priority: consumers with room and the highest priority are served first
+        p = self.arguments.get("x-priority")
+        self.priority = p if isinstance(p, int) and not isinstance(p, bool) else 0
+        #: when it was last served (the queue's counter): round-robin among equals
+        self.served = 0
 
     def has_room(self) -> bool:
         if self.no_ack:

@@ -219,6 +219,7 @@ CAPABILITIES = (
     "basic.nack",
     "consumer_cancel_notify",
     "connection.blocked",
+    "consumer_priorities",
     "per_consumer_qos",
     "authentication_failure_close",
     "direct_reply_to",

@@ -160,3 +160,25 @@ def test_guessed_reply_name_is_not_routed(channel: BlockingChannel) -> None:
     _collect(channel, [])
     with pytest.raises(pika.exceptions.UnroutableError):
         channel.basic_publish("", REPLY_TO + ".bogus-token", b"x", mandatory=True)
+
+
+def test_passive_declare_of_private_name(
+    connection: pika.BlockingConnection, names: Any,
+) -> None:
+    ch = connection.channel()
+    q = names.queue("rpc")
+    ch.queue_declare(q)
+    tag = _collect(ch, [])
+    ch.basic_publish("", q, b"ping", pika.BasicProperties(reply_to=REPLY_TO))
+    wait_until(connection, lambda: ch.queue_declare(q, passive=True).method.message_count == 1,
+               what="the request")
+    _m, props, _b = ch.basic_get(q, auto_ack=True)
+    name = props.reply_to
+    ok = connection.channel().queue_declare(name, passive=True)
+    assert (ok.method.queue, ok.method.message_count, ok.method.consumer_count) == (name, 0, 1)
+    ch.basic_cancel(tag)
+    for probe in (name, REPLY_TO + ".no-such-consumer"):
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
+            connection.channel().queue_declare(probe, passive=True)
+        assert exc.value.reply_code == 404
+        assert exc.value.reply_text == f"NOT_FOUND - no queue '{probe}' in vhost '/'"

@@ -407,6 +407,12 @@ class Broker:
             # 1 consumer, consumer or not (FastStream declares it at start)
             ch.last_queue = name
             return name, 0, 1
+        if name.startswith(REPLY_PREFIX):
+            # a private reply name "exists" while its consumer does, passive or not
+            target = self.reply_channels.get(name)
+            if target is None or target.session.vhost != vh.name:
+                raise E.no_queue(name, vh.name, cm)
+            return name, 0, 1
         if passive:
             name = name or ch.last_queue
             q = vh.queues.get(name)

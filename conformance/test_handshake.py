@@ -21,6 +21,8 @@ REQUIRED_CAPABILITIES = [
     "connection.blocked",
     "per_consumer_qos",
     "authentication_failure_close",
+    "direct_reply_to",
+    "consumer_priorities",
 ]
 
 

@@ -183,7 +183,17 @@ def channels(server: Server) -> Iterable[tuple[AMQPConnection, ChannelState]]:
                 yield conn, conn.session.channels[n]
 
 
+def activity_status(c: Consumer) -> str:
+    """RabbitMQ's consumer activity: "up", or on a single active consumer queue
+    "single_active" for the one receiving and "waiting" for the rest."""
+    q = c.queue
+    if not getattr(q, "single_active", False):
+        return "up"
+    return "single_active" if q.active is c else "waiting"
+
+
 def consumer_info(conn: AMQPConnection, ch: ChannelState, c: Consumer) -> dict[str, Any]:
+    status = activity_status(c)
     return {
         "consumer_tag": c.tag,
         "queue": {"name": c.queue.name, "vhost": c.queue.vhost},
@@ -199,7 +209,8 @@ def consumer_info(conn: AMQPConnection, ch: ChannelState, c: Consumer) -> dict[s
         "exclusive": c.exclusive,
         "prefetch_count": c.prefetch,
         "messages_unacknowledged": c.unacked,
-        "active": True,
+        "active": status != "waiting",
+        "activity_status": status,
         "arguments": jsonable(c.arguments),
     }
 
@@ -241,7 +252,7 @@ def queue_info(server: Server, q: Queue, rates: Rates, ubytes: dict[int, int]) -
     counts = {k: int(v) for k, v in qstats.items()}
     rts = {k: rates.rate(f"{key}.{k}") for k in counts}
     qtype = "quorum" if getattr(q, "quorum", False) else "classic"
-    return {
+    info: dict[str, Any] = {
         "name": q.name,
         "vhost": q.vhost,
         "type": qtype,
@@ -261,6 +272,9 @@ def queue_info(server: Server, q: Queue, rates: Rates, ubytes: dict[int, int]) -
         "effective_policy_definition": jsonable(pol.definition) if pol is not None else {},
         "message_stats": message_stats(counts, rts),
     }
+    if getattr(q, "single_active", False):
+        info["single_active_consumer_tag"] = q.active.tag if q.active is not None else None
+    return info
 
 
 # ------------------------------------------------------------------- bindings

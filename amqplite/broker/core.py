@@ -34,7 +34,13 @@ from amqplite.broker.model import (
 from amqplite.broker.policy import Policy, make_policy, validate_queue_args
 from amqplite.broker.queue import Queue
 from amqplite.protocol.errors import ChannelError
-from amqplite.protocol.properties import decode_properties, expiration_of, priority_of
+from amqplite.protocol.properties import (
+    decode_properties,
+    expiration_of,
+    priority_of,
+    reply_to_of,
+    with_reply_to,
+)
 
 # (class_id, method_id) pairs for error replies
 EXCHANGE_DECLARE = (40, 10)
@@ -64,6 +70,10 @@ log = logging.getLogger("amqplite.broker")
 
 LOG_LEVELS = ("off", "lifecycle", "full")
 PAGE_IN_BATCH = 500
+
+#: Direct reply-to: the pseudo-queue RPC clients consume from and name as reply_to.
+REPLY_TO = "amq.rabbitmq.reply-to"
+REPLY_PREFIX = REPLY_TO + "."
 
 #: Sentinel basic_get returns when the head's body must be paged in first.
 NEED_PAGE_IN = object()
@@ -151,6 +161,8 @@ class Broker:
         self._expiring_queues: set[Queue] = set()
         #: vhost -> policy name -> Policy
         self.policies: dict[str, dict[str, Policy]] = {}
+        #: direct reply-to: private reply name -> the channel whose consumer gets replies
+        self.reply_channels: dict[str, ChannelState] = {}
 
     # ------------------------------------------------------------------ ids
     def seed_ids(self, max_queue_id: int, max_message_key: int) -> None:
@@ -224,8 +236,10 @@ class Broker:
         ch.session.channels.pop(ch.number, None)
         touched = self._requeue_deliveries(ch, list(ch.unacked.values()))
         ch.unacked.clear()
+        self._drop_reply_consumer(ch)
         for c in list(ch.consumers.values()):
-            self._remove_consumer(c)
+            if self._remove_consumer(c):
+                touched.add(c.queue)  # a waiting single active consumer took over
         for q in touched:
             self._dispatch(q)
 
@@ -388,6 +402,17 @@ class Broker:
         """Returns (name, message_count, consumer_count) for declare-ok."""
         vh = self.vhosts[ch.session.vhost]
         cm = QUEUE_DECLARE
+        if name == REPLY_TO:
+            # RabbitMQ answers any declare of the pseudo-queue with 0 messages and
+            # 1 consumer, consumer or not (FastStream declares it at start)
+            ch.last_queue = name
+            return name, 0, 1
+        if name.startswith(REPLY_PREFIX):
+            # a private reply name "exists" while its consumer does, passive or not
+            target = self.reply_channels.get(name)
+            if target is None or target.session.vhost != vh.name:
+                raise E.no_queue(name, vh.name, cm)
+            return name, 0, 1
         if passive:
             name = name or ch.last_queue
             q = vh.queues.get(name)
@@ -443,6 +468,7 @@ class Broker:
         "x-overflow",
         "x-queue-type",
         "x-delivery-limit",
+        "x-single-active-consumer",
     )
 
     def _check_args_equivalent(self, q: Queue, args: dict[str, Any], cm: tuple[int, int]) -> None:
@@ -566,6 +592,7 @@ class Broker:
             self.effects.append(CancelNotify(c.channel, c.tag))
             c.channel.consumers.pop(c.tag, None)
         q.consumers.clear()
+        q.active = None
         for b in list(vh.bindings_to.get(("queue", q.name), ())):
             self._drop_binding(vh, b, persist_durable=False)
         count = q.message_count
@@ -603,18 +630,49 @@ class Broker:
         arguments: dict[str, Any] | None = None,
     ) -> str:
         cm = BASIC_CONSUME
+        if queue == REPLY_TO or (not queue and ch.last_queue == REPLY_TO):
+            return self._reply_consume(ch, consumer_tag, no_ack)
         q = self._find_queue(ch, queue, cm)
         if not consumer_tag:
             consumer_tag = "amq.ctag-" + secrets.token_urlsafe(16)
-        elif consumer_tag in ch.consumers:
+        elif consumer_tag in ch.consumers or consumer_tag == ch.reply_consumer:
             raise E.not_allowed(f"attempt to reuse consumer tag '{consumer_tag}'", cm)
         if any(c.exclusive for c in q.consumers) or (exclusive and q.consumers):
             raise E.access_refused(f"queue '{queue}' in vhost '{q.vhost}' in exclusive use", cm)
+        prio = (arguments or {}).get("x-priority")
+        if prio is not None and (isinstance(prio, bool) or not isinstance(prio, int)):
+            raise E.precondition(
+                f"invalid arg 'x-priority' for queue '{q.name}' in vhost '{q.vhost}': "
+                f'"expected integer, got {E.amqp_type(prio)}"', cm)
         c = Consumer(consumer_tag, ch, q, no_ack, exclusive, ch.prefetch, arguments)
         ch.consumers[consumer_tag] = c
-        q.consumers.append(c)
+        q.add_consumer(c)
         q.had_consumer = True
         return consumer_tag
+
+    def _reply_consume(self, ch: ChannelState, consumer_tag: str, no_ack: bool) -> str:
+        """The channel's one direct reply-to consumer (RabbitMQ's checks, in its order).
+
+        The private name joins the session and channel ids to a random secret:
+        a reply reaches a consumer only through a name its requester was given.
+        """
+        cm = BASIC_CONSUME
+        if consumer_tag and (consumer_tag in ch.consumers or consumer_tag == ch.reply_consumer):
+            raise E.not_allowed(f"attempt to reuse consumer tag '{consumer_tag}'", cm)
+        if ch.reply_consumer is None and not no_ack:
+            raise E.precondition("reply consumer cannot acknowledge", cm)
+        if ch.reply_consumer is not None:
+            raise E.precondition("reply consumer already set", cm)
+        tag = consumer_tag or "amq.ctag-" + secrets.token_urlsafe(16)
+        name = f"{REPLY_PREFIX}{ch.session.id}-{ch.number}.{secrets.token_urlsafe(18)}"
+        ch.reply_consumer, ch.reply_name = tag, name
+        self.reply_channels[name] = ch
+        return tag
+
+    def _drop_reply_consumer(self, ch: ChannelState) -> None:
+        if ch.reply_name is not None:
+            self.reply_channels.pop(ch.reply_name, None)
+        ch.reply_consumer = ch.reply_name = None
 
     def start_consumer(self, ch: ChannelState, consumer_tag: str) -> None:
         """Begin deliveries; the shell calls it after sending consume-ok."""
@@ -623,22 +681,30 @@ class Broker:
             self._dispatch(c.queue)
 
     def basic_cancel(self, ch: ChannelState, consumer_tag: str) -> None:
+        if consumer_tag == ch.reply_consumer:
+            self._drop_reply_consumer(ch)
+            return
         c = ch.consumers.get(consumer_tag)
-        if c is not None:
-            self._remove_consumer(c)
+        # A single active consumer cancelled with deliveries outstanding: its
+        # successor waits until they are settled (ack, or requeue on close), so
+        # requeued messages keep their place ahead of later ones, as in RabbitMQ.
+        if c is not None and self._remove_consumer(c) and not c.unacked:
+            self._dispatch(c.queue)
 
-    def _remove_consumer(self, c: Consumer) -> None:
+    def _remove_consumer(self, c: Consumer) -> bool:
+        """True when a waiting single active consumer took over (the caller dispatches,
+        once the channel's own state is settled)."""
         c.channel.consumers.pop(c.tag, None)
         q = c.queue
+        handed_over = False
         if c in q.consumers:
-            q.consumers.remove(c)
-            if q.rr >= len(q.consumers):
-                q.rr = 0
+            handed_over = q.remove_consumer(c)
             q.last_used = self.now()
         if q.auto_delete and q.had_consumer and not q.consumers and not q.deleted:
             vh = self.vhosts.get(q.vhost)
             if vh is not None:
                 self._delete_queue(vh, q)
+        return handed_over
 
     def basic_get(self, ch: ChannelState, queue: str, no_ack: bool) -> Any:
         """Returns None (empty), NEED_PAGE_IN, or (tag, redelivered, message, count)."""
@@ -1117,6 +1183,10 @@ class Broker:
                     f"user_id property set to '{uid}' but authenticated user was "
                     f"'{ch.session.username}'", cm,
                 )
+        if reply_to_of(properties_raw) == REPLY_TO:
+            if ch.reply_name is None:
+                raise E.precondition("fast reply consumer does not exist", cm)
+            properties_raw = with_reply_to(properties_raw, ch.reply_name)
         if ch.tx:
             ch.tx_publishes.append((exchange, routing_key, properties_raw, body, mandatory))
             return PublishResult(True, False)
@@ -1135,7 +1205,14 @@ class Broker:
         msg = Message(self._message_key(), ex.name, routing_key, properties_raw, body)
         self.stats["published"] += 1
         self._log("published", vh.name, msg)
-        queues = self.route(vh, ex, routing_key, msg)
+        if not ex.name and routing_key.startswith(REPLY_PREFIX):
+            target = self.reply_channels.get(routing_key)
+            if target is not None and target.session.vhost == vh.name:
+                self._deliver_reply(target, msg)
+                return PublishResult(True, False)
+            queues: list[Queue] = []
+        else:
+            queues = self.route(vh, ex, routing_key, msg)
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
@@ -1151,6 +1228,15 @@ class Broker:
         for q in queues:
             self._dispatch(q)
         return PublishResult(True, stored, rejected)
+
+    def _deliver_reply(self, ch: ChannelState, msg: Message) -> None:
+        """A reply goes straight to its requester's no-ack consumer: no queue, no store."""
+        assert ch.reply_consumer is not None
+        tag = ch.next_tag
+        ch.next_tag = tag + 1
+        self.stats["delivered"] += 1
+        self._log("delivered", ch.session.vhost, msg, REPLY_TO, consumer_tag=ch.reply_consumer)
+        self.effects.append(Deliver(ch, ch.reply_consumer, tag, False, msg))
 
     def enqueue(self, q: Queue, msg: Message) -> int:
         """Append ``msg`` to ``q``: NOT_STORED, STORED (needs a commit) or REJECTED."""

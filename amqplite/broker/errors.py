@@ -41,7 +41,7 @@ def inequivalent(arg: str, kind: str, name: str, vhost: str, got: object, cur: o
     )
 
 
-def _amqp_type(v: object) -> str:
+def amqp_type(v: object) -> str:
     """RabbitMQ's name for the field type a value is encoded with."""
     if isinstance(v, bool):
         return "bool"
@@ -62,7 +62,7 @@ def _show_arg(v: object) -> str:
     """How RabbitMQ shows an x-argument in an inequivalence message."""
     if v is None:
         return "none"
-    return f"the value {_show(v)} of type '{_amqp_type(v)}'"
+    return f"the value {_show(v)} of type '{amqp_type(v)}'"
 
 
 def inequivalent_arg(arg: str, name: str, vhost: str, got: object, cur: object,

@@ -118,7 +118,8 @@ class Entry:
 
 
 class Consumer:
-    __slots__ = ("arguments", "channel", "exclusive", "no_ack", "prefetch", "queue", "tag", "unacked")
+    __slots__ = ("arguments", "channel", "exclusive", "no_ack", "prefetch", "priority", "queue",
+                 "served", "tag", "unacked")
 
     def __init__(
         self,
@@ -138,6 +139,11 @@ class Consumer:
         self.prefetch = prefetch
         self.unacked = 0
         self.arguments = arguments or {}
+        #: x-priority: consumers with room and the highest priority are served first
+        p = self.arguments.get("x-priority")
+        self.priority = p if isinstance(p, int) and not isinstance(p, bool) else 0
+        #: when it was last served (the queue's counter): round-robin among equals
+        self.served = 0
 
     def has_room(self) -> bool:
         if self.no_ack:
@@ -193,6 +199,8 @@ class ChannelState:
         "number",
         "open",
         "prefetch",
+        "reply_consumer",
+        "reply_name",
         "session",
         "tx",
         "tx_acks",
@@ -219,6 +227,10 @@ class ChannelState:
         self.open = True
         #: the queue last declared on this channel (an empty name refers to it)
         self.last_queue = ""
+        #: direct reply-to: the consumer tag on ``amq.rabbitmq.reply-to`` and the
+        #: private name requests published here carry as their reply_to
+        self.reply_consumer: str | None = None
+        self.reply_name: str | None = None
 
     def can_deliver(self) -> bool:
         if not self.flow or not self.session.writable():

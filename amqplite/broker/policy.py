@@ -30,6 +30,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
 ARG_KINDS: dict[str, str] = {arg: kind for arg, kind in SETTINGS.values()}
 ARG_KINDS["x-max-priority"] = "priority"
 ARG_KINDS["x-queue-type"] = "qtype"
+ARG_KINDS["x-single-active-consumer"] = "bool"
 
 
 def _plain(v: Any) -> Any:
@@ -38,6 +39,10 @@ def _plain(v: Any) -> Any:
 
 def check_value(kind: str, value: Any) -> str | None:
     """None when ``value`` suits ``kind``, else RabbitMQ-style reason text."""
+    if kind == "bool":
+        from amqplite.broker.errors import amqp_type
+
+        return None if isinstance(value, bool) else f"{{unacceptable_type,{amqp_type(value)}}}"
     value = _plain(value)
     if kind == "str":
         return None if isinstance(value, str) else f"{{unacceptable_type,{type(value).__name__}}}"

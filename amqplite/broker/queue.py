@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 class Queue:
     __slots__ = (
+        "active",
         "arguments",
         "auto_delete",
         "awaiting_body",
@@ -33,9 +34,12 @@ class Queue:
         "overflow",
         "paging",
         "policy",
+        "prioritised",
         "quorum",
         "ready",
         "rr",
+        "served",
+        "single_active",
         "stats",
         "ttl",
         "unacked",
@@ -65,8 +69,15 @@ class Queue:
             PriorityReadyList(min(int(mp), 255))
             if isinstance(mp, int) and not isinstance(mp, bool) and mp > 0 else ReadyList()
         )
+        #: in registration order (single active consumer hands over in this order)
         self.consumers: list[Consumer] = []
         self.rr = 0
+        #: some consumer has a non-zero x-priority: pick by priority, not plain turns
+        self.prioritised = False
+        self.served = 0
+        #: x-single-active-consumer: only ``active`` receives; the rest wait their turn
+        self.single_active = self.arguments.get("x-single-active-consumer") is True
+        self.active: Consumer | None = None
         self.unacked = 0
         self.next_position = 1
         self.had_consumer = False
@@ -113,9 +124,48 @@ class Queue:
         self.next_position = p + 1
         return p
 
+    def add_consumer(self, c: Consumer) -> None:
+        self.consumers.append(c)
+        if c.priority:
+            self.prioritised = True
+        if self.single_active and self.active is None:
+            self.active = c
+
+    def remove_consumer(self, c: Consumer) -> bool:
+        """Drop ``c``; True when another consumer became the single active one."""
+        self.consumers.remove(c)
+        if self.rr >= len(self.consumers):
+            self.rr = 0
+        self.prioritised = any(x.priority for x in self.consumers)
+        if self.active is not c:
+            return False
+        # the highest priority waiting, the earliest registered among equals
+        self.active = max(self.consumers, key=lambda x: x.priority, default=None)
+        return self.active is not None
+
     def pick_consumer(self) -> Consumer | None:
-        """Round-robin: the next consumer after the last one served that has room."""
+        """The consumer to serve next, or None when every candidate is full.
+
+        Plain queues take turns (round-robin among consumers with room). With
+        consumer priorities, the highest priority with room wins, and the one
+        served longest ago among equals; single active consumer queues serve
+        only the active one.
+        """
         cs = self.consumers
+        if self.single_active:
+            a = self.active
+            return a if a is not None and a.has_room() else None
+        if self.prioritised:
+            best: Consumer | None = None
+            for c in cs:
+                if (best is None or c.priority > best.priority
+                        or (c.priority == best.priority and c.served < best.served)) \
+                        and c.has_room():
+                    best = c
+            if best is not None:
+                self.served += 1
+                best.served = self.served
+            return best
         n = len(cs)
         if n == 1:
             return cs[0] if cs[0].has_room() else None

@@ -212,16 +212,17 @@ class _Channel:
 
 
 #: Exactly the RabbitMQ capabilities amqplite implements. Clients look features
-#: up by name, so one that is missing here (direct_reply_to, consumer_priorities,
-#: single active consumer) is left out, not announced as false.
+#: up by name, so one that is missing here is left out, not announced as false.
 CAPABILITIES = (
     "publisher_confirms",
     "exchange_exchange_bindings",
     "basic.nack",
     "consumer_cancel_notify",
     "connection.blocked",
+    "consumer_priorities",
     "per_consumer_qos",
     "authentication_failure_close",
+    "direct_reply_to",
 )
 
 

@@ -31,6 +31,8 @@ __all__ = [
     "headers_of",
     "message_id_of",
     "priority_of",
+    "reply_to_of",
+    "with_reply_to",
 ]
 
 _H = struct.Struct(">H")
@@ -213,6 +215,25 @@ def expiration_of(raw: bytes | bytearray | memoryview) -> str | None:
 def message_id_of(raw: bytes | bytearray | memoryview) -> str | None:
     """message_id without a full decode (used by the delivery log)."""
     return _str_of(raw, _BIT["message_id"])
+
+
+def reply_to_of(raw: bytes | bytearray | memoryview) -> str | None:
+    """reply_to without a full decode (direct reply-to checks every publish)."""
+    if len(raw) < 2 or not raw[0] & 0x02:  # flag 1 << 9 lives in the first octet
+        return None
+    return _str_of(raw, _BIT["reply_to"])
+
+
+def with_reply_to(raw: bytes, value: str) -> bytes:
+    """``raw`` with an existing reply_to replaced by ``value``; the other fields keep
+    their bytes (headers tables stay lossless, as everywhere else)."""
+    off = _locate(raw, _BIT["reply_to"])
+    if off is None:
+        raise ValueError("no reply_to property to replace")
+    new = value.encode("utf-8")
+    if len(new) > 255:
+        raise ValueError("reply_to longer than 255 bytes")
+    return bytes(raw[:off]) + bytes((len(new),)) + new + bytes(raw[off + 1 + raw[off]:])
 
 
 def headers_of(raw: bytes | bytearray | memoryview) -> FieldTable | None:

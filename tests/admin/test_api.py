@@ -361,6 +361,28 @@ def test_connections_channels_consumers(admin_broker: AdminBroker, api: httpx.Cl
              what="connection to disappear")
 
 
+def test_single_active_consumer_shown(admin_broker: AdminBroker, api: httpx.Client) -> None:
+    """RabbitMQ's shapes: the queue names its active consumer, consumers say
+    whether they are the active one or waiting."""
+    c = admin_broker.connect()
+    try:
+        ch = c.channel()
+        q = qname()
+        ch.queue_declare(q, arguments={"x-single-active-consumer": True})
+        first = ch.basic_consume(q, lambda *a: None)
+        second = ch.basic_consume(q, lambda *a: None)
+        info = api.get(f"/api/queues/%2F/{q}").json()
+        assert info["single_active_consumer_tag"] == first
+        status = {x["consumer_tag"]: (x["activity_status"], x["active"])
+                  for x in api.get("/api/consumers").json() if x["queue"]["name"] == q}
+        assert status == {first: ("single_active", True), second: ("waiting", False)}
+        ch.basic_cancel(first)
+        assert api.get(f"/api/queues/%2F/{q}").json()["single_active_consumer_tag"] == second
+        ch.queue_delete(q)
+    finally:
+        c.close()
+
+
 # ------------------------------------------------------ exchanges/bindings
 def test_exchange_and_binding_lifecycle(api: httpx.Client, channel: Any) -> None:
     x, q = qname("x"), qname()

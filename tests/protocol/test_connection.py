@@ -76,7 +76,8 @@ def test_full_handshake_like_pika() -> None:
     assert start.server_properties["capabilities"] == {
         "publisher_confirms": True, "exchange_exchange_bindings": True, "basic.nack": True,
         "consumer_cancel_notify": True, "connection.blocked": True, "per_consumer_qos": True,
-        "authentication_failure_close": True,
+        "authentication_failure_close": True, "consumer_priorities": True,
+        "direct_reply_to": True,
     }
     assert start.server_properties["product"] == "amqplite"
     assert conn.state is ConnectionState.STARTING

@@ -59,11 +59,13 @@ def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flag
 
 
 def _startup_problem(exc: BaseException) -> str | None:
-    """A one-line reason for the failures an operator can fix (port, files, database).
+    """A one-line reason for the failures an operator can fix (port, lock, files, database).
 
     trio reports errors from the nursery as exception groups; look inside.
     """
     from sqlalchemy.exc import SQLAlchemyError
+
+    from amqplite.server.datalock import DataDirLocked
 
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
@@ -71,7 +73,7 @@ def _startup_problem(exc: BaseException) -> str | None:
             if found is not None:
                 return found
         return None
-    if isinstance(exc, OSError):
+    if isinstance(exc, (OSError, DataDirLocked)):
         return str(exc)
     if isinstance(exc, SQLAlchemyError):
         return f"database error: {getattr(exc, 'orig', None) or exc}"

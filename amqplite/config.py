@@ -57,6 +57,8 @@ class Settings:
     max_message_size: int = attrs.field(default=128 * 1024 * 1024, validator=_positive)
     #: Bodies kept in RAM at the head of each durable queue; the rest page from SQLite.
     body_window: int = attrs.field(default=2000, validator=_positive)
+    #: AMQP connections open at once; 0 means unlimited (RabbitMQ's connection_max)
+    max_connections: int = attrs.field(default=0, validator=_positive)
     #: store operations waiting for the writer before publishers are blocked
     store_backlog_limit: int = attrs.field(default=200_000, validator=_positive)
     #: user name -> {"password": ..., "tags": "administrator"}

@@ -31,6 +31,8 @@ def main() -> None:
 @click.option("--heartbeat", type=int, help="Heartbeat interval the server proposes (s).")
 @click.option("--max-connections", type=int,
               help="AMQP connections open at once; further ones are refused (0: unlimited).")
+@click.option("--disk-free-limit",
+              help="Block publishers below this free space on the data disk (default 50MB).")
 @click.option("--admin-host", help="Admin HTTP API address (default 127.0.0.1).")
 @click.option("--admin-port", type=int, help="Admin HTTP API port (default 15672).")
 @click.option("--log-level", default="info", show_default=True,

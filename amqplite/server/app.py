@@ -26,6 +26,7 @@ from amqplite.config import Settings
 from amqplite.protocol.connection import default_server_properties
 from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPConnection
 from amqplite.server.datalock import DataDirLock
+from amqplite.server.disk import DiskMonitor
 from amqplite.server.persistence import Persistence
 from amqplite.server.recovery import restore
 from amqplite.store.engine import CLEAN_KEY, Store
@@ -59,6 +60,8 @@ class Server:
         self._nursery: trio.Nursery | None = None
         self._paging: dict[tuple[str, str], trio.Event] = defaultdict(trio.Event)
         self._stopping = trio.Event()
+        #: free-space watch on the data dir (None for a database server without one)
+        self.disk: DiskMonitor | None = None
         #: base URL of the admin HTTP API once it listens (None when disabled)
         self.admin_url: str | None = None
 
@@ -140,12 +143,12 @@ class Server:
             lock = DataDirLock(lock_dir)
             lock.acquire(ports=[s.port], admin_port=s.admin_port)
         try:
-            await self._run_locked(lock, task_status)
+            await self._run_locked(lock_dir, lock, task_status)
         finally:
             if lock is not None:
                 lock.release()
 
-    async def _run_locked(self, lock: DataDirLock | None,
+    async def _run_locked(self, lock_dir: Path | None, lock: DataDirLock | None,
                           task_status: trio.TaskStatus[Server]) -> None:
         s = self.settings
         self.store = Store(s.db_url, durability=s.durability)
@@ -162,6 +165,9 @@ class Server:
         clean = False
         self.persistence = Persistence(store, self.broker, s.store_backlog_limit)
         self.persistence.bind_loop()
+        if lock_dir is not None:
+            self.disk = DiskMonitor(lock_dir, s.disk_free_limit_bytes, self.persistence)
+            self.disk.check()  # an alarm is in force before the first client arrives
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -171,6 +177,8 @@ class Server:
                 nursery.start_soon(self._watch_signals)
                 nursery.start_soon(self._timers)
                 nursery.start_soon(self._retention)
+                if self.disk is not None:
+                    nursery.start_soon(self.disk.run, s.disk_check_interval)
                 if s.admin_port:
                     from amqplite.admin.http import run_admin
 

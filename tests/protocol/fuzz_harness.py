@@ -97,13 +97,21 @@ def drain(conn: ServerConnection) -> list[Any]:
     return events
 
 
-def check_output(data: bytes) -> None:
-    """Server output is whole frames; every close names a valid reply code."""
+def check_output(data: bytes, partial: bool = False) -> list[int]:
+    """Server output is whole frames; every close names a valid reply code.
+
+    Returns the reply codes of the closes found. ``partial``: the read was cut
+    short, so a truncated last frame is fine.
+    """
+    codes: list[int] = []
     if data.startswith(b"AMQP"):
         assert data[:8] == PROTOCOL_HEADER
         data = data[8:]
     pos = 0
     while pos < len(data):
+        if partial and (len(data) - pos < 8 or pos + 8 + _HEAD.unpack_from(data, pos)[2]
+                        > len(data)):
+            break
         assert len(data) - pos >= 8, "truncated frame in output"
         ftype, _ch, size = _HEAD.unpack_from(data, pos)
         end = pos + 7 + size
@@ -113,7 +121,9 @@ def check_output(data: bytes) -> None:
             m = decode_method(data, pos + 7, end)
             assert isinstance(m, (ConnectionClose, ChannelClose))
             assert m.reply_code in VALID_CODES, f"close with {m.reply_code} {m.reply_text}"
+            codes.append(m.reply_code)
         pos = end + 1
+    return codes
 
 
 # ------------------------------------------------------------------ mutations

@@ -54,3 +54,13 @@ def test_second_broker_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
         b.start()
     finally:
         b.stop()
+
+
+def test_which_directory_is_locked(tmp_path: Path) -> None:
+    from amqplite.config import Settings
+    from amqplite.server.app import _lock_dir
+
+    assert _lock_dir(Settings(data_dir=str(tmp_path))) == tmp_path
+    assert _lock_dir(Settings(database_url=f"sqlite:///{tmp_path}/x/b.db")) == tmp_path / "x"
+    assert _lock_dir(Settings(database_url="postgresql://u@db/amqp")) is None
+    assert _lock_dir(Settings(database_url="sqlite:///:memory:")) is None

@@ -37,13 +37,22 @@ class DiskMonitor:
         self._failed = False
 
     def check(self) -> None:
+        """Measure now, on the calling thread (used once at start-up)."""
         try:
             free = free_bytes(self.path)
-        except OSError as exc:  # keep the last verdict; say so once
-            if not self._failed:
-                log.warning("cannot check free disk space of %s: %s", self.path, exc)
-                self._failed = True
+        except OSError as exc:
+            self._cannot_check(exc)
             return
+        self.apply(free)
+
+    def _cannot_check(self, exc: OSError) -> None:
+        """Keep the last verdict; say so once."""
+        if not self._failed:
+            log.warning("cannot check free disk space of %s: %s", self.path, exc)
+            self._failed = True
+
+    def apply(self, free: int) -> None:
+        """Set or clear the alarm for a measured amount of free space."""
         self._failed = False
         self.free = free
         alarm = free < self.limit
@@ -57,6 +66,14 @@ class DiskMonitor:
         self.persistence.set_disk_alarm(alarm)
 
     async def run(self, interval: float) -> None:
+        """Check every ``interval`` seconds, off the event loop: a hung network file
+        system must stall this task, not every connection."""
         while True:
-            self.check()
             await trio.sleep(interval)
+            try:
+                free = await trio.to_thread.run_sync(free_bytes, self.path,
+                                                     abandon_on_cancel=True)
+            except OSError as exc:
+                self._cannot_check(exc)
+                continue
+            self.apply(free)

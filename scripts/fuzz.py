@@ -28,6 +28,11 @@ def case(seed: int, index: int) -> list[bytes]:
     return one_case(random.Random(seed * 1_000_003 + index))
 
 
+def server(seed: int, index: int) -> random.Random | None:
+    """Every other case also plays the server side (replies, errors, forced closes)."""
+    return random.Random(~(seed * 1_000_003 + index)) if index % 2 else None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=1_000_000)
@@ -38,7 +43,7 @@ def main() -> int:
     args = ap.parse_args()
     feed([HANDSHAKE, *SESSION])  # the oracle accepts the valid session
     if args.replay is not None:
-        feed(case(args.seed, args.replay))
+        feed(case(args.seed, args.replay), react=server(args.seed, args.replay))
         print("case passes")
         return 0
     seen: set[str] = set()
@@ -47,7 +52,7 @@ def main() -> int:
     for i in range(args.cases):
         chunks = case(args.seed, i)
         try:
-            feed(chunks)
+            feed(chunks, react=server(args.seed, i))
         except Exception as exc:
             key = f"{type(exc).__name__}: {str(exc)[:120]}"
             if key not in seen:

@@ -24,7 +24,8 @@ from amqplite.protocol.connection import (
     MethodReceived,
     ServerConnection,
 )
-from amqplite.protocol.methods import ChannelClose, ConnectionClose, decode_method
+from amqplite.protocol.errors import AMQPError
+from amqplite.protocol.methods import BasicQosOk, ChannelClose, ConnectionClose, decode_method
 from amqplite.protocol.spec import PROTOCOL_HEADER, ReplyCode
 from tests.protocol.client import make_connection, marshal, publish, start_ok
 
@@ -75,19 +76,55 @@ HANDSHAKE = b"".join(handshake())
 SESSION = session()
 
 
-def feed(chunks: list[bytes], conn: ServerConnection | None = None) -> ServerConnection:
-    """Drive a connection with ``chunks``, checking the oracle after each one."""
+def feed(chunks: list[bytes], conn: ServerConnection | None = None,
+         react: random.Random | None = None) -> ServerConnection:
+    """Drive a connection with ``chunks``, checking the oracle after each one.
+
+    With ``react``, play a server too: answer events with replies, deliveries,
+    returns, channel errors, heartbeats and forced closes, so the paths the
+    broker drives are fuzzed along with the parser.
+    """
     conn = conn or make_connection()
+    closed = False
     for chunk in chunks:
         conn.receive_data(chunk)  # must never raise
-        drain(conn)
+        events = drain(conn, react)
+        if closed:  # consistent once over: nothing more in, nothing more out
+            assert not events, f"events after ConnectionClosed: {events}"
+        closed = closed or any(isinstance(e, ConnectionClosed) for e in events)
     return conn
 
 
-def drain(conn: ServerConnection) -> list[Any]:
+def _react(conn: ServerConnection, ev: Any, rng: random.Random) -> None:
+    roll = rng.random()
+    if isinstance(ev, ContentReceived):
+        if roll < 0.4:
+            conn.send_deliver(ev.channel, "ctag", 1, False, ev.method.exchange,
+                              ev.method.routing_key, ev.properties_raw, ev.body)
+        elif roll < 0.6:
+            conn.send_return(ev.channel, 312, "NO_ROUTE", ev.method.exchange,
+                             ev.method.routing_key, ev.properties_raw, ev.body)
+    elif isinstance(ev, MethodReceived) and ev.channel:
+        if roll < 0.3:
+            conn.send_method(ev.channel, BasicQosOk())
+        elif roll < 0.45:
+            conn.close_channel(ev.channel, 404, "NOT_FOUND - fuzz", 50, 10)
+        elif roll < 0.5:
+            conn.send_error(ev.channel, AMQPError(503, "COMMAND_INVALID - fuzz"))
+        elif roll < 0.55:
+            conn.send_get_ok(ev.channel, 7, True, "", "q", 3, b"\x00\x00", b"body")
+    if rng.random() < 0.05:
+        conn.send_heartbeat()
+    if rng.random() < 0.01:
+        conn.close(320, "CONNECTION_FORCED - fuzz")
+
+
+def drain(conn: ServerConnection, react: random.Random | None = None) -> list[Any]:
     events = []
     while (ev := conn.next_event()) is not None:
         assert isinstance(ev, EVENTS), f"unexpected event {ev!r}"
+        if react is not None:
+            _react(conn, ev, react)
         if isinstance(ev, ConnectionClosing):  # ours (ConnectionClosed may echo the client's)
             assert ev.reply_code in VALID_CODES, f"bad close {ev}"
         if isinstance(ev, (ConnectionClosing, ConnectionClosed)):

@@ -72,3 +72,10 @@ def test_well_framed_random_methods(rng: random.Random, n: int) -> None:
 def test_long_run_generator(rng: random.Random) -> None:
     """The generator scripts/fuzz.py uses, a few hundred cases per CI run."""
     feed(one_case(rng))
+
+
+@FUZZ
+@given(st.randoms(use_true_random=False), st.randoms(use_true_random=False))
+def test_with_a_reacting_server(client: random.Random, server: random.Random) -> None:
+    """Replies, deliveries, channel errors and forced closes interleaved with bad input."""
+    feed(one_case(client), react=server)

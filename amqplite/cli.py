@@ -29,6 +29,10 @@ def main() -> None:
 @click.option("--delivery-log", type=click.Choice(["off", "lifecycle", "full"]),
               help="Delivery log level.")
 @click.option("--heartbeat", type=int, help="Heartbeat interval the server proposes (s).")
+@click.option("--max-connections", type=int,
+              help="AMQP connections open at once; further ones are refused (0: unlimited).")
+@click.option("--disk-free-limit",
+              help="Block publishers below this free space on the data disk (default 50MB).")
 @click.option("--admin-host", help="Admin HTTP API address (default 127.0.0.1).")
 @click.option("--admin-port", type=int, help="Admin HTTP API port (default 15672).")
 @click.option("--log-level", default="info", show_default=True,
@@ -59,11 +63,13 @@ def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flag
 
 
 def _startup_problem(exc: BaseException) -> str | None:
-    """A one-line reason for the failures an operator can fix (port, files, database).
+    """A one-line reason for the failures an operator can fix (port, lock, files, database).
 
     trio reports errors from the nursery as exception groups; look inside.
     """
     from sqlalchemy.exc import SQLAlchemyError
+
+    from amqplite.server.datalock import DataDirLocked
 
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
@@ -71,7 +77,7 @@ def _startup_problem(exc: BaseException) -> str | None:
             if found is not None:
                 return found
         return None
-    if isinstance(exc, OSError):
+    if isinstance(exc, (OSError, DataDirLocked)):
         return str(exc)
     if isinstance(exc, SQLAlchemyError):
         return f"database error: {getattr(exc, 'orig', None) or exc}"

@@ -35,6 +35,42 @@ def _positive(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         raise ConfigError(f"{attr.name} must not be negative; got {value!r}")
 
 
+_UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2,
+          "g": 1024**3, "gib": 1024**3, "t": 1024**4, "tib": 1024**4,
+          "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
+
+
+def parse_size(value: str | int) -> int:
+    """Bytes from ``50MB``/``1GiB``/``2000000``, with RabbitMQ's units.
+
+    As in rabbitmq.conf, ``kB``/``MB``/``GB`` are powers of 1000 and
+    ``k``/``M``/``G`` (or ``KiB``/``MiB``/``GiB``) powers of 1024.
+    """
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("a size must not be negative")
+        return value
+    text = str(value).strip()
+    num = text.rstrip("kKmMgGtTiIbB ")
+    unit = text[len(num):].strip().lower()
+    if unit not in _UNITS or not num:
+        raise ValueError(f"not a size: {value!r} (try 50MB, 1GB, 512MiB or bytes)")
+    try:
+        n = float(num)
+    except ValueError:
+        raise ValueError(f"not a size: {value!r} (try 50MB, 1GB, 512MiB or bytes)") from None
+    if n < 0:
+        raise ValueError("a size must not be negative")
+    return int(n * _UNITS[unit])
+
+
+def _size(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    try:
+        parse_size(value)
+    except ValueError as exc:
+        raise ConfigError(f"{attr.name}: {exc}") from None
+
+
 @attrs.define
 class Settings:
     #: Addresses to listen on; empty means every interface, IPv4 and IPv6.
@@ -57,6 +93,13 @@ class Settings:
     max_message_size: int = attrs.field(default=128 * 1024 * 1024, validator=_positive)
     #: Bodies kept in RAM at the head of each durable queue; the rest page from SQLite.
     body_window: int = attrs.field(default=2000, validator=_positive)
+    #: AMQP connections open at once; 0 means unlimited (RabbitMQ's connection_max)
+    max_connections: int = attrs.field(default=0, validator=_positive)
+    #: free space on the data dir's disk below which publishers are blocked (RabbitMQ's
+    #: disk_free_limit.absolute, same default)
+    disk_free_limit: str = attrs.field(default="50MB", validator=_size)
+    #: seconds between free-space checks
+    disk_check_interval: float = attrs.field(default=1.0, validator=_positive)
     #: store operations waiting for the writer before publishers are blocked
     store_backlog_limit: int = attrs.field(default=200_000, validator=_positive)
     #: user name -> {"password": ..., "tags": "administrator"}
@@ -68,6 +111,10 @@ class Settings:
     admin_host: str = "127.0.0.1"
     #: 0 disables the admin HTTP API
     admin_port: int = attrs.field(default=15672, validator=_positive)
+
+    @property
+    def disk_free_limit_bytes(self) -> int:
+        return parse_size(self.disk_free_limit)
 
     @property
     def db_url(self) -> str:

@@ -31,3 +31,36 @@ def test_bad_config_value(tmp_path: Path) -> None:
     out = _serve("--config", str(cfg))
     assert out.returncode != 0
     assert "delivery_log must be one of" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_second_broker_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
+    from tests.brokerproc import BrokerProcess
+
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        out = _serve("--host", "127.0.0.1", "--port", "0", "--admin-port", "0",
+                     "--data-dir", str(tmp_path / "data"))
+        assert out.returncode == 1
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1, out.stderr
+        assert "amqplite: cannot start:" in lines[0] and "in use by another amqplite" in lines[0]
+        assert b.proc is not None and f"pid {b.proc.pid}" in lines[0]
+        assert f"AMQP port(s) {b.port}" in lines[0] and f"admin port {b.admin_port}" in lines[0]
+        # the running broker is untouched
+        socket.create_connection(("127.0.0.1", b.port), timeout=2).close()
+        # kill -9 leaves the lock file behind, but the kernel dropped the flock
+        b.kill()
+        assert (tmp_path / "data" / "amqplite.lock").exists()
+        b.start()
+    finally:
+        b.stop()
+
+
+def test_which_directory_is_locked(tmp_path: Path) -> None:
+    from amqplite.config import Settings
+    from amqplite.server.app import _lock_dir
+
+    assert _lock_dir(Settings(data_dir=str(tmp_path))) == tmp_path
+    assert _lock_dir(Settings(database_url=f"sqlite:///{tmp_path}/x/b.db")) == tmp_path / "x"
+    assert _lock_dir(Settings(database_url="postgresql://u@db/amqp")) is None
+    assert _lock_dir(Settings(database_url="sqlite:///:memory:")) is None

@@ -44,3 +44,21 @@ def test_guest_only_from_loopback() -> None:
     assert db.authenticate("guest", "guest", "10.1.2.3") is None
     assert db.authenticate("app", "pw", "10.1.2.3") is not None
     assert db.authenticate("app", "nope", "127.0.0.1") is None
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("50MB", 50_000_000), ("1GB", 10**9), ("512MiB", 512 * 2**20), ("2k", 2048),
+    ("1.5GB", 1_500_000_000), ("0", 0), ("123456", 123456),
+])
+def test_sizes_use_rabbitmq_units(text: str, size: int) -> None:
+    s = load_settings(None, env={"AMQPLITE_DISK_FREE_LIMIT": text})
+    assert s.disk_free_limit_bytes == size
+
+
+def test_guardrail_defaults_and_bad_size() -> None:
+    s = load_settings(None, env={})
+    assert (s.max_connections, s.disk_free_limit_bytes) == (0, 50_000_000)
+    with pytest.raises(ConfigError, match="disk_free_limit: not a size"):
+        load_settings(None, env={"AMQPLITE_DISK_FREE_LIMIT": "lots"})
+    with pytest.raises(ConfigError, match="max_connections must not be negative"):
+        load_settings(None, env={"AMQPLITE_MAX_CONNECTIONS": "-1"})

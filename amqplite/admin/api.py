@@ -124,6 +124,8 @@ class Route:
     #: extra success status (PUT: 201 created / 204 updated)
     also: tuple[int, ...] = ()
     tag: str = "broker"
+    #: a health check: 503 with the same body schema when it fails
+    health: bool = False
 
 
 def _r(method: str, path: str, handler: str, summary: str, **kw: Any) -> Route:
@@ -136,6 +138,9 @@ ROUTES: list[Route] = [
        response="OpenAPI", tag="meta"),
     _r("GET", "/api/overview", "get_overview", "Broker version, totals and message rates",
        response="Overview", tag="meta"),
+    _r("GET", "/api/health/checks/alarms", "health_alarms",
+       "200 when no resource alarm is in effect, else 503 listing them",
+       response="HealthCheck", health=True, tag="meta"),
     _r("GET", "/api/whoami", "whoami", "The authenticated user", response="User", tag="meta"),
     _r("GET", "/api/vhosts", "list_vhosts", "Virtual hosts", response="[VHost]", tag="meta"),
     _r("GET", "/api/connections", "list_connections", "Open client connections",
@@ -309,6 +314,14 @@ class AdminAPI:
 
     async def get_overview(self, req: Request) -> Response:
         return Response(views.overview(self.server, self.rates))
+
+    async def health_alarms(self, req: Request) -> Response:
+        """RabbitMQ's alarms health check: load balancers and probes key on the status."""
+        alarms = views.alarms(self.server)
+        if not alarms:
+            return Response({"status": "ok"})
+        return Response({"status": "failed", "reason": "There are alarms in effect in the node",
+                         "alarms": alarms}, 503)
 
     async def whoami(self, req: Request) -> Response:
         assert req.user is not None

@@ -63,7 +63,14 @@ SCHEMAS: dict[str, S] = {
                               ["connections", "channels", "exchanges", "queues", "consumers"]),
         "listeners": {"type": "array", "items": _obj(
             {"protocol": STR, "ip_address": STR, "port": INT})},
+        "disk_free_alarm": BOOL, "disk_free": NINT, "disk_free_limit": NINT,
+        "alarms": {"type": "array", "items": ANYOBJ},
     }, ["product_name", "product_version", "message_stats", "queue_totals", "object_totals"]),
+    "HealthCheck": _obj({
+        "status": {"enum": ["ok", "failed"]}, "reason": STR,
+        "alarms": {"type": "array", "items": _obj({"node": STR, "resource": STR,
+                                                   "reason": STR}, ["node", "resource"])},
+    }, ["status"]),
     "User": _obj({"name": STR, "tags": {"type": "array", "items": STR}, "is_admin": BOOL},
                  ["name", "tags", "is_admin"]),
     "VHost": _obj({"name": STR, "messages": INT, "messages_ready": INT,
@@ -216,6 +223,8 @@ def _operation(r: Route) -> S:
     params += [{"name": q, "in": "query", "required": False, "schema": _QUERY[q]}
                for q in r.query]
     responses: S = {str(r.status): _response(r.response, "Success")}
+    if r.health:
+        responses["503"] = _response(r.response, "The check failed")
     for extra in r.also:
         responses[str(extra)] = _response(None, "Already existed; updated")
     errs = set()

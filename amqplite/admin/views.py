@@ -115,7 +115,29 @@ def overview(server: Server, rates: Rates) -> dict[str, Any]:
             "consumers": consumers,
         },
         "listeners": listeners,
+        # as RabbitMQ's /api/nodes reports them
+        "disk_free_alarm": server.disk is not None and server.disk.alarm,
+        "disk_free": server.disk.free if server.disk is not None else None,
+        "disk_free_limit": server.disk.limit if server.disk is not None else None,
+        "alarms": alarms(server),
     }
+
+
+def alarms(server: Server) -> list[dict[str, Any]]:
+    """Resource alarms in effect, in RabbitMQ's health-check shape.
+
+    A store whose commits fail (and are being retried) is a disk alarm too:
+    publishers are blocked with "low on disk" either way.
+    """
+    node = "amqplite@localhost"
+    out: list[dict[str, Any]] = []
+    if server.disk is not None and server.disk.alarm:
+        out.append({"node": node, "resource": "disk",
+                    "reason": f"{server.disk.free} bytes free, limit {server.disk.limit}"})
+    p = server.persistence
+    if p is not None and p.failing is not None:
+        out.append({"node": node, "resource": "disk", "reason": f"store writes fail: {p.failing}"})
+    return out
 
 
 # --------------------------------------------------------------- connections

@@ -25,6 +25,8 @@ from amqplite.broker.effects import CancelNotify, Deliver, PageIn, Return
 from amqplite.config import Settings
 from amqplite.protocol.connection import default_server_properties
 from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPConnection
+from amqplite.server.datalock import DataDirLock
+from amqplite.server.disk import DiskMonitor
 from amqplite.server.persistence import Persistence
 from amqplite.server.recovery import restore
 from amqplite.store.engine import CLEAN_KEY, Store
@@ -58,6 +60,8 @@ class Server:
         self._nursery: trio.Nursery | None = None
         self._paging: dict[tuple[str, str], trio.Event] = defaultdict(trio.Event)
         self._stopping = trio.Event()
+        #: free-space watch on the data dir (None for a database server without one)
+        self.disk: DiskMonitor | None = None
         #: base URL of the admin HTTP API once it listens (None when disabled)
         self.admin_url: str | None = None
 
@@ -132,8 +136,21 @@ class Server:
     # ------------------------------------------------------------ running
     async def run(self, *, task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED) -> None:
         s = self.settings
-        if not s.database_url:
-            Path(s.data_dir).mkdir(parents=True, exist_ok=True)
+        lock_dir = _lock_dir(s)
+        lock = None
+        if lock_dir is not None:
+            lock_dir.mkdir(parents=True, exist_ok=True)
+            lock = DataDirLock(lock_dir)
+            lock.acquire(ports=[s.port], admin_port=s.admin_port)
+        try:
+            await self._run_locked(lock_dir, lock, task_status)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    async def _run_locked(self, lock_dir: Path | None, lock: DataDirLock | None,
+                          task_status: trio.TaskStatus[Server]) -> None:
+        s = self.settings
         self.store = Store(s.db_url, durability=s.durability)
         store = self.store
         await trio.to_thread.run_sync(store.create)
@@ -148,6 +165,9 @@ class Server:
         clean = False
         self.persistence = Persistence(store, self.broker, s.store_backlog_limit)
         self.persistence.bind_loop()
+        if lock_dir is not None:
+            self.disk = DiskMonitor(lock_dir, s.disk_free_limit_bytes, self.persistence)
+            self.disk.check()  # an alarm is in force before the first client arrives
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -157,10 +177,14 @@ class Server:
                 nursery.start_soon(self._watch_signals)
                 nursery.start_soon(self._timers)
                 nursery.start_soon(self._retention)
+                if self.disk is not None:
+                    nursery.start_soon(self.disk.run, s.disk_check_interval)
                 if s.admin_port:
                     from amqplite.admin.http import run_admin
 
                     self.admin_url = await nursery.start(run_admin, self)
+                if lock is not None:
+                    lock.update(ports=self.listen_ports, admin_port=_port_of(self.admin_url))
                 log.info("amqplite %s listening on port(s) %s, data in %s",
                          __version__, self.listen_ports, s.db_url)
                 task_status.started(self)
@@ -259,6 +283,27 @@ class Server:
             await self.persistence.wait_idle()
             return not self.connections
         return False
+
+
+def _lock_dir(s: Settings) -> Path | None:
+    """The directory one broker owns: the data dir, or a SQLite URL's folder; None for
+    a database server (PostgreSQL guards its own data)."""
+    if not s.database_url:
+        return Path(s.data_dir)
+    url = s.database_url
+    if url.startswith("sqlite") and ":///" in url:
+        path = url.split(":///", 1)[1].split("?", 1)[0]
+        if path and path != ":memory:":
+            return Path(path).parent
+    return None
+
+
+def _port_of(url: str | None) -> int | None:
+    if not url:
+        return None
+    with contextlib.suppress(ValueError):
+        return int(url.rstrip("/").rsplit(":", 1)[1])
+    return None
 
 
 async def serve(settings: Settings) -> None:

@@ -107,6 +107,8 @@ class AMQPConnection:
         self._in_flight = 0
         self._drained = trio.Event()
         self._reading_paused = False
+        #: passed connection.open: counts against max_connections
+        self.admitted = False
         #: alarm epoch of this connection's last publish: store back-pressure and
         #: alarms stop reading from it only if it published during the alarm
         self._publish_epoch = -1
@@ -118,7 +120,21 @@ class AMQPConnection:
         return user is not None
 
     def _check_vhost(self, username: str, vhost: str) -> bool:
-        return vhost in self.broker.vhosts
+        """Grant the vhost, within the node's connection limit.
+
+        RabbitMQ checks ``connection_max`` at connection.open and answers with
+        connection.close 530 and this very text; connections in their handshake
+        do not count, so a flood of half-open sockets cannot lock clients out.
+        """
+        if vhost not in self.broker.vhosts:
+            return False
+        limit = self.server.settings.max_connections
+        if limit and sum(c.admitted for c in self.server.connections) >= limit:
+            log.warning("%s refused: connection limit (%d) is reached", self.name, limit)
+            raise AMQPError(530, "NOT_ALLOWED - connection refused: node connection limit "
+                                 f"({limit}) is reached", 10, 40)
+        self.admitted = True
+        return True
 
     # ------------------------------------------------------------- tasks
     async def run(self) -> None:
@@ -358,6 +374,7 @@ class AMQPConnection:
             self.server.settle()
 
     def _drop_session(self) -> None:
+        self.admitted = False  # closing: its slot is free for the next client
         if self.session is not None:
             s, self.session = self.session, None
             self.channels.clear()

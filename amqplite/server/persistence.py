@@ -40,6 +40,8 @@ class Persistence:
         self._idle.set()
         #: why store writes fail right now (they are being retried), else None
         self.failing: str | None = None
+        #: free disk space is below disk_free_limit (set by the disk monitor)
+        self.disk_alarm = False
         #: counts the times capacity ran out: a connection is blocked only if it
         #: publishes during the current one (RabbitMQ's "blocking" state)
         self.alarm_epoch = 0
@@ -54,8 +56,15 @@ class Persistence:
         self.failing = reason
         self._update_capacity()
 
+    def set_disk_alarm(self, on: bool) -> None:
+        """The disk monitor's verdict: another reason to stop taking publishes."""
+        if on != self.disk_alarm:
+            self.disk_alarm = on
+            self._update_capacity()
+
     def _update_capacity(self) -> None:
-        if self.failing is not None or self.inflight_ops > self.high_water:
+        """The one place that decides whether publishers may go on."""
+        if self.failing is not None or self.disk_alarm or self.inflight_ops > self.high_water:
             if self._capacity.is_set():
                 self._capacity = trio.Event()
                 self.alarm_epoch += 1
@@ -65,7 +74,9 @@ class Persistence:
     @property
     def block_reason(self) -> str:
         """What connection.blocked tells clients (RabbitMQ names its disk alarm the same)."""
-        return "low on disk" if self.failing is not None else "low on disk write capacity"
+        if self.failing is not None or self.disk_alarm:
+            return "low on disk"
+        return "low on disk write capacity"
 
     def add_waiter(self, fn: Waiter) -> None:
         """Run ``fn`` after everything submitted so far (and in this batch) commits."""

@@ -243,7 +243,7 @@ def nothing_within(raw: RawConnection, seconds: float) -> bool:
 
 def test_4_disk_full_confirms_and_declares_wait_and_nothing_is_lost(
         tmp_path: Path, tiny_disk: Path) -> None:
-    b = BrokerProcess(tiny_disk / "d")
+    b = BrokerProcess(tiny_disk / "d", None, "--disk-free-limit", "0")  # the commit path
     b.log_path = tmp_path / "broker.log"
     b.start()
     try:
@@ -280,7 +280,7 @@ def test_4_disk_full_confirms_and_declares_wait_and_nothing_is_lost(
 
 def test_4_other_connections_keep_consuming_while_the_disk_is_full(
         tmp_path: Path, tiny_disk: Path) -> None:
-    b = BrokerProcess(tiny_disk / "d")
+    b = BrokerProcess(tiny_disk / "d", None, "--disk-free-limit", "0")  # the commit path
     b.log_path = tmp_path / "broker.log"
     b.start()
     try:

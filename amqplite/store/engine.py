@@ -174,6 +174,42 @@ class _PruneRange:
         self.deleted = 0
 
 
+_INT64 = 1 << 63
+
+
+def _storable_value(v: Any) -> Any:
+    """A log-row value the driver can bind: text encodable as UTF-8, ints in 64 bits."""
+    if v is None or type(v) is bool:
+        return v
+    if isinstance(v, int):
+        return v if -_INT64 <= v < _INT64 else None
+    text = v if isinstance(v, str) else str(v)
+    try:
+        text.encode()
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+
+
+def _storable_logs(ops: Sequence[Any]) -> list[Any] | None:
+    """``ops`` with every delivery-log row made bindable, or None if no row changed."""
+    out: list[Any] = []
+    changed = False
+    for op in ops:
+        t = type(op)
+        if t is LogEvent:
+            op = (op.ts_us, op.event, op.vhost, op.exchange, op.routing_key, op.queue,
+                  op.message_id, op.message_key, op.consumer_tag, op.attempt, op.size, op.reason)
+            t = tuple
+            changed = True
+        if t is tuple:
+            fixed = tuple(_storable_value(v) for v in op)
+            changed = changed or fixed != op
+            op = fixed
+        out.append(op)
+    return out if changed else None
+
+
 class _Segment:
     """Hot ops of one group gathered per table, between two metadata ops."""
 
@@ -382,25 +418,20 @@ class Store:
                 if not self._pending:
                     break
                 group, self._pending = self._pending, []
-            error: BaseException | None = None
+            errors: list[BaseException | None] | None = None
             try:
                 if conn is None:
                     conn = self.engine.connect()
                 with conn.begin():
                     self._apply(conn, group)
             except Exception as exc:
-                error = exc
                 log.error("store group of %d submissions failed: %r", len(group), exc)
-                if conn is not None:
-                    try:
-                        conn.close()  # start the next group on a fresh connection
-                    except Exception:
-                        log.exception("closing the failed writer connection")
-                    conn = None
-            for _ops, callback in group:
+                self._discard(conn)
+                errors, conn = self._apply_each(group, exc)
+            for i, (_ops, callback) in enumerate(group):
                 if callback is not None:
                     try:
-                        callback(error)
+                        callback(None if errors is None else errors[i])
                     except Exception:
                         log.exception("store callback raised")
             with lock:
@@ -410,6 +441,52 @@ class Store:
                 done.notify_all()
         if conn is not None:
             conn.close()
+
+    @staticmethod
+    def _discard(conn: Connection | None) -> None:
+        """Close a connection whose transaction failed (the next one starts fresh)."""
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                log.exception("closing the failed writer connection")
+
+    def _apply_each(
+        self, group: list[tuple[Sequence[Any], Callback | None]], first: BaseException
+    ) -> tuple[list[BaseException | None], Connection | None]:
+        """After a failed group: each submission alone, so one bad op fails only its own.
+
+        A submission that still fails is tried once more with its delivery-log
+        rows made bindable (see _storable_logs): a log row, which carries
+        client-chosen text, never costs anyone a commit. Slow, but only after
+        a failure; returns one error (or None) per submission.
+        """
+        errors: list[BaseException | None] = []
+        conn: Connection | None = None
+
+        def attempt(ops: Sequence[Any], cb: Callback | None) -> BaseException | None:
+            nonlocal conn
+            try:
+                if conn is None:
+                    conn = self.engine.connect()
+                with conn.begin():
+                    self._apply(conn, [(ops, cb)])
+            except Exception as exc:
+                self._discard(conn)
+                conn = None
+                return exc
+            return None
+
+        for ops, cb in group:
+            error = first if len(group) == 1 else attempt(ops, cb)
+            if error is not None:
+                fixed = _storable_logs(ops)
+                if fixed is not None:
+                    error = attempt(fixed, cb)
+            if error is not None:
+                log.error("store submission of %d ops failed: %r", len(ops), error)
+            errors.append(error)
+        return errors, conn
 
     def _apply(self, conn: Connection, group: list[tuple[Sequence[Any], Callback | None]]) -> None:
         """Apply one group in order: hot ops batched per table, metadata ops in between."""

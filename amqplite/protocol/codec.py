@@ -522,8 +522,11 @@ for _c, _size in (("t", 1), ("T", 8), ("D", 5), ("V", 0), ("S", _LONGSTR), ("x",
     _SIZE_OF[ord(_c)] = _size
 
 
-def _check_body(buf: Any, off: int, stop: int, depth: int, keyed: bool) -> None:
-    """Walk a table (``keyed``) or array body as _decode_*_body would, building nothing."""
+def _check_body(buf: Any, off: int, stop: int, depth: int, keyed: bool, utf8: bool) -> None:
+    """Walk a table (``keyed``) or array body as _decode_*_body would, building nothing.
+
+    ``utf8``: keys need checking (False when the whole buffer is ASCII).
+    """
     size_of = _SIZE_OF
     while off < stop:
         if keyed:
@@ -531,8 +534,7 @@ def _check_body(buf: Any, off: int, stop: int, depth: int, keyed: bool) -> None:
             off = kstart + buf[off]
             if off >= stop:
                 raise FrameSyntaxError("truncated field table entry")
-            key = buf[kstart:off]
-            if not key.isascii():
+            if utf8 and not (key := buf[kstart:off]).isascii():
                 try:
                     str(key, "utf-8")
                 except UnicodeDecodeError:
@@ -558,7 +560,7 @@ def _check_body(buf: Any, off: int, stop: int, depth: int, keyed: bool) -> None:
             end = off + 4 + _I.unpack_from(buf, off)[0]
             if end > stop:
                 raise FrameSyntaxError("field table length exceeds available data")
-            _check_body(buf, off + 4, end, depth + 1, size == _TABLE)
+            _check_body(buf, off + 4, end, depth + 1, size == _TABLE, utf8)
             off = end
         else:
             raise FrameSyntaxError(f"unknown field type tag {tag!r}")
@@ -580,7 +582,10 @@ def check_table(
         table_end = offset + 4 + _I.unpack_from(buf, offset)[0]
         if table_end > stop:
             raise FrameSyntaxError("field table length exceeds available data")
-        _check_body(buf, offset + 4, table_end, 1, True)
+        # one C-level scan usually spares a slice per key: small lengths and
+        # numbers are ASCII bytes too
+        utf8 = not isinstance(buf, bytes | bytearray) or not buf.isascii()
+        _check_body(buf, offset + 4, table_end, 1, True, utf8)
     except (IndexError, struct.error) as exc:  # pragma: no cover - bounds are checked above
         raise FrameSyntaxError(f"malformed field table: {exc}") from None
     return table_end

@@ -163,7 +163,8 @@ class AdminApp:
         elif isinstance(resp.body, bytes):
             payload = resp.body
         else:
-            payload = json.dumps(resp.body, ensure_ascii=False).encode()
+            # backslashreplace: a lone surrogate becomes its JSON escape, not a crash
+            payload = json.dumps(resp.body, ensure_ascii=False).encode("utf-8", "backslashreplace")
         headers = [(b"content-type", resp.content_type.encode())] if payload else []
         headers.append((b"content-length", str(len(payload)).encode()))
         headers.append((b"cache-control", b"no-cache"))

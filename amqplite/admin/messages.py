@@ -15,6 +15,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from amqplite.protocol.properties import printable
+
 #: Fields a filter may name (besides ``header.<name>``); values are shell-style globs.
 FILTER_FIELDS = (
     "reason", "queue", "exchange", "routing_key", "origin_queue", "message_id",
@@ -23,9 +25,15 @@ FILTER_FIELDS = (
 
 
 def jsonable(v: Any) -> Any:
-    """A JSON-safe copy of a decoded AMQP value (field tables, arrays, longstr bytes...)."""
-    if v is None or isinstance(v, bool | str):
+    """A JSON-safe copy of a decoded AMQP value (field tables, arrays, longstr bytes...).
+
+    Text from a non-UTF-8 shortstr property is escaped (``\\xNN``): one odd
+    message must not make a whole listing unencodable.
+    """
+    if v is None or isinstance(v, bool):
         return v
+    if isinstance(v, str):
+        return printable(v)
     if isinstance(v, int):
         return int(v)  # Timestamp -> seconds
     if isinstance(v, float):

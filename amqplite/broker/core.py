@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterable
@@ -33,12 +34,14 @@ from amqplite.broker.model import (
 )
 from amqplite.broker.policy import Policy, make_policy, validate_queue_args
 from amqplite.broker.queue import Queue
-from amqplite.protocol.errors import ChannelError
+from amqplite.protocol.errors import ChannelError, FrameSyntaxError
 from amqplite.protocol.properties import (
-    decode_properties,
+    check_properties,
     expiration_of,
+    printable,
     priority_of,
     reply_to_of,
+    user_id_of,
     with_reply_to,
 )
 
@@ -77,6 +80,29 @@ REPLY_PREFIX = REPLY_TO + "."
 
 #: Sentinel basic_get returns when the head's body must be paged in first.
 NEED_PAGE_IN = object()
+
+#: rabbit_misc:check_expiry's limit for a per-message TTL (ms)
+MAX_EXPIRATION = 4294967295
+_EXPIRATION = re.compile(r"([+-]?[0-9]+)(.*)", re.DOTALL)
+
+
+def parse_expiration(text: str) -> int:
+    """Milliseconds of an expiration property; ValueError carries RabbitMQ's reason.
+
+    As rabbit_basic:parse_expiration: an optionally signed decimal integer,
+    nothing after it, 0 to MAX_EXPIRATION.
+    """
+    m = _EXPIRATION.fullmatch(text)
+    if m is None:
+        raise ValueError("no_integer")
+    if m.group(2):
+        raise ValueError(f'{{leftover_string,"{m.group(2)}"}}')
+    n = int(m.group(1))
+    if n < 0:
+        raise ValueError(f"{{value_negative,{n}}}")
+    if n > MAX_EXPIRATION:
+        raise ValueError(f"{{value_too_large,{n}}}")
+    return n
 
 
 class DefaultExchange(DirectExchange):
@@ -735,7 +761,10 @@ class Broker:
     def _delivery_props(self, q: Queue, e: Entry) -> bytes | None:
         """Quorum-style queues tell redeliveries their count in x-delivery-count."""
         if q.quorum or (e.delivery_count and q.delivery_limit is not None):
-            return with_delivery_count(e.message.properties_raw, e.delivery_count)
+            try:
+                return with_delivery_count(e.message.properties_raw, e.delivery_count)
+            except Exception:  # runs in other clients' commands: never let it escape
+                log.exception("x-delivery-count not added to message %s", e.message.message_id)
         return None
 
     def _dispatch(self, q: Queue) -> None:
@@ -1032,10 +1061,19 @@ class Broker:
             self._log("dead_lettered", q.vhost, msg, q.name, reason=f"{reason}:dropped")
             return
         rk = q.dlrk if q.dlrk is not None else msg.routing_key
-        raw = dead_letter_properties(
-            msg.properties_raw, queue=q.name, reason=reason, exchange=msg.exchange,
-            routing_keys=[msg.routing_key], now_s=int(self.now()),
-        )
+        try:
+            raw = dead_letter_properties(
+                msg.properties_raw, queue=q.name, reason=reason, exchange=msg.exchange,
+                routing_keys=[msg.routing_key], now_s=int(self.now()),
+            )
+        except Exception as exc:  # one message's content never escapes into a timer or a client
+            # Publish checks properties, so only a message stored by an older version
+            # gets here. Without x-death a cycle could not be detected, and a
+            # consumer's client library may fail on its header: drop it, loudly.
+            log.error("dropped message %s dead-lettered (%s) from queue '%s' in vhost '%s': "
+                      "malformed properties (%s)", msg.message_id, reason, q.name, q.vhost, exc)
+            self._log("dead_lettered", q.vhost, msg, q.name, reason=f"{reason}:malformed")
+            return
         new = Message(self._message_key(), ex.name, rk, raw, msg.body, body_size=msg.body_size,
                       persistent=msg.persistent)
         new._mid = msg.message_id
@@ -1050,6 +1088,18 @@ class Broker:
         for t in targets:
             if t is not q:
                 self._dispatch(t)
+
+    def drop_malformed(self, q: Queue, e: Entry, detail: str) -> None:
+        """Remove a stored entry whose properties do not decode, with an error in the log.
+
+        Recovery calls it for messages an older version stored before publish
+        checked properties: such a message cannot be dead-lettered with x-death,
+        and a consumer's client library may fail on its header frame.
+        """
+        log.error("dropped message %s in queue '%s' in vhost '%s': malformed properties (%s)",
+                  e.message.message_id, q.name, q.vhost, detail)
+        self._log("dead_lettered", q.vhost, e.message, q.name, reason="malformed:dropped")
+        self._entry_done(q, e)
 
     def _expire(self, q: Queue, e: Entry) -> None:
         self.stats["expired"] += 1
@@ -1089,7 +1139,11 @@ class Broker:
                 due.setdefault(q, set()).add(id(e))
         for q, ids in due.items():
             for e in q.ready.remove_where(lambda x, ids=ids: id(x) in ids):
-                self._expire(q, e)
+                try:
+                    self._expire(q, e)
+                except Exception:  # one message must not stop expiry for the rest
+                    log.exception("expiring a message of queue '%s' in vhost '%s' failed",
+                                  q.name, q.vhost)
         for q in list(self._expiring_queues):
             if (q.expires is not None and not q.consumers and not q.deleted
                     and now - q.last_used >= q.expires / 1000):
@@ -1176,13 +1230,8 @@ class Broker:
             raise E.access_refused(
                 f"cannot publish to internal exchange '{exchange}' in vhost '{vh.name}'", cm
             )
-        if len(properties_raw) > 1 and properties_raw[1] & 0x10:  # user-id flag set
-            uid = decode_properties(properties_raw).user_id
-            if uid is not None and uid != ch.session.username:
-                raise E.precondition(
-                    f"user_id property set to '{uid}' but authenticated user was "
-                    f"'{ch.session.username}'", cm,
-                )
+        if properties_raw != ch.last_props and properties_raw != b"\x00\x00":
+            self._check_properties(ch, properties_raw)
         if reply_to_of(properties_raw) == REPLY_TO:
             if ch.reply_name is None:
                 raise E.precondition("fast reply consumer does not exist", cm)
@@ -1191,6 +1240,36 @@ class Broker:
             ch.tx_publishes.append((exchange, routing_key, properties_raw, body, mandatory))
             return PublishResult(True, False)
         return self.publish(vh, ex, routing_key, properties_raw, body, mandatory, ch)
+
+    def _check_properties(self, ch: ChannelState, raw: bytes) -> None:
+        """The door: properties must decode, with a valid expiration and our user-id.
+
+        Whatever decodes them later (TTL, dead-lettering, headers routing, the
+        log, admin) can then never fail on this message. The result depends on
+        the bytes alone, so properties equal to the channel's last accepted
+        ones skip the walk: most publishers send the same ones every time.
+        """
+        cm = BASIC_PUBLISH
+        try:  # also guarantees the two flag octets read below
+            table = check_properties(raw, ch.last_table)
+        except FrameSyntaxError as exc:
+            raise E.invalid_message(exc.detail, cm) from None
+        if raw[0] & 0x01:  # expiration flag set (checked first, as RabbitMQ does)
+            exp = expiration_of(raw)
+            if exp is not None:
+                try:
+                    parse_expiration(exp)
+                except ValueError as exc:
+                    raise E.invalid_expiration(printable(exp), str(exc), cm) from None
+        if raw[1] & 0x10:  # user-id flag set
+            uid = user_id_of(raw)
+            if uid is not None and uid != ch.session.username:
+                raise E.precondition(
+                    f"user_id property set to '{printable(uid)}' but authenticated user was "
+                    f"'{ch.session.username}'", cm,
+                )
+        ch.last_props = raw
+        ch.last_table = table
 
     def publish(
         self,
@@ -1276,10 +1355,10 @@ class Broker:
         exp = expiration_of(e.message.properties_raw)
         if exp is not None:
             try:
-                ms = int(exp)
+                ms = parse_expiration(exp)
                 ttl = ms if ttl is None else min(ttl, ms)
             except ValueError:
-                pass
+                pass  # only a message stored before publish checked it has a bad one
         if ttl is not None:
             e.expires_at = self.now() + ttl / 1000
             self._expiry_seq += 1

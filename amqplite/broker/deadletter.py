@@ -6,6 +6,12 @@ the front while keeping the time of its first death. ``x-first-death-*`` is
 set once, ``x-last-death-*`` every time. A per-message TTL is removed (kept
 as ``original-expiration``) so the copy does not expire again for the same
 reason. Every header the publisher set is left as it was, type tags included.
+
+A publisher can write its own ``x-death``; its ``count`` is then whatever it
+sent ("abc", NaN, 2^64-1). Such a count never fails the rewrite: a count that
+is not a non-negative integer starts again at 1, and counts stop at 2^63-1
+(the largest ``long``), so dead-lettering stays a pure function of valid
+properties.
 """
 
 from __future__ import annotations
@@ -15,9 +21,18 @@ from typing import Any
 from amqplite.protocol.codec import FieldArray, FieldTable, Timestamp
 from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
 
+_INT64_MAX = (1 << 63) - 1
+
 
 def _s(v: Any) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray) else str(v)
+
+
+def _next_count(count: Any) -> int:
+    """The count after one more death, whatever a publisher put there."""
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        return min(count + 1, _INT64_MAX)
+    return 1
 
 
 def dead_letter_properties(
@@ -29,7 +44,11 @@ def dead_letter_properties(
     routing_keys: list[str],
     now_s: int,
 ) -> bytes:
-    """The properties of the dead-lettered copy of a message."""
+    """The properties of the dead-lettered copy of a message.
+
+    Raises FrameSyntaxError only for properties no current publish accepts
+    (see check_properties); the caller decides what happens to such a message.
+    """
     props: BasicProperties = decode_properties(raw)
     headers = props.headers.copy() if props.headers is not None else FieldTable()
     deaths = headers.get("x-death")
@@ -44,8 +63,7 @@ def dead_letter_properties(
     )
     if match_i is not None:
         entry = old[match_i].copy() if isinstance(old[match_i], FieldTable) else FieldTable(old[match_i])
-        count = entry.get("count", 0)
-        entry.set("count", int(count) + 1, "l")
+        entry.set("count", _next_count(entry.get("count", 0)), "l")
         rest = [(d, t) for i, (d, t) in enumerate(zip(old, old_tags, strict=True)) if i != match_i]
     else:
         entry = FieldTable()

@@ -116,3 +116,22 @@ def not_allowed(text: str, cm: tuple[int, int] = (0, 0)) -> ConnectionError_:
 
 def access_refused(text: str, cm: tuple[int, int] = (0, 0)) -> ChannelError:
     return ChannelError(403, f"ACCESS_REFUSED - {text}", *cm)
+
+
+def invalid_message(detail: str, cm: tuple[int, int] = (0, 0)) -> ChannelError:
+    """Content properties that do not decode: refused at the door, for this publisher only.
+
+    RabbitMQ decodes the properties of every publish in rabbit_channel
+    (``rabbit_binary_parser:ensure_content_decoded``) and answers a message it
+    judges invalid with ``precondition_failed("invalid message: ~tp")``, a 406
+    channel close (``mc_amqpl:message`` returning ``{error, _}``). A table its
+    parser cannot read at all crashes the channel process instead, which the
+    reader turns into a 541 connection close; we do not copy that accident: the
+    publisher's channel closes with the same 406 and its connection lives on.
+    """
+    return ChannelError(406, f"PRECONDITION_FAILED - invalid message: {detail}", *cm)
+
+
+def invalid_expiration(value: str, reason: str, cm: tuple[int, int] = (0, 0)) -> ChannelError:
+    """rabbit_channel's check_expiration_header: 406 at publish, in RabbitMQ's words."""
+    return ChannelError(406, f"PRECONDITION_FAILED - invalid expiration '{value}': {reason}", *cm)

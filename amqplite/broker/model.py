@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
-from amqplite.protocol.properties import delivery_mode_of, headers_of, message_id_of
+from amqplite.protocol.errors import FrameSyntaxError
+from amqplite.protocol.properties import delivery_mode_of, headers_of, message_id_of, printable
 
 if TYPE_CHECKING:
     from amqplite.broker.queue import Queue
@@ -84,10 +85,21 @@ class Message:
 
     @property
     def message_id(self) -> str:
-        """The publisher's message-id, else one the broker assigns for life."""
+        """The publisher's message-id, else one the broker assigns for life.
+
+        Always valid UTF-8 (it goes into delivery-log rows and admin JSON):
+        bytes of a non-UTF-8 id show as ``\\xNN``, at most 255 characters.
+        """
         mid = self._mid
         if mid is None:
-            mid = message_id_of(self.properties_raw) or f"amq-{self.key}"
+            try:
+                mid = message_id_of(self.properties_raw)
+            except FrameSyntaxError:  # only messages stored before publish checked them
+                mid = None
+            if not mid:
+                mid = f"amq-{self.key}"
+            elif not mid.isascii():
+                mid = printable(mid)[:255]
             self._mid = mid
         return mid
 
@@ -193,7 +205,9 @@ class ChannelState:
         "consumers",
         "flow",
         "global_prefetch",
+        "last_props",
         "last_queue",
+        "last_table",
         "next_publish_seq",
         "next_tag",
         "number",
@@ -231,6 +245,10 @@ class ChannelState:
         #: private name requests published here carry as their reply_to
         self.reply_consumer: str | None = None
         self.reply_name: str | None = None
+        #: the last content properties publish accepted here (most publishers repeat
+        #: them), and the last header table in them (or b""): see check_properties
+        self.last_props: bytes | None = None
+        self.last_table = b""
 
     def can_deliver(self) -> bool:
         if not self.flow or not self.session.writable():

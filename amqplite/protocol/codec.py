@@ -23,6 +23,10 @@ Representation rules (decode side):
   RabbitMQ and pamqp do.
 * Duplicate keys in one table keep the last value (Python dicts cannot hold
   both); this is the only lossy case and no real client produces it.
+* Tables and arrays nest at most :data:`MAX_NESTING` levels deep. Deeper input
+  is a syntax error rather than a ``RecursionError`` waiting to happen later,
+  in whatever code walks the decoded value next (dead-lettering re-encodes
+  headers inside a timer).
 
 Tags are remembered by identity: a value keeps its tag while the very same
 object stays under that key/position. Assigning a new plain value therefore
@@ -47,6 +51,7 @@ __all__ = [
     "FieldArray",
     "FieldTable",
     "Timestamp",
+    "check_table",
     "decode_array",
     "decode_long",
     "decode_longlong",
@@ -101,6 +106,9 @@ _FIXED: dict[int, struct.Struct] = {
 _FIXED_STR: dict[str, struct.Struct] = {chr(k): v for k, v in _FIXED.items()}
 
 VALID_TAGS = frozenset("tbBsuIilLfdDSxATFV")
+
+#: Deepest nesting of tables/arrays a decode accepts (a top-level table is 1).
+MAX_NESTING = 64
 
 
 class Timestamp(int):
@@ -368,8 +376,11 @@ def unpack_bits(octet: int, count: int) -> tuple[bool, ...]:
 # field values: decoding
 
 
-def _decode_value(buf: Any, tag: int, off: int, stop: int) -> tuple[Any, int]:
-    """Decode one value of type ``tag`` at ``off``; never reads past ``stop``."""
+def _decode_value(buf: Any, tag: int, off: int, stop: int, depth: int) -> tuple[Any, int]:
+    """Decode one value of type ``tag`` at ``off``; never reads past ``stop``.
+
+    ``depth`` counts the tables/arrays around the value (for MAX_NESTING).
+    """
     if tag == 0x53:  # S
         if off + 4 > stop:
             raise FrameSyntaxError("truncated longstr")
@@ -395,21 +406,25 @@ def _decode_value(buf: Any, tag: int, off: int, stop: int) -> tuple[Any, int]:
         octet = buf[off]
         return (octet == 1 if octet <= 1 else octet), off + 1
     if tag == 0x46:  # F
+        if depth >= MAX_NESTING:
+            raise FrameSyntaxError("field table nested too deeply")
         if off + 4 > stop:
             raise FrameSyntaxError("truncated field table")
         end = off + 4 + _I.unpack_from(buf, off)[0]
         if end > stop:
             raise FrameSyntaxError("field table length exceeds available data")
         table = FieldTable()
-        _decode_table_body(buf, off + 4, end, table)
+        _decode_table_body(buf, off + 4, end, table, depth + 1)
         return table, end
     if tag == 0x41:  # A
+        if depth >= MAX_NESTING:
+            raise FrameSyntaxError("field array nested too deeply")
         if off + 4 > stop:
             raise FrameSyntaxError("truncated field array")
         end = off + 4 + _I.unpack_from(buf, off)[0]
         if end > stop:
             raise FrameSyntaxError("field array length exceeds available data")
-        return _decode_array_body(buf, off + 4, end), end
+        return _decode_array_body(buf, off + 4, end, depth + 1), end
     if tag == 0x54:  # T
         if off + 8 > stop:
             raise FrameSyntaxError("truncated timestamp")
@@ -433,7 +448,7 @@ def _decode_value(buf: Any, tag: int, off: int, stop: int) -> tuple[Any, int]:
     raise FrameSyntaxError(f"unknown field type tag {tag!r}")
 
 
-def _decode_table_body(buf: Any, off: int, stop: int, table: FieldTable) -> None:
+def _decode_table_body(buf: Any, off: int, stop: int, table: FieldTable, depth: int) -> None:
     tags = table._tags
     setitem = dict.__setitem__
     while off < stop:
@@ -447,18 +462,18 @@ def _decode_table_body(buf: Any, off: int, stop: int, table: FieldTable) -> None
         except UnicodeDecodeError:
             raise FrameSyntaxError("malformed UTF-8 in field table key") from None
         tag = buf[off]
-        value, off = _decode_value(buf, tag, off + 1, stop)
+        value, off = _decode_value(buf, tag, off + 1, stop, depth)
         setitem(table, key, value)
         tags[key] = (chr(tag), value)
 
 
-def _decode_array_body(buf: Any, off: int, stop: int) -> FieldArray:
+def _decode_array_body(buf: Any, off: int, stop: int, depth: int) -> FieldArray:
     array = FieldArray()
     values: list[Any] = []
     tags: list[tuple[str, Any] | None] = []
     while off < stop:
         tag = buf[off]
-        value, off = _decode_value(buf, tag, off + 1, stop)
+        value, off = _decode_value(buf, tag, off + 1, stop, depth)
         values.append(value)
         tags.append((chr(tag), value))
     list.extend(array, values)
@@ -487,7 +502,7 @@ def decode_table(
         if table_end > stop:
             raise FrameSyntaxError("field table length exceeds available data")
         table = FieldTable()
-        _decode_table_body(buf, offset + 4, table_end, table)
+        _decode_table_body(buf, offset + 4, table_end, table, 1)
     except (IndexError, struct.error, ValueError) as exc:
         if isinstance(exc, FrameSyntaxError):
             raise
@@ -495,6 +510,85 @@ def decode_table(
     except RecursionError:
         raise FrameSyntaxError("field table nested too deeply") from None
     return table, table_end
+
+
+# Per tag octet: the value's size when fixed, else one of these markers.
+_LONGSTR, _TABLE, _ARRAY, _UNKNOWN = -1, -2, -3, -4
+_SIZE_OF: list[int] = [_UNKNOWN] * 256
+for _tag, _st in _FIXED.items():
+    _SIZE_OF[_tag] = _st.size
+for _c, _size in (("t", 1), ("T", 8), ("D", 5), ("V", 0), ("S", _LONGSTR), ("x", _LONGSTR),
+                  ("F", _TABLE), ("A", _ARRAY)):
+    _SIZE_OF[ord(_c)] = _size
+
+
+def _check_body(buf: Any, off: int, stop: int, depth: int, keyed: bool, utf8: bool) -> None:
+    """Walk a table (``keyed``) or array body as _decode_*_body would, building nothing.
+
+    ``utf8``: keys need checking (False when the whole buffer is ASCII).
+    """
+    size_of = _SIZE_OF
+    while off < stop:
+        if keyed:
+            kstart = off + 1
+            off = kstart + buf[off]
+            if off >= stop:
+                raise FrameSyntaxError("truncated field table entry")
+            if utf8 and not (key := buf[kstart:off]).isascii():
+                try:
+                    str(key, "utf-8")
+                except UnicodeDecodeError:
+                    raise FrameSyntaxError("malformed UTF-8 in field table key") from None
+        tag = buf[off]
+        size = size_of[tag]
+        off += 1
+        if size >= 0:
+            off += size
+            if off > stop:
+                raise FrameSyntaxError("truncated field value")
+        elif size == _LONGSTR:
+            if off + 4 > stop:
+                raise FrameSyntaxError("truncated longstr")
+            off += 4 + _I.unpack_from(buf, off)[0]
+            if off > stop:
+                raise FrameSyntaxError("truncated longstr")
+        elif size != _UNKNOWN:
+            if depth >= MAX_NESTING:
+                raise FrameSyntaxError("field table nested too deeply")
+            if off + 4 > stop:
+                raise FrameSyntaxError("truncated field table")
+            end = off + 4 + _I.unpack_from(buf, off)[0]
+            if end > stop:
+                raise FrameSyntaxError("field table length exceeds available data")
+            _check_body(buf, off + 4, end, depth + 1, size == _TABLE, utf8)
+            off = end
+        else:
+            raise FrameSyntaxError(f"unknown field type tag {tag!r}")
+
+
+def check_table(
+    buf: bytes | bytearray | memoryview, offset: int = 0, end: int | None = None
+) -> int:
+    """The offset after the field table at ``offset``, which is checked but not built.
+
+    Accepts exactly what :func:`decode_table` accepts (a test holds the two to
+    that) at a fraction of its cost, since no value is built. Publish uses it
+    to validate headers it will only decode if it must.
+    """
+    stop = _limit(buf, end)
+    try:
+        if offset + 4 > stop:
+            raise FrameSyntaxError("truncated field table")
+        table_end = offset + 4 + _I.unpack_from(buf, offset)[0]
+        if table_end > stop:
+            raise FrameSyntaxError("field table length exceeds available data")
+        # one C-level scan usually spares a slice per key: small lengths and
+        # numbers are ASCII bytes too
+        utf8 = not isinstance(buf, bytes | bytearray) or not buf.isascii()
+        _check_body(buf, offset + 4, table_end, 1, True, utf8)
+    except (IndexError, struct.error) as exc:  # pragma: no cover - bounds are checked above
+        raise FrameSyntaxError(f"malformed field table: {exc}") from None
+    return table_end
 
 
 def decode_array(
@@ -521,7 +615,7 @@ def decode_value(
             offset += 1
         else:
             tag_byte = ord(tag)
-        return _decode_value(buf, tag_byte, offset, stop)
+        return _decode_value(buf, tag_byte, offset, stop, 0)
     except (IndexError, struct.error, ValueError) as exc:
         if isinstance(exc, FrameSyntaxError):
             raise
@@ -589,7 +683,9 @@ def _encode_decimal(value: _decimal.Decimal) -> bytes:
 def _encode_value(out: bytearray, tag: str, value: Any) -> None:
     """Append tag octet and encoded ``value`` to ``out``."""
     if tag == "S":
-        raw = value.encode() if isinstance(value, str) else bytes(value)
+        # surrogateescape: text decoded from a non-UTF-8 shortstr property (say an
+        # expiration copied into x-death) goes back out as the bytes it came from
+        raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
         out += b"S"
         out += _I.pack(len(raw))
         out += raw

@@ -57,6 +57,7 @@ from amqplite.protocol.methods import (
     decode_method,
     encode_method,
 )
+from amqplite.protocol.properties import printable
 from amqplite.protocol.spec import (
     FRAME_MIN_SIZE,
     FRAME_OVERHEAD,
@@ -253,7 +254,12 @@ def _snippet(payload: bytes) -> str:
 
 
 def _truncate_shortstr(text: str) -> str:
-    """Reply texts over 255 bytes: RabbitMQ keeps 252 and appends '...'."""
+    """Reply texts over 255 bytes: RabbitMQ keeps 252 and appends '...'.
+
+    Text that is not UTF-8 (a property echoed in an error) is escaped first,
+    so an error reply can always be sent.
+    """
+    text = printable(text)
     raw = text.encode()
     if len(raw) <= 255:
         return text

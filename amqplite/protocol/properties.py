@@ -8,7 +8,12 @@ per-message questions ("persistent?", "TTL?") without building an object.
 ``raw`` everywhere means the property-flags word(s) followed by the property
 list, i.e. a content header payload after class-id, weight and body-size.
 Short strings decode with ``surrogateescape`` so arbitrary bytes survive a
-decode/encode round trip instead of failing a message.
+decode/encode round trip instead of failing a message; :func:`printable` turns
+such text into something a log row, an error reply or JSON can carry.
+
+:func:`check_properties` is the door: the broker calls it once per publish so
+that every later lazy decode (TTL, dead-lettering, headers routing, admin) of
+a stored message cannot fail.
 """
 
 from __future__ import annotations
@@ -18,20 +23,23 @@ from typing import Any
 
 import attrs
 
-from amqplite.protocol.codec import FieldTable, decode_table, encode_table
+from amqplite.protocol.codec import FieldTable, check_table, decode_table, encode_table
 from amqplite.protocol.errors import FrameSyntaxError
 
 __all__ = [
     "PROPERTY_NAMES",
     "BasicProperties",
+    "check_properties",
     "decode_properties",
     "delivery_mode_of",
     "encode_properties",
     "expiration_of",
     "headers_of",
     "message_id_of",
+    "printable",
     "priority_of",
     "reply_to_of",
+    "user_id_of",
     "with_reply_to",
 ]
 
@@ -58,6 +66,14 @@ _PROPS: tuple[tuple[str, int, str], ...] = (
 )
 PROPERTY_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _PROPS)
 _BIT = {name: bit for name, bit, _ in _PROPS}
+#: flag bits of the 14 properties (bit 1 is reserved, bit 0 the continuation flag)
+_DEFINED = sum(_BIT.values())
+#: How to walk a property list, filled on first use: defined flags -> the whole
+#: list (check_properties), flags | target << 16 -> up to one property (_locate).
+#: A layout is (steps, tail): one step per shortstr (n >= 0) or table (n < 0),
+#: after n (or -n - 1) fixed-size bytes; ``tail`` fixed bytes end the walk.
+#: Two steps cover a typical pika publish.
+_LAYOUTS: dict[int, tuple[tuple[int, ...], int]] = {}
 
 
 @attrs.define(slots=True)
@@ -100,6 +116,89 @@ def _flags(raw: Any) -> tuple[int, int]:
     except struct.error:
         raise FrameSyntaxError("truncated property flags") from None
     return flags, off
+
+
+def _layout(flags: int, target: int = 0) -> tuple[tuple[int, ...], int]:
+    steps: list[int] = []
+    fixed = 0
+    for _, bit, kind in _PROPS:
+        if bit == target:
+            break
+        if not flags & bit:
+            continue
+        if kind == "s":
+            steps.append(fixed)
+            fixed = 0
+        elif kind == "F":
+            steps.append(-fixed - 1)
+            fixed = 0
+        else:
+            fixed += 1 if kind == "o" else 8
+    layout = _LAYOUTS[flags | target << 16] = (tuple(steps), fixed)
+    return layout
+
+
+def check_properties(raw: bytes, known_table: bytes = b"") -> bytes:
+    """Raise FrameSyntaxError unless ``raw`` decodes completely; return its header table.
+
+    Every present property must lie within ``raw`` and the headers table must
+    decode (UTF-8 keys, known tags, lengths in bounds, nesting within
+    MAX_NESTING). Short strings are not checked for UTF-8: like RabbitMQ we
+    forward them as they came. Per publish, so cheap: no properties costs a
+    flags test, otherwise one walk with the layout cached per flags word; the
+    headers are checked without being built. The table's bytes (with their
+    length; b"" without headers) come back: passed in again as
+    ``known_table`` for the next publish, an identical table is not walked.
+    """
+    if len(raw) < 2:
+        raise FrameSyntaxError("truncated property flags")
+    flags = raw[0] << 8 | raw[1]
+    if not flags:
+        return b""
+    off = 2
+    if flags & 1:
+        flags, off = _flags(raw)
+    steps, tail = _LAYOUTS.get(flags & _DEFINED) or _layout(flags & _DEFINED)
+    table = b""
+    try:
+        for step in steps:
+            if step >= 0:
+                off += step
+                off += 1 + raw[off]
+            else:
+                off -= step + 1
+                size = 4 + _I.unpack_from(raw, off)[0]
+                if size == len(known_table) and raw.startswith(known_table, off):
+                    table = known_table
+                    off += size
+                else:
+                    end = check_table(raw, off)
+                    table = raw[off:end]
+                    off = end
+    except (IndexError, struct.error):
+        raise FrameSyntaxError("truncated content properties") from None
+    if off + tail > len(raw):
+        raise FrameSyntaxError("truncated content properties")
+    return table
+
+
+def printable(text: str) -> str:
+    """``text`` that encodes as UTF-8: bytes that were not UTF-8 show as ``\\xNN``.
+
+    Short strings decode with surrogateescape; such text cannot go into a
+    database row, a JSON document or a reply text as it is.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that no decode of ours produced
+        return text.encode("utf-8", "backslashreplace").decode()
 
 
 def decode_properties(raw: bytes | bytearray | memoryview) -> BasicProperties:
@@ -151,27 +250,32 @@ def encode_properties(props: BasicProperties) -> bytes:
 
 
 def _locate(raw: Any, target: int) -> int | None:
-    """Offset of the property with flag ``target`` in ``raw``, or None if absent."""
-    flags, off = _flags(raw)
+    """Offset of the property with flag ``target`` in ``raw``, or None if absent.
+
+    Several probes run per publish, so an absent property costs one flags
+    test and a present one a walk over a cached layout.
+    """
+    if len(raw) < 2:
+        raise FrameSyntaxError("truncated property flags")
+    flags = raw[0] << 8 | raw[1]
     if not flags & target:
         return None
+    off = 2
+    if flags & 1:
+        flags, off = _flags(raw)
+    flags &= _DEFINED
+    steps, tail = _LAYOUTS.get(flags | target << 16) or _layout(flags, target)
     try:
-        for _name, bit, kind in _PROPS:
-            if bit == target:
-                return off
-            if not flags & bit:
-                continue
-            if kind == "s":
+        for step in steps:
+            if step >= 0:
+                off += step
                 off += 1 + raw[off]
-            elif kind == "o":
-                off += 1
-            elif kind == "F":
-                off += 4 + _I.unpack_from(raw, off)[0]
             else:
-                off += 8
+                off -= step + 1
+                off += 4 + _I.unpack_from(raw, off)[0]
     except (IndexError, struct.error):
         raise FrameSyntaxError("truncated content properties") from None
-    return None  # pragma: no cover - target is always one of _PROPS
+    return off + tail
 
 
 def _octet_of(raw: Any, bit: int) -> int | None:
@@ -234,6 +338,11 @@ def with_reply_to(raw: bytes, value: str) -> bytes:
     if len(new) > 255:
         raise ValueError("reply_to longer than 255 bytes")
     return bytes(raw[:off]) + bytes((len(new),)) + new + bytes(raw[off + 1 + raw[off]:])
+
+
+def user_id_of(raw: bytes | bytearray | memoryview) -> str | None:
+    """user_id without a full decode (checked against the authenticated user)."""
+    return _str_of(raw, _BIT["user_id"])
 
 
 def headers_of(raw: bytes | bytearray | memoryview) -> FieldTable | None:

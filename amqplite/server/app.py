@@ -231,8 +231,11 @@ class Server:
             delay = 0.25 if deadline is None else min(max(deadline - time.time(), 0.0) + 0.001, 0.25)
             await trio.sleep(delay)
             if b.next_deadline() is not None:
-                b.tick()
-                self.settle()
+                try:
+                    b.tick()
+                    self.settle()
+                except Exception:  # a timer bug must not take the whole broker down
+                    log.exception("timer tick failed; carrying on")
 
     async def _retention(self) -> None:
         """Prune delivery-log rows that are exported and older than the retention age.

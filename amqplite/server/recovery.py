@@ -9,7 +9,17 @@ from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding
 from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.model import Entry, Message, PriorityReadyList
 from amqplite.broker.queue import Queue
-from amqplite.protocol.properties import priority_of
+from amqplite.protocol.errors import FrameSyntaxError
+from amqplite.protocol.properties import check_properties, priority_of
+
+
+def _malformed(raw: bytes) -> str | None:
+    """Why stored properties would not pass publish's check today, or None."""
+    try:
+        check_properties(raw)
+    except FrameSyntaxError as exc:
+        return exc.detail
+    return None
 
 
 def restore(broker: Broker, rec: Any, *, unclean: bool = False) -> None:
@@ -20,7 +30,9 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False) -> None:
     stop (``kill -9``, power loss) every entry comes back redelivered, as in
     RabbitMQ: a delivery may have reached a client before its "delivered"
     mark committed. TTLs start again from the restart (enqueue times are not
-    stored).
+    stored). A message whose properties do not decode (stored by a version
+    that did not check them at publish) is dropped with an error instead:
+    nothing later may trip on it.
     """
     for pol in rec.policies:
         broker.vhosts.setdefault(pol.vhost, VHost(pol.vhost))
@@ -58,6 +70,7 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False) -> None:
                           freeze_args(b.arguments))
         broker._add_binding(bvh, src, binding, durable=True, persist=False)
     messages: dict[int, Message] = {}
+    bad: dict[int, str | None] = {}
     by_id = {q.id: q for vh in broker.vhosts.values() for q in vh.queues.values()}
     for qid, entries in rec.entries.items():
         target = by_id.get(qid)
@@ -73,11 +86,17 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False) -> None:
             elif m.body is None and re.body is not None:
                 m.body = re.body
             e = Entry(re.position, m, stored=True)
+            target.next_position = max(target.next_position, re.position + 1)
+            if re.message_id not in bad:
+                bad[re.message_id] = _malformed(re.properties)
+            detail = bad[re.message_id]
+            if detail is not None:
+                broker.drop_malformed(target, e, detail)
+                continue
             e.delivery_count = re.delivery_count
             e.redelivered = unclean or bool(re.redelivered or re.delivery_count)
             if type(target.ready) is PriorityReadyList:
                 e.priority = priority_of(re.properties) or 0
             broker.arm_ttl(target, e)
             target.ready.append(e)
-            target.next_position = max(target.next_position, re.position + 1)
     broker.seed_ids(rec.max_queue_id, rec.max_message_id)

@@ -190,6 +190,42 @@ class _PruneRange:
         self.deleted = 0
 
 
+_INT64 = 1 << 63
+
+
+def _storable_value(v: Any) -> Any:
+    """A log-row value the driver can bind: text encodable as UTF-8, ints in 64 bits."""
+    if v is None or type(v) is bool:
+        return v
+    if isinstance(v, int):
+        return v if -_INT64 <= v < _INT64 else None
+    text = v if isinstance(v, str) else str(v)
+    try:
+        text.encode()
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+
+
+def _storable_logs(ops: Sequence[Any]) -> list[Any] | None:
+    """``ops`` with every delivery-log row made bindable, or None if no row changed."""
+    out: list[Any] = []
+    changed = False
+    for op in ops:
+        t = type(op)
+        if t is LogEvent:
+            op = (op.ts_us, op.event, op.vhost, op.exchange, op.routing_key, op.queue,
+                  op.message_id, op.message_key, op.consumer_tag, op.attempt, op.size, op.reason)
+            t = tuple
+            changed = True
+        if t is tuple:
+            fixed = tuple(_storable_value(v) for v in op)
+            changed = changed or fixed != op
+            op = fixed
+        out.append(op)
+    return out if changed else None
+
+
 class _Segment:
     """Hot ops of one group gathered per table, between two metadata ops."""
 
@@ -454,14 +490,29 @@ class Store:
         is the content of some submission: each is then committed on its own,
         so only the culprit fails and other clients' work is untouched.
         """
+        if len(group) == 1:
+            return [self._commit_alone(group[0])]
         error = self._commit_retrying(group)
         if error is None:
             return [None] * len(group)
-        if len(group) == 1:
-            return [error]
         log.error("store group of %d submissions failed (%r): committing them one by one",
                   len(group), error)
-        return [self._commit_retrying([sub]) for sub in group]
+        return [self._commit_alone(sub) for sub in group]
+
+    def _commit_alone(self, sub: tuple[Sequence[Any], Callback | None]) -> BaseException | None:
+        """One submission in its own transaction; if it fails, once more with its
+        delivery-log rows made bindable: a log row carries client-chosen text and
+        must never cost anyone a commit."""
+        error = self._commit_retrying([sub])
+        if error is not None:
+            fixed = _storable_logs(sub[0])
+            if fixed is not None:
+                error = self._commit_retrying([(fixed, sub[1])])
+        if error is not None:
+            log.error("store submission of %d ops failed: %r", len(sub[0]), error)
+            with self._lock:
+                self._failed += 1
+        return error
 
     def _commit_retrying(self, group: list[tuple[Sequence[Any], Callback | None]],
                          ) -> BaseException | None:
@@ -475,10 +526,6 @@ class Store:
             except Exception as exc:
                 self._drop_connection()
                 if not _may_pass(exc):
-                    if len(group) == 1:
-                        log.error("store submission failed: %r", exc)
-                        with self._lock:
-                            self._failed += 1
                     return exc
                 now = time.monotonic()
                 if self._failing_since is None:

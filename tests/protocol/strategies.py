@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from amqplite.protocol.codec import FieldArray, FieldTable, Timestamp
+from amqplite.protocol.codec import FieldArray, FieldTable, Timestamp, encode_table
 from amqplite.protocol.methods import Method
-from amqplite.protocol.properties import BasicProperties
+from amqplite.protocol.properties import BasicProperties, encode_properties
 
 _INT_RANGES = {
     "b": (-(2**7), 2**7 - 1),
@@ -190,3 +190,86 @@ FAST = settings(
 
 #: For tests parametrised over all 64 methods.
 FAST_PER_METHOD = settings(FAST, max_examples=8)
+
+
+# --------------------------------------------------------------------------
+# hostile content properties: what a buggy or malicious publisher can send
+
+#: x-death counts a publisher can write that no broker would
+ODD_COUNTS: list[tuple[str, Any]] = [
+    ("S", "abc"), ("S", b"\xff"), ("d", float("nan")), ("d", float("inf")),
+    ("d", float("-inf")), ("f", 1.5), ("T", Timestamp(2**64 - 1)), ("T", Timestamp(2**63)),
+    ("l", 2**63 - 1), ("l", -(2**63)), ("t", True), ("V", None), ("F", FieldTable()),
+    ("A", FieldArray()), ("D", decimal.Decimal("1.5")), ("I", -1),
+]
+
+
+def _x_death_entry(queue: str, reason: str, count: tuple[str, Any]) -> FieldTable:
+    entry = FieldTable()
+    entry.set("count", count[1], count[0])
+    entry.set("queue", queue, "S")
+    entry.set("reason", reason, "S")
+    return entry
+
+
+def odd_x_death(queues: list[str]) -> st.SearchStrategy[FieldTable]:
+    """Headers whose x-death matches a queue of ``queues`` but carries an odd count."""
+    reasons = ["expired", "rejected", "maxlen", "delivery_limit"]
+    entry = st.builds(_x_death_entry, st.sampled_from(queues), st.sampled_from(reasons),
+                      st.sampled_from(ODD_COUNTS))
+
+    def headers(entries: list[FieldTable], extra: FieldTable) -> FieldTable:
+        table = extra.copy()
+        table.set("x-death", _array_from([("F", e) for e in entries]), "A")
+        return table
+
+    return st.builds(headers, st.lists(entry, min_size=1, max_size=3), field_tables())
+
+
+def _nested(depth: int) -> bytes:
+    inner = b"\x00\x00\x00\x00"
+    for _ in range(depth - 1):
+        body = b"\x01kF" + inner
+        inner = len(body).to_bytes(4, "big") + body
+    return inner
+
+
+@st.composite
+def _mutated(draw: st.DrawFn, raw: bytes) -> bytes:
+    """``raw`` with a few bytes overwritten, cut short or extended."""
+    data = bytearray(raw)
+    for _ in range(draw(st.integers(0, 3))):
+        if not data:
+            break
+        i = draw(st.integers(0, len(data) - 1))
+        data[i] = draw(st.sampled_from([0x00, 0x01, 0x41, 0x46, 0x53, 0x7F, 0x80, 0xFF,
+                                        draw(st.integers(0, 255))]))
+    how = draw(st.sampled_from(["keep", "cut", "extend"]))
+    if how == "cut" and data:
+        del data[draw(st.integers(0, len(data) - 1)):]
+    elif how == "extend":
+        data += draw(st.binary(max_size=8))
+    return bytes(data)
+
+
+def hostile_properties(queues: list[str] | None = None) -> st.SearchStrategy[bytes]:
+    """Raw property bytes: valid, subtly broken, deeply nested, odd x-death, or noise."""
+    valid = properties().map(encode_properties)
+    headers_only = st.builds(
+        lambda body: (1 << 13).to_bytes(2, "big") + body,
+        st.one_of(st.integers(60, 70).map(_nested), field_tables().map(encode_table)),
+    )
+    parts = [
+        valid,
+        valid.flatmap(_mutated),
+        headers_only,
+        headers_only.flatmap(_mutated),
+        st.binary(max_size=64),
+        # a non-UTF-8 message-id / user-id: valid on the wire, not as text
+        st.builds(lambda b: (1 << 7).to_bytes(2, "big") + bytes([len(b)]) + b, non_utf8),
+        st.builds(lambda b: (1 << 4).to_bytes(2, "big") + bytes([len(b)]) + b, non_utf8),
+    ]
+    if queues:
+        parts.append(odd_x_death(queues).map(
+            lambda h: encode_properties(BasicProperties(headers=h))))
+    return st.one_of(parts)

@@ -41,7 +41,7 @@ def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flag
     """Run the broker until SIGTERM or SIGINT."""
     import trio
 
-    from amqplite.server.app import serve as run_server
+    from amqplite.main import serve as run_server
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +13,8 @@ CASES = {
     "amqplite.protocol.connection": ("trio", "sqlalchemy", "pyspark", "amqplite.broker"),
     "amqplite.broker.core": ("trio", "sqlalchemy", "pyspark"),
     "amqplite.store.engine": ("trio", "pyspark", "amqplite.broker", "amqplite.server"),
-    "amqplite.server.app": ("pyspark",),
+    "amqplite.server.app": ("pyspark", "amqplite.admin"),
+    "amqplite.server.connection": ("pyspark", "amqplite.admin"),
     "amqplite.cli": ("pyspark",),
 }
 
@@ -28,3 +31,68 @@ def test_module_does_not_import_upward(module: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"{module} imports {out.stdout.strip()}"
+
+
+def _imports(path: Path, module: str, package: str) -> set[str]:
+    """Modules of ``amqplite`` that ``path`` imports, lazy ones included.
+
+    Imports under ``if TYPE_CHECKING:`` are left out: they never run.
+    """
+    found: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for n in nodes:
+            if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
+                visit(n.orelse)
+                continue
+            if isinstance(n, ast.Import):
+                found.update(a.name for a in n.names)
+            elif isinstance(n, ast.ImportFrom):
+                base = n.module or ""
+                if n.level:
+                    parts = package.split(".")[: len(package.split(".")) - n.level + 1]
+                    base = ".".join([*parts, *([n.module] if n.module else [])])
+                found.add(base)
+                found.update(f"{base}.{a.name}" for a in n.names)
+            for child in ast.iter_child_nodes(n):
+                if isinstance(child, ast.stmt):
+                    visit([child])
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                for child in getattr(n, field, ()) or ():
+                    if isinstance(child, ast.ExceptHandler):
+                        visit(child.body)
+
+    visit(ast.parse(path.read_text()).body)
+    return found - {module}
+
+
+def test_no_import_cycles() -> None:
+    root = Path(__file__).resolve().parent.parent
+    modules: dict[str, Path] = {}
+    for p in (root / "amqplite").rglob("*.py"):
+        name = ".".join(p.relative_to(root).with_suffix("").parts)
+        modules[name.removesuffix(".__init__")] = p
+    graph = {}
+    for name, p in modules.items():
+        package = name if p.name == "__init__.py" else name.rpartition(".")[0]
+        graph[name] = {m for m in _imports(p, name, package) if m in modules}
+    # depth-first search for a back edge, reporting the cycle it closes
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def walk(v: str) -> list[str] | None:
+        state[v] = 1
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if state.get(w) == 1:
+                return [*stack[stack.index(w):], w]
+            if w not in state and (cycle := walk(w)) is not None:
+                return cycle
+        stack.pop()
+        state[v] = 2
+        return None
+
+    for v in sorted(graph):
+        if v not in state:
+            cycle = walk(v)
+            assert cycle is None, "import cycle: " + " -> ".join(cycle)

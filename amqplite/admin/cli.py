@@ -18,11 +18,10 @@ from typing import Any, TypeVar
 import click
 
 from amqplite.admin.client import DEFAULT_URL, AdminError, Client, path
-from amqplite.admin.messages import decode_payload, parse_filter, preview
+from amqplite.admin.messages import ACK_MODES, decode_payload, parse_filter, preview
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ACK_MODES = ("ack_requeue_true", "ack_requeue_false", "reject_requeue_true", "reject_requeue_false")
 PAGE = 500
 
 

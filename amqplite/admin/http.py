@@ -17,8 +17,9 @@ from urllib.parse import parse_qs, unquote
 
 import trio
 
-from amqplite.admin.api import ROUTES, AdminAPI, HTTPError, Request, Response, Route
+from amqplite.admin.api import AdminAPI, HTTPError, Request, Response
 from amqplite.admin.moves import committed
+from amqplite.admin.routes import ROUTES, Route
 from amqplite.broker.auth import User
 
 if TYPE_CHECKING:
@@ -201,4 +202,5 @@ async def run_admin(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
                     mode="asgi"))
         url = binds[0] if binds else f"http://{_bind(s.admin_host, s.admin_port)}"
         log.info("admin API listening on %s", url)
+        server.admin_url = url
         task_status.started(url)

@@ -17,6 +17,9 @@ from typing import Any
 
 from amqplite.protocol.properties import printable
 
+#: basic.get acknowledgement modes of the management API (RabbitMQ's names)
+ACK_MODES = ("ack_requeue_true", "ack_requeue_false", "reject_requeue_true", "reject_requeue_false")
+
 #: Fields a filter may name (besides ``header.<name>``); values are shell-style globs.
 FILTER_FIELDS = (
     "reason", "queue", "exchange", "routing_key", "origin_queue", "message_id",

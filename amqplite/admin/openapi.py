@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from amqplite import __version__
-from amqplite.admin.api import ROUTES, Route
+from amqplite.admin.routes import ROUTES, Route
 
 S = dict[str, Any]
 

@@ -39,6 +39,7 @@ from amqplite.audit.config import (
     under_spark_submit,
 )
 from amqplite.audit.state import AuditBusyError, Batch, StateStore
+from amqplite.store.ops import EXPORTED_KEY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -349,8 +350,6 @@ def run_audit(
         )
 
 
-#: meta key through which the broker learns what has been exported (it prunes only below)
-EXPORTED_KEY = "audit_exported_id"
 
 
 def publish_watermark(db: DbTarget, hi: int) -> None:

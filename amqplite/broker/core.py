@@ -34,6 +34,7 @@ from amqplite.broker.model import (
 )
 from amqplite.broker.policy import Policy, make_policy, validate_queue_args
 from amqplite.broker.queue import Queue
+from amqplite.config import LOG_LEVELS
 from amqplite.protocol.errors import ChannelError, FrameSyntaxError
 from amqplite.protocol.properties import (
     check_properties,
@@ -71,7 +72,6 @@ TX_ROLLBACK = (90, 30)
 
 log = logging.getLogger("amqplite.broker")
 
-LOG_LEVELS = ("off", "lifecycle", "full")
 PAGE_IN_BATCH = 500
 
 #: Direct reply-to: the pseudo-queue RPC clients consume from and name as reply_to.

@@ -13,6 +13,7 @@ import logging
 import signal
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,13 @@ from amqplite.server.disk import DiskMonitor
 from amqplite.server.persistence import Persistence
 from amqplite.server.recovery import restore
 from amqplite.store.engine import CLEAN_KEY, Store
+from amqplite.store.ops import EXPORTED_KEY
 
 log = logging.getLogger("amqplite.server")
 
-#: meta key the audit job writes (see amqplite.audit.job.publish_watermark)
-EXPORTED_KEY = "audit_exported_id"
+#: a task the composition root runs beside the broker: ``service(server, task_status=...)``
+Service = Callable[..., Awaitable[None]]
+
 
 SHUTDOWN_TEXT = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
 
@@ -134,7 +137,11 @@ class Server:
         await self._paging[(vhost, queue)].wait()
 
     # ------------------------------------------------------------ running
-    async def run(self, *, task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, services: Sequence[Service] = (),
+                  task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until stopped. ``services`` (the admin API...) are started in the root
+        nursery once the listeners are up, each as ``nursery.start(service, self)``:
+        the composition root chooses them, so this layer names none of them."""
         s = self.settings
         lock_dir = _lock_dir(s)
         lock = None
@@ -143,12 +150,13 @@ class Server:
             lock = DataDirLock(lock_dir)
             lock.acquire(ports=[s.port], admin_port=s.admin_port)
         try:
-            await self._run_locked(lock_dir, lock, task_status)
+            await self._run_locked(lock_dir, lock, services, task_status)
         finally:
             if lock is not None:
                 lock.release()
 
     async def _run_locked(self, lock_dir: Path | None, lock: DataDirLock | None,
+                          services: Sequence[Service],
                           task_status: trio.TaskStatus[Server]) -> None:
         s = self.settings
         self.store = Store(s.db_url, durability=s.durability)
@@ -179,10 +187,8 @@ class Server:
                 nursery.start_soon(self._retention)
                 if self.disk is not None:
                     nursery.start_soon(self.disk.run, s.disk_check_interval)
-                if s.admin_port:
-                    from amqplite.admin.http import run_admin
-
-                    self.admin_url = await nursery.start(run_admin, self)
+                for service in services:
+                    await nursery.start(service, self)
                 if lock is not None:
                     lock.update(ports=self.listen_ports, admin_port=_port_of(self.admin_url))
                 log.info("amqplite %s listening on port(s) %s, data in %s",
@@ -308,6 +314,3 @@ def _port_of(url: str | None) -> int | None:
         return int(url.rstrip("/").rsplit(":", 1)[1])
     return None
 
-
-async def serve(settings: Settings) -> None:
-    await Server(settings).run()

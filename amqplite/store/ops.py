@@ -21,6 +21,10 @@ def _args(value: Args | None) -> Args:
 # --- metadata ---------------------------------------------------------------
 
 
+#: meta key where the audit job records what it exported; the broker prunes
+#: delivery-log rows only at or below it (here, not in schema: no SQLAlchemy)
+EXPORTED_KEY = "audit_exported_id"
+
 @attrs.frozen
 class PutVhost:
     """Create or replace a virtual host."""

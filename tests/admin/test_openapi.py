@@ -15,8 +15,8 @@ from openapi_spec_validator import validate
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from amqplite.admin.api import ROUTES
 from amqplite.admin.openapi import document
+from amqplite.admin.routes import ROUTES
 from tests.admin.conftest import AdminBroker, publish, qname
 
 

@@ -1,0 +1,126 @@
+"""The admin API's route table: paths, handlers, schemas.
+
+One table drives the HTTP router (:mod:`amqplite.admin.http`) and the OpenAPI
+document (:mod:`amqplite.admin.openapi`); it imports neither, so neither
+imports the other through it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+__all__ = ["ROUTES", "VH", "Route"]
+
+
+@attrs.define(frozen=True)
+class Route:
+    method: str
+    path: str
+    handler: str
+    summary: str
+    write: bool = False
+    public: bool = False
+    #: request body schema name (components/schemas)
+    body: str | None = None
+    #: success body schema name; "[Name]" for an array of Name; None for no body
+    response: str | None = None
+    status: int = 200
+    query: tuple[str, ...] = ()
+    #: extra success status (PUT: 201 created / 204 updated)
+    also: tuple[int, ...] = ()
+    tag: str = "broker"
+    #: a health check: 503 with the same body schema when it fails
+    health: bool = False
+
+
+def _r(method: str, path: str, handler: str, summary: str, **kw: Any) -> Route:
+    return Route(method, path, handler, summary, **kw)
+
+
+VH = "/api/{kind}/{vhost}"
+ROUTES: list[Route] = [
+    _r("GET", "/api/openapi.json", "openapi", "This OpenAPI document", public=True,
+       response="OpenAPI", tag="meta"),
+    _r("GET", "/api/overview", "get_overview", "Broker version, totals and message rates",
+       response="Overview", tag="meta"),
+    _r("GET", "/api/health/checks/alarms", "health_alarms",
+       "200 when no resource alarm is in effect, else 503 listing them",
+       response="HealthCheck", health=True, tag="meta"),
+    _r("GET", "/api/whoami", "whoami", "The authenticated user", response="User", tag="meta"),
+    _r("GET", "/api/vhosts", "list_vhosts", "Virtual hosts", response="[VHost]", tag="meta"),
+    _r("GET", "/api/connections", "list_connections", "Open client connections",
+       response="[Connection]", tag="connections"),
+    _r("GET", "/api/connections/{name}", "get_connection", "One connection",
+       response="Connection", tag="connections"),
+    _r("DELETE", "/api/connections/{name}", "close_connection",
+       "Close a connection (320 CONNECTION_FORCED)", write=True, status=204, tag="connections"),
+    _r("GET", "/api/channels", "list_channels", "Open channels", response="[Channel]",
+       tag="connections"),
+    _r("GET", "/api/consumers", "list_consumers", "Consumers", response="[Consumer]",
+       tag="connections"),
+    _r("GET", "/api/consumers/{vhost}", "list_consumers", "Consumers of a vhost",
+       response="[Consumer]", tag="connections"),
+    _r("GET", "/api/exchanges", "list_exchanges", "Exchanges", response="[Exchange]",
+       tag="exchanges"),
+    _r("GET", "/api/exchanges/{vhost}", "list_exchanges", "Exchanges of a vhost",
+       response="[Exchange]", tag="exchanges"),
+    _r("GET", "/api/exchanges/{vhost}/{name}", "get_exchange", "One exchange",
+       response="Exchange", tag="exchanges"),
+    _r("PUT", "/api/exchanges/{vhost}/{name}", "put_exchange", "Declare an exchange",
+       write=True, body="ExchangePut", status=201, also=(204,), tag="exchanges"),
+    _r("DELETE", "/api/exchanges/{vhost}/{name}", "delete_exchange", "Delete an exchange",
+       write=True, status=204, query=("if-unused",), tag="exchanges"),
+    _r("POST", "/api/exchanges/{vhost}/{name}/publish", "publish",
+       "Publish a message through an exchange", write=True, body="PublishRequest",
+       response="PublishResult", tag="exchanges"),
+    _r("GET", "/api/queues", "list_queues", "Queues", response="[Queue]", tag="queues"),
+    _r("GET", "/api/queues/{vhost}", "list_queues", "Queues of a vhost", response="[Queue]",
+       tag="queues"),
+    _r("GET", "/api/queues/{vhost}/{name}", "get_queue", "One queue", response="Queue",
+       tag="queues"),
+    _r("PUT", "/api/queues/{vhost}/{name}", "put_queue", "Declare a queue", write=True,
+       body="QueuePut", status=201, also=(204,), tag="queues"),
+    _r("DELETE", "/api/queues/{vhost}/{name}", "delete_queue", "Delete a queue", write=True,
+       status=204, query=("if-empty", "if-unused"), tag="queues"),
+    _r("DELETE", "/api/queues/{vhost}/{name}/contents", "purge_queue",
+       "Purge a queue's ready messages", write=True, response="PurgeResult", tag="queues"),
+    _r("GET", "/api/queues/{vhost}/{name}/bindings", "queue_bindings", "Bindings to a queue",
+       response="[Binding]", tag="bindings"),
+    _r("POST", "/api/queues/{vhost}/{name}/get", "get_messages",
+       "Get messages (consumes unless requeued; RabbitMQ ack modes)", write=True,
+       body="GetRequest", response="[Message]", tag="messages"),
+    _r("GET", "/api/queues/{vhost}/{name}/messages", "peek_messages",
+       "Peek at ready messages without consuming them (no side effects)",
+       response="[PeekedMessage]",
+       query=("limit", "offset", "encoding", "truncate", "filter"), tag="messages"),
+    _r("POST", "/api/queues/{vhost}/{name}/move", "move_messages",
+       "Move ready messages to another queue or exchange (atomic per message)", write=True,
+       body="MoveRequest", response="MoveResult", tag="messages"),
+    _r("POST", "/api/queues/{vhost}/{name}/replay", "replay_messages",
+       "Send dead-lettered messages back to where they died (or to a chosen queue)",
+       write=True, body="ReplayRequest", response="MoveResult", tag="messages"),
+    _r("GET", "/api/bindings", "list_bindings", "Bindings", response="[Binding]",
+       tag="bindings"),
+    _r("GET", "/api/bindings/{vhost}", "list_bindings", "Bindings of a vhost",
+       response="[Binding]", tag="bindings"),
+    _r("GET", "/api/bindings/{vhost}/e/{exchange}/q/{queue}", "pair_bindings",
+       "Bindings from an exchange to a queue", response="[Binding]", tag="bindings"),
+    _r("POST", "/api/bindings/{vhost}/e/{exchange}/q/{queue}", "bind_queue",
+       "Bind a queue to an exchange", write=True, body="BindingPost", status=201,
+       tag="bindings"),
+    _r("DELETE", "/api/bindings/{vhost}/e/{exchange}/q/{queue}/{props}", "unbind_queue",
+       "Remove a binding (props = its properties_key)", write=True, status=204,
+       tag="bindings"),
+    _r("GET", "/api/policies", "list_policies", "Policies", response="[Policy]",
+       tag="policies"),
+    _r("GET", "/api/policies/{vhost}", "list_policies", "Policies of a vhost",
+       response="[Policy]", tag="policies"),
+    _r("GET", "/api/policies/{vhost}/{name}", "get_policy", "One policy", response="Policy",
+       tag="policies"),
+    _r("PUT", "/api/policies/{vhost}/{name}", "put_policy", "Create or replace a policy",
+       write=True, body="PolicyPut", status=201, also=(204,), tag="policies"),
+    _r("DELETE", "/api/policies/{vhost}/{name}", "delete_policy", "Delete a policy",
+       write=True, status=204, tag="policies"),
+]

@@ -1,0 +1,20 @@
+"""The composition root: the broker and the services beside it, in one root nursery.
+
+``server/`` knows nothing of ``admin/``; this is the one place that puts them
+together, so the layers keep importing downward only.
+"""
+
+from __future__ import annotations
+
+from amqplite.config import Settings
+from amqplite.server.app import Server, Service
+
+
+async def serve(settings: Settings) -> None:
+    """Run the AMQP server, its store and, when configured, the admin API."""
+    services: list[Service] = []
+    if settings.admin_port:
+        from amqplite.admin.http import run_admin
+
+        services.append(run_admin)
+    await Server(settings).run(services=services)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -263,10 +264,12 @@ class AMQPConnection:
                 self.session = self.broker.open_session(ev.username, ev.vhost, self.name)
                 self.session.client_properties = dict(ev.client_properties or {})
                 self.session.transport = self
+                self._hb_wake.set()  # heartbeats, if negotiated, start now
                 self.server.settle()
             elif isinstance(ev, ConnectionClosing):
                 if self._closing_deadline is None:
                     self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
+                    self._hb_wake.set()
                 self._drop_session()
             elif isinstance(ev, ConnectionClosed):
                 self._drop_session()
@@ -328,7 +331,9 @@ class AMQPConnection:
         handshake_deadline = time.monotonic() + self.server.settings.handshake_timeout
         while True:
             hb = self.proto.heartbeat if self.session is not None else 0
-            delay = max(hb / 2, 0.5) if hb else 1.0
+            # without heartbeats and deadlines there is nothing to time: sleep until
+            # woken (a timer per idle connection costs CPU by the thousand)
+            delay = max(hb / 2, 0.5) if hb else math.inf
             deadline = self._linger_deadline or self._closing_deadline
             if deadline is None and self.proto.state in _HANDSHAKE_STATES:
                 deadline = handshake_deadline

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,3 +46,19 @@ def conn(broker: BrokerProcess) -> Iterator[pika.BlockingConnection]:
 @pytest.fixture
 def channel(conn: pika.BlockingConnection):  # type: ignore[no-untyped-def]
     return conn.channel()
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(mnt: Path, size: str) -> Iterator[Path]:
+    """A real filesystem of ``size`` at ``mnt`` that fills up (skips unless root can mount)."""
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                       capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

@@ -9,7 +9,6 @@ import contextlib
 import os
 import socket
 import struct
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from conformance._raw import (
     table,
 )
 from tests.brokerproc import BrokerProcess, wait_for
-from tests.server.conftest import connect
+from tests.server.conftest import connect, mounted_tmpfs
 
 PERSISTENT = struct.pack(">HB", 1 << 12, 2)  # properties: delivery-mode 2 only
 
@@ -202,18 +201,8 @@ def test_12_a_publisher_that_never_reads_cannot_grow_broker_memory(
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A 32 MiB tmpfs: a real filesystem that fills up (needs root)."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)],
-                       capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "32m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def fill(path: Path) -> None:

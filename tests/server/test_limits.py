@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ import pytest
 from pika.exceptions import ProbableAccessDeniedError
 
 from tests.brokerproc import BrokerProcess, wait_for
-from tests.server.conftest import connect
+from tests.server.conftest import connect, mounted_tmpfs
 
 
 def test_max_connections_refuses_the_one_too_many(tmp_path: Path) -> None:
@@ -52,18 +51,8 @@ def _try_connect(b: BrokerProcess) -> pika.BlockingConnection | None:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 MiB tmpfs: free space we can take away and give back (needs root)."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)],
-                       capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "64m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _free(path: Path) -> int:

@@ -64,8 +64,11 @@ port_free() {
   python3 - "$1" <<'PYEOF'
 import socket, sys
 s = socket.socket()
+# as a server binds: connections lingering in TIME_WAIT do not make a port busy
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 try:
     s.bind(("127.0.0.1", int(sys.argv[1])))
+    s.listen()
 except OSError as exc:
     sys.exit(f"port {sys.argv[1]} is in use ({exc}): pick another (CONFORMANCE_RABBIT_PORT)")
 PYEOF

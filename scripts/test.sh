@@ -68,7 +68,9 @@ trap cleanup EXIT
 # No skip: if RabbitMQ cannot be installed or started, this run fails.
 echo "== conformance against RabbitMQ"
 RABBIT_DIR=$(mktemp -d)
-RABBIT_PORT=${CONFORMANCE_RABBIT_PORT:-56730}
+# Fixed ports below the kernel's ephemeral range (32768-60999 on Linux), so
+# no client socket of the test run above can be holding them.
+RABBIT_PORT=${CONFORMANCE_RABBIT_PORT:-25730}
 started=$(date +%s)
 bash scripts/rabbitmq.sh start "$RABBIT_DIR" "$RABBIT_PORT"
 echo "   RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null) up on port" \
@@ -82,7 +84,7 @@ RABBIT_DIR=""
 
 echo "== conformance against amqplite"
 DATA=$(mktemp -d)
-PORT=${CONFORMANCE_PORT:-56720}
+PORT=${CONFORMANCE_PORT:-25720}
 .venv/bin/amqplite serve --host 127.0.0.1 --port "$PORT" --data-dir "$DATA" \
   --admin-port 0 --log-level warning >"$DATA/broker.log" 2>&1 &
 BROKER=$!

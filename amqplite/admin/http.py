@@ -1,7 +1,7 @@
 """The admin HTTP server: a small raw-ASGI app served by hypercorn inside the broker's nursery.
 
-Routing, HTTP basic auth and JSON error mapping live here; the handlers and
-the route table are in :mod:`amqplite.admin.api`.
+Routing, HTTP basic auth and JSON error mapping live here; the handlers are
+in :mod:`amqplite.admin.api`, the route table in :mod:`amqplite.admin.routes`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from urllib.parse import parse_qs, unquote
 
 import trio
 
-from amqplite.admin.api import AdminAPI, HTTPError, Request, Response
+from amqplite.admin.api import AdminAPI
 from amqplite.admin.moves import committed
+from amqplite.admin.plumbing import HTTPError, Request, Response
 from amqplite.admin.routes import ROUTES, Route
 from amqplite.broker.auth import User
 

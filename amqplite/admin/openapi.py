@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 document of the admin API, generated from the route table.
 
-Paths and operations come from :data:`amqplite.admin.api.ROUTES`, so the
+Paths and operations come from :data:`amqplite.admin.routes.ROUTES`, so the
 document cannot list a route the server lacks or miss one it has; the
 schemas below are written by hand and the tests validate live responses
 against them.

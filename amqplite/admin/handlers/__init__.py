@@ -1,0 +1,1 @@
+"""Admin API handlers, one module per resource (see :mod:`amqplite.admin.api`)."""

@@ -1,0 +1,75 @@
+"""The state and lookups every admin handler group shares.
+
+Handler groups (one module per resource) subclass :class:`HandlerBase`;
+:class:`amqplite.admin.api.AdminAPI` combines them into one object whose
+method names match ``Route.handler``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+import trio
+
+from amqplite.admin import views
+from amqplite.admin.plumbing import Request, not_found
+
+if TYPE_CHECKING:
+    from amqplite.broker.core import VHost
+    from amqplite.broker.model import ChannelState, Session
+    from amqplite.broker.queue import Queue
+    from amqplite.server.app import Server
+
+
+class HandlerBase:
+    """Broker access for the handlers: lookups that answer 404, admin channels."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.broker = server.broker
+        self.rates = views.Rates()
+        self._sessions: dict[str, Session] = {}
+        self._next_channel = itertools.count(1)
+
+    async def run_sampler(self) -> None:
+        """Sample counters once a second for the message rates."""
+        while True:
+            self.rates.sample(self.server)
+            await trio.sleep(1.0)
+
+    # ---------------------------------------------------------------- helpers
+    def _vhosts(self, req: Request) -> list[VHost]:
+        name = req.params.get("vhost")
+        if name is None:
+            return list(self.broker.vhosts.values())
+        return [self._vhost(name)]
+
+    def _vhost(self, name: str) -> VHost:
+        vh = self.broker.vhosts.get(name)
+        if vh is None:
+            raise not_found(f"no vhost '{name}'")
+        return vh
+
+    def _queue(self, req: Request) -> tuple[VHost, Queue]:
+        vh = self._vhost(req.params["vhost"])
+        q = vh.queues.get(req.params["name"])
+        if q is None:
+            raise not_found(f"no queue '{req.params['name']}' in vhost '{vh.name}'")
+        return vh, q
+
+    def _channel(self, vhost: str) -> ChannelState:
+        """A fresh channel on the admin session of ``vhost``; close it when done."""
+        s = self._sessions.get(vhost)
+        if s is None or s.id not in self.broker.sessions:
+            s = self.broker.open_session("admin-api", vhost, "admin-api")
+            self._sessions[vhost] = s
+        n = next(self._next_channel)
+        return self.broker.open_channel(s, n)
+
+    def _close(self, ch: ChannelState) -> None:
+        self.broker.close_channel(ch)
+        self.server.settle()
+
+    def _ubytes(self) -> dict[int, int]:
+        return views.unacked_bytes(self.server)

@@ -1,0 +1,234 @@
+"""Message handlers: get, peek, move and replay (dead letters)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+from amqplite.admin import moves, views
+from amqplite.admin.handlers.base import HandlerBase
+from amqplite.admin.messages import ACK_MODES, death_summary, matches, parse_filter
+from amqplite.admin.plumbing import (
+    HTTPError,
+    Request,
+    Response,
+    _exchange_name,
+    _int,
+    _str,
+    bad_request,
+    from_amqp,
+    not_found,
+)
+from amqplite.protocol.errors import AMQPError
+
+if TYPE_CHECKING:
+    from amqplite.broker.model import Entry
+    from amqplite.broker.queue import Queue
+
+
+class MessageHandlers(HandlerBase):
+    """Routes tagged ``messages``."""
+
+    async def get_messages(self, req: Request) -> Response:
+        from amqplite.broker.core import NEED_PAGE_IN
+
+        vh, q = self._queue(req)
+        body = req.json()
+        count = _int(body, "count", 1, lo=1) or 1
+        ackmode = _str(body, "ackmode", "ack_requeue_true")
+        if ackmode not in ACK_MODES:
+            raise bad_request(f"ackmode must be one of {', '.join(ACK_MODES)}")
+        encoding = _str(body, "encoding", "auto")
+        if encoding not in ("auto", "base64"):
+            raise bad_request("encoding must be auto or base64")
+        truncate = _int(body, "truncate", None)
+        ch = self._channel(vh.name)
+        out: list[dict[str, Any]] = []
+        try:
+            for _ in range(count):
+                for _attempt in range(20):
+                    r = self.broker.basic_get(ch, q.name, no_ack=False)
+                    if r is not NEED_PAGE_IN:
+                        break
+                    self.server.settle()
+                    await self.server.wait_paged(vh.name, q.name)
+                else:
+                    raise HTTPError(503, "unavailable", "message body could not be paged in")
+                if r is None:
+                    break
+                _tag, redelivered, msg, remaining = r[:4]
+                override = r[4] if len(r) > 4 else None  # e.g. x-delivery-count added
+                info = views.message_info(msg, msg.body, redelivered=redelivered,
+                                          encoding=encoding or "auto", truncate=truncate,
+                                          properties_raw=override)
+                info["message_count"] = remaining
+                out.append(info)
+            if out:
+                if ackmode == "ack_requeue_false":
+                    self.broker.basic_ack(ch, 0, multiple=True)
+                else:
+                    self.broker.basic_nack(ch, 0, multiple=True,
+                                           requeue=ackmode.endswith("requeue_true"))
+        except AMQPError as exc:
+            raise from_amqp(exc) from None
+        finally:
+            self._close(ch)
+        return Response(out)
+
+    async def peek_messages(self, req: Request) -> Response:
+        _, q = self._queue(req)
+        limit = req.int_arg("limit", 100, 0, 100_000)
+        offset = req.int_arg("offset", 0)
+        truncate = req.int_arg("truncate", -1, -1)
+        encoding = req.query.get("encoding", "auto")
+        if encoding not in ("auto", "base64"):
+            raise bad_request("encoding must be auto or base64")
+        try:
+            parts = [f for v in req.query_all.get("filter", []) for f in v.split(",") if f]
+            flt = parse_filter(parts or None)
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
+        total = q.message_count
+        picked: list[tuple[int, Entry]] = []
+        if not flt:
+            picked = list(enumerate(itertools.islice(q.ready, offset, offset + limit), offset))
+        else:
+            picked = await self._filtered(q, flt, offset, limit)
+        bodies = await moves.load_bodies(self.server, [e for _, e in picked])
+        out = [views.entry_info(e, i, e.message.body if e.message.body is not None
+                                else bodies.get(e.message.key),
+                                encoding=encoding, truncate=truncate if truncate >= 0 else None)
+               for i, e in picked]
+        return Response(out, headers={"x-total-count": str(total)})
+
+    async def _filtered(self, q: Queue, flt: dict[str, str], offset: int,
+                        limit: int) -> list[tuple[int, Entry]]:
+        """Ready entries (with their index) matching ``flt``, after ``offset`` matches."""
+        snapshot = list(q.ready)
+        out: list[tuple[int, Entry]] = []
+        skipped = 0
+        for start in range(0, len(snapshot), 500):
+            chunk = snapshot[start:start + 500]
+            bodies = await moves.load_bodies(self.server, chunk) if "body" in flt else {}
+            for i, e in enumerate(chunk, start):
+                m = e.message
+                headers = moves._headers(m)
+                body = m.body if m.body is not None else bodies.get(m.key)
+                if not matches(flt, views.filter_fields(m, death_summary(headers)), headers, body):
+                    continue
+                if skipped < offset:
+                    skipped += 1
+                    continue
+                out.append((i, e))
+                if len(out) >= limit:
+                    return out
+        return out
+
+    def _move_args(self, body: dict[str, Any]) -> tuple[int | None, dict[str, str]]:
+        limit = _int(body, "limit", None, lo=1)
+        try:
+            flt = parse_filter(body.get("filter"))
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
+        return limit, flt
+
+    async def move_messages(self, req: Request) -> Response:
+        vh, q = self._queue(req)
+        body = req.json()
+        limit, flt = self._move_args(body)
+        to_queue = _str(body, "to_queue")
+        to_exchange = _str(body, "to_exchange")
+        if (to_queue is None) == (to_exchange is None):
+            raise bad_request("give exactly one of to_queue or to_exchange (+ routing_key)")
+        if to_queue is not None:
+            dst = vh.queues.get(to_queue)
+            if dst is None:
+                raise not_found(f"no queue '{to_queue}' in vhost '{vh.name}'")
+            if dst is q:
+                raise bad_request("source and destination queue are the same")
+
+            def resolve(e: Entry, death: Any) -> list[Queue] | str:
+                return [dst] if not dst.deleted else f"queue '{to_queue}' was deleted"
+
+            res = await moves.move(self.server, vh, q, resolve, limit=limit, flt=flt,
+                                   exchange_for=lambda e: "", routing_key_for=lambda e: to_queue)
+        else:
+            assert to_exchange is not None
+            xname = _exchange_name(to_exchange)
+            rk = _str(body, "routing_key")
+            ex = vh.exchanges.get(xname)
+            if ex is None:
+                raise not_found(f"no exchange '{xname}' in vhost '{vh.name}'")
+
+            def resolve(e: Entry, death: Any) -> list[Queue] | str:
+                key = e.message.routing_key if rk is None else rk
+                qs = [t for t in self.broker.route(vh, ex, key, e.message) if t is not q]
+                return qs or f"unroutable: exchange '{xname}' routing key '{key}'"
+
+            res = await moves.move(
+                self.server, vh, q, resolve, limit=limit, flt=flt,
+                exchange_for=lambda e: xname,
+                routing_key_for=lambda e: e.message.routing_key if rk is None else rk)
+        return Response(res.as_dict())
+
+    async def replay_messages(self, req: Request) -> Response:
+        vh, q = self._queue(req)
+        body = req.json()
+        limit, flt = self._move_args(body)
+        target = _str(body, "queue")
+        to = _str(body, "to", "origin")
+        if to not in ("origin", "exchange"):
+            raise bad_request("to must be origin (the queue it died in) or exchange")
+        if target is not None:
+            dst = vh.queues.get(target)
+            if dst is None:
+                raise not_found(f"no queue '{target}' in vhost '{vh.name}'")
+            if dst is q:
+                raise bad_request("source and destination queue are the same")
+
+        def origin(death: Any) -> tuple[str, list[str]] | None:
+            if not death or not death.get("origin_queue"):
+                return None
+            return death.get("origin_exchange") or "", death.get("origin_routing_keys") or []
+
+        def resolve(e: Entry, death: Any) -> list[Queue] | str:
+            if target is not None:
+                return [vh.queues[target]] if target in vh.queues else f"no queue '{target}'"
+            o = origin(death)
+            if o is None:
+                return "not a dead-lettered message (no x-death header)"
+            if to == "origin":
+                oq = vh.queues.get(death["origin_queue"])
+                if oq is None:
+                    return f"origin queue '{death['origin_queue']}' does not exist"
+                if oq is q:
+                    return "origin queue is this queue"
+                return [oq]
+            ex = vh.exchanges.get(o[0])
+            if ex is None:
+                return f"origin exchange '{o[0]}' does not exist"
+            found: dict[str, Queue] = {}
+            for key in o[1] or [e.message.routing_key]:
+                for t in self.broker.route(vh, ex, key, e.message):
+                    if t is not q:
+                        found[t.name] = t
+            return list(found.values()) or f"unroutable via exchange '{o[0]}'"
+
+        def exchange_for(e: Entry) -> str:
+            if target is not None or to == "origin":
+                return ""
+            d = death_summary(moves._headers(e.message)) or {}
+            return d.get("origin_exchange") or ""
+
+        def routing_key_for(e: Entry) -> str:
+            if target is not None:
+                return target
+            d = death_summary(moves._headers(e.message)) or {}
+            if to == "origin":
+                return d.get("origin_queue") or e.message.routing_key
+            keys = d.get("origin_routing_keys") or [e.message.routing_key]
+            return keys[0]
+
+        res = await moves.move(self.server, vh, q, resolve, limit=limit, flt=flt,
+                               exchange_for=exchange_for, routing_key_for=routing_key_for)
+        return Response(res.as_dict())

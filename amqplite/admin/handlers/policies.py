@@ -1,0 +1,85 @@
+"""Policy handlers: list, get, set, clear."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqplite.admin import views
+from amqplite.admin.handlers.base import HandlerBase
+from amqplite.admin.plumbing import (
+    HTTPError,
+    Request,
+    Response,
+    _int,
+    _str,
+    bad_request,
+    not_found,
+)
+
+
+class PolicyHandlers(HandlerBase):
+    """Routes tagged ``policies``."""
+
+    def _policy_dict(self, p: Any) -> dict[str, Any]:
+        if hasattr(p, "as_dict"):
+            d = p.as_dict()
+        else:  # pragma: no cover - older Policy shape
+            d = {"vhost": getattr(p, "vhost", "/"), "name": p.name, "pattern": p.pattern,
+                 "apply-to": p.apply_to, "priority": p.priority,
+                 "definition": dict(p.definition)}
+        return views.jsonable(d)  # type: ignore[no-any-return]
+
+    def _policies(self) -> dict[str, dict[str, Any]]:
+        pol = getattr(self.broker, "policies", None)
+        if pol is None:
+            raise HTTPError(501, "not_implemented", "this broker has no policy support")
+        return pol  # type: ignore[no-any-return]
+
+    async def list_policies(self, req: Request) -> Response:
+        pols = self._policies()
+        out = []
+        for vh in self._vhosts(req):
+            for name in sorted(pols.get(vh.name, {})):
+                d = self._policy_dict(pols[vh.name][name])
+                d["vhost"] = vh.name
+                out.append(d)
+        return Response(out)
+
+    async def get_policy(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        p = self._policies().get(vh.name, {}).get(req.params["name"])
+        if p is None:
+            raise not_found(f"no policy '{req.params['name']}' in vhost '{vh.name}'")
+        d = self._policy_dict(p)
+        d["vhost"] = vh.name
+        return Response(d)
+
+    async def put_policy(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        pols = self._policies()
+        body = req.json()
+        name = req.params["name"]
+        pattern = _str(body, "pattern")
+        if pattern is None:
+            raise bad_request("pattern is required")
+        definition = body.get("definition")
+        if not isinstance(definition, dict):
+            raise bad_request("definition must be a JSON object")
+        priority = _int(body, "priority", 0, lo=-(1 << 31)) or 0
+        apply_to = _str(body, "apply-to", "queues") or "queues"
+        existed = name in pols.get(vh.name, {})
+        try:
+            self.broker.set_policy(vh.name, name, pattern, definition, priority=priority,
+                                   apply_to=apply_to)
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
+        self.server.settle()
+        return Response(None, 204 if existed else 201)
+
+    async def delete_policy(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        self._policies()
+        if not self.broker.clear_policy(vh.name, req.params["name"]):
+            raise not_found(f"no policy '{req.params['name']}' in vhost '{vh.name}'")
+        self.server.settle()
+        return Response(None, 204)

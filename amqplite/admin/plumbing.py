@@ -1,0 +1,127 @@
+"""HTTP plumbing of the admin API: requests, responses, errors, body field checks.
+
+Kept apart from the handlers so they and the ASGI app share one error shape
+(RabbitMQ's ``{"error": ..., "reason": ...}``) without importing each other.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from amqplite.broker.auth import User
+from amqplite.protocol.errors import AMQPError
+
+#: AMQP reply code -> HTTP status for errors raised by broker commands
+_AMQP_STATUS = {403: 403, 404: 404, 405: 409, 406: 400}
+
+
+@attrs.define
+class Request:
+    method: str
+    params: dict[str, str]
+    query: dict[str, str]
+    body: bytes = b""
+    user: User | None = None
+    #: every value of repeated query parameters
+    query_all: dict[str, list[str]] = attrs.field(factory=dict)
+
+    def json(self) -> dict[str, Any]:
+        """The body as a JSON object (an empty body is ``{}``); 400 otherwise."""
+        if not self.body.strip():
+            return {}
+        try:
+            data = json.loads(self.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise HTTPError(400, "bad_request", f"body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise HTTPError(400, "bad_request", "body must be a JSON object")
+        return data
+
+    def flag(self, name: str) -> bool:
+        return self.query.get(name, "").lower() in ("true", "1", "yes")
+
+    def int_arg(self, name: str, default: int, lo: int = 0, hi: int = 1 << 31) -> int:
+        raw = self.query.get(name)
+        if raw is None or raw == "":
+            return default
+        try:
+            v = int(raw)
+        except ValueError:
+            raise bad_request(f"query parameter {name} must be an integer") from None
+        if not lo <= v <= hi:
+            raise HTTPError(400, "bad_request", f"query parameter {name} must be in {lo}..{hi}")
+        return v
+
+
+@attrs.define
+class Response:
+    body: Any = None
+    status: int = 200
+    headers: dict[str, str] = attrs.field(factory=dict)
+    content_type: str = "application/json"
+
+
+class HTTPError(Exception):
+    """An error answer: ``{"error": ..., "reason": ...}`` with a status code."""
+
+    def __init__(self, status: int, error: str, reason: str,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(status, error, reason)
+        self.status, self.error, self.reason = status, error, reason
+        self.headers = headers or {}
+
+    def response(self) -> Response:
+        return Response({"error": self.error, "reason": self.reason}, self.status, self.headers)
+
+
+def not_found(reason: str) -> HTTPError:
+    return HTTPError(404, "Object Not Found", reason)
+
+
+def bad_request(reason: str) -> HTTPError:
+    return HTTPError(400, "bad_request", reason)
+
+
+def from_amqp(exc: AMQPError) -> HTTPError:
+    status = _AMQP_STATUS.get(exc.reply_code, 400)
+    error = {404: "Object Not Found", 403: "access_refused", 409: "resource_locked"}.get(
+        status, "bad_request")
+    return HTTPError(status, error, exc.reply_text)
+
+
+def _str(body: dict[str, Any], key: str, default: str | None = None) -> str | None:
+    v = body.get(key, default)
+    if v is not None and not isinstance(v, str):
+        raise bad_request(f"{key} must be a string")
+    return v
+
+
+def _bool(body: dict[str, Any], key: str, default: bool = False) -> bool:
+    v = body.get(key, default)
+    if not isinstance(v, bool):
+        raise bad_request(f"{key} must be true or false")
+    return v
+
+
+def _int(body: dict[str, Any], key: str, default: int | None, lo: int = 0) -> int | None:
+    v = body.get(key, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise bad_request(f"{key} must be an integer >= {lo}")
+    return v
+
+
+def _obj(body: dict[str, Any], key: str) -> dict[str, Any]:
+    v = body.get(key) or {}
+    if not isinstance(v, dict):
+        raise bad_request(f"{key} must be a JSON object")
+    return v
+
+
+def _exchange_name(name: str) -> str:
+    return "" if name == "amq.default" else name
+

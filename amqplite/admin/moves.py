@@ -61,16 +61,6 @@ async def load_bodies(server: Server, entries: list[Entry]) -> dict[int, bytes]:
     return await trio.to_thread.run_sync(store.fetch_bodies, keys)
 
 
-def _would_reject(q: Queue, msg: Message) -> bool:
-    """True when ``q`` refuses new messages (x-overflow reject-publish at its limit)."""
-    overflow = getattr(q, "overflow", "drop-head")
-    if overflow in (None, "drop-head"):
-        return False
-    ml, mb = getattr(q, "max_length", None), getattr(q, "max_bytes", None)
-    return (ml is not None and len(q.ready) >= ml) or (
-        mb is not None and q.ready.bytes + msg.body_size > mb)
-
-
 async def committed(server: Server) -> None:
     """Wait until everything handed to the store so far has committed."""
     p = server.persistence
@@ -84,6 +74,7 @@ async def committed(server: Server) -> None:
             failure.append(err)
         done.set()
 
+    server.interpret(flush=False)  # whatever the broker still holds joins this batch
     p.add_waiter(waiter)
     p.flush()
     await done.wait()
@@ -126,8 +117,7 @@ async def move(server: Server, vh: VHost, src: Queue, resolve: Resolver, *,
         bodies = await load_bodies(server, cand)
         # 2. one synchronous step: re-check, enqueue copies, drop originals
         present = {id(e) for e in src.ready} if not src.deleted else set()
-        gone: list[Entry] = []
-        touched: dict[int, Queue] = {}
+        moving: list[tuple[Entry, list[Queue], str, str, bytes]] = []
         progress = False
         for e in cand:
             if id(e) not in present:
@@ -157,7 +147,7 @@ async def move(server: Server, vh: VHost, src: Queue, resolve: Resolver, *,
                 res.skipped += 1
                 progress = True
                 continue
-            full = [q.name for q in targets if _would_reject(q, msg)]
+            full = [q.name for q in targets if broker.would_reject(q, msg)]
             if full:
                 failed.add(id(e))
                 res.skipped += 1
@@ -165,32 +155,16 @@ async def move(server: Server, vh: VHost, src: Queue, resolve: Resolver, *,
                                    "reason": f"queue '{full[0]}' is full (x-overflow)"})
                 progress = True
                 continue
-            new = Message(broker._message_key(), exchange_for(e), routing_key_for(e),
-                          msg.properties_raw, body, body_size=msg.body_size,
-                          persistent=msg.persistent)
-            if hasattr(new, "_mid"):
-                new._mid = msg.message_id  # the same message to the delivery log
-            log = getattr(broker, "_log", None)
-            if log is not None:
-                log("replayed", vh.name, msg, src.name)
-            for q in targets:
-                broker.enqueue(q, new)
-                touched[id(q)] = q
-            gone.append(e)
+            moving.append((e, targets, exchange_for(e), routing_key_for(e), body))
             res.moved += 1
             progress = True
-        if gone:
-            ids = {id(e) for e in gone}
-            src.ready.remove_where(lambda x, ids=ids: id(x) in ids)
-            for e in gone:
-                broker._entry_done(src, e)
-            for q in touched.values():
-                if q is not src:
-                    broker._dispatch(q)
+        # the copies and the originals' removal: one step, one store submission
+        broker.move_entries(vh, src, moving)
+        server.interpret(flush=False)
         if server.persistence is not None:
             # rides on the submission that carries this chunk's ops
             server.persistence.add_waiter(chunk_committed)
-        server.settle()
+            server.persistence.flush()
         if not progress:
             break
         await trio.sleep(0)

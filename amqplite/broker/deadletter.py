@@ -1,4 +1,4 @@
-"""Dead-letter headers exactly as RabbitMQ writes them.
+"""Dead-lettering, and the dead-letter headers exactly as RabbitMQ writes them.
 
 ``x-death`` is an array of tables, newest first, one per (queue, reason); a
 second death for the same pair increments ``count`` and moves that entry to
@@ -16,10 +16,16 @@ properties.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from amqplite.broker.base import BrokerBase
+from amqplite.broker.model import Entry, Message
+from amqplite.broker.queue import Queue
 from amqplite.protocol.codec import FieldArray, FieldTable, Timestamp
 from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
+
+log = logging.getLogger("amqplite.broker")
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -122,3 +128,82 @@ def with_delivery_count(raw: bytes, count: int) -> bytes:
     headers.set("x-delivery-count", count, "l")
     props.headers = headers
     return encode_properties(props)
+
+
+class DeadLettering(BrokerBase):
+    """RabbitMQ's dead-lettering: x-death, cycles dropped, atomic in the store."""
+
+    def dead_letter(self, q: Queue, e: Entry, reason: str) -> None:
+        """A message leaves ``q`` for ``reason``; without a dead-letter exchange it is dropped.
+
+        The removal and the copy's insertion land in the same store batch, so
+        one transaction holds both: a crash never loses or duplicates it.
+        """
+        if e.message.body is None and self._copy_needs_body(q, e.message):
+            # park it (its row stays until then); paged_in() finishes the job
+            q.awaiting_body.append((e, reason))
+            self._request_page_in(q)
+            return
+        # the copy's inserts go first: a copied body is read from the source row,
+        # which the source's delete may garbage-collect
+        self._dead_letter_message(q, e.message, reason)
+        self._entry_done(q, e)
+
+    def _copy_needs_body(self, q: Queue, msg: Message) -> bool:
+        """Would a dead-lettered copy of this paged-out message reach a queue that
+        does not store it (so the body must be in RAM, not copied row to row)?"""
+        vh = self.vhosts.get(q.vhost)
+        ex = vh.exchanges.get(q.dlx) if vh is not None and q.dlx is not None else None
+        if vh is None or ex is None:
+            return False
+        rk = q.dlrk if q.dlrk is not None else msg.routing_key
+        return any(not (msg.persistent and t.durable and not t.exclusive)
+                   for t in self.route(vh, ex, rk, msg))
+
+    def _dead_letter_message(self, q: Queue, msg: Message, reason: str) -> None:
+        vh = self.vhosts.get(q.vhost)
+        dlx = q.dlx
+        ex = vh.exchanges.get(dlx) if vh is not None and dlx is not None else None
+        if vh is None or ex is None:
+            self.log_event("dead_lettered", q.vhost, msg, q.name, reason=f"{reason}:dropped")
+            return
+        rk = q.dlrk if q.dlrk is not None else msg.routing_key
+        try:
+            raw = dead_letter_properties(
+                msg.properties_raw, queue=q.name, reason=reason, exchange=msg.exchange,
+                routing_keys=[msg.routing_key], now_s=int(self.now()),
+            )
+        except Exception as exc:  # one message's content never escapes into a timer or a client
+            # Publish checks properties, so only a message stored by an older version
+            # gets here. Without x-death a cycle could not be detected, and a
+            # consumer's client library may fail on its header: drop it, loudly.
+            log.error("dropped message %s dead-lettered (%s) from queue '%s' in vhost '%s': "
+                      "malformed properties (%s)", msg.message_id, reason, q.name, q.vhost, exc)
+            self.log_event("dead_lettered", q.vhost, msg, q.name, reason=f"{reason}:malformed")
+            return
+        new = Message(self.new_message_key(), ex.name, rk, raw, msg.body, body_size=msg.body_size,
+                      persistent=msg.persistent)
+        new._mid = msg.message_id
+        if msg.body is None:
+            new.copy_of = msg.key
+        self.stats["dead_lettered"] += 1
+        self.log_event("dead_lettered", q.vhost, msg, q.name, reason=reason)
+        headers = new.headers()
+        targets = [t for t in self.route(vh, ex, rk, new) if not is_cycle(headers, t.name)]
+        for t in targets:
+            self.enqueue(t, new)
+        for t in targets:
+            if t is not q:
+                self._dispatch(t)
+
+    def drop_malformed(self, q: Queue, e: Entry, detail: str) -> None:
+        """Remove a stored entry whose properties do not decode, with an error in the log.
+
+        Recovery calls it for messages an older version stored before publish
+        checked properties: such a message cannot be dead-lettered with x-death,
+        and a consumer's client library may fail on its header frame.
+        """
+        log.error("dropped message %s in queue '%s' in vhost '%s': malformed properties (%s)",
+                  e.message.message_id, q.name, q.vhost, detail)
+        self.log_event("dead_lettered", q.vhost, e.message, q.name, reason="malformed:dropped")
+        self._entry_done(q, e)

@@ -1,12 +1,14 @@
-"""Effects: what the pure broker asks the server shell to do.
+"""Effects and replies: what the pure broker asks of the server shell.
 
-The broker appends these to ``Broker.effects`` and store operations to
-``Broker.store_ops``; the shell drains both after each command.
+Commands append wire effects to ``Broker.effects`` and store operations to
+``Broker.store_ops``; the shell takes both as one :class:`Outcome` per batch
+(``Broker.take_outcome``) and one interpreter carries it out. Replies a
+command returns (``GetOk``, ``PublishResult``) are plain values too.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -52,3 +54,72 @@ class PageIn:
 
     queue: Queue
     entries: list[Entry]
+
+
+@attrs.define(slots=True)
+class Confirm:
+    """Send basic.ack (or basic.nack when ``nack``) for publish seq ``upto``.
+
+    ``multiple`` covers every unconfirmed seq up to ``upto``. With
+    ``after_commit`` the shell holds it until the store batch that carries the
+    publishes has committed, and sends a nack instead if that commit failed.
+    """
+
+    channel: ChannelState
+    upto: int
+    multiple: bool
+    nack: bool
+    after_commit: bool
+
+
+@attrs.define(slots=True)
+class Outcome:
+    """One batch of commands, as the shell must carry it out.
+
+    ``effects`` in order (a publish's Return precedes its Confirm), then
+    ``store_ops`` handed to the store in one submission; ``evictable`` bodies
+    may leave RAM once that submission has committed.
+    """
+
+    effects: list[Any]
+    store_ops: list[Any]
+    evictable: list[tuple[Queue, Entry]]
+
+    def __bool__(self) -> bool:
+        return bool(self.effects or self.store_ops or self.evictable)
+
+
+@attrs.define(slots=True)
+class GetOk:
+    """basic.get's answer when the queue had a message."""
+
+    delivery_tag: int
+    redelivered: bool
+    message: Message
+    message_count: int
+    #: replacement property bytes (x-delivery-count), else None
+    properties: bytes | None
+
+
+class NeedPageIn:
+    """basic.get's answer when the head's body is on disk: page in, then ask again."""
+
+    __slots__ = ()
+
+
+NEED_PAGE_IN = NeedPageIn()
+
+
+class PublishResult:
+    """What the shell needs to know about one publish.
+
+    ``rejected``: a queue with ``x-overflow: reject-publish`` refused it, so a
+    publisher in confirm mode gets basic.nack.
+    """
+
+    __slots__ = ("rejected", "routed", "stored")
+
+    def __init__(self, routed: bool, stored: bool, rejected: bool = False) -> None:
+        self.routed = routed
+        self.stored = stored
+        self.rejected = rejected

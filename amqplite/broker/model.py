@@ -180,7 +180,8 @@ class Delivery:
 class Session:
     """One client connection as the broker sees it."""
 
-    __slots__ = ("channels", "client_properties", "id", "peer", "transport", "username", "vhost")
+    __slots__ = ("channels", "client_properties", "id", "peer", "transport", "username", "vhost",
+                 "writable")
 
     def __init__(self, sid: int, username: str, vhost: str, peer: str = "") -> None:
         self.id = sid
@@ -189,12 +190,11 @@ class Session:
         self.peer = peer
         self.channels: dict[int, ChannelState] = {}
         self.client_properties: dict[str, Any] = {}
-        #: Opaque handle the server uses to write to this connection.
+        #: Opaque handle the server uses to write to this connection (never read here).
         self.transport: Any = None
-
-    def writable(self) -> bool:
-        t = self.transport
-        return t is None or t.writable
+        #: False while the connection's socket is backed up: its consumers wait
+        #: (the shell tells the broker with ``set_writable``).
+        self.writable = True
 
 
 class ChannelState:
@@ -202,13 +202,13 @@ class ChannelState:
 
     __slots__ = (
         "confirm",
+        "confirms",
         "consumers",
         "flow",
         "global_prefetch",
         "last_props",
         "last_queue",
         "last_table",
-        "next_publish_seq",
         "next_tag",
         "number",
         "open",
@@ -234,7 +234,8 @@ class ChannelState:
         self.global_prefetch = 0
         self.flow = True
         self.confirm = False
-        self.next_publish_seq = 1
+        #: publisher-confirm accounting (confirms.ConfirmState) once in confirm mode
+        self.confirms: Any = None
         self.tx = False
         self.tx_publishes: list[Any] = []
         self.tx_acks: list[Any] = []
@@ -251,12 +252,12 @@ class ChannelState:
         self.last_table = b""
 
     def can_deliver(self) -> bool:
-        if not self.flow or not self.session.writable():
+        if not self.flow or not self.session.writable:
             return False
         return not (self.global_prefetch and len(self.unacked) >= self.global_prefetch)
 
     def can_deliver_no_ack(self) -> bool:
-        return self.flow and self.session.writable()
+        return self.flow and self.session.writable
 
 
 class ReadyList:

@@ -1,8 +1,8 @@
 """The root nursery: AMQP listeners, store writer bridge, page-ins and shutdown.
 
-``Server.settle()`` is the single place where broker effects become wire
-writes and store submissions; every code path that calls into the broker
-calls it afterwards.
+Every path into the broker ends in ``Server.interpret()`` (a batch of
+commands) or ``Server.execute()`` (one command): both hand the broker's
+Outcome to the one :class:`~amqplite.server.interpreter.Interpreter`.
 """
 
 from __future__ import annotations
@@ -15,19 +15,20 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
 from amqplite import __version__
 from amqplite.broker.auth import UserDB
 from amqplite.broker.core import Broker
-from amqplite.broker.effects import CancelNotify, Deliver, PageIn, Return
+from amqplite.broker.effects import PageIn
 from amqplite.config import Settings
 from amqplite.protocol.connection import default_server_properties
 from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPConnection
 from amqplite.server.datalock import DataDirLock
 from amqplite.server.disk import DiskMonitor
+from amqplite.server.interpreter import Interpreter
 from amqplite.server.persistence import Persistence
 from amqplite.server.recovery import restore
 from amqplite.store.engine import CLEAN_KEY, Store
@@ -37,6 +38,7 @@ log = logging.getLogger("amqplite.server")
 
 #: a task the composition root runs beside the broker: ``service(server, task_status=...)``
 Service = Callable[..., Awaitable[None]]
+_R = TypeVar("_R")
 
 
 SHUTDOWN_TEXT = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
@@ -57,6 +59,7 @@ class Server:
                            loopback_only=name in settings.loopback_users)
         self.store: Store | None = None
         self.persistence: Persistence | None = None
+        self.interpreter: Interpreter | None = None
         self.connections: set[AMQPConnection] = set()
         self.listen_ports: list[int] = []
         self.started_at = time.time()
@@ -73,41 +76,36 @@ class Server:
         return default_server_properties()
 
     # ------------------------------------------------------------ effects
-    def settle(self, flush: bool = True) -> None:
-        """Carry out the broker's pending effects and hand its ops to the store.
+    def interpret(self, *, flush: bool = True) -> None:
+        """Carry out what the broker's commands since the last call asked for.
 
-        ``flush=False`` leaves the store batch open so the caller can attach
-        confirm waiters to it first (returns must precede their confirms).
+        ``flush=False`` leaves the store batch open so the caller can attach a
+        waiter to it first (tx.commit-ok, a held declare-ok).
         """
-        b = self.broker
-        while b.effects:
-            effects, b.effects = b.effects, []
-            for e in effects:
-                t = type(e)
-                if t is Deliver:
-                    tr = e.channel.session.transport
-                    if tr is not None:
-                        tr.deliver(e.channel, e.consumer_tag, e.delivery_tag, e.redelivered,
-                                   e.message, e.properties)
-                elif t is Return:
-                    tr = e.channel.session.transport
-                    if tr is not None:
-                        tr.send_return(e.channel, e.reply_code, e.reply_text, e.message)
-                elif t is CancelNotify:
-                    tr = e.channel.session.transport
-                    if tr is not None:
-                        tr.send_cancel(e.channel, e.consumer_tag)
-                elif t is PageIn:
-                    assert self._nursery is not None
-                    self._nursery.start_soon(self._page_in, e)
-        if flush and self.persistence is not None:
-            self.persistence.flush()
+        assert self.interpreter is not None, "the server is not running"
+        self.interpreter.apply(self.broker.take_outcome(), flush=flush)
+
+    def execute(self, command: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
+        """Run one broker command and carry out its Outcome at once (admin, timers)."""
+        try:
+            return command(*args, **kwargs)
+        finally:
+            self.interpret()
+
+    async def committed(self) -> None:
+        """Wait until everything the broker has asked of the store so far has committed."""
+        self.interpret(flush=False)
+        await self.persist.committed()
 
     @property
     def persist(self) -> Persistence:
         """The store bridge (exists once run() has opened the store)."""
         assert self.persistence is not None, "the server is not running"
         return self.persistence
+
+    def _start_page_in(self, e: PageIn) -> None:
+        assert self._nursery is not None
+        self._nursery.start_soon(self._page_in, e)
 
     async def _page_in(self, e: PageIn) -> None:
         """Read paged-out bodies once every earlier submission has committed.
@@ -123,12 +121,11 @@ class Server:
             bodies = await trio.to_thread.run_sync(self.store.fetch_bodies, keys)
         except Exception:
             log.exception("page-in failed for queue %s; will retry", e.queue.name)
-            self.broker.paged_in(e.queue, {}, ())  # asks again on the next dispatch
+            self.execute(self.broker.paged_in, e.queue, {}, ())  # asks again on next dispatch
             with trio.move_on_after(1):
                 await self._stopping.wait()
         else:
-            self.broker.paged_in(e.queue, bodies, e.entries)
-        self.settle()
+            self.execute(self.broker.paged_in, e.queue, bodies, e.entries)
         ev = self._paging.pop((e.queue.vhost, e.queue.name), None)
         if ev is not None:
             ev.set()
@@ -173,6 +170,7 @@ class Server:
         clean = False
         self.persistence = Persistence(store, self.broker, s.store_backlog_limit)
         self.persistence.bind_loop()
+        self.interpreter = Interpreter(self.broker, self.persistence, self._start_page_in)
         if lock_dir is not None:
             self.disk = DiskMonitor(lock_dir, s.disk_free_limit_bytes, self.persistence)
             self.disk.check()  # an alarm is in force before the first client arrives
@@ -238,8 +236,7 @@ class Server:
             await trio.sleep(delay)
             if b.next_deadline() is not None:
                 try:
-                    b.tick()
-                    self.settle()
+                    self.execute(b.tick)
                 except Exception:  # a timer bug must not take the whole broker down
                     log.exception("timer tick failed; carrying on")
 

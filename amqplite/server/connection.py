@@ -10,7 +10,6 @@ touches the others.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import math
 import time
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from amqplite.broker.core import NEED_PAGE_IN
+from amqplite.broker.effects import NeedPageIn
 from amqplite.broker.model import ChannelState, Session
 from amqplite.protocol import methods as M
 from amqplite.protocol.connection import (
@@ -54,19 +53,6 @@ _HANDSHAKE_STATES = frozenset({
 })
 
 
-class _Confirms:
-    """Publisher-confirm bookkeeping for one channel."""
-
-    __slots__ = ("acked_upto", "dirty", "nacks", "stored", "waiting")
-
-    def __init__(self) -> None:
-        self.acked_upto = 0
-        self.nacks: list[int] = []  # seqs refused by a reject-publish queue
-        self.waiting = 0  # confirm batches waiting for a commit
-        self.dirty = False  # publishes in the current chunk
-        self.stored = False  # ...one of which needs a commit
-
-
 class AMQPConnection:
     def __init__(self, server: Server, stream: trio.SocketStream, peer: tuple[str, int]) -> None:
         self.server = server
@@ -88,7 +74,6 @@ class AMQPConnection:
         self._persist = server.persist
         self.session: Session | None = None
         self.channels: dict[int, ChannelState] = {}
-        self.confirms: dict[int, _Confirms] = {}
         self.writable = True
         self.alive = True
         self.connected_at = time.time()
@@ -195,9 +180,7 @@ class AMQPConnection:
                 log.exception("internal error on %s", self.name)
                 self._connection_error(AMQPError(541, f"INTERNAL_ERROR - {exc!r}"))
                 done = False
-            self.server.settle(flush=False)
-            self._finish_chunk()
-            persistence.flush()
+            self.server.interpret()
             self._wake_writer()
             if done:
                 self._linger()
@@ -243,8 +226,7 @@ class AMQPConnection:
         while True:
             if proto.close_pending():
                 # what earlier frames are owed (returns, confirms) goes out before close-ok
-                self.server.settle(flush=False)
-                self._finish_chunk()
+                self.server.interpret(flush=False)
             ev = proto.next_event()
             if ev is None:
                 return False
@@ -265,7 +247,6 @@ class AMQPConnection:
                 self.session.client_properties = dict(ev.client_properties or {})
                 self.session.transport = self
                 self._hb_wake.set()  # heartbeats, if negotiated, start now
-                self.server.settle()
             elif isinstance(ev, ConnectionClosing):
                 if self._closing_deadline is None:
                     self._closing_deadline = time.monotonic() + CLOSE_OK_TIMEOUT
@@ -317,13 +298,14 @@ class AMQPConnection:
             if not self.writable:
                 self.writable = True
                 if self.session is not None:
-                    self.broker.resume_session(self.session)
-                    self.server.settle()
+                    self.server.execute(self.broker.set_writable, self.session, True)
 
     def _wake_writer(self) -> None:
         self._wake.set()
         if self.writable and self.proto.pending_bytes() > WRITE_HIGH_WATER:
             self.writable = False
+            if self.session is not None:
+                self.broker.set_writable(self.session, False)  # no effects: nothing to carry out
 
     async def _heartbeat(self) -> None:
         """Heartbeats, plus every deadline of the connection's life: the handshake,
@@ -373,19 +355,15 @@ class AMQPConnection:
     # ----------------------------------------------------------- cleanup
     def _drop_channel(self, number: int) -> None:
         ch = self.channels.pop(number, None)
-        self.confirms.pop(number, None)
         if ch is not None:
-            self.broker.close_channel(ch)
-            self.server.settle()
+            self.server.execute(self.broker.close_channel, ch)
 
     def _drop_session(self) -> None:
         self.admitted = False  # closing: its slot is free for the next client
         if self.session is not None:
             s, self.session = self.session, None
             self.channels.clear()
-            self.confirms.clear()
-            self.broker.close_session(s)
-            self.server.settle()
+            self.server.execute(self.broker.close_session, s)
 
     def _linger(self) -> None:
         """The close handshake is over (or its wait timed out).
@@ -458,75 +436,22 @@ class AMQPConnection:
             return
         self._publish_epoch = self._persist.alarm_epoch
         try:
-            res = self.broker.basic_publish(
+            self.broker.basic_publish(
                 ch, method.exchange, method.routing_key, props, body,
                 mandatory=method.mandatory, immediate=method.immediate,
             )
         except ChannelError as exc:
             self._channel_error(number, exc)
+
+    def send_confirm(self, ch: ChannelState, upto: int, multiple: bool, nack: bool) -> None:
+        if not self.alive or self.channels.get(ch.number) is not ch:
             return
-        if ch.confirm:
-            st = self.confirms[number]
-            if res.rejected:
-                st.nacks.append(ch.next_publish_seq)
-            ch.next_publish_seq += 1
-            st.dirty = True
-            if res.stored:
-                st.stored = True
-
-    def _finish_chunk(self) -> None:
-        """Send or schedule publisher confirms for the frames just handled."""
-        for number, st in self.confirms.items():
-            if not st.dirty:
-                continue
-            ch = self.channels.get(number)
-            if ch is None:
-                continue
-            upto = ch.next_publish_seq - 1
-            nacks, st.nacks = st.nacks, []
-            st.dirty = False
-            if st.stored or st.waiting:
-                st.stored = False
-                st.waiting += 1
-                self._persist.add_waiter(
-                    functools.partial(self._confirm_done, number, st, upto, nacks)
-                )
-            else:
-                self._send_confirm(number, st, upto, True, nacks)
-
-    def _confirm_done(self, number: int, st: _Confirms, upto: int, nacks: list[int],
-                      err: BaseException | None) -> None:
-        st.waiting -= 1
-        # identity, not the number: a reopened channel with the same number gets
-        # a fresh _Confirms and must never see the old channel's confirms
-        if self.alive and self.confirms.get(number) is st:
-            self._send_confirm(number, st, upto, err is None, nacks)
-            self._wake_writer()
-
-    def _send_confirm(self, number: int, st: _Confirms, upto: int, ok: bool,
-                      nacks: list[int]) -> None:
-        """Ack (or, after a failed commit, nack) every seq up to ``upto``, in order.
-
-        Seqs in ``nacks`` were refused by a queue and get basic.nack alone.
-        """
-        for seq in nacks:
-            if seq - 1 > st.acked_upto:
-                self._confirm_range(number, st, seq - 1, ok)
-            self.proto.send_method(number, M.BasicNack(delivery_tag=seq, multiple=False,
-                                                       requeue=False))
-            st.acked_upto = seq
-        self._confirm_range(number, st, upto, ok)
-
-    def _confirm_range(self, number: int, st: _Confirms, upto: int, ok: bool) -> None:
-        if upto <= st.acked_upto:
-            return
-        multiple = upto - st.acked_upto > 1
-        if ok:
-            self.proto.send_method(number, M.BasicAck(delivery_tag=upto, multiple=multiple))
+        if nack:
+            self.proto.send_method(ch.number, M.BasicNack(delivery_tag=upto, multiple=multiple,
+                                                          requeue=False))
         else:
-            self.proto.send_method(number, M.BasicNack(delivery_tag=upto, multiple=multiple,
-                                                       requeue=False))
-        st.acked_upto = upto
+            self.proto.send_method(ch.number, M.BasicAck(delivery_tag=upto, multiple=multiple))
+        self._wake_writer()
 
     def _on_connection_method(self, m: Any) -> None:
         """Channel-0 methods the protocol layer leaves to us (connection.update-secret).
@@ -563,8 +488,7 @@ class AMQPConnection:
         """
         if all(type(op) is tuple for op in self.broker.store_ops):  # log rows only
             return
-        self.server.settle(flush=False)
-        self._finish_chunk()
+        self.server.interpret(flush=False)
         failed: list[BaseException] = []
         done = trio.Event()
 
@@ -665,16 +589,18 @@ class AMQPConnection:
     async def _basic_get(self, ch: ChannelState, m: Any) -> None:
         while True:
             res = self.broker.basic_get(ch, m.queue, m.no_ack)
-            if res is not NEED_PAGE_IN:
+            if not isinstance(res, NeedPageIn):
                 break
-            self.server.settle()  # starts the page-in
+            self.server.interpret()  # starts the page-in
             await self.server.wait_paged(ch.session.vhost, m.queue)
         if res is None:
             self._reply(ch, M.BasicGetEmpty())
             return
-        tag, redelivered, msg, count, props = res
-        self.proto.send_get_ok(ch.number, tag, redelivered, msg.exchange, msg.routing_key,
-                               count, props or msg.properties_raw, msg.body)
+        msg = res.message
+        assert msg.body is not None  # basic_get pages the head in before it answers
+        self.proto.send_get_ok(ch.number, res.delivery_tag, res.redelivered, msg.exchange,
+                               msg.routing_key, res.message_count,
+                               res.properties or msg.properties_raw, msg.body)
 
     async def _basic_ack(self, ch: ChannelState, m: Any) -> None:
         self.broker.basic_ack(ch, m.delivery_tag, m.multiple)
@@ -701,7 +627,6 @@ class AMQPConnection:
 
     async def _confirm_select(self, ch: ChannelState, m: Any) -> None:
         self.broker.confirm_select(ch)
-        self.confirms.setdefault(ch.number, _Confirms())
         if not m.no_wait:
             self._reply(ch, M.ConfirmSelectOk())
 
@@ -712,7 +637,7 @@ class AMQPConnection:
     async def _tx_commit(self, ch: ChannelState, m: Any) -> None:
         stored = self.broker.tx_commit(ch)
         # RabbitMQ sends the transaction's basic.returns before commit-ok
-        self.server.settle(flush=False)
+        self.server.interpret(flush=False)
         if stored:
             number = ch.number
 

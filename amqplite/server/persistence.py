@@ -84,18 +84,20 @@ class Persistence:
 
     @property
     def batch_has_ops(self) -> bool:
-        return bool(self._ops) or bool(self.broker.store_ops)
+        return bool(self._ops)
+
+    def submit(self, ops: list[Any], evictable: list[Any]) -> None:
+        """Add an Outcome's store work to the batch being gathered.
+
+        ``evictable`` bodies may leave RAM once this batch has committed.
+        """
+        if ops:
+            self._ops.extend(ops)
+        if evictable:
+            self._waiters.append(functools.partial(self._evict, evictable))
 
     def flush(self) -> None:
         """Hand the gathered operations and waiters to the store (non-blocking)."""
-        b = self.broker
-        if b.store_ops:
-            self._ops.extend(b.store_ops)
-            b.store_ops.clear()
-        evict = b.evictable
-        if evict:
-            b.evictable = []
-            self._waiters.append(functools.partial(self._evict, evict))
         if not self._ops and not self._waiters:
             return
         ops, waiters = self._ops, self._waiters

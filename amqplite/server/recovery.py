@@ -68,7 +68,7 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False) -> None:
             continue
         binding = Binding(b.source, (b.destination_kind, b.destination), b.routing_key,
                           freeze_args(b.arguments))
-        broker._add_binding(bvh, src, binding, durable=True, persist=False)
+        broker.restore_binding(bvh, src, binding)
     messages: dict[int, Message] = {}
     bad: dict[int, str | None] = {}
     by_id = {q.id: q for vh in broker.vhosts.values() for q in vh.queues.values()}

@@ -78,7 +78,7 @@ def test_requeue_on_close_keeps_order_and_sets_redelivered(broker: Broker) -> No
     assert [e.redelivered for e in q.ready] == [True, True, True, False, False]
     ch2 = broker.open_channel(s, 2)
     res = broker.basic_get(ch2, "q", True)
-    assert res[1] is True and res[2].body == b"0"
+    assert res.redelivered is True and res.message.body == b"0"
 
 
 def test_round_robin_and_prefetch(broker: Broker) -> None:
@@ -164,7 +164,7 @@ def test_persistent_in_durable_queue_is_stored_and_ack_deletes(broker: Broker) -
     assert not broker.basic_publish(ch, "", "d", TRANSIENT, b"t").stored
     broker.store_ops.clear()
     m = broker.basic_get(ch, "d", False)
-    broker.basic_ack(ch, m[0])
+    broker.basic_ack(ch, m.delivery_tag)
     assert any(isinstance(o, ops.DeleteEntry) for o in broker.store_ops)
 
 

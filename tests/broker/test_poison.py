@@ -98,15 +98,15 @@ def test_hostile_properties_hurt_no_one_else(raw: bytes) -> None:
     for e in deliveries(b):  # the consumer rejects what it was given
         b.basic_reject(e.channel, e.delivery_tag, requeue=False)
     if (r := _get(b, con, "rej")) is not None:
-        b.basic_nack(con, r[0], False, requeue=False)
+        b.basic_nack(con, r.delivery_tag, False, requeue=False)
     for _ in range(3):  # past the delivery limit
         if (r := _get(b, con, "dlim")) is not None:
-            b.basic_nack(con, r[0], False, requeue=True)
+            b.basic_nack(con, r.delivery_tag, False, requeue=True)
     for _ in range(2):  # quorum redeliveries carry x-delivery-count
         if (r := _get(b, con, "qq")) is not None:
-            if r[4] is not None:
-                check_properties(r[4])
-            b.basic_nack(con, r[0], False, requeue=True)
+            if r.properties is not None:
+                check_properties(r.properties)
+            b.basic_nack(con, r.delivery_tag, False, requeue=True)
     clock.t += 5
     b.tick()
     # every message still in the broker renders in the admin API
@@ -116,11 +116,11 @@ def test_hostile_properties_hurt_no_one_else(raw: bytes) -> None:
             json.dumps(info, ensure_ascii=False).encode()
     # dead-lettered copies decode (a consumer's client library can read them)
     while (r := _get(b, con, "dlq", no_ack=True)) is not None:
-        check_properties(r[2].properties_raw)
+        check_properties(r.message.properties_raw)
     # the other session is untouched
     b.basic_publish(good, "", "good", GOOD, b"fine")
     r = _get(b, good, "good", no_ack=True)
-    assert r is not None and r[2].body == b"fine"
+    assert r is not None and r.message.body == b"fine"
     for op in b.store_ops:
         if type(op) is tuple:
             _storable(op)

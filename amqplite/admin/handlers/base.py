@@ -68,8 +68,7 @@ class HandlerBase:
         return self.broker.open_channel(s, n)
 
     def _close(self, ch: ChannelState) -> None:
-        self.broker.close_channel(ch)
-        self.server.settle()
+        self.server.execute(self.broker.close_channel, ch)
 
     def _ubytes(self) -> dict[int, int]:
         return views.unacked_bytes(self.server)

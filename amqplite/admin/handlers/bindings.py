@@ -61,7 +61,7 @@ class BindingHandlers(HandlerBase):
         args = _obj(body, "arguments")
         ch = self._channel(vh.name)
         try:
-            self.broker.queue_bind(ch, qn, ex, rk, args)
+            self.server.execute(self.broker.queue_bind, ch, qn, ex, rk, args)
         except AMQPError as exc:
             raise from_amqp(exc) from None
         finally:
@@ -80,7 +80,8 @@ class BindingHandlers(HandlerBase):
                     b.routing_key, b.args_dict) == props:
                 ch = self._channel(vh.name)
                 try:
-                    self.broker.queue_bind(ch, qn, ex, b.routing_key, b.args_dict, unbind=True)
+                    self.server.execute(self.broker.queue_bind, ch, qn, ex, b.routing_key,
+                                        b.args_dict, unbind=True)
                 except AMQPError as exc:
                     raise from_amqp(exc) from None
                 finally:

@@ -30,7 +30,6 @@ class ConnectionHandlers(HandlerBase):
     async def close_connection(self, req: Request) -> Response:
         c = self._connection(req.params["name"])
         c.force_close(320, FORCED_TEXT)
-        self.server.settle()
         return Response(None, 204)
 
     async def list_channels(self, req: Request) -> Response:

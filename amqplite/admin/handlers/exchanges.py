@@ -46,7 +46,7 @@ class ExchangeHandlers(HandlerBase):
         existed = name in vh.exchanges
         ch = self._channel(vh.name)
         try:
-            self.broker.exchange_declare(
+            self.server.execute(self.broker.exchange_declare,
                 ch, name, type_, durable=_bool(body, "durable", True),
                 auto_delete=_bool(body, "auto_delete"), internal=_bool(body, "internal"),
                 arguments=_obj(body, "arguments"))
@@ -63,7 +63,7 @@ class ExchangeHandlers(HandlerBase):
             raise not_found(f"no exchange '{name}' in vhost '{vh.name}'")
         ch = self._channel(vh.name)
         try:
-            self.broker.exchange_delete(ch, name, if_unused=req.flag("if-unused"))
+            self.server.execute(self.broker.exchange_delete, ch, name, if_unused=req.flag("if-unused"))
         except AMQPError as exc:
             raise from_amqp(exc) from None
         finally:
@@ -108,7 +108,7 @@ class ExchangeHandlers(HandlerBase):
             raise bad_request(f"cannot encode properties: {exc}") from None
         ch = self._channel(vh.name)
         try:
-            res = self.broker.basic_publish(ch, exchange, rk, raw, data)
+            res = self.server.execute(self.broker.basic_publish, ch, exchange, rk, raw, data)
         except AMQPError as exc:
             raise from_amqp(exc) from None
         finally:

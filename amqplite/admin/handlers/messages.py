@@ -19,6 +19,7 @@ from amqplite.admin.plumbing import (
     from_amqp,
     not_found,
 )
+from amqplite.broker.effects import NeedPageIn
 from amqplite.protocol.errors import AMQPError
 
 if TYPE_CHECKING:
@@ -30,8 +31,6 @@ class MessageHandlers(HandlerBase):
     """Routes tagged ``messages``."""
 
     async def get_messages(self, req: Request) -> Response:
-        from amqplite.broker.core import NEED_PAGE_IN
-
         vh, q = self._queue(req)
         body = req.json()
         count = _int(body, "count", 1, lo=1) or 1
@@ -47,27 +46,25 @@ class MessageHandlers(HandlerBase):
         try:
             for _ in range(count):
                 for _attempt in range(20):
-                    r = self.broker.basic_get(ch, q.name, no_ack=False)
-                    if r is not NEED_PAGE_IN:
+                    r = self.server.execute(self.broker.basic_get, ch, q.name, no_ack=False)
+                    if not isinstance(r, NeedPageIn):
                         break
-                    self.server.settle()
                     await self.server.wait_paged(vh.name, q.name)
                 else:
                     raise HTTPError(503, "unavailable", "message body could not be paged in")
                 if r is None:
                     break
-                _tag, redelivered, msg, remaining = r[:4]
-                override = r[4] if len(r) > 4 else None  # e.g. x-delivery-count added
-                info = views.message_info(msg, msg.body, redelivered=redelivered,
+                msg = r.message
+                info = views.message_info(msg, msg.body, redelivered=r.redelivered,
                                           encoding=encoding or "auto", truncate=truncate,
-                                          properties_raw=override)
-                info["message_count"] = remaining
+                                          properties_raw=r.properties)  # x-delivery-count
+                info["message_count"] = r.message_count
                 out.append(info)
             if out:
                 if ackmode == "ack_requeue_false":
-                    self.broker.basic_ack(ch, 0, multiple=True)
+                    self.server.execute(self.broker.basic_ack, ch, 0, multiple=True)
                 else:
-                    self.broker.basic_nack(ch, 0, multiple=True,
+                    self.server.execute(self.broker.basic_nack, ch, 0, multiple=True,
                                            requeue=ackmode.endswith("requeue_true"))
         except AMQPError as exc:
             raise from_amqp(exc) from None

@@ -69,17 +69,15 @@ class PolicyHandlers(HandlerBase):
         apply_to = _str(body, "apply-to", "queues") or "queues"
         existed = name in pols.get(vh.name, {})
         try:
-            self.broker.set_policy(vh.name, name, pattern, definition, priority=priority,
+            self.server.execute(self.broker.set_policy, vh.name, name, pattern, definition, priority=priority,
                                    apply_to=apply_to)
         except ValueError as exc:
             raise bad_request(str(exc)) from None
-        self.server.settle()
         return Response(None, 204 if existed else 201)
 
     async def delete_policy(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])
         self._policies()
-        if not self.broker.clear_policy(vh.name, req.params["name"]):
+        if not self.server.execute(self.broker.clear_policy, vh.name, req.params["name"]):
             raise not_found(f"no policy '{req.params['name']}' in vhost '{vh.name}'")
-        self.server.settle()
         return Response(None, 204)

@@ -44,7 +44,7 @@ class QueueHandlers(HandlerBase):
         existed = name in vh.queues
         ch = self._channel(vh.name)
         try:
-            self.broker.queue_declare(ch, name, durable=_bool(body, "durable", True),
+            self.server.execute(self.broker.queue_declare, ch, name, durable=_bool(body, "durable", True),
                                       auto_delete=_bool(body, "auto_delete"), arguments=args)
         except AMQPError as exc:
             raise from_amqp(exc) from None
@@ -58,12 +58,10 @@ class QueueHandlers(HandlerBase):
             raise bad_request(f"queue '{q.name}' in vhost '{vh.name}' is not empty")
         if req.flag("if-unused") and q.consumers:
             raise bad_request(f"queue '{q.name}' in vhost '{vh.name}' in use")
-        self.broker._delete_queue(vh, q)
-        self.server.settle()
+        self.server.execute(self.broker.delete_queue, vh, q)
         return Response(None, 204)
 
     async def purge_queue(self, req: Request) -> Response:
         _, q = self._queue(req)
-        n = self.broker.purge(q)
-        self.server.settle()
+        n = self.server.execute(self.broker.purge, q)
         return Response({"purged": n})

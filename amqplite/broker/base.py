@@ -1,0 +1,174 @@
+"""The broker's shared state and outbox, which every part of the core builds on.
+
+``Broker`` (core.py) is composed of parts, one module each: vhost (exchanges,
+bindings, routing), queues, policies, publish, dispatch (deliver, ack,
+requeue, prefetch), paging, expiry, deadletter, tx and confirms. Each part is
+a class over this base, so they share one state without importing each
+other; the methods a part calls on another are declared here, and the
+composed class supplies them.
+
+Commands append to the outbox (``effects``, ``store_ops``, ``evictable``);
+the shell takes it as one :class:`~amqplite.broker.effects.Outcome` per batch
+with :meth:`BrokerBase.take_outcome`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from amqplite.broker.effects import Outcome
+from amqplite.broker.model import ChannelState, Entry, Message, Session
+from amqplite.broker.vhost import VHost
+from amqplite.config import LOG_LEVELS
+
+if TYPE_CHECKING:
+    from amqplite.broker.exchanges import Binding, Exchange
+    from amqplite.broker.policy import Policy
+    from amqplite.broker.queue import Queue
+
+log = logging.getLogger("amqplite.broker")
+
+
+#: Direct reply-to: the pseudo-queue RPC clients consume from and name as reply_to.
+REPLY_TO = "amq.rabbitmq.reply-to"
+REPLY_PREFIX = REPLY_TO + "."
+
+#: enqueue() outcomes
+NOT_STORED, STORED, REJECTED = 0, 1, 2
+
+
+class BrokerBase:
+    """State shared by the broker's parts, ids, delivery-log rows and the outbox."""
+
+    def __init__(
+        self,
+        *,
+        now: Callable[[], float] = time.time,
+        log_level: str = "lifecycle",
+        body_window: int = 2000,
+    ) -> None:
+        if log_level not in LOG_LEVELS:
+            raise ValueError(f"log level must be one of {LOG_LEVELS}, not {log_level!r}")
+        self.now = now
+        self.log_level = log_level
+        self._log_on = log_level != "off"
+        self._log_full = log_level == "full"
+        self.body_window = body_window
+        self.vhosts: dict[str, VHost] = {"/": VHost("/")}
+        #: the outbox: wire effects, store operations, and (queue, entry) pairs
+        #: whose bodies may leave RAM once committed
+        self.effects: list[Any] = []
+        self.store_ops: list[Any] = []
+        self.evictable: list[tuple[Queue, Entry]] = []
+        #: channels with publishes not yet covered by a Confirm effect
+        self.confirm_dirty: list[ChannelState] = []
+        self.sessions: dict[int, Session] = {}
+        self._next_session = 1
+        self._next_queue_id = 1
+        self._next_message_key = 1
+        self.stats = {"published": 0, "delivered": 0, "acked": 0, "redelivered": 0,
+                      "dead_lettered": 0, "expired": 0}
+        #: (expires_at, seq, queue, entry) for every entry with a TTL
+        self._expiry: list[tuple[float, int, Queue, Entry]] = []
+        self._expiry_seq = 0
+        #: queues with x-expires, checked by tick()
+        self._expiring_queues: set[Queue] = set()
+        #: vhost -> policy name -> Policy
+        self.policies: dict[str, dict[str, Policy]] = {}
+        #: direct reply-to: private reply name -> the channel whose consumer gets replies
+        self.reply_channels: dict[str, ChannelState] = {}
+
+    # ------------------------------------------------------------------ ids
+    def seed_ids(self, max_queue_id: int, max_message_key: int) -> None:
+        self._next_queue_id = max(self._next_queue_id, max_queue_id + 1)
+        self._next_message_key = max(self._next_message_key, max_message_key + 1)
+
+    def _queue_id(self) -> int:
+        i = self._next_queue_id
+        self._next_queue_id = i + 1
+        return i
+
+    def new_message_key(self) -> int:
+        """A fresh message id, never reused (recovery seeds past the stored ones)."""
+        k = self._next_message_key
+        self._next_message_key = k + 1
+        return k
+
+    # -------------------------------------------------------------- outbox
+    def take_outcome(self) -> Outcome:
+        """Everything the commands since the last call asked of the shell, in order.
+
+        Publisher confirms owed for the publishes so far close the wire effects,
+        so a publish's basic.return always precedes its confirm.
+        """
+        if self.confirm_dirty:
+            self._emit_confirms()
+        out = Outcome(self.effects, self.store_ops, self.evictable)
+        self.effects, self.store_ops, self.evictable = [], [], []
+        return out
+
+    def log_event(
+        self,
+        event: str,
+        vhost: str,
+        msg: Message | None,
+        queue: str | None = None,
+        *,
+        consumer_tag: str | None = None,
+        attempt: int | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Append a delivery_log row (a plain tuple: this runs several times per message)."""
+        if not self._log_on or (event == "delivered" and not self._log_full):
+            return
+        ts = int(self.now() * 1_000_000)
+        if msg is None:
+            self.store_ops.append((ts, event, vhost, "", "", queue, None, None, consumer_tag,
+                                   attempt, None, reason))
+            return
+        self.store_ops.append((ts, event, vhost, msg.exchange, msg.routing_key, queue,
+                               msg.message_id, msg.key, consumer_tag, attempt, msg.body_size,
+                               reason))
+
+    def vhost(self, name: str) -> VHost:
+        return self.vhosts[name]
+
+    # ---------------------------------------- provided by the other parts
+    if TYPE_CHECKING:
+        def _emit_confirms(self) -> None: ...
+        def _confirm_published(self, ch: ChannelState, res: Any) -> None: ...
+        def _dispatch(self, q: Queue) -> None: ...
+        def _entry_done(self, q: Queue, e: Entry) -> None: ...
+        def _request_page_in(self, q: Queue) -> None: ...
+        def _delete_queue(self, vh: VHost, q: Queue) -> int: ...
+        def _drop_binding(self, vh: VHost, b: Binding, *,
+                          persist_durable: bool | None = None) -> None: ...
+        def _queue_persisted(self, q: Queue) -> bool: ...
+        def _add_binding(self, vh: VHost, src: Exchange, b: Binding, *, durable: bool,
+                         persist: bool = True) -> None: ...
+        def _match_policy(self, vhost: str, queue_name: str) -> Policy | None: ...
+        def _enforce_limits(self, q: Queue) -> None: ...
+        def _requeue_deliveries(self, ch: ChannelState, ds: list[Any]) -> set[Queue]: ...
+        def _remove_consumer(self, c: Any) -> bool: ...
+        def _drop_reply_consumer(self, ch: ChannelState) -> None: ...
+        def _find_queue(self, ch: ChannelState, name: str, cm: tuple[int, int]) -> Queue: ...
+        def _expire(self, q: Queue, e: Entry) -> None: ...
+        def _expire_head(self, q: Queue) -> None: ...
+        def _dead_letter_message(self, q: Queue, msg: Message, reason: str) -> None: ...
+        def dead_letter(self, q: Queue, e: Entry, reason: str) -> None: ...
+        def arm_ttl(self, q: Queue, e: Entry) -> None: ...
+        def enqueue(self, q: Queue, msg: Message) -> int: ...
+        def route(self, vh: VHost, ex: Exchange, routing_key: str,
+                  msg: Message) -> list[Queue]: ...
+        def publish(self, vh: VHost, ex: Exchange, routing_key: str, properties_raw: bytes,
+                    body: bytes, mandatory: bool = False,
+                    ch: ChannelState | None = None) -> Any: ...
+        def basic_ack(self, ch: ChannelState, delivery_tag: int,
+                      multiple: bool = False) -> None: ...
+        def basic_nack(self, ch: ChannelState, delivery_tag: int, multiple: bool,
+                       requeue: bool, *, cm: tuple[int, int] = ...) -> None: ...
+        def apply_policies(self, vhost: str) -> None: ...
+

@@ -1,0 +1,166 @@
+"""Exchanges and bindings: declare, delete, bind and unbind, with their store rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqplite.broker import errors as E
+from amqplite.broker import persist as P
+from amqplite.broker.base import BrokerBase
+from amqplite.broker.commands import (
+    EXCHANGE_BIND,
+    EXCHANGE_DECLARE,
+    EXCHANGE_DELETE,
+    EXCHANGE_UNBIND,
+)
+from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding, Exchange
+from amqplite.broker.exchanges.base import freeze_args
+from amqplite.broker.model import ChannelState, Message
+from amqplite.broker.queue import Queue
+from amqplite.broker.vhost import VHost
+
+
+class ExchangeOps(BrokerBase):
+    """Exchange lifecycle and the binding graph of each vhost."""
+
+    def exchange_declare(
+        self,
+        ch: ChannelState,
+        name: str,
+        type_: str,
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        vh = self.vhosts[ch.session.vhost]
+        cm = EXCHANGE_DECLARE
+        if name == "":  # RabbitMQ refuses even a passive declare of the default exchange
+            raise E.default_exchange(cm)
+        ex = vh.exchanges.get(name)
+        if passive:
+            if ex is None:
+                raise E.no_exchange(name, vh.name, cm)
+            return
+        if ex is not None:
+            if ex.type_name != type_:
+                raise E.inequivalent("type", "exchange", name, vh.name, type_, ex.type_name, cm)
+            if ex.durable != durable:
+                raise E.inequivalent("durable", "exchange", name, vh.name, durable, ex.durable, cm)
+            if ex.auto_delete != auto_delete:
+                raise E.inequivalent(
+                    "auto_delete", "exchange", name, vh.name, auto_delete, ex.auto_delete, cm
+                )
+            if ex.internal != internal:
+                raise E.inequivalent("internal", "exchange", name, vh.name, internal, ex.internal, cm)
+            return
+        if name.startswith("amq."):
+            raise E.reserved("exchange", name, cm)
+        cls = EXCHANGE_TYPES.get(type_)
+        if cls is None:
+            raise E.command_invalid(f"unknown exchange type '{type_}'", cm)
+        ex = cls(name, durable=durable, auto_delete=auto_delete, internal=internal,
+                 arguments=arguments)
+        self.add_exchange(vh, ex)
+
+    def add_exchange(self, vh: VHost, ex: Exchange, *, persist: bool = True) -> None:
+        vh.exchanges[ex.name] = ex
+        if ex.durable and persist:
+            self.store_ops.append(P.put_exchange(vh.name, ex))
+
+    def exchange_delete(self, ch: ChannelState, name: str, *, if_unused: bool = False) -> None:
+        vh = self.vhosts[ch.session.vhost]
+        cm = EXCHANGE_DELETE
+        if name == "":
+            raise E.default_exchange(cm)
+        if name.startswith("amq."):
+            raise E.access_refused(
+                f"operation not permitted on exchange '{name}' in vhost '{vh.name}'"
+                if name in vh.exchanges else f"exchange name '{name}' contains reserved prefix 'amq.*'",
+                cm,
+            )
+        ex = vh.exchanges.get(name)
+        if ex is None:
+            return  # RabbitMQ: deleting what is not there succeeds
+        if if_unused and ex.bindings:
+            raise E.precondition(f"exchange '{name}' in vhost '{vh.name}' in use", cm)
+        self._delete_exchange(vh, ex)
+
+    def _delete_exchange(self, vh: VHost, ex: Exchange) -> None:
+        vh.exchanges.pop(ex.name, None)
+        for b in list(ex.bindings):
+            self._drop_binding(vh, b)
+        # bindings where this exchange is the destination
+        for b in list(vh.bindings_to.get(("exchange", ex.name), ())):
+            self._drop_binding(vh, b)
+        if ex.durable:
+            self.store_ops.append(P.delete_exchange(vh.name, ex.name))
+
+    def exchange_bind(
+        self,
+        ch: ChannelState,
+        destination: str,
+        source: str,
+        routing_key: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        unbind: bool = False,
+    ) -> None:
+        vh = self.vhosts[ch.session.vhost]
+        cm = EXCHANGE_UNBIND if unbind else EXCHANGE_BIND
+        if source == "" or destination == "":
+            raise E.default_exchange(cm)
+        b = Binding(source, ("exchange", destination), routing_key, freeze_args(arguments))
+        if unbind:
+            # RabbitMQ: unbinding what is not bound succeeds, even when the source or
+            # the destination is gone (its bindings went with it).
+            if vh.bound(b):
+                self._drop_binding(vh, b)
+            return
+        src = vh.exchanges.get(source)
+        if src is None:
+            raise E.no_exchange(source, vh.name, cm)
+        dst = vh.exchanges.get(destination)
+        if dst is None:
+            raise E.no_exchange(destination, vh.name, cm)
+        self._add_binding(vh, src, b, durable=src.durable and dst.durable)
+
+    def _add_binding(self, vh: VHost, src: Exchange, b: Binding, *, durable: bool,
+                     persist: bool = True) -> None:
+        if src.add_binding(b):
+            vh.bindings_to.setdefault(b.destination, set()).add(b)
+            if durable and persist:
+                self.store_ops.append(P.put_binding(vh.name, b))
+
+    def _drop_binding(self, vh: VHost, b: Binding, *, persist_durable: bool | None = None) -> None:
+        src = vh.exchanges.get(b.source)
+        removed = src.remove_binding(b) if src is not None else False
+        dests = vh.bindings_to.get(b.destination)
+        if dests is not None:
+            dests.discard(b)
+            if not dests:
+                del vh.bindings_to[b.destination]
+        if not removed:
+            return
+        if persist_durable is None:
+            persist_durable = self._binding_durable(vh, b)
+        if persist_durable:
+            self.store_ops.append(P.delete_binding(vh.name, b))
+        if src is not None and src.auto_delete and not src.bindings and src.name in vh.exchanges:
+            self._delete_exchange(vh, src)
+
+    def _binding_durable(self, vh: VHost, b: Binding) -> bool:
+        src = vh.exchanges.get(b.source)
+        kind, name = b.destination
+        if kind == "queue":
+            q = vh.queues.get(name)
+            return bool(src is not None and src.durable and q is not None
+                        and self._queue_persisted(q))
+        dst = vh.exchanges.get(name)
+        return bool(src is not None and src.durable and dst is not None and dst.durable)
+
+    def route(self, vh: VHost, ex: Exchange, routing_key: str, msg: Message) -> list[Queue]:
+        """The queues ``msg`` reaches from ``ex`` (exchange bindings and alternates followed)."""
+        return vh.route(ex, routing_key, msg)

@@ -1,0 +1,374 @@
+"""Dispatch: consumers, deliveries, acknowledgements, requeues and prefetch."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+from amqplite.broker import errors as E
+from amqplite.broker import persist as P
+from amqplite.broker.base import REPLY_PREFIX, REPLY_TO, BrokerBase
+from amqplite.broker.commands import (
+    BASIC_ACK,
+    BASIC_CONSUME,
+    BASIC_GET,
+    BASIC_NACK,
+    BASIC_QOS,
+    BASIC_RECOVER,
+    BASIC_REJECT,
+    CHANNEL_FLOW,
+)
+from amqplite.broker.deadletter import with_delivery_count
+from amqplite.broker.effects import NEED_PAGE_IN, Deliver, GetOk, NeedPageIn
+from amqplite.broker.model import ChannelState, Consumer, Delivery, Entry, Session
+from amqplite.broker.queue import Queue
+
+log = logging.getLogger("amqplite.broker")
+
+
+class Dispatch(BrokerBase):
+    """Hands ready entries to consumers with room, and settles what they return."""
+
+    def basic_qos(self, ch: ChannelState, prefetch_size: int, prefetch_count: int,
+                  global_: bool) -> None:
+        if prefetch_size:
+            raise E.not_implemented(f"prefetch_size!=0 ({prefetch_size})", BASIC_QOS)
+        if global_:
+            ch.global_prefetch = prefetch_count
+        else:
+            ch.prefetch = prefetch_count
+        for q in {c.queue for c in ch.consumers.values()}:
+            self._dispatch(q)
+
+    def basic_consume(
+        self,
+        ch: ChannelState,
+        queue: str,
+        consumer_tag: str = "",
+        *,
+        no_ack: bool = False,
+        exclusive: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> str:
+        cm = BASIC_CONSUME
+        if queue == REPLY_TO or (not queue and ch.last_queue == REPLY_TO):
+            return self._reply_consume(ch, consumer_tag, no_ack)
+        q = self._find_queue(ch, queue, cm)
+        if not consumer_tag:
+            consumer_tag = "amq.ctag-" + secrets.token_urlsafe(16)
+        elif consumer_tag in ch.consumers or consumer_tag == ch.reply_consumer:
+            raise E.not_allowed(f"attempt to reuse consumer tag '{consumer_tag}'", cm)
+        if any(c.exclusive for c in q.consumers) or (exclusive and q.consumers):
+            raise E.access_refused(f"queue '{queue}' in vhost '{q.vhost}' in exclusive use", cm)
+        prio = (arguments or {}).get("x-priority")
+        if prio is not None and (isinstance(prio, bool) or not isinstance(prio, int)):
+            raise E.precondition(
+                f"invalid arg 'x-priority' for queue '{q.name}' in vhost '{q.vhost}': "
+                f'"expected integer, got {E.amqp_type(prio)}"', cm)
+        c = Consumer(consumer_tag, ch, q, no_ack, exclusive, ch.prefetch, arguments)
+        ch.consumers[consumer_tag] = c
+        q.add_consumer(c)
+        q.had_consumer = True
+        return consumer_tag
+
+    def _reply_consume(self, ch: ChannelState, consumer_tag: str, no_ack: bool) -> str:
+        """The channel's one direct reply-to consumer (RabbitMQ's checks, in its order).
+
+        The private name joins the session and channel ids to a random secret:
+        a reply reaches a consumer only through a name its requester was given.
+        """
+        cm = BASIC_CONSUME
+        if consumer_tag and (consumer_tag in ch.consumers or consumer_tag == ch.reply_consumer):
+            raise E.not_allowed(f"attempt to reuse consumer tag '{consumer_tag}'", cm)
+        if ch.reply_consumer is None and not no_ack:
+            raise E.precondition("reply consumer cannot acknowledge", cm)
+        if ch.reply_consumer is not None:
+            raise E.precondition("reply consumer already set", cm)
+        tag = consumer_tag or "amq.ctag-" + secrets.token_urlsafe(16)
+        name = f"{REPLY_PREFIX}{ch.session.id}-{ch.number}.{secrets.token_urlsafe(18)}"
+        ch.reply_consumer, ch.reply_name = tag, name
+        self.reply_channels[name] = ch
+        return tag
+
+    def _drop_reply_consumer(self, ch: ChannelState) -> None:
+        if ch.reply_name is not None:
+            self.reply_channels.pop(ch.reply_name, None)
+        ch.reply_consumer = ch.reply_name = None
+
+    def start_consumer(self, ch: ChannelState, consumer_tag: str) -> None:
+        """Begin deliveries; the shell calls it after sending consume-ok."""
+        c = ch.consumers.get(consumer_tag)
+        if c is not None:
+            self._dispatch(c.queue)
+
+    def basic_cancel(self, ch: ChannelState, consumer_tag: str) -> None:
+        if consumer_tag == ch.reply_consumer:
+            self._drop_reply_consumer(ch)
+            return
+        c = ch.consumers.get(consumer_tag)
+        # A single active consumer cancelled with deliveries outstanding: its
+        # successor waits until they are settled (ack, or requeue on close), so
+        # requeued messages keep their place ahead of later ones, as in RabbitMQ.
+        if c is not None and self._remove_consumer(c) and not c.unacked:
+            self._dispatch(c.queue)
+
+    def _remove_consumer(self, c: Consumer) -> bool:
+        """True when a waiting single active consumer took over (the caller dispatches,
+        once the channel's own state is settled)."""
+        c.channel.consumers.pop(c.tag, None)
+        q = c.queue
+        handed_over = False
+        if c in q.consumers:
+            handed_over = q.remove_consumer(c)
+            q.last_used = self.now()
+        if q.auto_delete and q.had_consumer and not q.consumers and not q.deleted:
+            vh = self.vhosts.get(q.vhost)
+            if vh is not None:
+                self._delete_queue(vh, q)
+        return handed_over
+
+    def basic_get(self, ch: ChannelState, queue: str, no_ack: bool) -> GetOk | NeedPageIn | None:
+        """The head message, None when the queue is empty, or NEED_PAGE_IN.
+
+        NEED_PAGE_IN: the head's body is on disk; a PageIn is on its way, ask
+        again once it has landed.
+        """
+        q = self._find_queue(ch, queue, BASIC_GET)
+        self._expire_head(q)
+        if not q.ready:
+            return None
+        head = q.ready.peek()
+        if head.message.body is None:
+            self._request_page_in(q)
+            return NEED_PAGE_IN
+        entry = q.ready.popleft()
+        tag = ch.next_tag
+        ch.next_tag = tag + 1
+        redelivered = entry.redelivered
+        self.log_event("delivered", q.vhost, entry.message, q.name, attempt=entry.delivery_count + 1)
+        if no_ack:
+            self.log_event("acked", q.vhost, entry.message, q.name, attempt=entry.delivery_count + 1)
+            self._entry_done(q, entry)
+        else:
+            ch.unacked[tag] = Delivery(tag, q, entry, None)
+            q.unacked += 1
+            self._mark_delivered(q, entry)
+        self.stats["delivered"] += 1
+        q.stats["deliver_get"] += 1
+        return GetOk(tag, redelivered, entry.message, q.message_count,
+                     self._delivery_props(q, entry))
+
+    def _delivery_props(self, q: Queue, e: Entry) -> bytes | None:
+        """Quorum-style queues tell redeliveries their count in x-delivery-count."""
+        if q.quorum or (e.delivery_count and q.delivery_limit is not None):
+            try:
+                return with_delivery_count(e.message.properties_raw, e.delivery_count)
+            except Exception:  # runs in other clients' commands: never let it escape
+                log.exception("x-delivery-count not added to message %s", e.message.message_id)
+        return None
+
+    def _dispatch(self, q: Queue) -> None:
+        """Hand ready messages to consumers with room, in turn."""
+        if q.paging or q.deleted:
+            return
+        ready = q.ready
+        now = 0.0
+        while ready and q.consumers:
+            head = ready.peek()
+            if head.expires_at is not None:
+                now = now or self.now()
+                if head.expires_at <= now:
+                    self._expire(q, ready.popleft())
+                    continue
+            if head.message.body is None:
+                self._request_page_in(q)
+                return
+            c = q.pick_consumer()
+            if c is None:
+                return
+            entry = ready.popleft()
+            self._deliver(q, entry, c)
+
+    def _deliver(self, q: Queue, entry: Entry, c: Consumer) -> None:
+        ch = c.channel
+        tag = ch.next_tag
+        ch.next_tag = tag + 1
+        if self.log_level == "full":
+            self.log_event("delivered", q.vhost, entry.message, q.name, consumer_tag=c.tag,
+                      attempt=entry.delivery_count + 1)
+        if c.no_ack:
+            self.log_event("acked", q.vhost, entry.message, q.name, consumer_tag=c.tag,
+                      attempt=entry.delivery_count + 1)
+            self._entry_done(q, entry)
+        else:
+            ch.unacked[tag] = Delivery(tag, q, entry, c)
+            c.unacked += 1
+            q.unacked += 1
+            self._mark_delivered(q, entry)
+        self.stats["delivered"] += 1
+        q.stats["deliver_get"] += 1
+        self.effects.append(Deliver(ch, c.tag, tag, entry.redelivered, entry.message,
+                                    self._delivery_props(q, entry)
+                                    if entry.delivery_count or q.quorum else None))
+
+    def _mark_delivered(self, q: Queue, e: Entry) -> None:
+        """Persist "may have reached a consumer" so a restart sets redelivered only there.
+
+        The store merges this into a same-group insert, and an ack in the same
+        group cancels both, so the common fast path writes nothing extra.
+        """
+        if e.stored and not e.redelivered:
+            self.store_ops.append(P.update_entry(q, e, redelivered=True))
+
+    def _take(self, ch: ChannelState, tag: int, multiple: bool, cm: tuple[int, int]) -> list[Delivery]:
+        un = ch.unacked
+        if multiple:
+            if tag == 0:
+                out = list(un.values())
+                un.clear()
+                return out
+            if tag not in un:
+                raise E.precondition(f"unknown delivery tag {tag}", cm)
+            out = []
+            while un:
+                t, d = next(iter(un.items()))
+                if t > tag:
+                    break
+                del un[t]
+                out.append(d)
+            return out
+        if tag not in un:
+            raise E.precondition(f"unknown delivery tag {tag}", cm)
+        return [un.pop(tag)]
+
+    def basic_ack(self, ch: ChannelState, delivery_tag: int, multiple: bool = False) -> None:
+        if ch.tx:
+            self._check_tags(ch, delivery_tag, multiple, BASIC_ACK)
+            ch.tx_acks.append(("ack", delivery_tag, multiple, False))
+            return
+        ds = self._take(ch, delivery_tag, multiple, BASIC_ACK)
+        touched: set[Queue] = set()
+        for d in ds:
+            q = d.queue
+            self._release(d)
+            if not q.deleted:
+                self.log_event("acked", q.vhost, d.entry.message, q.name,
+                          consumer_tag=d.consumer.tag if d.consumer else None,
+                          attempt=d.entry.delivery_count + 1)
+                self._entry_done(q, d.entry)
+                q.stats["ack"] += 1
+                touched.add(q)
+        self.stats["acked"] += len(ds)
+        for q in touched:
+            self._dispatch(q)
+
+    def _check_tags(self, ch: ChannelState, tag: int, multiple: bool, cm: tuple[int, int]) -> None:
+        if (multiple and tag == 0) or tag in ch.unacked:
+            return
+        raise E.precondition(f"unknown delivery tag {tag}", cm)
+
+    def basic_reject(self, ch: ChannelState, delivery_tag: int, requeue: bool) -> None:
+        self.basic_nack(ch, delivery_tag, False, requeue, cm=BASIC_REJECT)
+
+    def basic_nack(
+        self,
+        ch: ChannelState,
+        delivery_tag: int,
+        multiple: bool,
+        requeue: bool,
+        *,
+        cm: tuple[int, int] = BASIC_NACK,
+    ) -> None:
+        if ch.tx:
+            self._check_tags(ch, delivery_tag, multiple, cm)
+            ch.tx_acks.append(("nack", delivery_tag, multiple, requeue))
+            return
+        ds = self._take(ch, delivery_tag, multiple, cm)
+        if requeue:
+            touched = self._requeue_deliveries(ch, ds)
+        else:
+            touched = set()
+            for d in ds:
+                q = d.queue
+                self._release(d)
+                if q.deleted:
+                    continue
+                self.log_event("rejected", q.vhost, d.entry.message, q.name,
+                          consumer_tag=d.consumer.tag if d.consumer else None,
+                          attempt=d.entry.delivery_count + 1, reason="rejected")
+                self.dead_letter(q, d.entry, "rejected")
+                touched.add(q)
+        for q in touched:
+            self._dispatch(q)
+
+    def _release(self, d: Delivery) -> None:
+        """Undo a delivery's counters (the entry leaves the unacked set)."""
+        if d.consumer is not None:
+            d.consumer.unacked -= 1
+        d.queue.unacked -= 1
+
+    def _requeue_deliveries(self, ch: ChannelState, ds: list[Delivery]) -> set[Queue]:
+        touched: set[Queue] = set()
+        # put back highest position first so each insert lands at the front cheaply
+        for d in sorted(ds, key=lambda d: d.entry.position, reverse=True):
+            q = d.queue
+            self._release(d)
+            if q.deleted:
+                continue
+            e = d.entry
+            e.redelivered = True
+            e.delivery_count += 1
+            q.stats["redeliver"] += 1
+            if q.delivery_limit is not None and e.delivery_count > q.delivery_limit:
+                self.dead_letter(q, e, "delivery_limit")
+                touched.add(q)
+                continue
+            self.log_event("requeued", q.vhost, e.message, q.name,
+                      consumer_tag=d.consumer.tag if d.consumer else None,
+                      attempt=e.delivery_count)
+            if e.stored:
+                self.store_ops.append(P.update_entry(q, e))
+            q.ready.insert_sorted(e)
+            touched.add(q)
+        self.stats["redelivered"] += len(ds)
+        return touched
+
+    def basic_recover(self, ch: ChannelState, requeue: bool) -> None:
+        if not requeue:
+            raise E.not_implemented("requeue=false", BASIC_RECOVER)
+        ds = list(ch.unacked.values())
+        ch.unacked.clear()
+        for q in self._requeue_deliveries(ch, ds):
+            self._dispatch(q)
+
+    def _entry_done(self, q: Queue, e: Entry) -> None:
+        """The entry leaves the queue for good (acked, purged, dropped)."""
+        if e.stored:
+            e.stored = False
+            self.store_ops.append(P.delete_entry(q, e))
+        else:
+            e.message.pinned -= 1
+
+    def channel_flow(self, ch: ChannelState, active: bool) -> None:
+        if not active:
+            raise E.not_implemented("active=false", CHANNEL_FLOW)
+        ch.flow = True
+
+    def set_writable(self, session: Session, writable: bool) -> None:
+        """The shell's word on a connection's socket: backed up, or drained again.
+
+        While not writable its consumers receive nothing (deliveries wait in
+        their queues); when it drains they resume.
+        """
+        if session.writable == writable:
+            return
+        session.writable = writable
+        if not writable:
+            return
+        qs: set[Queue] = set()
+        for ch in session.channels.values():
+            for c in ch.consumers.values():
+                qs.add(c.queue)
+        for q in qs:
+            self._dispatch(q)

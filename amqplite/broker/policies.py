@@ -1,0 +1,58 @@
+"""Policies: matched to queues by pattern and priority, applied when they change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqplite.broker import persist as P
+from amqplite.broker.base import BrokerBase
+from amqplite.broker.policy import Policy, make_policy
+from amqplite.broker.queue import Queue
+
+
+class PolicyOps(BrokerBase):
+    """The policy table of each vhost and its effect on existing queues."""
+
+    def _match_policy(self, vhost: str, queue_name: str) -> Policy | None:
+        best: Policy | None = None
+        for p in self.policies.get(vhost, {}).values():
+            if p.matches_queue(queue_name) and (best is None or p.priority > best.priority):
+                best = p
+        return best
+
+    def set_policy(self, vhost: str, name: str, pattern: str, definition: dict[str, Any],
+                   priority: int = 0, apply_to: str = "queues", *, persist: bool = True) -> Policy:
+        """Create or replace a policy and apply it to existing queues (ValueError if bad)."""
+        if vhost not in self.vhosts:
+            raise ValueError(f"no vhost '{vhost}'")
+        pol = make_policy(vhost, name, pattern, definition, priority, apply_to)
+        self.policies.setdefault(vhost, {})[name] = pol
+        if persist:
+            self.store_ops.append(P.put_policy(pol))
+        self.apply_policies(vhost)
+        return pol
+
+    def clear_policy(self, vhost: str, name: str) -> bool:
+        pol = self.policies.get(vhost, {}).pop(name, None)
+        if pol is None:
+            return False
+        self.store_ops.append(P.delete_policy(vhost, name))
+        self.apply_policies(vhost)
+        return True
+
+    def effective_policy(self, q: Queue) -> Policy | None:
+        return q.policy  # type: ignore[no-any-return]
+
+    def apply_policies(self, vhost: str) -> None:
+        vh = self.vhosts.get(vhost)
+        if vh is None:
+            return
+        for q in list(vh.queues.values()):
+            q.policy = self._match_policy(vhost, q.name)
+            q.refresh_settings()
+            if q.expires is not None:
+                self._expiring_queues.add(q)
+            else:
+                self._expiring_queues.discard(q)
+            self._enforce_limits(q)
+            self._dispatch(q)

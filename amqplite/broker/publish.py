@@ -1,0 +1,191 @@
+"""Publishing: the properties check at the door, routing, and enqueueing."""
+
+from __future__ import annotations
+
+from amqplite.broker import errors as E
+from amqplite.broker import persist as P
+from amqplite.broker.base import (
+    NOT_STORED,
+    REJECTED,
+    REPLY_PREFIX,
+    REPLY_TO,
+    STORED,
+    BrokerBase,
+)
+from amqplite.broker.commands import BASIC_PUBLISH
+from amqplite.broker.effects import Deliver, PublishResult, Return
+from amqplite.broker.exchanges import Exchange
+from amqplite.broker.expiry import parse_expiration
+from amqplite.broker.model import ChannelState, Entry, Message, PriorityReadyList
+from amqplite.broker.queue import Queue
+from amqplite.broker.vhost import VHost
+from amqplite.protocol.errors import FrameSyntaxError
+from amqplite.protocol.properties import (
+    check_properties,
+    expiration_of,
+    printable,
+    priority_of,
+    reply_to_of,
+    user_id_of,
+    with_reply_to,
+)
+
+
+class Publishing(BrokerBase):
+    """basic.publish: checks, routes, enqueues, and counts the publish for confirms."""
+
+    def basic_publish(
+        self,
+        ch: ChannelState,
+        exchange: str,
+        routing_key: str,
+        properties_raw: bytes,
+        body: bytes,
+        *,
+        mandatory: bool = False,
+        immediate: bool = False,
+    ) -> PublishResult:
+        """Route and enqueue one message; in confirm mode it also takes a seq."""
+        res = self._basic_publish(ch, exchange, routing_key, properties_raw, body, mandatory,
+                                  immediate)
+        if ch.confirm:
+            self._confirm_published(ch, res)
+        return res
+
+    def _basic_publish(self, ch: ChannelState, exchange: str, routing_key: str,
+                       properties_raw: bytes, body: bytes, mandatory: bool,
+                       immediate: bool) -> PublishResult:
+        vh = self.vhosts[ch.session.vhost]
+        cm = BASIC_PUBLISH
+        if immediate:
+            raise E.not_implemented("immediate=true", cm)
+        ex = vh.exchanges.get(exchange)
+        if ex is None:
+            raise E.no_exchange(exchange, vh.name, cm)
+        if ex.internal:
+            raise E.access_refused(
+                f"cannot publish to internal exchange '{exchange}' in vhost '{vh.name}'", cm
+            )
+        if properties_raw != ch.last_props and properties_raw != b"\x00\x00":
+            self._check_properties(ch, properties_raw)
+        if reply_to_of(properties_raw) == REPLY_TO:
+            if ch.reply_name is None:
+                raise E.precondition("fast reply consumer does not exist", cm)
+            properties_raw = with_reply_to(properties_raw, ch.reply_name)
+        if ch.tx:
+            ch.tx_publishes.append((exchange, routing_key, properties_raw, body, mandatory))
+            return PublishResult(True, False)
+        return self.publish(vh, ex, routing_key, properties_raw, body, mandatory, ch)
+
+    def _check_properties(self, ch: ChannelState, raw: bytes) -> None:
+        """The door: properties must decode, with a valid expiration and our user-id.
+
+        Whatever decodes them later (TTL, dead-lettering, headers routing, the
+        log, admin) can then never fail on this message. The result depends on
+        the bytes alone, so properties equal to the channel's last accepted
+        ones skip the walk: most publishers send the same ones every time.
+        """
+        cm = BASIC_PUBLISH
+        try:  # also guarantees the two flag octets read below
+            table = check_properties(raw, ch.last_table)
+        except FrameSyntaxError as exc:
+            raise E.invalid_message(exc.detail, cm) from None
+        if raw[0] & 0x01:  # expiration flag set (checked first, as RabbitMQ does)
+            exp = expiration_of(raw)
+            if exp is not None:
+                try:
+                    parse_expiration(exp)
+                except ValueError as exc:
+                    raise E.invalid_expiration(printable(exp), str(exc), cm) from None
+        if raw[1] & 0x10:  # user-id flag set
+            uid = user_id_of(raw)
+            if uid is not None and uid != ch.session.username:
+                raise E.precondition(
+                    f"user_id property set to '{printable(uid)}' but authenticated user was "
+                    f"'{ch.session.username}'", cm,
+                )
+        ch.last_props = raw
+        ch.last_table = table
+
+    def publish(
+        self,
+        vh: VHost,
+        ex: Exchange,
+        routing_key: str,
+        properties_raw: bytes,
+        body: bytes,
+        mandatory: bool = False,
+        ch: ChannelState | None = None,
+    ) -> PublishResult:
+        msg = Message(self.new_message_key(), ex.name, routing_key, properties_raw, body)
+        self.stats["published"] += 1
+        self.log_event("published", vh.name, msg)
+        if not ex.name and routing_key.startswith(REPLY_PREFIX):
+            target = self.reply_channels.get(routing_key)
+            if target is not None and target.session.vhost == vh.name:
+                self._deliver_reply(target, msg)
+                return PublishResult(True, False)
+            queues: list[Queue] = []
+        else:
+            queues = self.route(vh, ex, routing_key, msg)
+        if not queues:
+            if mandatory and ch is not None:
+                self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
+                self.log_event("returned", vh.name, msg, reason="NO_ROUTE")
+            return PublishResult(False, False)
+        stored = rejected = False
+        for q in queues:
+            r = self.enqueue(q, msg)
+            if r == STORED:
+                stored = True
+            elif r == REJECTED:
+                rejected = True
+        for q in queues:
+            self._dispatch(q)
+        return PublishResult(True, stored, rejected)
+
+    def _deliver_reply(self, ch: ChannelState, msg: Message) -> None:
+        """A reply goes straight to its requester's no-ack consumer: no queue, no store."""
+        assert ch.reply_consumer is not None
+        tag = ch.next_tag
+        ch.next_tag = tag + 1
+        self.stats["delivered"] += 1
+        self.log_event("delivered", ch.session.vhost, msg, REPLY_TO, consumer_tag=ch.reply_consumer)
+        self.effects.append(Deliver(ch, ch.reply_consumer, tag, False, msg))
+
+    @staticmethod
+    def _refuses(q: Queue, size: int) -> bool:
+        """x-overflow reject-publish(-dlx): a full queue refuses what would not fit."""
+        if q.overflow == "drop-head":
+            return False
+        return (q.max_length is not None and len(q.ready) >= q.max_length) or (
+            q.max_bytes is not None and q.ready.bytes + size > q.max_bytes)
+
+    def enqueue(self, q: Queue, msg: Message) -> int:
+        """Append ``msg`` to ``q``: NOT_STORED, STORED (needs a commit) or REJECTED."""
+        limited = q.max_length is not None or q.max_bytes is not None
+        if limited and self._refuses(q, msg.body_size):
+            self.log_event("rejected", q.vhost, msg, q.name, reason="maxlen")
+            if q.overflow == "reject-publish-dlx":
+                self._dead_letter_message(q, msg, "maxlen")
+            return REJECTED
+        e = Entry(q.take_position(), msg)
+        if type(q.ready) is PriorityReadyList:
+            e.priority = priority_of(msg.properties_raw) or 0
+        self.arm_ttl(q, e)
+        persist = msg.persistent and q.durable and not q.exclusive
+        if persist:
+            if not msg.stored:
+                msg.stored = True
+                self.store_ops.append(P.put_message(msg))
+            e.stored = True
+            self.store_ops.append(P.put_entry(q, e))
+            if len(q.ready) >= self.body_window:
+                self.evictable.append((q, e))
+        else:
+            msg.pinned += 1
+        self.log_event("routed", q.vhost, msg, q.name)
+        q.ready.append(e)
+        if limited:
+            self._enforce_limits(q)
+        return STORED if persist else NOT_STORED

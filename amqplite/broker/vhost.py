@@ -1,0 +1,76 @@
+"""A virtual host: its exchanges, queues and bindings, and routing through them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding, DirectExchange, Exchange
+from amqplite.broker.exchanges.base import Destination
+
+if TYPE_CHECKING:
+    from amqplite.broker.model import Message
+    from amqplite.broker.queue import Queue
+
+
+class DefaultExchange(DirectExchange):
+    """The nameless exchange: every queue is bound to it by its own name."""
+
+    def __init__(self, vhost: VHost) -> None:
+        super().__init__("", durable=True)
+        self._vhost = vhost
+
+    def route(self, routing_key: str, headers: Any) -> set[Destination]:
+        return {("queue", routing_key)} if routing_key in self._vhost.queues else set()
+
+
+class VHost:
+    """A namespace of exchanges, queues and bindings."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.exchanges: dict[str, Exchange] = {"": DefaultExchange(self)}
+        self.queues: dict[str, Queue] = {}
+        #: bindings by destination, so deleting a queue finds its bindings fast
+        self.bindings_to: dict[Destination, set[Binding]] = {}
+        for name_, kind in (
+            ("amq.direct", "direct"),
+            ("amq.fanout", "fanout"),
+            ("amq.topic", "topic"),
+            ("amq.headers", "headers"),
+            ("amq.match", "headers"),
+        ):
+            self.exchanges[name_] = EXCHANGE_TYPES[kind](name_, durable=True)
+
+    def bound(self, b: Binding) -> bool:
+        src = self.exchanges.get(b.source)
+        return src is not None and b in src.bindings
+
+    def route(self, ex: Exchange, routing_key: str, msg: Message) -> list[Queue]:
+        """Follow exchange-to-exchange bindings and alternate exchanges to queues."""
+        seen: set[str] = set()
+        found: dict[str, Queue] = {}
+        stack = [ex]
+        headers = msg.headers
+        while stack:
+            e = stack.pop()
+            if e.name in seen:
+                continue
+            seen.add(e.name)
+            dests = e.route(routing_key, headers)
+            if not dests:
+                ae_name = e.alternate_exchange
+                if ae_name is not None:
+                    ae = self.exchanges.get(ae_name)
+                    if ae is not None:
+                        stack.append(ae)
+                continue
+            for kind, name in dests:
+                if kind == "queue":
+                    q = self.queues.get(name)
+                    if q is not None:
+                        found[name] = q
+                else:
+                    nxt = self.exchanges.get(name)
+                    if nxt is not None:
+                        stack.append(nxt)
+        return list(found.values())

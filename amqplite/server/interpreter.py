@@ -1,0 +1,72 @@
+"""The one interpreter of broker Outcomes: wire effects and store work in one step.
+
+Every path into the broker (a connection's batch of frames, a timer, a
+page-in, an admin request) ends by handing the broker's Outcome to
+:meth:`Interpreter.apply`; ``Server.interpret`` and ``Server.execute`` are the
+only callers. In one synchronous step it writes the wire effects to their
+connections, in order, and hands the store operations and the waiters that
+depend on them (confirms after commit, body eviction) to the store bridge,
+so a confirm can never be attached to the wrong submission.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from amqplite.broker.core import Broker
+from amqplite.broker.effects import CancelNotify, Confirm, Deliver, Outcome, PageIn, Return
+from amqplite.server.persistence import Persistence
+
+
+class Interpreter:
+    def __init__(self, broker: Broker, persistence: Persistence,
+                 page_in: Callable[[PageIn], None]) -> None:
+        self.broker = broker
+        self.persistence = persistence
+        self._page_in = page_in
+
+    def apply(self, outcome: Outcome, *, flush: bool = True) -> None:
+        """Carry out ``outcome``; ``flush=False`` leaves the store batch open so the
+        caller can attach a waiter to it (tx.commit-ok, a held declare-ok)."""
+        persistence = self.persistence
+        # the ops first: a Confirm waiting for them joins the same submission
+        persistence.submit(outcome.store_ops, outcome.evictable)
+        for e in outcome.effects:
+            t = type(e)
+            if t is Deliver:
+                tr = e.channel.session.transport
+                if tr is not None:
+                    tr.deliver(e.channel, e.consumer_tag, e.delivery_tag, e.redelivered,
+                               e.message, e.properties)
+            elif t is Confirm:
+                if e.after_commit:
+                    persistence.add_waiter(functools.partial(self._committed, e))
+                else:
+                    self._send_confirm(e, e.nack)
+            elif t is Return:
+                tr = e.channel.session.transport
+                if tr is not None:
+                    tr.send_return(e.channel, e.reply_code, e.reply_text, e.message)
+            elif t is CancelNotify:
+                tr = e.channel.session.transport
+                if tr is not None:
+                    tr.send_cancel(e.channel, e.consumer_tag)
+            elif t is PageIn:
+                self._page_in(e)
+        if flush:
+            persistence.flush()
+
+    def _committed(self, c: Confirm, err: BaseException | None) -> None:
+        """The submission a Confirm waited for has ended: a failed commit turns it to nack."""
+        self.broker.confirm_landed(c)
+        self._send_confirm(c, c.nack or err is not None)
+
+    @staticmethod
+    def _send_confirm(c: Confirm, nack: bool) -> None:
+        ch = c.channel
+        tr: Any = ch.session.transport
+        # a closed channel's confirms die with it, even when its number is reused
+        if tr is not None and ch.open:
+            tr.send_confirm(ch, c.upto, c.multiple, nack)

@@ -2,7 +2,9 @@
 
 Modules: ``spec`` (constants, ReplyCode), ``errors`` (AMQPError and friends),
 ``codec`` (lossless field tables), ``properties`` (basic content properties),
-``methods`` (one attrs class per method), ``frames`` (fast frame encoders) and
-``connection`` (ServerConnection, the server-side state machine). Nothing is
+``methods`` (one attrs class per method), ``frames`` (fast frame encoders),
+``events`` (what the server is handed), ``reader`` (bytes to frames and
+content), ``sasl`` (credentials), ``handshake`` (what start/tune negotiate)
+and ``connection`` (ServerConnection, the server-side state machine). Nothing is
 re-exported here so that importing ``protocol.spec`` stays cheap.
 """

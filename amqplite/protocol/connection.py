@@ -1,11 +1,14 @@
 """Sans-I/O AMQP 0-9-1 server connection: bytes in, events out, bytes out.
 
 The object does everything that does not need the broker: protocol header,
-SASL (PLAIN, AMQPLAIN), tuning, channel open/close bookkeeping, content
-assembly and every frame-level check, answering errors with the reply codes
-and texts RabbitMQ 3.x uses (``rabbit_reader``, ``rabbit_command_assembler``,
-``rabbit_channel``). The server feeds ``receive_data``, then drains
-``next_event()`` until it returns None, and writes ``data_to_send()``.
+SASL, tuning, channel open/close bookkeeping and closing, answering errors
+with the reply codes and texts RabbitMQ 3.x uses (``rabbit_reader``,
+``rabbit_channel``). Its base class :class:`~amqplite.protocol.reader.FrameReader`
+does framing, frame-level checks and content assembly; the events it hands
+out live in :mod:`amqplite.protocol.events`, credential parsing in
+:mod:`amqplite.protocol.sasl` and what is negotiated in
+:mod:`amqplite.protocol.handshake`. The server feeds ``receive_data``, then
+drains ``next_event()`` until it returns None, and writes ``data_to_send()``.
 
 Ordering rule: replies the connection makes on its own while parsing
 (channel.open-ok, channel.close-ok, connection.close-ok, error closes) are
@@ -24,22 +27,25 @@ handle ``next_event()`` until None, then ``data_to_send()``; call
 
 from __future__ import annotations
 
-import enum
-import struct
-import sys
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-import attrs
-
-from amqplite import __version__
 from amqplite.protocol import frames as _frames
-from amqplite.protocol.codec import FieldTable, decode_table
-from amqplite.protocol.errors import AMQPError, ChannelError, ConnectionError_, amqp_text
+from amqplite.protocol.codec import FieldTable
+from amqplite.protocol.errors import AMQPError, ConnectionError_, amqp_text
+from amqplite.protocol.events import (
+    ChannelClosed,
+    ChannelOpened,
+    ConnectionClosed,
+    ConnectionClosing,
+    ConnectionOpened,
+    ConnectionState,
+    Event,
+    MethodReceived,
+)
+from amqplite.protocol.handshake import default_server_properties, validate_tune
 from amqplite.protocol.methods import (
     CLIENT_CHANNEL_METHODS,
-    BasicPublish,
     ChannelClose,
     ChannelCloseOk,
     ChannelOpen,
@@ -54,124 +60,27 @@ from amqplite.protocol.methods import (
     ConnectionTuneOk,
     ConnectionUpdateSecret,
     Method,
-    decode_method,
     encode_method,
 )
 from amqplite.protocol.properties import printable
-from amqplite.protocol.spec import (
-    FRAME_MIN_SIZE,
-    FRAME_OVERHEAD,
-    MAX_MSG_SIZE,
-    PROTOCOL_HEADER,
-    ReplyCode,
-    is_soft_error,
+from amqplite.protocol.reader import (
+    CH_CLIENT_CLOSED,
+    CH_CLOSE_RECEIVED,
+    CH_CLOSING,
+    CH_OPEN,
+    CH_SENDABLE,
+    Channel,
+    FrameReader,
 )
+from amqplite.protocol.sasl import MECHANISMS, parse_credentials
+from amqplite.protocol.spec import FRAME_MIN_SIZE, PROTOCOL_HEADER, ReplyCode, is_soft_error
 
-__all__ = [
-    "ChannelClosed",
-    "ChannelOpened",
-    "ConnectionClosed",
-    "ConnectionClosing",
-    "ConnectionOpened",
-    "ConnectionState",
-    "ContentReceived",
-    "Event",
-    "MethodReceived",
-    "ServerConnection",
-    "default_server_properties",
-]
+__all__ = ["ServerConnection"]
 
-_FRAME_HEAD = struct.Struct(">BHI")
-_CONTENT_HEAD = struct.Struct(">HHQ")
-_I = struct.Struct(">I")
-_PUBLISH_ID = b"\x00\x3c\x00\x28"
-_PUBLISH_CACHE_MAX = 1024
 _PROTOCOL_HEADER_0_9 = b"AMQP\x01\x01\x00\x09"
 
-
-# ------------------------------------------------------------------ events
-
-
-@attrs.define(slots=True)
-class ConnectionOpened:
-    """connection.open accepted (open-ok sent); channels may now be opened."""
-
-    vhost: str
-    username: str
-    client_properties: FieldTable
-
-
-@attrs.define(slots=True)
-class ChannelOpened:
-    """The client opened ``channel``; channel.open-ok goes out with this event."""
-
-    channel: int
-
-
-@attrs.define(slots=True)
-class ChannelClosed:
-    """``channel`` is gone: the client closed it (close-ok goes out with this
-    event; reply_code/text are the client's) or it acknowledged our close."""
-
-    channel: int
-    reply_code: int = 200
-    reply_text: str = ""
-
-
-@attrs.define(slots=True)
-class MethodReceived:
-    """A method for the broker (queue/exchange/basic/confirm/tx/channel.flow,
-    or connection.update-secret on channel 0)."""
-
-    channel: int
-    method: Method
-
-
-@attrs.define(slots=True)
-class ContentReceived:
-    """A complete basic.publish: method, raw property bytes and the body."""
-
-    channel: int
-    method: BasicPublish
-    properties_raw: bytes
-    body: bytes
-
-
-@attrs.define(slots=True)
-class ConnectionClosing:
-    """We sent connection.close; wait briefly for close-ok, then drop the socket."""
-
-    reply_code: int
-    reply_text: str
-
-
-@attrs.define(slots=True)
-class ConnectionClosed:
-    """The connection is over: flush ``data_to_send()`` and close the socket."""
-
-    reply_code: int
-    reply_text: str
-
-
-Event = (
-    ConnectionOpened
-    | ChannelOpened
-    | ChannelClosed
-    | MethodReceived
-    | ContentReceived
-    | ConnectionClosing
-    | ConnectionClosed
-)
-
-
-class ConnectionState(enum.Enum):
-    AWAITING_HEADER = "awaiting_header"
-    STARTING = "starting"
-    TUNING = "tuning"
-    OPENING = "opening"
-    OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
+#: A connection error whose text is RabbitMQ's ``"CODE - detail"``.
+_hard = ConnectionError_.make
 
 
 _AWAITING_HEADER = ConnectionState.AWAITING_HEADER
@@ -182,75 +91,11 @@ _OPEN = ConnectionState.OPEN
 _CLOSING = ConnectionState.CLOSING
 _CLOSED = ConnectionState.CLOSED
 
-_CH_OPEN = 0
-_CH_CLIENT_CLOSED = 1  # client sent channel.close; gone once ChannelClosed is handed out
-_CH_CLOSING = 2  # we sent channel.close, waiting for close-ok
-_CH_CLOSE_RECEIVED = 3  # closing, and the client's own channel.close crossed ours
-_CH_SENDABLE = _CH_CLIENT_CLOSED  # states <= this still accept the server's replies
 
 
 _TRANSITIONS = frozenset({ChannelClosed, ConnectionOpened, ConnectionClosing, ConnectionClosed})
 _CLOSES = frozenset({ChannelClosed, ConnectionClosing, ConnectionClosed})
 
-
-class _Channel:
-    """Per-channel state plus the content assembler."""
-
-    __slots__ = ("frags", "method", "props", "remaining", "state")
-
-    def __init__(self) -> None:
-        self.state = _CH_OPEN
-        self.method: BasicPublish | None = None  # publish awaiting its content
-        self.props: bytes | None = None  # set once the header frame arrived
-        self.remaining = 0
-        self.frags: list[bytes] = []
-
-    def reset(self) -> None:
-        self.method = None
-        self.props = None
-        self.remaining = 0
-        self.frags = []
-
-
-#: Exactly the RabbitMQ capabilities amqplite implements. Clients look features
-#: up by name, so one that is missing here is left out, not announced as false.
-CAPABILITIES = (
-    "publisher_confirms",
-    "exchange_exchange_bindings",
-    "basic.nack",
-    "consumer_cancel_notify",
-    "connection.blocked",
-    "consumer_priorities",
-    "per_consumer_qos",
-    "authentication_failure_close",
-    "direct_reply_to",
-)
-
-
-def default_server_properties() -> dict[str, Any]:
-    """What we announce in connection.start (RabbitMQ's capability names)."""
-    return {
-        "product": "amqplite",
-        "version": __version__,
-        "platform": f"Python {sys.version.split()[0]}",
-        "copyright": "amqplite contributors",
-        "information": "Licensed under the MIT license",
-        "capabilities": dict.fromkeys(CAPABILITIES, True),
-    }
-
-
-def _erl_binary(data: bytes) -> str:
-    """Render bytes the way Erlang's ~tp prints a binary (for RabbitMQ-shaped texts)."""
-    if data and all(32 <= b < 127 for b in data):
-        text = data.decode("ascii").replace("\\", "\\\\").replace('"', '\\"')
-        return f'<<"{text}">>'
-    return "<<" + ",".join(str(b) for b in data) + ">>"
-
-
-def _snippet(payload: bytes) -> str:
-    if len(payload) <= 16:
-        return f"all octets = {_erl_binary(payload)}"
-    return f"first 16 octets = {_erl_binary(payload[:16])}"
 
 
 def _truncate_shortstr(text: str) -> str:
@@ -266,11 +111,8 @@ def _truncate_shortstr(text: str) -> str:
     return raw[:252].decode("utf-8", "ignore") + "..."
 
 
-def _hard(code: int, detail: str, class_id: int = 0, method_id: int = 0) -> ConnectionError_:
-    return ConnectionError_(code, amqp_text(code, detail), class_id, method_id)
 
-
-class ServerConnection:
+class ServerConnection(FrameReader):
     """The server side of one AMQP 0-9-1 connection (no I/O, no clocks).
 
     ``authenticate(username, password) -> bool`` checks credentials;
@@ -289,7 +131,7 @@ class ServerConnection:
         frame_max: int = 131072,
         heartbeat: int = 60,
         max_message_size: int = 128 * 1024 * 1024,
-        mechanisms: tuple[str, ...] = ("PLAIN", "AMQPLAIN"),
+        mechanisms: tuple[str, ...] = MECHANISMS,
     ) -> None:
         props = dict(default_server_properties())
         if server_properties:
@@ -300,21 +142,16 @@ class ServerConnection:
         self._offer_channel_max = channel_max
         self._offer_frame_max = frame_max
         self._offer_heartbeat = heartbeat
-        self.max_message_size = max_message_size
+        super().__init__(max_message_size)
         self._mechanisms = mechanisms
 
         # Two views of the state: _state follows the bytes parsed so far; _tx_state
         # follows the events handed out, and decides what the server may still send
         # (replies to methods that arrived before a close must still go out).
-        self._state = _AWAITING_HEADER
         self._tx_state = _AWAITING_HEADER
         self._pending = b""
         self._out = bytearray()
-        self._events: deque[Any] = deque()
-        self._channels: dict[int, _Channel] = {}
-        self._publish_cache: dict[bytes, BasicPublish] = {}
 
-        self._in_frame_max = FRAME_MIN_SIZE  # RabbitMQ's initial_frame_max
         self._frame_max = FRAME_MIN_SIZE
         self._channel_max = 0
         self._heartbeat = 0
@@ -364,7 +201,7 @@ class ServerConnection:
 
     @property
     def open_channels(self) -> frozenset[int]:
-        return frozenset(n for n, c in self._channels.items() if c.state == _CH_OPEN)
+        return frozenset(n for n, c in self._channels.items() if c.state == CH_OPEN)
 
     @property
     def close_reason(self) -> tuple[int, str]:
@@ -404,7 +241,7 @@ class ServerConnection:
         kind = type(event)
         if kind is ChannelClosed:
             chan = self._channels.get(event.channel)
-            if chan is not None and chan.state == _CH_CLIENT_CLOSED:
+            if chan is not None and chan.state == CH_CLIENT_CLOSED:
                 del self._channels[event.channel]
         elif kind is ConnectionOpened:
             if self._tx_state is not _CLOSING and self._tx_state is not _CLOSED:
@@ -450,7 +287,7 @@ class ServerConnection:
         if channel == 0:
             return True
         chan = self._channels.get(channel)
-        return chan is not None and chan.state <= _CH_SENDABLE
+        return chan is not None and chan.state <= CH_SENDABLE
 
     def send_method(self, channel: int, method: Method) -> bool:
         """Queue a method frame; False (and nothing sent) if the channel is not open."""
@@ -486,7 +323,7 @@ class ServerConnection:
         if self._tx_state is not _OPEN:
             return False
         chan = self._channels.get(channel)
-        if chan is None or chan.state > _CH_SENDABLE:
+        if chan is None or chan.state > CH_SENDABLE:
             return False
         _frames.write_deliver(
             self._out, channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key,
@@ -551,9 +388,9 @@ class ServerConnection:
         *, ordered: bool,
     ) -> None:
         chan = self._channels.get(channel)
-        if self._state is not _OPEN or chan is None or chan.state != _CH_OPEN:
+        if self._state is not _OPEN or chan is None or chan.state != CH_OPEN:
             return
-        chan.state = _CH_CLOSING
+        chan.state = CH_CLOSING
         chan.reset()
         frame = self._method_frame(
             channel,
@@ -698,138 +535,7 @@ class ServerConnection:
         self._out += self._method_frame(0, start)
         self._state = self._tx_state = _STARTING
 
-    def _parse_frames(self, buf: bytes) -> int:
-        """Handle every complete frame in ``buf``; returns the offset consumed.
-
-        The loop inlines the publish path (cached basic.publish, content
-        header, single body frame); anything unusual falls through to the
-        general handlers, which do all the checking.
-        """
-        n = len(buf)
-        pos = 0
-        unpack = _FRAME_HEAD.unpack_from
-        unpack_header = _CONTENT_HEAD.unpack_from
-        channels = self._channels
-        emit = self._events.append
-        cache = self._publish_cache
-        fmax = self._in_frame_max
-        max_size = min(self.max_message_size, MAX_MSG_SIZE)
-        is_open = self._state is _OPEN
-        while n - pos >= 7:
-            ftype, ch, size = unpack(buf, pos)
-            if fmax and size > fmax:
-                self._fail(
-                    _hard(ReplyCode.FRAME_ERROR,
-                          f"type {ftype}, all octets = <<>>: "
-                          f"{{frame_too_large,{size},{fmax - FRAME_OVERHEAD}}}"),
-                    ch, fatal=True,
-                )
-                return n
-            start = pos + 7
-            end = start + size
-            if end >= n:
-                break
-            if buf[end] != 0xCE:
-                self._fail(
-                    _hard(ReplyCode.FRAME_ERROR,
-                          f"type {ftype}, {_snippet(buf[start:end])}: "
-                          f"{{invalid_frame_end_marker,{buf[end]}}}"),
-                    ch, fatal=True,
-                )
-                return n
-            pos = end + 1
-            if is_open:
-                chan = channels.get(ch)
-                if chan is not None:
-                    if ftype == 3:
-                        props = chan.props
-                        if props is not None and chan.remaining == size and not chan.frags:
-                            emit(ContentReceived(ch, chan.method, props, buf[start:end]))  # type: ignore[arg-type]
-                            chan.method = None
-                            chan.props = None
-                            chan.remaining = 0
-                            continue
-                    elif ftype == 2:
-                        if chan.method is not None and chan.props is None and size >= 12:
-                            class_id, weight, body_size = unpack_header(buf, start)
-                            if class_id == 60 and not weight and 0 < body_size <= max_size:
-                                chan.props = buf[start + 12 : end]
-                                chan.remaining = body_size
-                                continue
-                    elif ftype == 1 and chan.method is None and chan.state == _CH_OPEN:
-                        publish = cache.get(buf[start:end])
-                        if publish is not None:
-                            chan.method = publish
-                            continue
-            try:
-                if ftype == 3:
-                    self._on_body(ch, buf, start, end)
-                elif ftype == 1:
-                    self._on_method(ch, buf, start, end)
-                elif ftype == 2:
-                    self._on_header(ch, buf, start, end)
-                elif ftype == 8:
-                    self._on_heartbeat(ch, buf, start, end)
-                else:
-                    self._on_bad_frame(ftype, ch, buf[start:end], unknown=True)
-            except AMQPError as err:
-                self._fail(err, ch)
-            state = self._state
-            if state is _CLOSED:
-                return n
-            is_open = state is _OPEN
-            fmax = self._in_frame_max
-        return pos
-
-    def _on_bad_frame(self, ftype: int, ch: int, payload: bytes, *, unknown: bool) -> None:
-        if self._state is _CLOSING:
-            return
-        if unknown:
-            raise _hard(ReplyCode.FRAME_ERROR, f"type {ftype}, {_snippet(payload)}: unknown_frame")
-        raise _hard(ReplyCode.UNEXPECTED_FRAME, f"type {ftype}, {_snippet(payload)}")
-
-    def _on_heartbeat(self, ch: int, buf: bytes, start: int, end: int) -> None:
-        if end != start:
-            self._on_bad_frame(8, ch, buf[start:end], unknown=True)
-        elif ch != 0:
-            self._on_bad_frame(8, ch, b"", unknown=False)
-
-    # ------------------------------------------------------------ methods
-
-    def _on_method(self, ch: int, buf: bytes, start: int, end: int) -> None:
-        state = self._state
-        if ch == 0:
-            if state is _CLOSING:
-                try:
-                    method = decode_method(buf, start, end)
-                except AMQPError:
-                    return
-            else:
-                method = decode_method(buf, start, end)
-            self._on_channel0(method)
-            return
-        if state is not _OPEN:
-            self._on_bad_frame(1, ch, buf[start:end], unknown=False)
-            return
-        chan = self._channels.get(ch)
-        if (
-            chan is not None
-            and chan.state == _CH_OPEN
-            and chan.method is None
-            and buf[start : start + 4] == _PUBLISH_ID
-        ):
-            # Publishers reuse a handful of exchange/routing-key pairs: decode once.
-            key = buf[start:end]
-            cache = self._publish_cache
-            publish = cache.get(key)
-            if publish is None:
-                publish = decode_method(buf, start, end)  # type: ignore[assignment]
-                if len(cache) >= _PUBLISH_CACHE_MAX:
-                    cache.clear()
-                cache[key] = publish  # type: ignore[assignment]
-            chan.method = publish
-            return
-        method = decode_method(buf, start, end)
+    def _on_channel_method(self, ch: int, chan: Channel | None, method: Method) -> None:
         mtype = type(method)
         if chan is None:
             if mtype is ChannelOpen:
@@ -837,7 +543,7 @@ class ServerConnection:
                 return
             raise _hard(ReplyCode.CHANNEL_ERROR, "expected 'channel.open'",
                         method.CLASS_ID, method.METHOD_ID)
-        if chan.state != _CH_OPEN:
+        if chan.state != CH_OPEN:
             self._on_closing_channel(ch, chan, method)
             return
         if chan.method is not None:
@@ -850,7 +556,7 @@ class ServerConnection:
         if mtype.HAS_CONTENT:
             chan.method = method  # type: ignore[assignment]
         elif mtype is ChannelClose:
-            chan.state = _CH_CLIENT_CLOSED
+            chan.state = CH_CLIENT_CLOSED
             self._write_ordered(self._method_frame(ch, ChannelCloseOk()))
             self._events.append(
                 ChannelClosed(ch, method.reply_code, method.reply_text)  # type: ignore[attr-defined]
@@ -870,14 +576,14 @@ class ServerConnection:
             raise _hard(ReplyCode.NOT_ALLOWED,
                         f"number of channels opened ({len(self._channels)}) has reached "
                         f"the negotiated channel_max ({limit})")
-        self._channels[ch] = _Channel()
+        self._channels[ch] = Channel()
         self._write_ordered(self._method_frame(ch, ChannelOpenOk()))
         self._events.append(ChannelOpened(ch))
 
-    def _on_closing_channel(self, ch: int, chan: _Channel, method: Method) -> None:
+    def _on_closing_channel(self, ch: int, chan: Channel, method: Method) -> None:
         """A closing channel: only close/close-ok (and a reopen) matter."""
         mtype = type(method)
-        if chan.state == _CH_CLIENT_CLOSED:
+        if chan.state == CH_CLIENT_CLOSED:
             if mtype is ChannelOpen:  # the client got our close-ok and reuses the number
                 del self._channels[ch]
                 self._open_channel(ch)
@@ -888,8 +594,8 @@ class ServerConnection:
         elif mtype is ChannelClose:
             # The client's close crossed ours: answer it, keep waiting for close-ok.
             self._write_ordered(self._method_frame(ch, ChannelCloseOk()))
-            chan.state = _CH_CLOSE_RECEIVED
-        elif mtype is ChannelOpen and chan.state == _CH_CLOSE_RECEIVED:
+            chan.state = CH_CLOSE_RECEIVED
+        elif mtype is ChannelOpen and chan.state == CH_CLOSE_RECEIVED:
             # The client took our close-ok as the end and reuses the number.
             del self._channels[ch]
             self._events.append(ChannelClosed(ch))
@@ -938,7 +644,7 @@ class ServerConnection:
         if mechanism not in self._mechanisms:
             raise _hard(ReplyCode.COMMAND_INVALID,
                         f"unknown authentication mechanism '{mechanism}'", 10, 11)
-        username, password = self._parse_credentials(mechanism, method.response)
+        username, password = parse_credentials(mechanism, method.response)
         try:
             ok = bool(self._authenticate(username, password))
         except AMQPError:
@@ -959,34 +665,11 @@ class ServerConnection:
         self._write_ordered(self._method_frame(0, tune))
         self._state = self._tx_state = _TUNING
 
-    def _parse_credentials(self, mechanism: str, response: bytes) -> tuple[str, str]:
-        if mechanism == "PLAIN":
-            parts = response.split(b"\x00")
-            if len(parts) != 3:
-                raise _hard(ReplyCode.SYNTAX_ERROR, f"response {_erl_binary(response)} invalid",
-                            10, 11)
-            return parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
-        if mechanism == "AMQPLAIN":
-            # A field table *without* its length prefix (py-amqp, kombu, RabbitMQ's parser).
-            table, _ = decode_table(_I.pack(len(response)) + response)
-            login = table.get("LOGIN")
-            password = table.get("PASSWORD")
-            if not isinstance(login, str | bytes) or not isinstance(password, str | bytes):
-                raise _hard(ReplyCode.SYNTAX_ERROR,
-                            "AMQPLAIN auth info is missing LOGIN or PASSWORD field", 10, 11)
-            if isinstance(login, bytes):
-                login = login.decode("utf-8", "replace")
-            if isinstance(password, bytes):
-                password = password.decode("utf-8", "replace")
-            return login, password
-        raise _hard(ReplyCode.COMMAND_INVALID,
-                    f"invalid authentication mechanism '{mechanism}'", 10, 11)
-
     def _on_tune_ok(self, method: ConnectionTuneOk) -> None:
         frame_max = method.frame_max
         channel_max = method.channel_max
-        _validate_tune("frame_max", FRAME_MIN_SIZE, self._offer_frame_max, frame_max)
-        _validate_tune("channel_max", 1, self._offer_channel_max, channel_max)
+        validate_tune("frame_max", FRAME_MIN_SIZE, self._offer_frame_max, frame_max)
+        validate_tune("channel_max", 1, self._offer_channel_max, channel_max)
         self._frame_max = frame_max
         self._in_frame_max = frame_max
         self._channel_max = channel_max
@@ -1002,106 +685,3 @@ class ServerConnection:
         self._state = _OPEN
         self._write_ordered(self._method_frame(0, ConnectionOpenOk()))
         self._events.append(ConnectionOpened(vhost, self._username, self._client_properties))
-
-    # ------------------------------------------------------------ content
-
-    def _on_header(self, ch: int, buf: bytes, start: int, end: int) -> None:
-        if self._state is not _OPEN or ch == 0:
-            self._on_bad_frame(2, ch, buf[start:end], unknown=False)
-            return
-        chan = self._channels.get(ch)
-        if chan is not None and chan.state != _CH_OPEN:
-            return
-        if chan is None or chan.method is None:
-            raise _hard(ReplyCode.UNEXPECTED_FRAME,
-                        "expected method frame, got non method frame instead")
-        if chan.props is not None:
-            raise _hard(ReplyCode.UNEXPECTED_FRAME,
-                        "expected content body, got non content body frame instead", 60, 40)
-        if end - start < 12:
-            raise _hard(ReplyCode.FRAME_ERROR,
-                        f"type 2, {_snippet(buf[start:end])}: unknown_frame")
-        class_id, weight, body_size = _CONTENT_HEAD.unpack_from(buf, start)
-        if weight != 0:
-            raise _hard(ReplyCode.UNEXPECTED_FRAME,
-                        "expected content header for class 60, "
-                        "got non content header frame instead", 60, 40)
-        if class_id != 60:
-            raise _hard(ReplyCode.UNEXPECTED_FRAME,
-                        f"expected content header for class 60, got one for class {class_id} "
-                        "instead", 60, 40)
-        if body_size > MAX_MSG_SIZE:
-            raise _hard(ReplyCode.FRAME_ERROR,
-                        f"content body size {body_size} exceeds maximum allowed size "
-                        f"{MAX_MSG_SIZE}", 60, 40)
-        limit = self.max_message_size
-        if body_size > limit:
-            which = "max size" if limit == MAX_MSG_SIZE else "configured max size"
-            raise ChannelError(
-                ReplyCode.PRECONDITION_FAILED,
-                amqp_text(ReplyCode.PRECONDITION_FAILED,
-                          f"message size {body_size} is larger than {which} {limit}"),
-                60, 40,
-            )
-        props = buf[start + 12 : end]
-        if body_size == 0:
-            method = chan.method
-            chan.method = None
-            self._events.append(ContentReceived(ch, method, props, b""))
-            return
-        chan.props = props
-        chan.remaining = body_size
-
-    def _on_body(self, ch: int, buf: bytes, start: int, end: int) -> None:
-        chan = self._channels.get(ch)
-        if chan is None or self._state is not _OPEN:
-            if self._state is not _OPEN or ch == 0:
-                self._on_bad_frame(3, ch, buf[start:end], unknown=False)
-                return
-            raise _hard(ReplyCode.UNEXPECTED_FRAME,
-                        "expected method frame, got non method frame instead")
-        if chan.props is None:
-            if chan.state != _CH_OPEN:
-                return
-            if chan.method is None:
-                raise _hard(ReplyCode.UNEXPECTED_FRAME,
-                            "expected method frame, got non method frame instead")
-            raise _hard(ReplyCode.UNEXPECTED_FRAME,
-                        "expected content header for class 60, "
-                        "got non content header frame instead", 60, 40)
-        size = end - start
-        remaining = chan.remaining - size
-        if remaining < 0:
-            raise _hard(ReplyCode.FRAME_ERROR,
-                        "content body frame exceeds remaining content size", 60, 40)
-        if remaining:
-            chan.remaining = remaining
-            chan.frags.append(buf[start:end])
-            return
-        frags = chan.frags
-        if frags:
-            frags.append(buf[start:end])
-            body = b"".join(frags)
-            chan.frags = []
-        else:
-            body = buf[start:end]
-        method = chan.method
-        props = chan.props
-        chan.method = None
-        chan.props = None
-        chan.remaining = 0
-        self._events.append(ContentReceived(ch, method, props, body))  # type: ignore[arg-type]
-
-
-def _validate_tune(field: str, minimum: int, server: int, client: int) -> None:
-    """RabbitMQ's validate_negotiated_integer_value: 530 outside [minimum, server]."""
-    if client != 0 and client < minimum:
-        raise _hard(ReplyCode.NOT_ALLOWED,
-                    f"negotiated {field} = {client} is lower than the minimum allowed value "
-                    f"({minimum})", 10, 30)
-    if server != 0 and (client == 0 or client > server):
-        detail = " (no limit)" if field == "channel_max" and client == 0 else ""
-        raise _hard(ReplyCode.NOT_ALLOWED,
-                    f"negotiated {field} = {client}{detail} is higher than the maximum "
-                    f"allowed value ({server})", 10, 30)
-

@@ -19,6 +19,14 @@ def amqp_text(code: int, detail: str) -> str:
     return f"{name} - {detail}"
 
 
+def erl_binary(data: bytes) -> str:
+    """Render bytes the way Erlang's ~tp prints a binary (for RabbitMQ-shaped texts)."""
+    if data and all(32 <= b < 127 for b in data):
+        text = data.decode("ascii").replace("\\", "\\\\").replace('"', '\\"')
+        return f'<<"{text}">>'
+    return "<<" + ",".join(str(b) for b in data) + ">>"
+
+
 class AMQPError(Exception):
     """An error that maps to a channel.close or connection.close.
 

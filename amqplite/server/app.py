@@ -24,7 +24,7 @@ from amqplite.broker.auth import UserDB
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import PageIn
 from amqplite.config import Settings
-from amqplite.protocol.connection import default_server_properties
+from amqplite.protocol.handshake import default_server_properties
 from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPConnection
 from amqplite.server.datalock import DataDirLock
 from amqplite.server.disk import DiskMonitor

@@ -20,7 +20,9 @@ import trio
 from amqplite.broker.effects import NeedPageIn
 from amqplite.broker.model import ChannelState, Session
 from amqplite.protocol import methods as M
-from amqplite.protocol.connection import (
+from amqplite.protocol.connection import ServerConnection
+from amqplite.protocol.errors import AMQPError, ChannelError
+from amqplite.protocol.events import (
     ChannelClosed,
     ChannelOpened,
     ConnectionClosed,
@@ -29,9 +31,7 @@ from amqplite.protocol.connection import (
     ConnectionState,
     ContentReceived,
     MethodReceived,
-    ServerConnection,
 )
-from amqplite.protocol.errors import AMQPError, ChannelError
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server

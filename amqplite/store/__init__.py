@@ -44,7 +44,7 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(f"{__name__}.engine").Store
     if name in ("Recovered", "RecoveredEntry"):
         return getattr(importlib.import_module(f"{__name__}.recovery"), name)
-    if name in ("cbor", "engine", "recovery", "schema"):
+    if name in ("apply", "cbor", "engine", "reads", "recovery", "schema"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(name)
 

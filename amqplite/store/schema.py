@@ -26,6 +26,9 @@ from sqlalchemy import (
 #: Bumped when a table changes shape; stored in ``meta`` under ``schema_version``.
 SCHEMA_VERSION = 1
 
+#: Ids per statement for IN (...) lists; well under SQLite's and PostgreSQL's limits.
+IN_CHUNK = 900
+
 metadata = MetaData()
 
 # A BIGINT that is still SQLite's rowid alias when it is the primary key

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 
-from amqplite.protocol.connection import ContentReceived, ServerConnection
+from amqplite.protocol.connection import ServerConnection
+from amqplite.protocol.events import ContentReceived
 from amqplite.protocol.frames import encode_frame, write_deliver
 from amqplite.protocol.methods import BasicPublish, ChannelOpen, encode_method
 from amqplite.protocol.properties import BasicProperties, encode_properties

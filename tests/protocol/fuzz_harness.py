@@ -14,7 +14,9 @@ from typing import Any
 
 from pamqp import commands as pc
 
-from amqplite.protocol.connection import (
+from amqplite.protocol.connection import ServerConnection
+from amqplite.protocol.errors import AMQPError
+from amqplite.protocol.events import (
     ChannelClosed,
     ChannelOpened,
     ConnectionClosed,
@@ -22,9 +24,7 @@ from amqplite.protocol.connection import (
     ConnectionOpened,
     ContentReceived,
     MethodReceived,
-    ServerConnection,
 )
-from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.methods import BasicQosOk, ChannelClose, ConnectionClose, decode_method
 from amqplite.protocol.spec import PROTOCOL_HEADER, ReplyCode
 from tests.protocol.client import make_connection, marshal, publish, start_ok

@@ -13,7 +13,9 @@ from pamqp import commands as pc
 from pamqp import header as pheader
 
 from amqplite.protocol.codec import encode_table
-from amqplite.protocol.connection import (
+from amqplite.protocol.connection import ServerConnection
+from amqplite.protocol.errors import ChannelError, ConnectionError_
+from amqplite.protocol.events import (
     ChannelClosed,
     ChannelOpened,
     ConnectionClosed,
@@ -22,9 +24,7 @@ from amqplite.protocol.connection import (
     ConnectionState,
     ContentReceived,
     MethodReceived,
-    ServerConnection,
 )
-from amqplite.protocol.errors import ChannelError, ConnectionError_
 from amqplite.protocol.frames import encode_frame
 from amqplite.protocol.methods import BasicPublish, QueueDeclare, QueueDeclareOk
 from amqplite.protocol.properties import delivery_mode_of

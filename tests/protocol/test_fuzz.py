@@ -12,7 +12,7 @@ import random
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from amqplite.protocol.connection import ConnectionState
+from amqplite.protocol.events import ConnectionState
 from tests.protocol.fuzz_harness import (
     HANDSHAKE,
     SESSION,

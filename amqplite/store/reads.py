@@ -1,0 +1,61 @@
+"""Reads of the store outside the writer: paging bodies, the delivery log, meta.
+
+Each read takes a pooled connection of its own, so it may run on any thread
+while the writer commits; WAL mode keeps readers and the writer apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Engine, bindparam, select
+
+from . import schema as s
+
+__all__ = ["StoreReads"]
+
+
+class StoreReads:
+    """The read half of :class:`~amqplite.store.engine.Store` (safe from any thread)."""
+
+    engine: Engine
+
+    def fetch_bodies(self, message_ids: Sequence[int]) -> dict[int, bytes]:
+        """Bodies of these messages (missing ids are absent); safe from any thread."""
+        m = s.messages
+        stmt = select(m.c.id, m.c.body).where(m.c.id.in_(bindparam("ids", expanding=True)))
+        ids = list(message_ids)
+        found: dict[int, bytes] = {}
+        with self.engine.connect() as conn:
+            for i in range(0, len(ids), s.IN_CHUNK):
+                for mid, body in conn.execute(stmt, {"ids": ids[i : i + s.IN_CHUNK]}):
+                    found[mid] = body
+        return found
+
+    def read_delivery_log(
+        self,
+        message_id: str | None = None,
+        after_id: int = 0,
+        limit: int = 1000,
+        *,
+        message_key: int | None = None,
+        queue: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Log rows with ``id > after_id`` in id order, optionally for one message/queue."""
+        dl = s.delivery_log
+        stmt = select(dl).where(dl.c.id > after_id)
+        if message_id is not None:
+            stmt = stmt.where(dl.c.message_id == message_id)
+        if message_key is not None:
+            stmt = stmt.where(dl.c.message_key == message_key)
+        if queue is not None:
+            stmt = stmt.where(dl.c.queue == queue)
+        stmt = stmt.order_by(dl.c.id).limit(limit)
+        with self.engine.connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(stmt)]
+
+    def get_meta(self, key: str) -> str | None:
+        """A value from the ``meta`` table (e.g. the audit watermark mirror)."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(s.meta.c.value).where(s.meta.c.key == key)).scalar()

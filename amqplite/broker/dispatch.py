@@ -26,6 +26,9 @@ from amqplite.broker.queue import Queue
 
 log = logging.getLogger("amqplite.broker")
 
+#: spilled entries are read back while fewer than this many wait in RAM
+LOAD_AHEAD = 500
+
 
 class Dispatch(BrokerBase):
     """Hands ready entries to consumers with room, and settles what they return."""
@@ -138,6 +141,9 @@ class Dispatch(BrokerBase):
         self._expire_head(q)
         if not q.ready:
             return None
+        if q.ready.needs_load:
+            self._request_load(q)
+            return NEED_PAGE_IN
         head = q.ready.peek()
         if head.message.body is None:
             self._request_page_in(q)
@@ -175,6 +181,9 @@ class Dispatch(BrokerBase):
         ready = q.ready
         now = 0.0
         while ready and q.consumers:
+            if ready.needs_load:
+                self._request_load(q)
+                return
             head = ready.peek()
             if head.expires_at is not None:
                 now = now or self.now()
@@ -189,6 +198,8 @@ class Dispatch(BrokerBase):
                 return
             entry = ready.popleft()
             self._deliver(q, entry, c)
+        if ready.disk_count and q.consumers and ready.head_count < LOAD_AHEAD:
+            self._request_load(q)  # read the next spilled entries before the head runs dry
 
     def _deliver(self, q: Queue, entry: Entry, c: Consumer) -> None:
         ch = c.channel

@@ -57,6 +57,17 @@ class PageIn:
 
 
 @attrs.define(slots=True)
+class LoadEntries:
+    """Read spilled entries of ``queue`` back (positions ``lo..hi``, at most ``limit``,
+    in order), then call ``Broker.entries_loaded``."""
+
+    queue: Queue
+    lo: int
+    hi: int
+    limit: int
+
+
+@attrs.define(slots=True)
 class Confirm:
     """Send basic.ack (or basic.nack when ``nack``) for publish seq ``upto``.
 

@@ -47,10 +47,10 @@ class Expiry(BrokerBase):
 
     def _expire_head(self, q: Queue) -> None:
         ready = q.ready
-        if not ready:
+        if not ready.head_count:
             return
         now = self.now()
-        while ready:
+        while ready.head_count:
             h = ready.peek()
             if h.expires_at is None or h.expires_at > now:
                 return

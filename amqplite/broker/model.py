@@ -6,7 +6,9 @@ effects. Nothing here does I/O.
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from amqplite.protocol.errors import FrameSyntaxError
@@ -108,6 +110,7 @@ class Entry:
     """A message's place in one queue."""
 
     __slots__ = (
+        "committed",
         "delivery_count",
         "expires_at",
         "in_ready",
@@ -124,6 +127,8 @@ class Entry:
         self.delivery_count = 0
         self.redelivered = False
         self.stored = stored
+        #: its row's insert has committed (it may spill to disk)
+        self.committed = False
         self.expires_at: float | None = None
         self.in_ready = False
         self.priority = 0
@@ -261,29 +266,61 @@ class ChannelState:
 
 
 class ReadyList:
-    """Ready entries in position order: appends at the tail, requeues by position."""
+    """Ready entries in position order: appends at the tail, requeues by position.
 
-    __slots__ = ("_d", "bytes")
+    A deep queue keeps only its head in RAM. Committed entries behind the
+    head spill to the store (see ``broker/paging.py``): the spilled run is a
+    contiguous range of positions ``disk_lo..disk_hi`` that exists only as
+    rows, counted here (``disk_count``, in ``bytes`` too) and loaded back in
+    order when the head runs low. Entries that arrive while a spilled run
+    exists wait in ``_tail``, so order is kept: head, disk, tail.
+    """
+
+    __slots__ = ("_d", "_tail", "bytes", "disk_bytes", "disk_count", "disk_hi", "disk_lo")
 
     def __init__(self) -> None:
         self._d: deque[Entry] = deque()
+        self._tail: deque[Entry] = deque()
+        #: bytes of every ready entry, spilled ones included
         self.bytes = 0
+        self.disk_count = 0
+        self.disk_bytes = 0
+        self.disk_lo = 0
+        self.disk_hi = 0
 
     def __len__(self) -> int:
-        return len(self._d)
+        return len(self._d) + self.disk_count + len(self._tail)
 
     def __bool__(self) -> bool:
-        return bool(self._d)
+        return bool(self._d) or self.disk_count > 0 or bool(self._tail)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
+        """The entries in RAM, in order (spilled ones are not objects until loaded)."""
+        if self._tail:
+            return itertools.chain(self._d, self._tail)
         return iter(self._d)
 
+    @property
+    def ram_count(self) -> int:
+        return len(self._d) + len(self._tail)
+
+    @property
+    def head_count(self) -> int:
+        """Entries in RAM ahead of the spilled run (all of them when nothing is spilled)."""
+        return len(self._d)
+
+    @property
+    def needs_load(self) -> bool:
+        """The head is empty but spilled entries are next: load them before going on."""
+        return not self._d and self.disk_count > 0
+
     def append(self, e: Entry) -> None:
-        self._d.append(e)
+        (self._tail if self.disk_count else self._d).append(e)
         e.in_ready = True
         self.bytes += e.message.body_size
 
     def popleft(self) -> Entry:
+        """The first entry; callers check ``needs_load`` first."""
         e = self._d.popleft()
         e.in_ready = False
         self.bytes -= e.message.body_size
@@ -291,6 +328,71 @@ class ReadyList:
 
     def peek(self) -> Entry:
         return self._d[0]
+
+    def behind_head(self, window: int) -> Iterable[Entry]:
+        """RAM entries that would spill next: after the spilled run, or after ``window``."""
+        if self.disk_count:
+            return iter(self._tail)
+        return itertools.islice(self._d, window, None)
+
+    def spill(self, window: int, eligible: Callable[[Entry], bool]) -> list[Entry]:
+        """Move the run of ``eligible`` entries right behind the spilled run (or behind
+        the first ``window`` entries when nothing is spilled yet) to disk; returns them.
+
+        Only entries whose rows are committed may go: they are dropped from RAM.
+        """
+        d, tail = self._d, self._tail
+        if not self.disk_count:
+            while len(d) > window:
+                tail.appendleft(d.pop())
+        out: list[Entry] = []
+        while tail and eligible(tail[0]):
+            e = tail.popleft()
+            e.in_ready = False
+            out.append(e)
+        if out:
+            if not self.disk_count:
+                self.disk_lo = out[0].position
+            self.disk_hi = out[-1].position
+            self.disk_count += len(out)
+            self.disk_bytes += sum(e.message.body_size for e in out)
+        if not self.disk_count and tail:
+            d.extend(tail)
+            tail.clear()
+        return out
+
+    def loaded(self, entries: list[Entry], next_lo: int, exhausted: bool) -> None:
+        """Spilled entries read back from the store, in order, join the head.
+
+        ``next_lo``: the position after the last one read; ``exhausted``: the
+        store has no more rows in the spilled range (any count left over is gone).
+        """
+        d = self._d
+        size = 0
+        for e in entries:
+            e.in_ready = True
+            size += e.message.body_size
+            d.append(e)
+        self.disk_count -= len(entries)
+        self.disk_bytes -= size
+        self.disk_lo = next_lo
+        if exhausted or self.disk_count <= 0 or next_lo > self.disk_hi:
+            self.drop_disk()  # a count left over means rows are gone: not ready any more
+            d.extend(self._tail)
+            self._tail.clear()
+
+    def restore_disk(self, count: int, size: int, lo: int, hi: int) -> None:
+        """Recovery: the queue's entries after its first window are in the store only."""
+        self.disk_count, self.disk_bytes, self.disk_lo, self.disk_hi = count, size, lo, hi
+        self.bytes += size
+
+    def drop_disk(self) -> tuple[int, int, int]:
+        """Forget the spilled run (purge, delete): its (count, lo, hi) for the store."""
+        out = (self.disk_count, self.disk_lo, self.disk_hi)
+        self.bytes -= self.disk_bytes
+        self.disk_count = self.disk_bytes = 0
+        self.disk_lo = self.disk_hi = 0
+        return out
 
     def pop_tail(self) -> Entry:
         e = self._d.pop()
@@ -300,7 +402,7 @@ class ReadyList:
 
     def insert_sorted(self, e: Entry) -> None:
         """Put a requeued entry back at its original position."""
-        d = self._d
+        d = self._tail if self.disk_count and e.position > self.disk_hi else self._d
         e.in_ready = True
         self.bytes += e.message.body_size
         if not d or d[0].position > e.position:
@@ -319,20 +421,25 @@ class ReadyList:
         d.insert(lo, e)
 
     def clear(self) -> list[Entry]:
-        out = list(self._d)
+        """Empty the queue; returns the entries in RAM (call ``drop_disk`` first for the rest)."""
+        out = [*self._d, *self._tail]
         self._d.clear()
-        self.bytes = 0
+        self._tail.clear()
+        self.bytes = self.disk_bytes
         for e in out:
             e.in_ready = False
         return out
 
     def remove_where(self, pred: Any) -> list[Entry]:
-        keep: deque[Entry] = deque()
         gone: list[Entry] = []
-        for e in self._d:
-            (gone if pred(e) else keep).append(e)
-        self._d = keep
-        self.bytes = sum(e.message.body_size for e in keep)
+        parts = []
+        for part in (self._d, self._tail):
+            keep: deque[Entry] = deque()
+            for e in part:
+                (gone if pred(e) else keep).append(e)
+            parts.append(keep)
+        self._d, self._tail = parts
+        self.bytes = self.disk_bytes + sum(e.message.body_size for e in itertools.chain(*parts))
         for e in gone:
             e.in_ready = False
         return gone
@@ -355,6 +462,14 @@ class PriorityReadyList:
 
     def __bool__(self) -> bool:
         return any(self._levels)
+
+    #: priority queues never spill: everything is in RAM
+    needs_load = False
+    disk_count = 0
+
+    @property
+    def head_count(self) -> int:
+        return len(self)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         for lv in reversed(self._levels):

@@ -1,4 +1,19 @@
-"""Paging: bodies leave RAM once committed deep in a queue and come back on demand."""
+"""Paging: what of a deep queue leaves RAM, and how it comes back.
+
+Two levels. Bodies of committed entries far from the head leave RAM
+(``commit_done``) and are paged in before delivery (``PageIn``). Whole
+entries behind the head's window spill: once their rows have committed
+they exist only in the store, as a counted run of positions (see
+``ReadyList``), and ``LoadEntries`` reads them back in order when the head
+runs low, so a queue of any depth costs a bounded amount of RAM.
+
+Persistent entries of durable queues spill as soon as they are committed.
+Under memory pressure (the shell's memory monitor, ``set_memory_pressure``)
+transient entries are written too, so they can spill; their rows are still
+transient: recovery drops them (their properties say delivery_mode 1) and
+rows of queues that are not stored. Priority queues, queues with a length
+limit, and entries with a TTL stay in RAM.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +23,18 @@ from typing import Any
 
 from amqplite.broker import persist as P
 from amqplite.broker.base import BrokerBase
-from amqplite.broker.effects import PageIn
-from amqplite.broker.model import Entry
+from amqplite.broker.effects import LoadEntries, PageIn
+from amqplite.broker.model import Entry, Message, PriorityReadyList, ReadyList
 from amqplite.broker.queue import Queue
+from amqplite.protocol.errors import FrameSyntaxError
+from amqplite.protocol.properties import check_properties, priority_of
 
 log = logging.getLogger("amqplite.broker")
 
 #: entries whose bodies one PageIn asks the store for
 PAGE_IN_BATCH = 500
+#: entries one LoadEntries reads back, and transient entries written per step
+SPILL_BATCH = 1000
 
 
 class Paging(BrokerBase):
@@ -70,13 +89,143 @@ class Paging(BrokerBase):
         self._dispatch(q)
 
     def commit_done(self, evictable: Iterable[tuple[Queue, Entry]]) -> None:
-        """Bodies of committed messages deep in a queue may leave RAM now."""
+        """Committed entries behind the head spill; bodies deep in a queue leave RAM."""
+        touched: dict[int, Queue] = {}
         for q, e in evictable:
+            if not e.stored or q.deleted:
+                continue
+            e.committed = True
+            touched[id(q)] = q
             m = e.message
             # still waiting far from the head?
-            if (m.stored and e.stored and not q.deleted and m.body is not None
-                    and not m.pinned and e.in_ready and len(q.ready) > self.body_window):
+            if (m.stored and m.body is not None and not m.pinned and e.in_ready
+                    and len(q.ready) > self.body_window):
                 m.body = None
+        for q in touched.values():
+            self._spill(q)
+
+    # ------------------------------------------------------------ spilling
+    @staticmethod
+    def spills(q: Queue) -> bool:
+        """Whether ``q`` may keep entries on disk only (FIFO, no length limit)."""
+        return (type(q.ready) is ReadyList and q.max_length is None and q.max_bytes is None
+                and not q.deleted)
+
+    def set_memory_pressure(self, on: bool) -> None:
+        """The memory monitor's word: above the paging threshold, transient entries
+        behind each queue's head are written so that they can spill too."""
+        if on == self.memory_pressure:
+            return
+        self.memory_pressure = on
+        if on:
+            for vh in self.vhosts.values():
+                for q in vh.queues.values():
+                    self._write_for_spill(q)
+
+    def _write_for_spill(self, q: Queue) -> None:
+        """Give up to SPILL_BATCH unstored entries behind the head their rows."""
+        if not self.spills(q):
+            return
+        n = 0
+        for e in q.ready.behind_head(self.body_window):
+            if e.expires_at is not None or n >= SPILL_BATCH:
+                break  # the spilled run would stop here anyway
+            if not e.stored:
+                self._store_entry(q, e)
+                n += 1
+
+    def _store_entry(self, q: Queue, e: Entry) -> None:
+        """Write a transient entry (its row stays transient: recovery drops it)."""
+        m = e.message
+        if not m.stored:
+            m.stored = True
+            self.store_ops.append(P.put_message(m))
+        e.stored = True
+        m.pinned -= 1
+        q.spilled = True
+        if not self._transient_written:  # tells recovery to look for transient rows
+            self._transient_written = True
+            self.store_ops.append(P.ops.PutMeta(P.ops.TRANSIENT_KEY, "1"))
+        self.store_ops.append(P.put_entry(q, e))
+        self.evictable.append((q, e))
+
+    def _spill(self, q: Queue) -> None:
+        if not self.spills(q):
+            return
+        self._spill_committed(q)
+        if self.memory_pressure:
+            self._write_for_spill(q)
+
+    def _spill_committed(self, q: Queue) -> None:
+        gone = q.ready.spill(self.body_window, _spillable)
+        if gone:
+            q.spilled = True
+
+    def _request_load(self, q: Queue) -> None:
+        if q.paging:
+            return
+        r = q.ready
+        q.paging = True
+        self.effects.append(LoadEntries(q, r.disk_lo, r.disk_hi, SPILL_BATCH))
+
+    def load_failed(self, q: Queue) -> None:
+        """The store read failed (logged by the shell): dispatching asks again."""
+        q.paging = False
+        self._dispatch(q)
+
+    def entries_loaded(self, q: Queue, rows: list[tuple[Any, ...]], limit: int) -> None:
+        """Spilled entries read back, in order (rows as ``Store.fetch_entries`` gives them)."""
+        q.paging = False
+        if q.deleted:
+            return
+        entries, bad = self._entries_from_rows(q, rows)
+        r = q.ready
+        next_lo = rows[-1][0] + 1 if rows else r.disk_hi + 1
+        exhausted = len(rows) < limit
+        if exhausted and r.disk_count > len(rows):
+            log.error("queue '%s' in vhost '%s': %d spilled entries missing from the store",
+                      q.name, q.vhost, r.disk_count - len(rows))
+        r.loaded(entries, next_lo, exhausted)
+        self._drop_bad(q, bad)
+        self._dispatch(q)
+
+    def restore_entries(self, q: Queue, rows: list[tuple[Any, ...]]) -> None:
+        """Recovery of a queue that cannot spill: its stored entries join it in RAM."""
+        entries, bad = self._entries_from_rows(q, rows)
+        for e in entries:
+            if type(q.ready) is PriorityReadyList:
+                e.priority = priority_of(e.message.properties_raw) or 0
+            q.ready.append(e)
+        self._drop_bad(q, bad)
+
+    def _entries_from_rows(self, q: Queue, rows: list[tuple[Any, ...]],
+                           ) -> tuple[list[Entry], list[tuple[Entry, str]]]:
+        """Entries (TTL armed) from (position, message key, delivery_count, redelivered,
+        exchange, routing_key, properties, body, body_size) rows, and the malformed ones."""
+        entries: list[Entry] = []
+        bad: list[tuple[Entry, str]] = []
+        for pos, key, count, redelivered, exchange, rk, props, body, size in rows:
+            m = Message(key, exchange, rk, props, body, body_size=size)
+            m.stored = True
+            e = Entry(pos, m, stored=True)
+            e.committed = True
+            e.delivery_count = count
+            e.redelivered = bool(redelivered or count)
+            try:
+                check_properties(props)
+            except FrameSyntaxError as exc:  # stored by a version that did not check
+                bad.append((e, exc.detail))
+            else:
+                self.arm_ttl(q, e)
+            entries.append(e)
+        return entries, bad
+
+    def _drop_bad(self, q: Queue, bad: list[tuple[Entry, str]]) -> None:
+        if bad:
+            ids = {id(e) for e, _ in bad}
+            q.ready.remove_where(lambda x: id(x) in ids)
+            for e, detail in bad:
+                self.drop_malformed(q, e, detail)
 
     def commit_failed(self, ops: Iterable[Any]) -> None:
         """A submission failed for good: its new entries still waiting leave RAM too.
@@ -88,11 +237,25 @@ class Paging(BrokerBase):
         if not keys:
             return
         by_id = {q.id: q for vh in self.vhosts.values() for q in vh.queues.values()}
+        unstored = {op.key for op in ops if type(op) in (P.ops.PutMessage, P.ops.CopyMessage)}
         for qid in {k[0] for k in keys}:
             q = by_id.get(qid)
             if q is None:
                 continue
-            for e in q.ready.remove_where(lambda x, q=q: (q.id, x.position) in keys):
+            hit = [e for e in q.ready if (q.id, e.position) in keys]
+            # a transient entry was written only to spill: it stays, in RAM
+            withdraw = {id(e) for e in hit if e.message.persistent and q.durable and not q.exclusive}
+            for e in hit:
                 e.stored = False
+                if e.message.key in unstored:
+                    e.message.stored = False
+                if id(e) not in withdraw:
+                    e.message.pinned += 1
+            for e in q.ready.remove_where(lambda x, w=withdraw: id(x) in w):
                 log.error("queue '%s': message %s withdrawn, its commit failed", q.name,
                           e.message.key)
+
+
+def _spillable(e: Entry) -> bool:
+    """An entry may leave RAM when its row has committed and no TTL timer holds it."""
+    return e.committed and e.stored and e.expires_at is None

@@ -40,6 +40,10 @@ def delete_queue(q: Queue) -> ops.DeleteQueue:
     return ops.DeleteQueue(q.id)
 
 
+def delete_entries(q: Queue, lo: int, hi: int) -> ops.DeleteEntries:
+    return ops.DeleteEntries(q.id, lo, hi)
+
+
 def put_binding(vhost: str, b: Binding) -> ops.PutBinding:
     kind, name = b.destination
     return ops.PutBinding(vhost, b.source, name, kind, b.routing_key, plain_args(b.args_dict))

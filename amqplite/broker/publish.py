@@ -186,6 +186,9 @@ class Publishing(BrokerBase):
             msg.pinned += 1
         self.log_event("routed", q.vhost, msg, q.name)
         q.ready.append(e)
+        if (not persist and self.memory_pressure and e.expires_at is None
+                and len(q.ready) > self.body_window and self.spills(q)):
+            self._store_entry(q, e)  # deep and short of memory: it spills once written
         if limited:
             self._enforce_limits(q)
         return STORED if persist else NOT_STORED

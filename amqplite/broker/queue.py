@@ -40,6 +40,7 @@ class Queue:
         "rr",
         "served",
         "single_active",
+        "spilled",
         "stats",
         "ttl",
         "unacked",
@@ -78,6 +79,9 @@ class Queue:
         #: x-single-active-consumer: only ``active`` receives; the rest wait their turn
         self.single_active = self.arguments.get("x-single-active-consumer") is True
         self.active: Consumer | None = None
+        #: entries of this queue were written to the store to spill (transient ones
+        #: included): deleting it must delete their rows even if it is not durable
+        self.spilled = False
         self.unacked = 0
         self.next_position = 1
         self.had_consumer = False

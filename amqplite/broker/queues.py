@@ -199,11 +199,15 @@ class QueueOps(BrokerBase):
         return self.purge(q)
 
     def purge(self, q: Queue) -> int:
+        spilled, lo, hi = q.ready.drop_disk()
+        if spilled:  # rows only: one range delete (the log names no message for them)
+            self.store_ops.append(P.delete_entries(q, lo, hi))
+            self.log_event("purged", q.vhost, None, q.name, reason=f"spilled:{spilled}")
         gone = q.ready.clear()
         for e in gone:
             self.log_event("purged", q.vhost, e.message, q.name)
             self._entry_done(q, e)
-        return len(gone)
+        return len(gone) + spilled
 
     def queue_delete(
         self, ch: ChannelState, queue: str, *, if_unused: bool = False, if_empty: bool = False
@@ -237,12 +241,13 @@ class QueueOps(BrokerBase):
         count = q.message_count
         parked = [e for e, _ in q.awaiting_body]
         q.awaiting_body.clear()
+        q.ready.drop_disk()
         for e in q.ready.clear() + parked:
             if e.stored:
                 e.stored = False  # DeleteQueue removes the rows wholesale
             else:
                 e.message.pinned -= 1
-        if q.durable and not q.exclusive:
+        if (q.durable and not q.exclusive) or q.spilled:
             self.store_ops.append(P.delete_queue(q))
         return count
 

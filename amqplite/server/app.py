@@ -22,7 +22,7 @@ import trio
 from amqplite import __version__
 from amqplite.broker.auth import UserDB
 from amqplite.broker.core import Broker
-from amqplite.broker.effects import PageIn
+from amqplite.broker.effects import LoadEntries, PageIn
 from amqplite.config import Settings
 from amqplite.protocol.handshake import default_server_properties
 from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPConnection
@@ -103,9 +103,32 @@ class Server:
         assert self.persistence is not None, "the server is not running"
         return self.persistence
 
-    def _start_page_in(self, e: PageIn) -> None:
+    def _start_read(self, e: PageIn | LoadEntries) -> None:
         assert self._nursery is not None
-        self._nursery.start_soon(self._page_in, e)
+        if isinstance(e, PageIn):
+            self._nursery.start_soon(self._page_in, e)
+        else:
+            self._nursery.start_soon(self._load, e)
+
+    async def _load(self, e: LoadEntries) -> None:
+        """Read spilled entries back once every earlier submission has committed."""
+        assert self.store is not None
+        rows: list[Any] = []
+        try:
+            await self.persist.committed()
+            rows = await trio.to_thread.run_sync(self.store.fetch_entries, e.queue.id, e.lo,
+                                                 e.hi, e.limit)
+        except Exception:
+            log.exception("loading spilled entries of queue %s failed; will retry",
+                          e.queue.name)
+            with trio.move_on_after(1):
+                await self._stopping.wait()
+            self.execute(self.broker.load_failed, e.queue)  # it asks again
+        else:
+            self.execute(self.broker.entries_loaded, e.queue, rows, e.limit)
+        ev = self._paging.pop((e.queue.vhost, e.queue.name), None)
+        if ev is not None:
+            ev.set()
 
     async def _page_in(self, e: PageIn) -> None:
         """Read paged-out bodies once every earlier submission has committed.
@@ -164,13 +187,13 @@ class Server:
         if unclean and recovered.entries:
             log.warning("the last run did not stop cleanly: recovered messages are marked "
                         "redelivered")
-        restore(self.broker, recovered, unclean=unclean)
+        restore(self.broker, recovered, unclean=unclean, fetch=store.fetch_entries)
         await trio.to_thread.run_sync(store.mark_open)
         store.start()
         clean = False
         self.persistence = Persistence(store, self.broker, s.store_backlog_limit)
         self.persistence.bind_loop()
-        self.interpreter = Interpreter(self.broker, self.persistence, self._start_page_in)
+        self.interpreter = Interpreter(self.broker, self.persistence, self._start_read)
         if lock_dir is not None:
             self.disk = DiskMonitor(lock_dir, s.disk_free_limit_bytes, self.persistence)
             self.disk.check()  # an alarm is in force before the first client arrives

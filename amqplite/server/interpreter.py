@@ -16,23 +16,34 @@ from collections.abc import Callable
 from typing import Any
 
 from amqplite.broker.core import Broker
-from amqplite.broker.effects import CancelNotify, Confirm, Deliver, Outcome, PageIn, Return
+from amqplite.broker.effects import (
+    CancelNotify,
+    Confirm,
+    Deliver,
+    LoadEntries,
+    Outcome,
+    PageIn,
+    Return,
+)
 from amqplite.server.persistence import Persistence
 
 
 class Interpreter:
     def __init__(self, broker: Broker, persistence: Persistence,
-                 page_in: Callable[[PageIn], None]) -> None:
+                 read: Callable[[PageIn | LoadEntries], None]) -> None:
         self.broker = broker
         self.persistence = persistence
-        self._page_in = page_in
+        #: starts a store read (a page-in or a load of spilled entries) in the background
+        self._read = read
 
     def apply(self, outcome: Outcome, *, flush: bool = True) -> None:
         """Carry out ``outcome``; ``flush=False`` leaves the store batch open so the
         caller can attach a waiter to it (tx.commit-ok, a held declare-ok)."""
         persistence = self.persistence
         # the ops first: a Confirm waiting for them joins the same submission
-        persistence.submit(outcome.store_ops, outcome.evictable)
+        persistence.submit(outcome.store_ops)
+        if outcome.evictable:
+            persistence.add_waiter(functools.partial(self._evict, outcome.evictable))
         for e in outcome.effects:
             t = type(e)
             if t is Deliver:
@@ -53,10 +64,17 @@ class Interpreter:
                 tr = e.channel.session.transport
                 if tr is not None:
                     tr.send_cancel(e.channel, e.consumer_tag)
-            elif t is PageIn:
-                self._page_in(e)
+            elif t is PageIn or t is LoadEntries:
+                self._read(e)
         if flush:
             persistence.flush()
+
+    def _evict(self, entries: list[Any], err: BaseException | None) -> None:
+        """After a commit, entries behind their queue's head may spill, and bodies deep
+        in it leave RAM; spilling may write more rows: a command like any other."""
+        if err is None:
+            self.broker.commit_done(entries)
+            self.apply(self.broker.take_outcome())
 
     def _committed(self, c: Confirm, err: BaseException | None) -> None:
         """The submission a Confirm waited for has ended: a failed commit turns it to nack."""

@@ -9,7 +9,6 @@ the submission and runs back on the event loop once it has committed.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -86,15 +85,10 @@ class Persistence:
     def batch_has_ops(self) -> bool:
         return bool(self._ops)
 
-    def submit(self, ops: list[Any], evictable: list[Any]) -> None:
-        """Add an Outcome's store work to the batch being gathered.
-
-        ``evictable`` bodies may leave RAM once this batch has committed.
-        """
+    def submit(self, ops: list[Any]) -> None:
+        """Add an Outcome's store operations to the batch being gathered."""
         if ops:
             self._ops.extend(ops)
-        if evictable:
-            self._waiters.append(functools.partial(self._evict, evictable))
 
     def flush(self) -> None:
         """Hand the gathered operations and waiters to the store (non-blocking)."""
@@ -118,11 +112,6 @@ class Persistence:
             token.run_sync_soon(self._done, waiters, ops, err)
 
         self.store.submit(ops, committed)
-
-    def _evict(self, entries: list[Any], err: BaseException | None) -> None:
-        """After a commit, bodies deep in their queue may leave RAM (they are on disk)."""
-        if err is None:
-            self.broker.commit_done(entries)
 
     def _done(self, waiters: list[Waiter], ops: list[Any], err: BaseException | None) -> None:
         self.inflight -= 1

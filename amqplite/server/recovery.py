@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from amqplite.broker.core import Broker, VHost
@@ -22,7 +23,8 @@ def _malformed(raw: bytes) -> str | None:
     return None
 
 
-def restore(broker: Broker, rec: Any, *, unclean: bool = False) -> None:
+def restore(broker: Broker, rec: Any, *, unclean: bool = False,
+            fetch: Callable[[int, int, int, int], list[tuple[Any, ...]]] | None = None) -> None:
     """Durable exchanges, queues and bindings come back, then every stored entry.
 
     After a clean stop, an entry that was handed to a consumer (or requeued)
@@ -33,6 +35,10 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False) -> None:
     stored). A message whose properties do not decode (stored by a version
     that did not check them at publish) is dropped with an error instead:
     nothing later may trip on it.
+
+    Entries after a queue's first window stay in the store as its spilled
+    run, unless the queue cannot spill (priorities, length limits, TTLs):
+    those are read in full with ``fetch`` (``Store.fetch_entries``).
     """
     for pol in rec.policies:
         broker.vhosts.setdefault(pol.vhost, VHost(pol.vhost))
@@ -99,4 +105,14 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False) -> None:
                 e.priority = priority_of(re.properties) or 0
             broker.arm_ttl(target, e)
             target.ready.append(e)
+    for qid, (count, size, lo, hi) in rec.spilled.items():
+        target = by_id.get(qid)
+        if target is None:
+            continue
+        target.next_position = max(target.next_position, hi + 1)
+        if broker.spills(target) and target.ttl is None:
+            target.ready.restore_disk(count, size, lo, hi)
+            target.spilled = True
+        elif fetch is not None:
+            broker.restore_entries(target, fetch(qid, lo, hi, count))
     broker.seed_ids(rec.max_queue_id, rec.max_message_id)

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 from .ops import (
     CopyMessage,
     DeleteBinding,
+    DeleteEntries,
     DeleteEntry,
     DeleteExchange,
     DeletePermission,
@@ -52,6 +53,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CopyMessage",
     "DeleteBinding",
+    "DeleteEntries",
     "DeleteEntry",
     "DeleteExchange",
     "DeletePermission",

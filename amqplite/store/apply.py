@@ -37,6 +37,7 @@ from . import schema as s
 from .ops import (
     CopyMessage,
     DeleteBinding,
+    DeleteEntries,
     DeleteEntry,
     DeleteExchange,
     DeletePermission,
@@ -393,6 +394,17 @@ class Applier:
             ))
         elif t is DeleteQueue:
             self._delete_queue(conn, op.queue_id)
+        elif t is DeleteEntries:
+            e, m = s.queue_entries, s.messages
+            in_range = and_(e.c.queue_id == op.queue_id, e.c.position.between(op.lo, op.hi))
+            e2 = e.alias("other")
+            conn.execute(delete(m).where(
+                m.c.id.in_(select(e.c.message_id).where(in_range)),
+                ~exists().where(e2.c.message_id == m.c.id,
+                                or_(e2.c.queue_id != op.queue_id,
+                                    ~e2.c.position.between(op.lo, op.hi))),
+            ))
+            conn.execute(delete(e).where(in_range))
         elif t is PutBinding or t is DeleteBinding:
             b = s.bindings
             digest = cbor.digest(op.arguments)

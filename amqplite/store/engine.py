@@ -402,7 +402,10 @@ class Store(StoreReads):
         """Clean up orphans and read everything durable back (call before ``start``)."""
         with self.engine.begin() as conn:
             recovery.clean_up(conn)
-            return recovery.load(conn, body_window)
+            rec = recovery.load(conn, body_window)
+            if rec.spilled and rec.meta.get(CLEAN_KEY) != "1":
+                recovery.mark_redelivered(conn, list(rec.spilled))
+            return rec
 
     def __enter__(self) -> Store:
         return self

@@ -24,6 +24,8 @@ def _args(value: Args | None) -> Args:
 #: meta key where the audit job records what it exported; the broker prunes
 #: delivery-log rows only at or below it (here, not in schema: no SQLAlchemy)
 EXPORTED_KEY = "audit_exported_id"
+#: meta key set once transient messages were written to spill them (recovery drops them)
+TRANSIENT_KEY = "transient_spilled"
 
 @attrs.frozen
 class PutVhost:
@@ -219,6 +221,16 @@ class DeleteEntry:
 
 
 @attrs.frozen
+class DeleteEntries:
+    """Delete a queue's entries at positions ``lo..hi`` (a purged spilled run), and
+    the messages no other entry holds."""
+
+    queue_id: int
+    lo: int
+    hi: int
+
+
+@attrs.frozen
 class UpdateEntry:
     """Record a delivery attempt / requeue on an entry."""
 
@@ -255,6 +267,7 @@ META_OPS = (
     DeleteExchange,
     PutQueue,
     DeleteQueue,
+    DeleteEntries,
     PutBinding,
     DeleteBinding,
     PutPolicy,
@@ -275,6 +288,7 @@ Op = (
     | DeleteExchange
     | PutQueue
     | DeleteQueue
+    | DeleteEntries
     | PutBinding
     | DeleteBinding
     | PutPolicy

@@ -33,6 +33,23 @@ class StoreReads:
                     found[mid] = body
         return found
 
+    def fetch_entries(self, queue_id: int, lo: int, hi: int,
+                      limit: int) -> list[tuple[Any, ...]]:
+        """A queue's entries at positions ``lo..hi``, first ``limit`` in order, with their
+        messages: (position, message id, delivery_count, redelivered, exchange,
+        routing_key, properties, body, body_size) each. Spilled entries come back so."""
+        e, m = s.queue_entries, s.messages
+        stmt = (
+            select(e.c.position, e.c.message_id, e.c.delivery_count, e.c.redelivered,
+                   m.c.exchange, m.c.routing_key, m.c.properties, m.c.body, m.c.body_size)
+            .join_from(e, m, m.c.id == e.c.message_id)
+            .where(e.c.queue_id == queue_id, e.c.position >= lo, e.c.position <= hi)
+            .order_by(e.c.position)
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(stmt)]
+
     def read_delivery_log(
         self,
         message_id: str | None = None,

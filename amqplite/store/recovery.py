@@ -7,11 +7,14 @@ Metadata comes back as the same op records the broker writes (``PutExchange``,
 from __future__ import annotations
 
 import attrs
-from sqlalchemy import Connection, delete, exists, func, select
+from sqlalchemy import Connection, bindparam, delete, exists, func, select, update
+
+from amqplite.protocol.properties import delivery_mode_of
 
 from . import cbor
 from . import schema as s
 from .ops import (
+    TRANSIENT_KEY,
     PutBinding,
     PutExchange,
     PutPermission,
@@ -50,6 +53,9 @@ class Recovered:
     bindings: list[PutBinding] = attrs.Factory(list)
     #: queue_id -> entries in position order (queues without entries absent)
     entries: dict[int, list[RecoveredEntry]] = attrs.Factory(dict)
+    #: queue_id -> (count, bytes, lo, hi) of the entries after the first window,
+    #: left in the store (the broker loads them as the queue drains)
+    spilled: dict[int, tuple[int, int, int, int]] = attrs.Factory(dict)
     #: highest ids ever used (seed the broker's counters above these)
     max_queue_id: int = 0
     max_message_id: int = 0
@@ -66,6 +72,10 @@ def clean_up(conn: Connection) -> None:
     """
     e, m, q, b = s.queue_entries, s.messages, s.queues, s.bindings
     conn.execute(delete(e).where(~exists().where(q.c.id == e.c.queue_id)))
+    meta = s.meta
+    if conn.execute(select(meta.c.value).where(meta.c.key == TRANSIENT_KEY)).first():
+        _drop_transient(conn)
+        conn.execute(delete(meta).where(meta.c.key == TRANSIENT_KEY))
     # bindings to a queue that is not stored (older versions wrote those of
     # exclusive queues): restored, they would route into a later namesake
     conn.execute(delete(b).where(
@@ -75,13 +85,34 @@ def clean_up(conn: Connection) -> None:
     conn.execute(delete(m).where(~exists().where(e.c.message_id == m.c.id)))
 
 
+def _drop_transient(conn: Connection) -> None:
+    """Entries of messages that are not persistent were written only to spill them
+    out of RAM: like every transient message they do not outlive the broker."""
+    e, m = s.queue_entries, s.messages
+    rows = conn.execute(select(e.c.queue_id, e.c.position, m.c.properties)
+                        .join_from(e, m, m.c.id == e.c.message_id))
+    gone = [{"q": qid, "p": pos} for qid, pos, props in rows if delivery_mode_of(props) != 2]
+    if gone:
+        conn.execute(delete(e).where(e.c.queue_id == bindparam("q"),
+                                     e.c.position == bindparam("p")), gone)
+
+
+def mark_redelivered(conn: Connection, queue_ids: list[int]) -> None:
+    """After an unclean stop every entry may have reached a consumer: spilled ones too."""
+    e = s.queue_entries
+    for i in range(0, len(queue_ids), s.IN_CHUNK):
+        conn.execute(update(e).where(e.c.queue_id.in_(queue_ids[i : i + s.IN_CHUNK]))
+                     .values(redelivered=True))
+
+
 def _int(conn: Connection, stmt: object) -> int:
     value = conn.execute(stmt).scalar()  # type: ignore[call-overload]
     return int(value or 0)
 
 
 def load(conn: Connection, body_window: int = 1000) -> Recovered:
-    """Read everything back; bodies only for the first ``body_window`` entries per queue."""
+    """Read everything back: the first ``body_window`` entries per queue with their
+    bodies; the rest only counted (``spilled``), read later with ``fetch_entries``."""
     rec = Recovered()
     rec.meta = {k: v for k, v in conn.execute(select(s.meta.c.key, s.meta.c.value))}
     rec.vhosts = [PutVhost(r.name, r.description) for r in conn.execute(select(s.vhosts))]
@@ -131,14 +162,15 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
         base = base.where(e.c.queue_id == qid).order_by(e.c.position)
         head = conn.execute(base.add_columns(m.c.body, m.c.body_size).limit(body_window))
         entries = [RecoveredEntry(*row) for row in head]  # type: ignore[call-arg]
-        if len(entries) == body_window:
-            tail = base.add_columns(m.c.body_size)
-            if entries:
-                tail = tail.where(e.c.position > entries[-1].position)
-            entries.extend(
-                RecoveredEntry(*row[:7], None, row[7])  # type: ignore[call-arg]
-                for row in conn.execute(tail)
-            )
+        if entries and len(entries) == body_window:
+            rest = conn.execute(
+                select(func.count(), func.sum(m.c.body_size), func.min(e.c.position),
+                       func.max(e.c.position))
+                .join_from(e, m, m.c.id == e.c.message_id)
+                .where(e.c.queue_id == qid, e.c.position > entries[-1].position)
+            ).one()
+            if rest[0]:
+                rec.spilled[qid] = (int(rest[0]), int(rest[1] or 0), int(rest[2]), int(rest[3]))
         if entries:
             rec.entries[qid] = entries
 

@@ -216,6 +216,25 @@ class AdminAPI:
         return Response({"status": "failed", "reason": "There are alarms in effect in the node",
                          "alarms": alarms}, 503)
 
+    async def get_memory(self, req: Request) -> Response:
+        return Response(views.memory(self.server))
+
+    async def set_memory_high_watermark(self, req: Request) -> Response:
+        """rabbitmqctl set_vm_memory_high_watermark: applies at once, lost on restart."""
+        from amqplite.config import parse_watermark
+
+        value = req.json().get("memory_high_watermark")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise bad_request("memory_high_watermark must be a string or a number")
+        try:
+            watermark = parse_watermark(value)
+        except ValueError as exc:
+            raise bad_request(f"memory_high_watermark: {exc}") from None
+        if self.server.memory is None:
+            raise HTTPError(503, "unavailable", "the memory monitor is not running")
+        self.server.memory.set_watermark(watermark)
+        return Response(views.memory(self.server))
+
     async def whoami(self, req: Request) -> Response:
         assert req.user is not None
         return Response({"name": req.user.name, "tags": list(req.user.tags),

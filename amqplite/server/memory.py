@@ -84,8 +84,9 @@ def rss_bytes() -> int:
 
 
 def _load_malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None on another C library (musl, macOS)."""
-    if platform.libc_ver()[0] != "glibc":
+    """glibc's ``malloc_trim``, or None on another C library (musl, macOS) or when
+    ``AMQPLITE_MALLOC_TRIM=0`` turns it off (to measure what it gives back)."""
+    if platform.libc_ver()[0] != "glibc" or os.environ.get("AMQPLITE_MALLOC_TRIM") == "0":
         return None
     try:
         fn = ctypes.CDLL(None).malloc_trim

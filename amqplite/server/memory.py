@@ -133,7 +133,8 @@ class MemoryMonitor:
 
     def __init__(self, watermark: Watermark, persistence: Persistence | None = None, *,
                  paging_ratio: float = 0.5, total: int | None = None,
-                 backlog: Callable[[], int] | None = None) -> None:
+                 backlog: Callable[[], int] | None = None,
+                 on_paging: Callable[[bool], None] | None = None) -> None:
         self.persistence = persistence
         #: RAM the process may use (physical or cgroup), the base of a relative watermark
         self.total = available_memory() if total is None else total
@@ -146,8 +147,9 @@ class MemoryMonitor:
         self.alarm = False
         #: above paging_limit: queues should page bodies out of RAM
         self.paging = False
-        #: called with the new :attr:`paging` value when it changes
-        self.on_paging: Callable[[bool], None] | None = None
+        #: called with the new :attr:`paging` value when it changes (a hook set after
+        #: the first check should read :attr:`paging` once: it may already be True)
+        self.on_paging = on_paging
         #: messages held by the broker (ready + unacked): falls a lot -> trim the heap
         self.backlog = backlog
         self.trim_policy = TrimPolicy()

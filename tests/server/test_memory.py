@@ -60,9 +60,9 @@ def persistence(tmp_path: Path) -> Persistence:
 
 
 def test_alarm_and_paging_follow_the_watermark(persistence: Persistence) -> None:
-    m = MemoryMonitor(Watermark(relative=0.5), persistence, paging_ratio=0.5, total=1000)
     changes: list[bool] = []
-    m.on_paging = changes.append
+    m = MemoryMonitor(Watermark(relative=0.5), persistence, paging_ratio=0.5, total=1000,
+                      on_paging=changes.append)
     assert (m.limit, m.paging_limit) == (500, 250)
     m.apply(200)
     assert (m.alarm, m.paging, changes, persistence.has_capacity) == (False, False, [], True)

@@ -33,6 +33,9 @@ def main() -> None:
               help="AMQP connections open at once; further ones are refused (0: unlimited).")
 @click.option("--disk-free-limit",
               help="Block publishers below this free space on the data disk (default 50MB).")
+@click.option("--memory-high-watermark",
+              help="Block publishers above this memory use: a fraction of RAM (default 0.4) "
+                   "or a size such as 200MB or 1GiB.")
 @click.option("--admin-host", help="Admin HTTP API address (default 127.0.0.1).")
 @click.option("--admin-port", type=int, help="Admin HTTP API port (default 15672).")
 @click.option("--log-level", default="info", show_default=True,

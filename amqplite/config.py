@@ -71,6 +71,63 @@ def _size(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         raise ConfigError(f"{attr.name}: {exc}") from None
 
 
+@attrs.frozen
+class Watermark:
+    """RabbitMQ's ``vm_memory_high_watermark``: a fraction of RAM or a size in bytes."""
+
+    relative: float | None = None
+    absolute: int | None = None
+
+    def limit(self, total: int) -> int:
+        """Bytes the broker may use when ``total`` bytes of RAM are available to it."""
+        if self.absolute is not None:
+            return self.absolute
+        assert self.relative is not None
+        return int(total * self.relative)
+
+    def __str__(self) -> str:
+        return str(self.relative) if self.absolute is None else f"{self.absolute}B"
+
+
+_WATERMARK_HINT = "a fraction of RAM such as 0.4, or a size such as 200MB, 1GiB or bytes"
+
+
+def parse_watermark(value: str | float | int) -> Watermark:
+    """A watermark from ``0.4``, ``200MB``, ``1GiB`` or plain bytes.
+
+    A bare number up to 1 is a fraction of RAM (``vm_memory_high_watermark.relative``);
+    a larger whole number or a size with a unit is absolute (``.absolute``). The
+    ``relative 0.4`` / ``absolute 200MB`` forms of ``rabbitmqctl`` are accepted too.
+    """
+    text = str(value).strip()
+    kind, _, rest = text.partition(" ")
+    kind = kind.lower()
+    if kind not in ("relative", "absolute"):
+        kind, rest = "", text
+    rest = rest.strip()
+    try:
+        number: float | None = float(rest)
+    except ValueError:
+        number = None
+    if kind == "relative" or (not kind and number is not None and number <= 1):
+        if number is None or not 0 <= number <= 1:
+            raise ValueError(f"not a fraction of RAM between 0 and 1: {value!r}")
+        return Watermark(relative=number)
+    if number is not None and not number.is_integer():
+        raise ValueError(f"not a memory watermark: {value!r} ({_WATERMARK_HINT})")
+    try:
+        return Watermark(absolute=parse_size(rest))
+    except ValueError:
+        raise ValueError(f"not a memory watermark: {value!r} ({_WATERMARK_HINT})") from None
+
+
+def _watermark(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    try:
+        parse_watermark(value)
+    except ValueError as exc:
+        raise ConfigError(f"{attr.name}: {exc}") from None
+
+
 @attrs.define
 class Settings:
     #: Addresses to listen on; empty means every interface, IPv4 and IPv6.
@@ -100,6 +157,15 @@ class Settings:
     disk_free_limit: str = attrs.field(default="50MB", validator=_size)
     #: seconds between free-space checks
     disk_check_interval: float = attrs.field(default=1.0, validator=_positive)
+    #: memory use (RSS) above which publishers are blocked: a fraction of RAM (or of
+    #: the cgroup limit when lower), or an absolute size (RabbitMQ's
+    #: vm_memory_high_watermark, same default)
+    memory_high_watermark: str = attrs.field(default="0.4", validator=_watermark)
+    #: fraction of the watermark at which queues should page bodies out of RAM
+    #: (RabbitMQ's vm_memory_high_watermark_paging_ratio)
+    memory_paging_ratio: float = attrs.field(default=0.5, validator=_positive)
+    #: seconds between memory checks (one read of /proc/self/statm)
+    memory_check_interval: float = attrs.field(default=0.25, validator=_positive)
     #: store operations waiting for the writer before publishers are blocked
     store_backlog_limit: int = attrs.field(default=200_000, validator=_positive)
     #: user name -> {"password": ..., "tags": "administrator"}
@@ -115,6 +181,10 @@ class Settings:
     @property
     def disk_free_limit_bytes(self) -> int:
         return parse_size(self.disk_free_limit)
+
+    @property
+    def memory_watermark(self) -> Watermark:
+        return parse_watermark(self.memory_high_watermark)
 
     @property
     def db_url(self) -> str:

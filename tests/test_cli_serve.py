@@ -64,3 +64,9 @@ def test_which_directory_is_locked(tmp_path: Path) -> None:
     assert _lock_dir(Settings(database_url=f"sqlite:///{tmp_path}/x/b.db")) == tmp_path / "x"
     assert _lock_dir(Settings(database_url="postgresql://u@db/amqp")) is None
     assert _lock_dir(Settings(database_url="sqlite:///:memory:")) is None
+
+
+def test_bad_memory_watermark_flag(tmp_path: Path) -> None:
+    out = _serve("--data-dir", str(tmp_path), "--memory-high-watermark", "lots")
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "memory_high_watermark: not a memory watermark: 'lots'" in out.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from amqplite.broker.auth import UserDB
-from amqplite.config import ConfigError, load_settings
+from amqplite.config import ConfigError, Watermark, load_settings
 
 
 def test_precedence(tmp_path: Path) -> None:
@@ -62,3 +62,30 @@ def test_guardrail_defaults_and_bad_size() -> None:
         load_settings(None, env={"AMQPLITE_DISK_FREE_LIMIT": "lots"})
     with pytest.raises(ConfigError, match="max_connections must not be negative"):
         load_settings(None, env={"AMQPLITE_MAX_CONNECTIONS": "-1"})
+
+
+@pytest.mark.parametrize(("text", "relative", "absolute"), [
+    ("0.4", 0.4, None), ("1", 1.0, None), ("0", 0.0, None), ("relative 0.6", 0.6, None),
+    ("200MB", None, 200_000_000), ("1GiB", None, 2**30), ("536870912", None, 536870912),
+    ("absolute 2GB", None, 2 * 10**9), ("512M", None, 512 * 2**20),
+])
+def test_memory_watermark_relative_or_absolute(text: str, relative: float | None,
+                                               absolute: int | None) -> None:
+    s = load_settings(None, env={"AMQPLITE_MEMORY_HIGH_WATERMARK": text})
+    assert s.memory_watermark == Watermark(relative=relative, absolute=absolute)
+
+
+def test_memory_watermark_default_and_limit(tmp_path: Path) -> None:
+    s = load_settings(None, env={})
+    assert (s.memory_watermark, s.memory_paging_ratio) == (Watermark(relative=0.4), 0.5)
+    assert s.memory_watermark.limit(1000) == 400
+    assert Watermark(absolute=123).limit(1000) == 123
+    f = tmp_path / "m.toml"
+    f.write_text("memory_high_watermark = 0.25\n")  # a TOML number works as well
+    assert load_settings(f, env={}).memory_watermark == Watermark(relative=0.25)
+
+
+@pytest.mark.parametrize("text", ["lots", "1.5", "-0.1", "relative 2", "12XB", ""])
+def test_bad_memory_watermark_names_the_setting(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"^memory_high_watermark: not a"):
+        load_settings(None, env={}, overrides={"memory_high_watermark": text})

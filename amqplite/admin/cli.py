@@ -702,8 +702,23 @@ def dlq_export(ctx: Ctx, queue: str, file: str, fmt: str, limit: int | None) -> 
         click.echo(f"Exported {_plural(len(out), 'message')} from '{queue}' to {file} ({fmt}).")
 
 
+# --------------------------------------------------------------------- memory
+@click.command("set-memory-high-watermark")
+@click.argument("value")
+@common
+def set_memory_high_watermark(ctx: Ctx, value: str) -> None:
+    """Block publishers above VALUE of memory: a fraction of RAM (0.4) or a size
+    (200MB, 1GiB, bytes). Applies at once; the configured value returns on restart."""
+    res = ctx.client.send("PUT", path("node", "memory"), {"memory_high_watermark": value})
+    if ctx.as_json:
+        return ctx.emit_json(res)
+    click.echo(f"Memory high watermark set to {res['memory_high_watermark']}: limit "
+               f"{_size(res['mem_limit'])}, {_size(res['mem_used'])} used, "
+               f"alarm {'on' if res['mem_alarm'] else 'off'}.")
+
+
 COMMANDS: list[click.Command] = [queues, exchanges, bindings, connections, consumers, policies,
-                                 purge, delete, publish, get, dlq]
+                                 purge, delete, publish, get, dlq, set_memory_high_watermark]
 
 
 def register(main: click.Group) -> None:

@@ -48,6 +48,11 @@ FILTER: S = {
               {"type": "array", "items": STR}],
 }
 
+_MEMORY: dict[str, S] = {
+    "mem_used": NINT, "mem_limit": NINT, "mem_alarm": BOOL, "mem_paging": BOOL,
+    "mem_paging_limit": NINT, "mem_available": NINT, "memory_high_watermark": STR,
+}
+
 SCHEMAS: dict[str, S] = {
     "Error": _obj({"error": STR, "reason": STR}, ["error", "reason"]),
     "OpenAPI": _obj({"openapi": STR, "paths": ANYOBJ}, ["openapi", "paths"]),
@@ -64,8 +69,13 @@ SCHEMAS: dict[str, S] = {
         "listeners": {"type": "array", "items": _obj(
             {"protocol": STR, "ip_address": STR, "port": INT})},
         "disk_free_alarm": BOOL, "disk_free": NINT, "disk_free_limit": NINT,
+        **_MEMORY,
         "alarms": {"type": "array", "items": ANYOBJ},
     }, ["product_name", "product_version", "message_stats", "queue_totals", "object_totals"]),
+    "Memory": _obj(_MEMORY, ["mem_used", "mem_limit", "mem_alarm"]),
+    "MemoryPut": _obj({"memory_high_watermark": {
+        "description": "A fraction of RAM (0.4) or a size (200MB, 1GiB, bytes)",
+        "anyOf": [STR, NUM]}}, ["memory_high_watermark"]),
     "HealthCheck": _obj({
         "status": {"enum": ["ok", "failed"]}, "reason": STR,
         "alarms": {"type": "array", "items": _obj({"node": STR, "resource": STR,

@@ -119,8 +119,19 @@ def overview(server: Server, rates: Rates) -> dict[str, Any]:
         "disk_free_alarm": server.disk is not None and server.disk.alarm,
         "disk_free": server.disk.free if server.disk is not None else None,
         "disk_free_limit": server.disk.limit if server.disk is not None else None,
+        **memory(server),
         "alarms": alarms(server),
     }
+
+
+def memory(server: Server) -> dict[str, Any]:
+    """Memory fields named as RabbitMQ's /api/nodes has them, plus the paging signal."""
+    m = server.memory
+    if m is None:
+        return {"mem_used": None, "mem_limit": None, "mem_alarm": False}
+    return {"mem_used": m.used, "mem_limit": m.limit, "mem_alarm": m.alarm,
+            "mem_paging": m.paging, "mem_paging_limit": m.paging_limit,
+            "mem_available": m.total, "memory_high_watermark": str(m.watermark)}
 
 
 def alarms(server: Server) -> list[dict[str, Any]]:
@@ -134,6 +145,10 @@ def alarms(server: Server) -> list[dict[str, Any]]:
     if server.disk is not None and server.disk.alarm:
         out.append({"node": node, "resource": "disk",
                     "reason": f"{server.disk.free} bytes free, limit {server.disk.limit}"})
+    m = server.memory
+    if m is not None and m.alarm:
+        out.append({"node": node, "resource": "memory",
+                     "reason": f"{m.used} bytes used, limit {m.limit}"})
     p = server.persistence
     if p is not None and p.failing is not None:
         out.append({"node": node, "resource": "disk", "reason": f"store writes fail: {p.failing}"})

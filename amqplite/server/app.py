@@ -29,6 +29,7 @@ from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPCon
 from amqplite.server.datalock import DataDirLock
 from amqplite.server.disk import DiskMonitor
 from amqplite.server.interpreter import Interpreter
+from amqplite.server.memory import MemoryMonitor
 from amqplite.server.persistence import Persistence
 from amqplite.server.recovery import restore
 from amqplite.store.engine import CLEAN_KEY, Store
@@ -68,6 +69,9 @@ class Server:
         self._stopping = trio.Event()
         #: free-space watch on the data dir (None for a database server without one)
         self.disk: DiskMonitor | None = None
+        #: RSS against memory_high_watermark; its ``paging``/``on_paging`` tell the
+        #: broker when to move bodies out of RAM (exists once run() has started)
+        self.memory: MemoryMonitor | None = None
         #: base URL of the admin HTTP API once it listens (None when disabled)
         self.admin_url: str | None = None
 
@@ -102,6 +106,10 @@ class Server:
         """The store bridge (exists once run() has opened the store)."""
         assert self.persistence is not None, "the server is not running"
         return self.persistence
+
+    def _memory_paging(self, on: bool) -> None:
+        """Above the paging threshold, transient messages deep in queues spill too."""
+        self.execute(self.broker.set_memory_pressure, on)
 
     def _start_read(self, e: PageIn | LoadEntries) -> None:
         assert self._nursery is not None
@@ -153,6 +161,11 @@ class Server:
         if ev is not None:
             ev.set()
 
+    def _backlog(self) -> int:
+        """Messages held, ready or unacked: when this falls a lot, freed heap is trimmed."""
+        return sum(q.message_count + q.unacked
+                   for vh in self.broker.vhosts.values() for q in vh.queues.values())
+
     async def wait_paged(self, vhost: str, queue: str) -> None:
         await self._paging[(vhost, queue)].wait()
 
@@ -197,6 +210,10 @@ class Server:
         if lock_dir is not None:
             self.disk = DiskMonitor(lock_dir, s.disk_free_limit_bytes, self.persistence)
             self.disk.check()  # an alarm is in force before the first client arrives
+        self.memory = MemoryMonitor(s.memory_watermark, self.persistence,
+                                    paging_ratio=s.memory_paging_ratio, backlog=self._backlog,
+                                    on_paging=self._memory_paging)
+        self.memory.check()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -208,6 +225,7 @@ class Server:
                 nursery.start_soon(self._retention)
                 if self.disk is not None:
                     nursery.start_soon(self.disk.run, s.disk_check_interval)
+                nursery.start_soon(self.memory.run, s.memory_check_interval)
                 for service in services:
                     await nursery.start(service, self)
                 if lock is not None:

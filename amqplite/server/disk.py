@@ -15,7 +15,7 @@ from pathlib import Path
 
 import trio
 
-from amqplite.server.persistence import Persistence
+from amqplite.server.persistence import Persistence, log_alarm
 
 log = logging.getLogger("amqplite.disk")
 
@@ -56,12 +56,10 @@ class DiskMonitor:
         self._failed = False
         self.free = free
         alarm = free < self.limit
-        if alarm and not self.alarm:
-            log.warning("free disk space is insufficient: %d bytes free, limit %d; "
-                        "publishers are blocked until this alarm clears", free, self.limit)
-        elif self.alarm and not alarm:
-            log.warning("disk free space alarm cleared: %d bytes free, limit %d",
-                        free, self.limit)
+        log_alarm(log, self.alarm, alarm,
+                  "free disk space is insufficient: %d bytes free, limit %d; "
+                  "publishers are blocked until this alarm clears",
+                  "disk free space alarm cleared: %d bytes free, limit %d", free, self.limit)
         self.alarm = alarm
         self.persistence.set_disk_alarm(alarm)
 

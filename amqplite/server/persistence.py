@@ -9,6 +9,7 @@ the submission and runs back on the event loop once it has committed.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,15 @@ from amqplite.broker.core import Broker
 from amqplite.store.engine import Store
 
 Waiter = Callable[[BaseException | None], None]
+
+
+def log_alarm(log: logging.Logger, was: bool, now: bool, raised: str, cleared: str,
+              *args: object) -> None:
+    """Warn when a resource alarm is raised or cleared (operators grep for these lines)."""
+    if now and not was:
+        log.warning(raised, *args)
+    elif was and not now:
+        log.warning(cleared, *args)
 
 #: Stop reading from publishers while this many ops wait for the writer.
 HIGH_WATER_OPS = 200_000
@@ -39,8 +49,8 @@ class Persistence:
         self._idle.set()
         #: why store writes fail right now (they are being retried), else None
         self.failing: str | None = None
-        #: free disk space is below disk_free_limit (set by the disk monitor)
-        self.disk_alarm = False
+        #: resource alarms in force ("disk", "memory"), set by the monitors
+        self.alarms: set[str] = set()
         #: counts the times capacity ran out: a connection is blocked only if it
         #: publishes during the current one (RabbitMQ's "blocking" state)
         self.alarm_epoch = 0
@@ -55,15 +65,35 @@ class Persistence:
         self.failing = reason
         self._update_capacity()
 
+    @property
+    def disk_alarm(self) -> bool:
+        """Free disk space is below disk_free_limit."""
+        return "disk" in self.alarms
+
+    @property
+    def memory_alarm(self) -> bool:
+        """Memory use is above memory_high_watermark."""
+        return "memory" in self.alarms
+
     def set_disk_alarm(self, on: bool) -> None:
         """The disk monitor's verdict: another reason to stop taking publishes."""
-        if on != self.disk_alarm:
-            self.disk_alarm = on
+        self._set_alarm("disk", on)
+
+    def set_memory_alarm(self, on: bool) -> None:
+        """The memory monitor's verdict; publishers go on only once every alarm clears."""
+        self._set_alarm("memory", on)
+
+    def _set_alarm(self, resource: str, on: bool) -> None:
+        if on != (resource in self.alarms):
+            if on:
+                self.alarms.add(resource)
+            else:
+                self.alarms.discard(resource)
             self._update_capacity()
 
     def _update_capacity(self) -> None:
         """The one place that decides whether publishers may go on."""
-        if self.failing is not None or self.disk_alarm or self.inflight_ops > self.high_water:
+        if self.failing is not None or self.alarms or self.inflight_ops > self.high_water:
             if self._capacity.is_set():
                 self._capacity = trio.Event()
                 self.alarm_epoch += 1
@@ -72,9 +102,12 @@ class Persistence:
 
     @property
     def block_reason(self) -> str:
-        """What connection.blocked tells clients (RabbitMQ names its disk alarm the same)."""
-        if self.failing is not None or self.disk_alarm:
-            return "low on disk"
+        """What connection.blocked tells clients, in RabbitMQ's words: "low on memory",
+        "low on disk", or both joined by " & "."""
+        low = [r for r in ("memory", "disk") if r in self.alarms
+               or (r == "disk" and self.failing is not None)]
+        if low:
+            return "low on " + " & ".join(low)
         return "low on disk write capacity"
 
     def add_waiter(self, fn: Waiter) -> None:

@@ -101,6 +101,7 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
         "ReplayRequest": {"limit": 1},
         "BindingPost": {"routing_key": "rk"},
         "PolicyPut": {"pattern": "^oap-none$", "definition": {"max-length": 100}},
+        "MemoryPut": {"memory_high_watermark": "0.4"},
     }
     order = {"GET": 0, "PUT": 1, "POST": 2, "DELETE": 3}
     # deeper DELETEs first: a binding goes before its exchange

@@ -35,6 +35,15 @@ def connect(b: BrokerProcess, **kw: object) -> pika.BlockingConnection:
     return pika.BlockingConnection(params)
 
 
+def watch_blocked(c: pika.BlockingConnection) -> list[str]:
+    """Record connection.blocked ("blocked:<reason>") and connection.unblocked ("unblocked")."""
+    events: list[str] = []
+    c.add_on_connection_blocked_callback(
+        lambda _c, m: events.append(f"blocked:{m.method.reason}"))
+    c.add_on_connection_unblocked_callback(lambda _c, _m: events.append("unblocked"))
+    return events
+
+
 @pytest.fixture
 def conn(broker: BrokerProcess) -> Iterator[pika.BlockingConnection]:
     c = connect(broker)

@@ -14,7 +14,7 @@ import pytest
 from pika.exceptions import ProbableAccessDeniedError
 
 from tests.brokerproc import BrokerProcess, wait_for
-from tests.server.conftest import connect, mounted_tmpfs
+from tests.server.conftest import connect, mounted_tmpfs, watch_blocked
 
 
 def test_max_connections_refuses_the_one_too_many(tmp_path: Path) -> None:
@@ -70,11 +70,8 @@ def test_disk_free_alarm_blocks_publishers_and_clears(tmp_path: Path, small_disk
         assert api.get("/api/health/checks/alarms").json() == {"status": "ok"}
         ov = api.get("/api/overview").json()
         assert ov["disk_free_alarm"] is False and ov["disk_free_limit"] == limit
-        events: list[str] = []
         pub = connect(b, blocked_connection_timeout=60)
-        pub.add_on_connection_blocked_callback(
-            lambda _c, m: events.append(f"blocked:{m.method.reason}"))
-        pub.add_on_connection_unblocked_callback(lambda _c, _m: events.append("unblocked"))
+        events = watch_blocked(pub)
         ch = pub.channel()
         ch.queue_declare("disk", durable=True)
         ch.confirm_delivery()

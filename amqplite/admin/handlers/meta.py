@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import Request, Response
+from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request
 
 
 class MetaHandlers(HandlerBase):
@@ -25,6 +25,25 @@ class MetaHandlers(HandlerBase):
             return Response({"status": "ok"})
         return Response({"status": "failed", "reason": "There are alarms in effect in the node",
                          "alarms": alarms}, 503)
+
+    async def get_memory(self, req: Request) -> Response:
+        return Response(views.memory(self.server))
+
+    async def set_memory_high_watermark(self, req: Request) -> Response:
+        """rabbitmqctl set_vm_memory_high_watermark: applies at once, lost on restart."""
+        from amqplite.config import parse_watermark
+
+        value = req.json().get("memory_high_watermark")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise bad_request("memory_high_watermark must be a string or a number")
+        try:
+            watermark = parse_watermark(value)
+        except ValueError as exc:
+            raise bad_request(f"memory_high_watermark: {exc}") from None
+        if self.server.memory is None:
+            raise HTTPError(503, "unavailable", "the memory monitor is not running")
+        self.server.memory.set_watermark(watermark)
+        return Response(views.memory(self.server))
 
     async def whoami(self, req: Request) -> Response:
         assert req.user is not None

@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from amqpbench import wire
 from amqpbench.client import Connection
 from amqpbench.scenario import publish
 
@@ -79,11 +81,64 @@ def wait_listening(port: int, proc: subprocess.Popen[bytes] | None, limit: float
             time.sleep(0.1)  # poll interval while the broker starts
 
 
+class PeakRSS:
+    """Samples a process's RSS every 50 ms in a thread: the peak, not just checkpoints."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            with contextlib.suppress(psutil.Error):
+                self.peak = max(self.peak, mib(self.pid))
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+async def drain(url: str, queue: str, count: int, timeout: float) -> int:
+    """Consume (manual acks, prefetch 500) until ``count`` arrived or ``timeout``; how many did."""
+    conn = await Connection.open(url)
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    state = {"n": 0, "tag": 0}
+
+    def on_deliver(tag: int, _stamp: int) -> None:
+        state["n"] += 1
+        state["tag"] = tag
+        if state["n"] >= count and not done.done():
+            done.set_result(None)
+
+    def after_batch() -> None:
+        conn.write(wire.ack(1, state["tag"], multiple=True))
+
+    conn.protocol.on_deliver = on_deliver
+    conn.protocol.after_batch = after_batch
+    await conn.qos(500)
+    await conn.consume(queue, no_ack=False)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done, timeout)
+    await conn.close()
+    return state["n"]
+
+
 async def backlog(url: str, pid: int, count: int, size: int, persistent: bool,
-                  timeout: float) -> list[str]:
-    """Fill one queue in STEPS chunks; RSS (MiB) idle, after each chunk, after delete."""
+                  timeout: float, drain_it: bool = False) -> list[str]:
+    """Fill one queue in STEPS chunks; RSS (MiB) idle, after each chunk, after delete.
+
+    With ``drain_it`` the queue is consumed before the delete; the last cells are
+    then the peak RSS over fill and drain, and the messages delivered.
+    """
     queue = f"bench-memory-{uuid.uuid4().hex[:8]}"
     cells = [f"{mib(pid):.0f}"]
+    peak = PeakRSS(pid).__enter__()
     conn = await Connection.open(url)
     await conn.queue_declare(queue, durable=persistent)
     try:
@@ -101,7 +156,12 @@ async def backlog(url: str, pid: int, count: int, size: int, persistent: bool,
                     await asyncio.wait_for(pub.close(), 5)
             await asyncio.sleep(1)  # let commits, evictions and GC settle
             cells.append(f"{mib(pid):.0f}")
+        if drain_it:
+            got = await drain(url, queue, count, timeout)
+            peak.__exit__()
+            return [*cells, f"peak {peak.peak:.0f}", f"delivered {got}/{count}"]
     finally:
+        peak.__exit__()
         await conn.queue_delete(queue)
         await conn.close()
     cells += [""] * (STEPS + 1 - len(cells))
@@ -157,8 +217,14 @@ def row(label: str, kind: str, cells: list[str]) -> str:
 def run_broker(label: str, url: str, pid: int, args: argparse.Namespace) -> list[str]:
     out = []
     for kind, persistent in (("transient", False), ("persistent", True)):
-        cells = asyncio.run(backlog(url, pid, args.count, args.size, persistent, args.timeout))
-        out.append(row(label, kind, cells))
+        if args.kinds not in ("both", kind):
+            continue
+        cells = asyncio.run(backlog(url, pid, args.count, args.size, persistent, args.timeout,
+                                    drain_it=args.drain))
+        if args.drain:  # idle, chunks, then peak and delivered instead of "after delete"
+            out.append(row(label, kind, [*cells[:-2], ""]) + f" {cells[-2]}, {cells[-1]}")
+        else:
+            out.append(row(label, kind, cells))
         print(out[-1], flush=True)
     return out
 
@@ -179,6 +245,11 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds a chunk may take before it counts as blocked")
+    parser.add_argument("--drain", action="store_true",
+                        help="consume the backlog instead of deleting it: peak RSS, delivered")
+    parser.add_argument("--kinds", choices=("both", "transient", "persistent"), default="both")
+    parser.add_argument("--no-notrim", action="store_true",
+                        help="with --compare: skip the amqplite run with malloc_trim off")
     args = parser.parse_args()
     if bool(args.url) == args.compare:
         parser.error("give a URL (with --pid or --pid-of) or --compare")
@@ -196,8 +267,9 @@ def main() -> int:
         return 0
     with amqplite(args.watermark, trim=True) as (url, pid):
         run_broker(f"amqplite wm {args.watermark}", url, pid, args)
-    with amqplite(args.watermark, trim=False) as (url, pid):
-        run_broker("amqplite, no trim", url, pid, args)
+    if not args.no_notrim:
+        with amqplite(args.watermark, trim=False) as (url, pid):
+            run_broker("amqplite, no trim", url, pid, args)
     if not args.no_rabbitmq:
         with rabbitmq() as (url, pid):
             run_broker("RabbitMQ (wm 0.4)", url, pid, args)

@@ -305,6 +305,13 @@ def queue_info(server: Server, q: Queue, rates: Rates, ubytes: dict[int, int]) -
         "message_bytes": ready_bytes + un_bytes,
         "message_bytes_ready": ready_bytes,
         "message_bytes_unacknowledged": un_bytes,
+        # RabbitMQ's paging figures: what is held in RAM and what only on disk
+        "messages_ram": q.ready.ram_count + q.unacked,
+        "messages_ready_ram": q.ready.ram_count,
+        "messages_unacknowledged_ram": q.unacked,
+        "messages_paged_out": q.ready.disk_count,
+        "message_bytes_paged_out": q.ready.disk_bytes,
+        "message_bytes_ram": ready_bytes - q.ready.disk_bytes + un_bytes,
         "policy": pol.name if pol is not None else None,
         "effective_policy_definition": jsonable(pol.definition) if pol is not None else {},
         "message_stats": message_stats(counts, rts),

@@ -466,10 +466,16 @@ class PriorityReadyList:
     #: priority queues never spill: everything is in RAM
     needs_load = False
     disk_count = 0
+    disk_bytes = 0
 
     @property
     def head_count(self) -> int:
         return len(self)
+
+    ram_count = head_count
+
+    def drop_disk(self) -> tuple[int, int, int]:
+        return 0, 0, 0
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         for lv in reversed(self._levels):

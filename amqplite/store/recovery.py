@@ -162,12 +162,13 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
         base = base.where(e.c.queue_id == qid).order_by(e.c.position)
         head = conn.execute(base.add_columns(m.c.body, m.c.body_size).limit(body_window))
         entries = [RecoveredEntry(*row) for row in head]  # type: ignore[call-arg]
-        if entries and len(entries) == body_window:
+        if len(entries) == body_window:
+            after = entries[-1].position if entries else -1
             rest = conn.execute(
                 select(func.count(), func.sum(m.c.body_size), func.min(e.c.position),
                        func.max(e.c.position))
                 .join_from(e, m, m.c.id == e.c.message_id)
-                .where(e.c.queue_id == qid, e.c.position > entries[-1].position)
+                .where(e.c.queue_id == qid, e.c.position > after)
             ).one()
             if rest[0]:
                 rec.spilled[qid] = (int(rest[0]), int(rest[1] or 0), int(rest[2]), int(rest[3]))

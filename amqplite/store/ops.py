@@ -230,7 +230,7 @@ class UpdateEntry:
 
 @attrs.frozen
 class LogEvent:
-    """One delivery_log row (see docs/internals.md)."""
+    """One delivery_log row (see docs/internals.md); field order is column order."""
 
     ts_us: int
     event: str
@@ -244,6 +244,12 @@ class LogEvent:
     attempt: int | None = None
     size: int | None = None
     reason: str | None = None
+
+
+#: The delivery_log columns after ``id``, in row order: LogEvent's fields. The one
+#: definition of that order; the table, the writer, the broker's row tuples and
+#: the audit job follow it (this module stays free of SQLAlchemy and pyspark).
+LOG_FIELDS: tuple[str, ...] = tuple(a.name for a in attrs.fields(LogEvent))
 
 
 HOT_OPS = (PutMessage, PutEntry, DeleteEntry, UpdateEntry, LogEvent)

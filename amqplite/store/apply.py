@@ -41,22 +41,16 @@ from .ops import (
     DeleteBinding,
     DeleteEntry,
     DeleteExchange,
-    DeletePermission,
     DeletePolicy,
     DeleteQueue,
-    DeleteUser,
-    DeleteVhost,
     LogEvent,
     PutBinding,
     PutEntry,
     PutExchange,
     PutMessage,
     PutMeta,
-    PutPermission,
     PutPolicy,
     PutQueue,
-    PutUser,
-    PutVhost,
     UpdateEntry,
 )
 
@@ -419,26 +413,6 @@ class Applier:
         elif t is DeletePolicy:
             p = s.policies
             conn.execute(delete(p).where(p.c.vhost == op.vhost, p.c.name == op.name))
-        elif t is PutUser:
-            upsert(
-                conn, s.users, {"name": op.name},
-                {"password_hash": op.password_hash, "tags": op.tags},
-            )
-        elif t is DeleteUser:
-            conn.execute(delete(s.users).where(s.users.c.name == op.name))
-            conn.execute(delete(s.permissions).where(s.permissions.c.user == op.name))
-        elif t is PutPermission:
-            upsert(
-                conn, s.permissions, {"user": op.user, "vhost": op.vhost},
-                {"configure": op.configure, "write": op.write, "read": op.read},
-            )
-        elif t is DeletePermission:
-            pm = s.permissions
-            conn.execute(delete(pm).where(pm.c.user == op.user, pm.c.vhost == op.vhost))
-        elif t is PutVhost:
-            upsert(conn, s.vhosts, {"name": op.name}, {"description": op.description})
-        elif t is DeleteVhost:
-            conn.execute(delete(s.vhosts).where(s.vhosts.c.name == op.name))
         elif t is PutMeta:
             upsert(conn, s.meta, {"key": op.key}, {"value": op.value})
         elif t is PruneRange:

@@ -25,20 +25,6 @@ def _args(value: Args | None) -> Args:
 #: delivery-log rows only at or below it (here, not in schema: no SQLAlchemy)
 EXPORTED_KEY = "audit_exported_id"
 
-@attrs.frozen
-class PutVhost:
-    """Create or replace a virtual host."""
-
-    name: str
-    description: str = ""
-
-
-@attrs.frozen
-class DeleteVhost:
-    """Delete a vhost row only; the broker deletes its contents with their own ops."""
-
-    name: str
-
 
 @attrs.frozen
 class PutExchange:
@@ -123,41 +109,6 @@ class DeletePolicy:
 
     vhost: str
     name: str
-
-
-@attrs.frozen
-class PutUser:
-    """Create or replace a user (the hash is computed by the caller)."""
-
-    name: str
-    password_hash: str
-    tags: str = ""
-
-
-@attrs.frozen
-class DeleteUser:
-    """Delete a user and its permissions."""
-
-    name: str
-
-
-@attrs.frozen
-class PutPermission:
-    """Create or replace a user's permissions in a vhost (regex strings)."""
-
-    user: str
-    vhost: str
-    configure: str = ".*"
-    write: str = ".*"
-    read: str = ".*"
-
-
-@attrs.frozen
-class DeletePermission:
-    """Delete a user's permissions in a vhost."""
-
-    user: str
-    vhost: str
 
 
 @attrs.frozen
@@ -255,8 +206,6 @@ LOG_FIELDS: tuple[str, ...] = tuple(a.name for a in attrs.fields(LogEvent))
 HOT_OPS = (PutMessage, PutEntry, DeleteEntry, UpdateEntry, LogEvent)
 META_OPS = (
     CopyMessage,
-    PutVhost,
-    DeleteVhost,
     PutExchange,
     DeleteExchange,
     PutQueue,
@@ -265,18 +214,11 @@ META_OPS = (
     DeleteBinding,
     PutPolicy,
     DeletePolicy,
-    PutUser,
-    DeleteUser,
-    PutPermission,
-    DeletePermission,
     PutMeta,
 )
 
 Op = (
     CopyMessage
-    |
-    PutVhost
-    | DeleteVhost
     | PutExchange
     | DeleteExchange
     | PutQueue
@@ -285,10 +227,6 @@ Op = (
     | DeleteBinding
     | PutPolicy
     | DeletePolicy
-    | PutUser
-    | DeleteUser
-    | PutPermission
-    | DeletePermission
     | PutMeta
     | PutMessage
     | PutEntry

@@ -191,7 +191,6 @@ class _Segment:
         return bool(self.msgs or self.entries or self.upds or self.dels or self.logs)
 
 
-
 def upsert(conn: Connection, table: Any, key: dict[str, Any], values: dict[str, Any]) -> None:
     """Portable upsert: delete by key, insert (metadata ops are rare)."""
     conn.execute(delete(table).where(*(table.c[k] == v for k, v in key.items())))

@@ -39,27 +39,31 @@ from amqplite.audit.config import (
     under_spark_submit,
 )
 from amqplite.audit.state import AuditBusyError, Batch, StateStore
-from amqplite.store.ops import EXPORTED_KEY
+from amqplite.store.ops import EXPORTED_KEY, LOG_FIELDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-#: Columns of ``delivery_log`` and the Spark SQL type each is pinned to
-#: (SQLite's BIGINT arrives through JDBC as decimal(20,0)).
-LOG_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("id", "bigint"),
-    ("ts_us", "bigint"),
-    ("event", "string"),
-    ("vhost", "string"),
-    ("exchange", "string"),
-    ("routing_key", "string"),
-    ("queue", "string"),
-    ("message_id", "string"),
-    ("message_key", "bigint"),
-    ("consumer_tag", "string"),
-    ("attempt", "int"),
-    ("size", "int"),
-    ("reason", "string"),
+#: The Spark SQL type each ``delivery_log`` column is pinned to (SQLite's BIGINT
+#: arrives through JDBC as decimal(20,0)).
+_SPARK_TYPES = {
+    "id": "bigint",
+    "ts_us": "bigint",
+    "event": "string",
+    "vhost": "string",
+    "exchange": "string",
+    "routing_key": "string",
+    "queue": "string",
+    "message_id": "string",
+    "message_key": "bigint",
+    "consumer_tag": "string",
+    "attempt": "int",
+    "size": "int",
+    "reason": "string",
+}
+#: Columns of ``delivery_log`` in table order, each with its Spark SQL type.
+LOG_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    (name, _SPARK_TYPES[name]) for name in ("id", *LOG_FIELDS)
 )
 #: Partition columns of the Parquet dataset, outermost first.
 PARTITION_COLUMNS = ("event_date", "queue", "batch")

@@ -10,22 +10,10 @@ from sqlalchemy.engine import Engine
 
 from amqplite.audit.config import DB_FILENAME
 from amqplite.audit.reports import iso_us
+from amqplite.store.ops import LOG_FIELDS
 
-TRACE_COLUMNS = (
-    "id",
-    "ts_us",
-    "event",
-    "vhost",
-    "exchange",
-    "routing_key",
-    "queue",
-    "message_id",
-    "message_key",
-    "consumer_tag",
-    "attempt",
-    "size",
-    "reason",
-)
+#: Every delivery_log column, ``id`` first.
+TRACE_COLUMNS = ("id", *LOG_FIELDS)
 
 
 class TraceError(Exception):

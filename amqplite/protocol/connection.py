@@ -82,7 +82,6 @@ _PROTOCOL_HEADER_0_9 = b"AMQP\x01\x01\x00\x09"
 #: A connection error whose text is RabbitMQ's ``"CODE - detail"``.
 _hard = ConnectionError_.make
 
-
 _AWAITING_HEADER = ConnectionState.AWAITING_HEADER
 _STARTING = ConnectionState.STARTING
 _TUNING = ConnectionState.TUNING
@@ -91,11 +90,8 @@ _OPEN = ConnectionState.OPEN
 _CLOSING = ConnectionState.CLOSING
 _CLOSED = ConnectionState.CLOSED
 
-
-
 _TRANSITIONS = frozenset({ChannelClosed, ConnectionOpened, ConnectionClosing, ConnectionClosed})
 _CLOSES = frozenset({ChannelClosed, ConnectionClosing, ConnectionClosed})
-
 
 
 def _truncate_shortstr(text: str) -> str:
@@ -109,7 +105,6 @@ def _truncate_shortstr(text: str) -> str:
     if len(raw) <= 255:
         return text
     return raw[:252].decode("utf-8", "ignore") + "..."
-
 
 
 class ServerConnection(FrameReader):

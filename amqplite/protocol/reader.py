@@ -4,8 +4,8 @@
 end marker, decodes methods (basic.publish through a cache), assembles
 basic.publish content from header and body frames, and answers frame-level
 errors with RabbitMQ's codes and texts. What a method *means* -- handshake,
-channel open/close, closing -- is :class:`~amqplite.protocol.connection.
-ServerConnection`'s, which extends this class through three hooks
+channel open/close, closing -- is up to ``ServerConnection``
+(``protocol/connection.py``), which extends this class through three hooks
 (``_on_channel0``, ``_on_channel_method``, ``_fail``). One object rather
 than two because the publish fast path reads per-channel state on every
 frame: a call across objects per frame would cost publish throughput.
@@ -44,6 +44,8 @@ _CLOSED = ConnectionState.CLOSED
 #: A connection error whose text is RabbitMQ's ``"CODE - detail"``.
 _hard = ConnectionError_.make
 
+# Channel states: ServerConnection moves them; the reader only drops content
+# frames for channels that are no longer open.
 CH_OPEN = 0
 CH_CLIENT_CLOSED = 1  # client sent channel.close; gone once ChannelClosed is handed out
 CH_CLOSING = 2  # we sent channel.close, waiting for close-ok

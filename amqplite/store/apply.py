@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import chain as _chain
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import (
@@ -35,27 +36,22 @@ from sqlalchemy.sql.expression import ClauseElement
 from . import cbor
 from . import schema as s
 from .ops import (
+    LOG_FIELDS,
     CopyMessage,
     DeleteBinding,
     DeleteEntries,
     DeleteEntry,
     DeleteExchange,
-    DeletePermission,
     DeletePolicy,
     DeleteQueue,
-    DeleteUser,
-    DeleteVhost,
     LogEvent,
     PutBinding,
     PutEntry,
     PutExchange,
     PutMessage,
     PutMeta,
-    PutPermission,
     PutPolicy,
     PutQueue,
-    PutUser,
-    PutVhost,
     UpdateEntry,
 )
 
@@ -63,6 +59,11 @@ __all__ = ["ROWS_PER_INSERT", "Applier", "PruneRange", "storable_logs", "upsert"
 
 # Rows per multi-row INSERT (x 12 columns stays far below bound-parameter limits).
 ROWS_PER_INSERT = 32
+
+#: A LogEvent as the row tuple the broker's fast path builds (LOG_FIELDS order).
+_log_row = attrgetter(*LOG_FIELDS)
+#: Where message_key sits in such a row (it raises the message id high-water mark).
+_MESSAGE_KEY_INDEX = LOG_FIELDS.index("message_key")
 
 
 class _Stmt:
@@ -163,8 +164,7 @@ def storable_logs(ops: Sequence[Any]) -> list[Any] | None:
     for op in ops:
         t = type(op)
         if t is LogEvent:
-            op = (op.ts_us, op.event, op.vhost, op.exchange, op.routing_key, op.queue,
-                  op.message_id, op.message_key, op.consumer_tag, op.attempt, op.size, op.reason)
+            op = _log_row(op)
             t = tuple
             changed = True
         if t is tuple:
@@ -190,7 +190,6 @@ class _Segment:
 
     def __bool__(self) -> bool:
         return bool(self.msgs or self.entries or self.upds or self.dels or self.logs)
-
 
 
 def upsert(conn: Connection, table: Any, key: dict[str, Any], values: dict[str, Any]) -> None:
@@ -227,8 +226,7 @@ class Applier:
             eng,
             ("k_q", "k_p"),
         )
-        log_cols = tuple(c.name for c in dl.columns if c.name != "id")
-        self._ins_log = _InsertStmt(dl, eng, log_cols, ROWS_PER_INSERT)
+        self._ins_log = _InsertStmt(dl, eng, LOG_FIELDS, ROWS_PER_INSERT)
         # Set-based orphan removal: messages among these ids that no entry references.
         self._del_orphans = delete(m).where(
             m.c.id.in_(bindparam("ids", expanding=True)),
@@ -259,20 +257,18 @@ class Applier:
         )
         hw_message = hw_start = self.hw_message
         hw_queue = self.hw_queue
+        log_row, mk_index = _log_row, _MESSAGE_KEY_INDEX
         for ops in group:
             for op in ops:
                 t = type(op)
                 if t is tuple:  # a delivery_log row in column order (the broker's fast path)
                     logs.append(op)
-                    mk = op[7]
+                    mk = op[mk_index]
                     if mk is not None and mk > hw_message:
                         hw_message = mk
                 elif t is LogEvent:
                     mk = op.message_key
-                    logs.append((
-                        op.ts_us, op.event, op.vhost, op.exchange, op.routing_key, op.queue,
-                        op.message_id, mk, op.consumer_tag, op.attempt, op.size, op.reason,
-                    ))
+                    logs.append(log_row(op))
                     if mk is not None and mk > hw_message:
                         hw_message = mk
                 elif t is PutEntry:
@@ -428,26 +424,6 @@ class Applier:
         elif t is DeletePolicy:
             p = s.policies
             conn.execute(delete(p).where(p.c.vhost == op.vhost, p.c.name == op.name))
-        elif t is PutUser:
-            upsert(
-                conn, s.users, {"name": op.name},
-                {"password_hash": op.password_hash, "tags": op.tags},
-            )
-        elif t is DeleteUser:
-            conn.execute(delete(s.users).where(s.users.c.name == op.name))
-            conn.execute(delete(s.permissions).where(s.permissions.c.user == op.name))
-        elif t is PutPermission:
-            upsert(
-                conn, s.permissions, {"user": op.user, "vhost": op.vhost},
-                {"configure": op.configure, "write": op.write, "read": op.read},
-            )
-        elif t is DeletePermission:
-            pm = s.permissions
-            conn.execute(delete(pm).where(pm.c.user == op.user, pm.c.vhost == op.vhost))
-        elif t is PutVhost:
-            upsert(conn, s.vhosts, {"name": op.name}, {"description": op.description})
-        elif t is DeleteVhost:
-            conn.execute(delete(s.vhosts).where(s.vhosts.c.name == op.name))
         elif t is PutMeta:
             upsert(conn, s.meta, {"key": op.key}, {"value": op.value})
         elif t is PruneRange:

@@ -27,20 +27,6 @@ EXPORTED_KEY = "audit_exported_id"
 #: meta key set once transient messages were written to spill them (recovery drops them)
 TRANSIENT_KEY = "transient_spilled"
 
-@attrs.frozen
-class PutVhost:
-    """Create or replace a virtual host."""
-
-    name: str
-    description: str = ""
-
-
-@attrs.frozen
-class DeleteVhost:
-    """Delete a vhost row only; the broker deletes its contents with their own ops."""
-
-    name: str
-
 
 @attrs.frozen
 class PutExchange:
@@ -128,41 +114,6 @@ class DeletePolicy:
 
 
 @attrs.frozen
-class PutUser:
-    """Create or replace a user (the hash is computed by the caller)."""
-
-    name: str
-    password_hash: str
-    tags: str = ""
-
-
-@attrs.frozen
-class DeleteUser:
-    """Delete a user and its permissions."""
-
-    name: str
-
-
-@attrs.frozen
-class PutPermission:
-    """Create or replace a user's permissions in a vhost (regex strings)."""
-
-    user: str
-    vhost: str
-    configure: str = ".*"
-    write: str = ".*"
-    read: str = ".*"
-
-
-@attrs.frozen
-class DeletePermission:
-    """Delete a user's permissions in a vhost."""
-
-    user: str
-    vhost: str
-
-
-@attrs.frozen
 class PutMeta:
     """Set a key in the ``meta`` table (e.g. the audit watermark mirror)."""
 
@@ -242,7 +193,7 @@ class UpdateEntry:
 
 @attrs.frozen
 class LogEvent:
-    """One delivery_log row (see docs/internals.md)."""
+    """One delivery_log row (see docs/internals.md); field order is column order."""
 
     ts_us: int
     event: str
@@ -258,11 +209,15 @@ class LogEvent:
     reason: str | None = None
 
 
+#: The delivery_log columns after ``id``, in row order: LogEvent's fields. The one
+#: definition of that order; the table, the writer, the broker's row tuples and
+#: the audit job follow it (this module stays free of SQLAlchemy and pyspark).
+LOG_FIELDS: tuple[str, ...] = tuple(a.name for a in attrs.fields(LogEvent))
+
+
 HOT_OPS = (PutMessage, PutEntry, DeleteEntry, UpdateEntry, LogEvent)
 META_OPS = (
     CopyMessage,
-    PutVhost,
-    DeleteVhost,
     PutExchange,
     DeleteExchange,
     PutQueue,
@@ -272,18 +227,11 @@ META_OPS = (
     DeleteBinding,
     PutPolicy,
     DeletePolicy,
-    PutUser,
-    DeleteUser,
-    PutPermission,
-    DeletePermission,
     PutMeta,
 )
 
 Op = (
     CopyMessage
-    |
-    PutVhost
-    | DeleteVhost
     | PutExchange
     | DeleteExchange
     | PutQueue
@@ -293,10 +241,6 @@ Op = (
     | DeleteBinding
     | PutPolicy
     | DeletePolicy
-    | PutUser
-    | DeleteUser
-    | PutPermission
-    | DeletePermission
     | PutMeta
     | PutMessage
     | PutEntry

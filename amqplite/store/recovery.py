@@ -17,11 +17,8 @@ from .ops import (
     TRANSIENT_KEY,
     PutBinding,
     PutExchange,
-    PutPermission,
     PutPolicy,
     PutQueue,
-    PutUser,
-    PutVhost,
 )
 
 
@@ -44,9 +41,6 @@ class RecoveredEntry:
 class Recovered:
     """Everything durable, as found at start-up."""
 
-    vhosts: list[PutVhost] = attrs.Factory(list)
-    users: list[PutUser] = attrs.Factory(list)
-    permissions: list[PutPermission] = attrs.Factory(list)
     policies: list[PutPolicy] = attrs.Factory(list)
     exchanges: list[PutExchange] = attrs.Factory(list)
     queues: list[PutQueue] = attrs.Factory(list)
@@ -115,15 +109,6 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
     bodies; the rest only counted (``spilled``), read later with ``fetch_entries``."""
     rec = Recovered()
     rec.meta = {k: v for k, v in conn.execute(select(s.meta.c.key, s.meta.c.value))}
-    rec.vhosts = [PutVhost(r.name, r.description) for r in conn.execute(select(s.vhosts))]
-    rec.users = [
-        PutUser(r.name, r.password_hash, r.tags)
-        for r in conn.execute(select(s.users).order_by(s.users.c.name))
-    ]
-    rec.permissions = [
-        PutPermission(r.user, r.vhost, r.configure, r.write, r.read)
-        for r in conn.execute(select(s.permissions))
-    ]
     rec.policies = [
         PutPolicy(r.vhost, r.name, r.pattern, r.apply_to, r.priority, cbor.decode(r.definition))
         for r in conn.execute(select(s.policies))

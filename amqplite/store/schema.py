@@ -9,6 +9,8 @@ clean-up (orphan messages) is done set-based by the writer and at load.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -22,6 +24,9 @@ from sqlalchemy import (
     Table,
     UniqueConstraint,
 )
+from sqlalchemy.types import TypeEngine
+
+from .ops import LOG_FIELDS
 
 #: Bumped when a table changes shape; stored in ``meta`` under ``schema_version``.
 SCHEMA_VERSION = 1
@@ -149,22 +154,30 @@ queue_entries = Table(
 )
 Index("ix_queue_entries_message_id", queue_entries.c.message_id)
 
+#: Type and nullability of each delivery_log column; their order is LOG_FIELDS'.
+_LOG_COLUMN_TYPES: dict[str, tuple[TypeEngine[Any], bool]] = {
+    "ts_us": (BigInteger(), False),
+    "event": (String(16), False),
+    "vhost": (String(255), False),
+    "exchange": (String(255), False),
+    "routing_key": (String(255), False),
+    "queue": (String(255), True),
+    "message_id": (String(255), True),
+    "message_key": (BigInteger(), True),
+    "consumer_tag": (String(255), True),
+    "attempt": (Integer(), True),
+    "size": (Integer(), True),
+    "reason": (String(64), True),
+}
+
 delivery_log = Table(
     "delivery_log",
     metadata,
     Column("id", BigIntPK, primary_key=True, autoincrement=True),
-    Column("ts_us", BigInteger, nullable=False),
-    Column("event", String(16), nullable=False),
-    Column("vhost", String(255), nullable=False),
-    Column("exchange", String(255), nullable=False),
-    Column("routing_key", String(255), nullable=False),
-    Column("queue", String(255), nullable=True),
-    Column("message_id", String(255), nullable=True),
-    Column("message_key", BigInteger, nullable=True),
-    Column("consumer_tag", String(255), nullable=True),
-    Column("attempt", Integer, nullable=True),
-    Column("size", Integer, nullable=True),
-    Column("reason", String(64), nullable=True),
+    *(
+        Column(name, _LOG_COLUMN_TYPES[name][0], nullable=_LOG_COLUMN_TYPES[name][1])
+        for name in LOG_FIELDS
+    ),
     # AUTOINCREMENT: ids are never reused after pruning, so the audit
     # watermark stays monotonic.
     sqlite_autoincrement=True,

@@ -12,20 +12,14 @@ from amqplite.store import (
     PutExchange,
     PutMessage,
     PutMeta,
-    PutPermission,
     PutPolicy,
     PutQueue,
-    PutUser,
-    PutVhost,
     Recovered,
     RecoveredEntry,
     UpdateEntry,
 )
 
 META = [
-    PutVhost("/"),
-    PutUser("guest", "hash", "administrator"),
-    PutPermission("guest", "/"),
     PutPolicy("/", "dlx", "^q", "queues", 1, {"dead-letter-exchange": "dlx"}),
     PutExchange("/", "x", "topic", arguments={"alternate-exchange": "ae"}),
     PutQueue(3, "/", "q3", arguments={"x-max-length": 10, "x-ratio": Decimal("0.5")}),
@@ -54,11 +48,10 @@ def test_round_trip(make_store) -> None:
     reopened = make_store()
     rec = reopened.load(body_window=3)
     assert isinstance(rec, Recovered)
-    assert rec.vhosts == [META[0]] and rec.users == [META[1]]
-    assert rec.permissions == [META[2]] and rec.policies == [META[3]]
-    assert rec.exchanges == [META[4]]
-    assert rec.queues == [META[5], META[6]]
-    assert rec.bindings == [META[7]]
+    assert rec.policies == [META[0]]
+    assert rec.exchanges == [META[1]]
+    assert rec.queues == [META[2], META[3]]
+    assert rec.bindings == [META[4]]
     assert rec.meta["audit_watermark"] == "42"
     assert (rec.max_queue_id, rec.max_message_id, rec.max_log_id) == (5, 99, 1)
     # the first window comes back with bodies; the rest stays on disk, counted,

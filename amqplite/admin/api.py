@@ -15,6 +15,7 @@ from amqplite.admin.handlers.connections import ConnectionHandlers
 from amqplite.admin.handlers.exchanges import ExchangeHandlers
 from amqplite.admin.handlers.messages import MessageHandlers
 from amqplite.admin.handlers.meta import MetaHandlers
+from amqplite.admin.handlers.metrics import MetricsHandlers
 from amqplite.admin.handlers.policies import PolicyHandlers
 from amqplite.admin.handlers.queues import QueueHandlers
 
@@ -22,5 +23,5 @@ __all__ = ["AdminAPI"]
 
 
 class AdminAPI(MetaHandlers, ConnectionHandlers, ExchangeHandlers, QueueHandlers,
-               MessageHandlers, BindingHandlers, PolicyHandlers):
+               MessageHandlers, BindingHandlers, PolicyHandlers, MetricsHandlers):
     """One instance per server; handler names match ``Route.handler``."""

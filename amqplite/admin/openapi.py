@@ -50,6 +50,7 @@ FILTER: S = {
 
 SCHEMAS: dict[str, S] = {
     "Error": _obj({"error": STR, "reason": STR}, ["error", "reason"]),
+    "Metrics": {"type": "string", "description": "Prometheus text exposition format 0.0.4"},
     "OpenAPI": _obj({"openapi": STR, "paths": ANYOBJ}, ["openapi", "paths"]),
     "Overview": _obj({
         "product_name": STR, "product_version": STR, "management_version": STR,
@@ -204,12 +205,12 @@ _ERRORS = {
 }
 
 
-def _response(schema: str | None, text: str) -> S:
+def _response(schema: str | None, text: str, content: str = "application/json") -> S:
     if schema is None:
         return {"description": text}
     s = ({"type": "array", "items": _ref(schema[1:-1])} if schema.startswith("[")
          else _ref(schema))
-    return {"description": text, "content": {"application/json": {"schema": s}}}
+    return {"description": text, "content": {content: {"schema": s}}}
 
 
 def operation_id(r: Route) -> str:
@@ -222,7 +223,7 @@ def _operation(r: Route) -> S:
               for p in re.findall(r"\{(\w+)\}", r.path)]
     params += [{"name": q, "in": "query", "required": False, "schema": _QUERY[q]}
                for q in r.query]
-    responses: S = {str(r.status): _response(r.response, "Success")}
+    responses: S = {str(r.status): _response(r.response, "Success", r.content)}
     if r.health:
         responses["503"] = _response(r.response, "The check failed")
     for extra in r.also:

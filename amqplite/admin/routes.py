@@ -33,6 +33,8 @@ class Route:
     tag: str = "broker"
     #: a health check: 503 with the same body schema when it fails
     health: bool = False
+    #: media type of the success body
+    content: str = "application/json"
 
 
 def _r(method: str, path: str, handler: str, summary: str, **kw: Any) -> Route:
@@ -43,6 +45,13 @@ VH = "/api/{kind}/{vhost}"
 ROUTES: list[Route] = [
     _r("GET", "/api/openapi.json", "openapi", "This OpenAPI document", public=True,
        response="OpenAPI", tag="meta"),
+    _r("GET", "/metrics", "metrics",
+       "Prometheus metrics, RabbitMQ's names; queue metrics summed (unauthenticated, as "
+       "RabbitMQ serves them)", public=True, response="Metrics", content="text/plain",
+       tag="metrics"),
+    _r("GET", "/metrics/per-object", "metrics_per_object",
+       "Prometheus metrics with one series per queue (labels vhost, queue)", public=True,
+       response="Metrics", content="text/plain", tag="metrics"),
     _r("GET", "/api/overview", "get_overview", "Broker version, totals and message rates",
        response="Overview", tag="meta"),
     _r("GET", "/api/health/checks/alarms", "health_alarms",

@@ -26,6 +26,7 @@ from amqplite.broker.effects import CancelNotify, Deliver, PageIn, Return
 from amqplite.config import Settings
 from amqplite.protocol.connection import default_server_properties
 from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPConnection
+from amqplite.server.counters import Counters
 from amqplite.server.datalock import DataDirLock
 from amqplite.server.disk import DiskMonitor
 from amqplite.server.persistence import Persistence
@@ -57,6 +58,8 @@ class Server:
                            loopback_only=name in settings.loopback_users)
         self.store: Store | None = None
         self.persistence: Persistence | None = None
+        #: what the metrics report beside the broker's own stats
+        self.counters = Counters()
         self.connections: set[AMQPConnection] = set()
         self.listen_ports: list[int] = []
         self.started_at = time.time()
@@ -127,6 +130,8 @@ class Server:
             with trio.move_on_after(1):
                 await self._stopping.wait()
         else:
+            self.counters.page_ins += 1
+            self.counters.paged_in_messages += len(bodies)
             self.broker.paged_in(e.queue, bodies, e.entries)
         self.settle()
         ev = self._paging.pop((e.queue.vhost, e.queue.name), None)
@@ -171,7 +176,8 @@ class Server:
         await trio.to_thread.run_sync(store.mark_open)
         store.start()
         clean = False
-        self.persistence = Persistence(store, self.broker, s.store_backlog_limit)
+        self.persistence = Persistence(store, self.broker, s.store_backlog_limit,
+                                       self.counters)
         self.persistence.bind_loop()
         if lock_dir is not None:
             self.disk = DiskMonitor(lock_dir, s.disk_free_limit_bytes, self.persistence)

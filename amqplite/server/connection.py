@@ -465,6 +465,7 @@ class AMQPConnection:
         except ChannelError as exc:
             self._channel_error(number, exc)
             return
+        self.server.counters.published(res, ch.confirm, method.mandatory)
         if ch.confirm:
             st = self.confirms[number]
             if res.rejected:
@@ -522,6 +523,7 @@ class AMQPConnection:
             return
         multiple = upto - st.acked_upto > 1
         if ok:
+            self.server.counters.confirmed += upto - st.acked_upto
             self.proto.send_method(number, M.BasicAck(delivery_tag=upto, multiple=multiple))
         else:
             self.proto.send_method(number, M.BasicNack(delivery_tag=upto, multiple=multiple,

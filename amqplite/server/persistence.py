@@ -10,12 +10,14 @@ the submission and runs back on the event loop once it has committed.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
 import trio
 
 from amqplite.broker.core import Broker
+from amqplite.server.counters import Counters
 from amqplite.store.engine import Store
 
 Waiter = Callable[[BaseException | None], None]
@@ -25,10 +27,13 @@ HIGH_WATER_OPS = 200_000
 
 
 class Persistence:
-    def __init__(self, store: Store, broker: Broker, high_water: int = HIGH_WATER_OPS) -> None:
+    def __init__(self, store: Store, broker: Broker, high_water: int = HIGH_WATER_OPS,
+                 counters: Counters | None = None) -> None:
         self.store = store
         self.broker = broker
         self.high_water = high_water
+        #: commit latency, group sizes and dead-lettering for the metrics
+        self.counters = counters or Counters()
         self._token: trio.lowlevel.TrioToken | None = None
         self._ops: list[Any] = []
         self._waiters: list[Waiter] = []
@@ -90,6 +95,7 @@ class Persistence:
         """Hand the gathered operations and waiters to the store (non-blocking)."""
         b = self.broker
         if b.store_ops:
+            self.counters.log_rows(b.store_ops)
             self._ops.extend(b.store_ops)
             b.store_ops.clear()
         evict = b.evictable
@@ -110,10 +116,12 @@ class Persistence:
         self._update_capacity()
         token = self._token
         assert token is not None, "bind_loop() first"
+        store, started = self.store, time.monotonic()
 
         def committed(err: BaseException | None) -> None:
-            # writer thread -> event loop
-            token.run_sync_soon(self._done, waiters, ops, err)
+            # writer thread -> event loop; every submission of a group sees the same
+            # ``groups`` (the writer counts the group once all its callbacks ran)
+            token.run_sync_soon(self._done, waiters, ops, err, started, store.groups)
 
         self.store.submit(ops, committed)
 
@@ -122,7 +130,9 @@ class Persistence:
         if err is None:
             self.broker.commit_done(entries)
 
-    def _done(self, waiters: list[Waiter], ops: list[Any], err: BaseException | None) -> None:
+    def _done(self, waiters: list[Waiter], ops: list[Any], err: BaseException | None,
+              started: float, group: int) -> None:
+        self.counters.committed(time.monotonic() - started, group)
         self.inflight -= 1
         self.inflight_ops -= len(ops)
         if err is not None:

@@ -69,7 +69,9 @@ def check_response(doc: dict[str, Any], method: str, path: str, r: httpx.Respons
         f"{method} {path} answered {r.status_code}, documented {list(op['responses'])}: "
         f"{r.text[:300]}")
     spec = op["responses"][str(r.status_code)]
-    if "content" in spec:
+    if "text/plain" in spec.get("content", {}):
+        assert r.headers["content-type"].startswith("text/plain")
+    elif "content" in spec:
         schema = spec["content"]["application/json"]["schema"]
         _validator(doc, schema).validate(r.json())
     else:

@@ -17,10 +17,11 @@ from urllib.parse import parse_qs, unquote
 
 import trio
 
+from amqplite.admin import listing
 from amqplite.admin.api import AdminAPI
 from amqplite.admin.moves import committed
 from amqplite.admin.plumbing import HTTPError, Request, Response
-from amqplite.admin.routes import ROUTES, Route
+from amqplite.admin.routes import ROUTES, Route, is_list
 from amqplite.broker.auth import User
 
 if TYPE_CHECKING:
@@ -116,6 +117,8 @@ class AdminApp:
                       body=body, user=user, query_all=qs)
         handler = getattr(self.api, route.handler)
         resp: Response = await handler(req)
+        if is_list(route) and isinstance(resp.body, list):
+            resp.body = listing.apply(resp.body, req)
         if method not in ("GET", "HEAD") and resp.status < 300:
             # a change is reported done only once it is on disk, as over AMQP
             try:

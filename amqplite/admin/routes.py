@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["ROUTES", "VH", "Route"]
+__all__ = ["ROUTES", "VH", "Route", "is_list"]
 
 
 @attrs.define(frozen=True)
@@ -37,6 +37,11 @@ class Route:
     content: str = "application/json"
 
 
+def is_list(r: Route) -> bool:
+    """GET routes answering an array take RabbitMQ's list query parameters."""
+    return r.method == "GET" and r.response is not None and r.response.startswith("[")
+
+
 def _r(method: str, path: str, handler: str, summary: str, **kw: Any) -> Route:
     return Route(method, path, handler, summary, **kw)
 
@@ -54,9 +59,35 @@ ROUTES: list[Route] = [
        response="Metrics", content="text/plain", tag="metrics"),
     _r("GET", "/api/overview", "get_overview", "Broker version, totals and message rates",
        response="Overview", tag="meta"),
+    _r("GET", "/api/nodes", "list_nodes", "The node (amqplite is one process: one node)",
+       response="[Node]", tag="nodes"),
+    _r("GET", "/api/nodes/{name}", "get_node", "One node by name", response="Node",
+       tag="nodes"),
+    _r("GET", "/api/cluster-name", "cluster_name", "The cluster name", response="ClusterName",
+       tag="nodes"),
+    _r("GET", "/api/extensions", "extensions", "Management UI extensions (none)",
+       response="[Extension]", tag="nodes"),
     _r("GET", "/api/health/checks/alarms", "health_alarms",
        "200 when no resource alarm is in effect, else 503 listing them",
-       response="HealthCheck", health=True, tag="meta"),
+       response="HealthCheck", health=True, tag="health"),
+    _r("GET", "/api/health/checks/local-alarms", "health_local_alarms",
+       "As /api/health/checks/alarms (one node: local is all)",
+       response="HealthCheck", health=True, tag="health"),
+    _r("GET", "/api/health/checks/port-listener/{port}", "health_port_listener",
+       "200 when something of this node listens on the TCP port (AMQP or admin)",
+       response="HealthCheck", health=True, tag="health"),
+    _r("GET", "/api/health/checks/protocol-listener/{protocol}", "health_protocol_listener",
+       "200 when this node serves the protocol (amqp091, http)",
+       response="HealthCheck", health=True, tag="health"),
+    _r("GET", "/api/health/checks/virtual-hosts", "health_virtual_hosts",
+       "200 when every virtual host is up", response="HealthCheck", health=True,
+       tag="health"),
+    _r("GET", "/api/health/checks/node-is-quorum-critical", "health_quorum_critical",
+       "200: stopping this node never costs a quorum (no replicas)",
+       response="HealthCheck", health=True, tag="health"),
+    _r("GET", "/api/aliveness-test/{vhost}", "aliveness_test",
+       "Declare queue aliveness-test, publish a message and get it back",
+       response="HealthCheck", health=True, tag="health"),
     _r("GET", "/api/whoami", "whoami", "The authenticated user", response="User", tag="meta"),
     _r("GET", "/api/vhosts", "list_vhosts", "Virtual hosts", response="[VHost]", tag="meta"),
     _r("GET", "/api/connections", "list_connections", "Open client connections",
@@ -65,7 +96,12 @@ ROUTES: list[Route] = [
        response="Connection", tag="connections"),
     _r("DELETE", "/api/connections/{name}", "close_connection",
        "Close a connection (320 CONNECTION_FORCED)", write=True, status=204, tag="connections"),
+    _r("GET", "/api/connections/{name}/channels", "connection_channels",
+       "Channels of one connection", response="[Channel]", tag="connections"),
     _r("GET", "/api/channels", "list_channels", "Open channels", response="[Channel]",
+       tag="connections"),
+    _r("GET", "/api/channels/{name}", "get_channel",
+       "One channel (name: '<connection name> (<number>)')", response="Channel",
        tag="connections"),
     _r("GET", "/api/consumers", "list_consumers", "Consumers", response="[Consumer]",
        tag="connections"),
@@ -81,6 +117,11 @@ ROUTES: list[Route] = [
        write=True, body="ExchangePut", status=201, also=(204,), tag="exchanges"),
     _r("DELETE", "/api/exchanges/{vhost}/{name}", "delete_exchange", "Delete an exchange",
        write=True, status=204, query=("if-unused",), tag="exchanges"),
+    _r("GET", "/api/exchanges/{vhost}/{name}/bindings/source", "exchange_bindings_source",
+       "Bindings from this exchange", response="[Binding]", tag="bindings"),
+    _r("GET", "/api/exchanges/{vhost}/{name}/bindings/destination",
+       "exchange_bindings_destination", "Bindings to this exchange (from other exchanges)",
+       response="[Binding]", tag="bindings"),
     _r("POST", "/api/exchanges/{vhost}/{name}/publish", "publish",
        "Publish a message through an exchange", write=True, body="PublishRequest",
        response="PublishResult", tag="exchanges"),
@@ -119,8 +160,21 @@ ROUTES: list[Route] = [
     _r("POST", "/api/bindings/{vhost}/e/{exchange}/q/{queue}", "bind_queue",
        "Bind a queue to an exchange", write=True, body="BindingPost", status=201,
        tag="bindings"),
+    _r("GET", "/api/bindings/{vhost}/e/{exchange}/q/{queue}/{props}", "get_queue_binding",
+       "One binding (props = its properties_key)", response="Binding", tag="bindings"),
     _r("DELETE", "/api/bindings/{vhost}/e/{exchange}/q/{queue}/{props}", "unbind_queue",
        "Remove a binding (props = its properties_key)", write=True, status=204,
+       tag="bindings"),
+    _r("GET", "/api/bindings/{vhost}/e/{source}/e/{destination}", "exchange_pair_bindings",
+       "Bindings from an exchange to an exchange", response="[Binding]", tag="bindings"),
+    _r("POST", "/api/bindings/{vhost}/e/{source}/e/{destination}", "bind_exchange",
+       "Bind an exchange to an exchange", write=True, body="BindingPost", status=201,
+       tag="bindings"),
+    _r("GET", "/api/bindings/{vhost}/e/{source}/e/{destination}/{props}",
+       "get_exchange_binding", "One exchange-to-exchange binding", response="Binding",
+       tag="bindings"),
+    _r("DELETE", "/api/bindings/{vhost}/e/{source}/e/{destination}/{props}",
+       "unbind_exchange", "Remove an exchange-to-exchange binding", write=True, status=204,
        tag="bindings"),
     _r("GET", "/api/policies", "list_policies", "Policies", response="[Policy]",
        tag="policies"),

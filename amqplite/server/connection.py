@@ -465,7 +465,7 @@ class AMQPConnection:
         except ChannelError as exc:
             self._channel_error(number, exc)
             return
-        self.server.counters.published(res, ch.confirm, method.mandatory)
+        self.server.counters.published(res, ch, method.mandatory)
         if ch.confirm:
             st = self.confirms[number]
             if res.rejected:

@@ -11,6 +11,7 @@ into Prometheus metrics at scrape time; this module imports no metrics library.
 from __future__ import annotations
 
 import bisect
+import weakref
 from typing import Any
 
 __all__ = ["COMMIT_SECONDS_BUCKETS", "GROUP_SIZE_BUCKETS", "Counters", "Histogram"]
@@ -67,11 +68,27 @@ class Counters:
         self.group_size = Histogram(GROUP_SIZE_BUCKETS)
         self._group: int | None = None
         self._group_members = 0
+        #: connection -> channel number -> [id of the ChannelState, publishes]; weak, so a
+        #: closed connection's entry goes with it; the id tells a reopened channel apart
+        self._channel_publishes: weakref.WeakKeyDictionary[Any, dict[int, list[int]]] = (
+            weakref.WeakKeyDictionary())
+        self._last_channel: Any = None
+        self._last_slot = [0, 0]
 
-    def published(self, res: Any, confirm: bool, mandatory: bool) -> None:
-        """One basic.publish the broker accepted (``res``: its PublishResult)."""
+    def published(self, res: Any, ch: Any, mandatory: bool) -> None:
+        """One basic.publish the broker accepted on channel ``ch`` (``res``: its
+        PublishResult)."""
         self.received += 1
-        if confirm:
+        if ch is self._last_channel:  # the common case: a burst on one channel
+            self._last_slot[1] += 1
+        elif ch.session.transport is not None:
+            per = self._channel_publishes.setdefault(ch.session.transport, {})
+            slot = per.get(ch.number)
+            if slot is None or slot[0] != id(ch):
+                slot = per[ch.number] = [id(ch), 0]
+            slot[1] += 1
+            self._last_channel, self._last_slot = ch, slot
+        if ch.confirm:
             self.received_confirm += 1
         if res.routed:
             self.routed += 1
@@ -79,6 +96,11 @@ class Counters:
             self.unroutable_returned += 1
         else:
             self.unroutable_dropped += 1
+
+    def channel_publishes(self, conn: Any, ch: Any) -> int:
+        """Messages published on channel ``ch`` of connection ``conn`` so far."""
+        slot = self._channel_publishes.get(conn, {}).get(ch.number)
+        return slot[1] if slot is not None and slot[0] == id(ch) else 0
 
     def log_rows(self, ops: list[Any]) -> None:
         """Count dead-lettering from the delivery-log rows of a store batch.

@@ -86,6 +86,9 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
     channel.queue_declare(q2, durable=True)
     channel.exchange_declare(x, "direct", durable=True)
     channel.queue_bind(q, x, "rk")
+    x2 = qname("oax2")
+    channel.exchange_declare(x2, "fanout", durable=True)
+    channel.exchange_bind(destination=x2, source=x, routing_key="rk")
     from tests.admin.conftest import death_headers
 
     for i in range(3):
@@ -94,7 +97,9 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
     before = {c["name"] for c in api.get("/api/connections").json()}
     victim = admin_broker.connect()  # the one DELETE /api/connections/{name} closes
     (conn_name,) = {c["name"] for c in api.get("/api/connections").json()} - before
-    values = {"vhost": "/", "name": q, "exchange": x, "queue": q, "props": "rk"}
+    port = admin_broker.admin_url.rsplit(":", 1)[1]
+    values = {"vhost": "/", "name": q, "exchange": x, "queue": q, "props": "rk", "source": x,
+              "destination": x2, "port": port, "protocol": "amqp091"}
     bodies: dict[str, Any] = {
         "ExchangePut": {"type": "direct"}, "QueuePut": {"durable": True},
         "PublishRequest": {"routing_key": "rk", "payload": "hi"},
@@ -117,6 +122,10 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
             v["name"] = pol
         elif r.path.startswith("/api/exchanges/"):
             v["name"] = x
+        elif r.path.startswith("/api/channels/"):
+            v["name"] = api.get("/api/channels").json()[0]["name"]
+        elif r.path.startswith("/api/nodes/"):
+            v["name"] = "amqplite@localhost"
         if r.method == "DELETE" and r.path == "/api/queues/{vhost}/{name}":
             v["name"] = q2
         if r.method == "GET" and r.path == "/api/policies/{vhost}/{name}":

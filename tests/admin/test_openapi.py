@@ -124,7 +124,7 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
             v["name"] = x
         elif r.path.startswith("/api/channels/"):
             v["name"] = api.get("/api/channels").json()[0]["name"]
-        elif r.path.startswith("/api/nodes/"):
+        elif r.path.startswith(("/api/nodes/", "/api/healthchecks/node/")):
             v["name"] = "amqplite@localhost"
         if r.method == "DELETE" and r.path == "/api/queues/{vhost}/{name}":
             v["name"] = q2

@@ -206,3 +206,33 @@ def test_connection_channel_consumer_fields(admin_broker: AdminBroker,
         assert cons["channel_details"]["node"] == NODE
         assert cons["prefetch_count"] == 7
     is_error(api.get("/api/channels/nope"), 404)
+
+
+def test_amqpstorm_management_api(admin_broker: AdminBroker, channel: Any) -> None:
+    """A third-party RabbitMQ management client works unchanged."""
+    from amqpstorm.management import ManagementApi
+
+    with ManagementApi(admin_broker.admin_url, "guest", "guest", timeout=30) as m:
+        assert m.overview()["product_name"] == "amqplite"
+        assert m.aliveness_test("/")["status"] == "ok"
+        assert m.cluster_name() == {"name": "amqplite"}
+        assert [n["name"] for n in m.nodes()] == [NODE]
+        assert m.node(NODE)["running"] is True
+        assert m.healthchecks.get() == {"status": "ok"}
+        assert m.healthchecks.get(NODE) == {"status": "ok"}
+        assert m.whoami()["name"] == "guest"
+        src, dst = qname("storm-src"), qname("storm-dst")
+        m.exchange.declare(src, "topic", durable=True)
+        m.exchange.declare(dst, "fanout", durable=True)
+        m.exchange.bind(destination=dst, source=src, routing_key="a.b")
+        (b,) = m.exchange.bindings(src)
+        assert (b["destination"], b["destination_type"]) == (dst, "exchange")
+        m.exchange.unbind(destination=dst, source=src, routing_key="a.b")
+        assert m.exchange.bindings(src) == []
+        prefix = qname("storm")
+        for i in range(5):
+            channel.queue_declare(f"{prefix}-{i}", durable=True)
+        listed = m.queue.list(name=prefix, page_size=2)  # walks three pages
+        assert sorted(q["name"] for q in listed) == [f"{prefix}-{i}" for i in range(5)]
+        regex = m.exchange.list(name=f"^{src}$", use_regex=True)
+        assert [x["name"] for x in regex] == [src]

@@ -43,6 +43,18 @@ class NodeHandlers(HandlerBase):
         """Management UI plugins: none (the dashboard is not served yet)."""
         return Response([])
 
+    async def health_node(self, req: Request) -> Response:
+        """The pre-3.8 check: RabbitMQ answered 200 with status failed and a reason."""
+        alarms = views.alarms(self.server)
+        if not alarms:
+            return _ok()
+        return Response({"status": "failed", "reason": "; ".join(a["reason"] for a in alarms)})
+
+    async def health_named_node(self, req: Request) -> Response:
+        if req.params["name"] != NODE:
+            raise not_found("Not Found")
+        return await self.health_node(req)
+
     async def health_local_alarms(self, req: Request) -> Response:
         return await self.health_alarms(req)
 

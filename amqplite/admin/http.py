@@ -23,6 +23,7 @@ from amqplite.admin.moves import committed
 from amqplite.admin.plumbing import HTTPError, Request, Response
 from amqplite.admin.routes import ROUTES, Route, is_list
 from amqplite.broker.auth import User
+from amqplite.server.ports import PortInUse, address_in_use
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -201,9 +202,15 @@ async def run_admin(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
     app = AdminApp(server)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(app.api.run_sampler)
-        binds = await nursery.start(
-            partial(serve, cast(Any, app), config, shutdown_trigger=trio.sleep_forever,
-                    mode="asgi"))
+        try:
+            binds = await nursery.start(
+                partial(serve, cast(Any, app), config, shutdown_trigger=trio.sleep_forever,
+                        mode="asgi"))
+        except (OSError, BaseExceptionGroup) as exc:
+            if address_in_use(exc):
+                raise PortInUse("admin API", s.admin_host, s.admin_port, "admin_port",
+                                ", or --admin-port 0 to run without the admin API") from None
+            raise
         url = binds[0] if binds else f"http://{_bind(s.admin_host, s.admin_port)}"
         log.info("admin API listening on %s", url)
         server.admin_url = url

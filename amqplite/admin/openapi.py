@@ -190,6 +190,11 @@ SCHEMAS: dict[str, S] = {
     "PeekedMessage": {"allOf": [_ref("Message"), _obj({
         "index": INT, "position": INT, "delivery_count": INT, "expires_at": NSTR,
     }, ["index", "position", "delivery_count"])]},
+    "TraceRow": _obj({
+        "id": INT, "ts_us": INT, "time": STR, "event": STR, "vhost": STR, "exchange": NSTR,
+        "routing_key": NSTR, "queue": NSTR, "message_id": NSTR, "message_key": NINT,
+        "consumer_tag": NSTR, "attempt": NINT, "size": NINT, "reason": NSTR,
+    }, ["id", "ts_us", "time", "event", "vhost", "queue", "message_id", "reason"]),
     "MoveRequest": _obj({
         "to_queue": STR, "to_exchange": STR,
         "routing_key": {"type": "string", "description": "default: each message's own"},

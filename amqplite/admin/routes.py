@@ -157,6 +157,9 @@ ROUTES: list[Route] = [
     _r("POST", "/api/queues/{vhost}/{name}/replay", "replay_messages",
        "Send dead-lettered messages back to where they died (or to a chosen queue)",
        write=True, body="ReplayRequest", response="MoveResult", tag="messages"),
+    _r("GET", "/api/trace/{message}", "trace_message",
+       "A message's delivery-log history, oldest first (message id, or the broker's "
+       "message key)", response="[TraceRow]", tag="messages"),
     _r("GET", "/api/bindings", "list_bindings", "Bindings", response="[Binding]",
        tag="bindings"),
     _r("GET", "/api/bindings/{vhost}", "list_bindings", "Bindings of a vhost",

@@ -30,6 +30,7 @@ from amqplite.server.counters import Counters
 from amqplite.server.datalock import DataDirLock
 from amqplite.server.disk import DiskMonitor
 from amqplite.server.persistence import Persistence
+from amqplite.server.ports import PortInUse, address_in_use
 from amqplite.server.recovery import restore
 from amqplite.store.engine import CLEAN_KEY, Store
 from amqplite.store.ops import EXPORTED_KEY
@@ -210,11 +211,11 @@ class Server:
     async def _open_listeners(self) -> list[trio.SocketListener]:
         s = self.settings
         if not s.host:
-            return await trio.open_tcp_listeners(s.port)
+            return await _listen(s.port, None)
         out: list[trio.SocketListener] = []
         port = s.port
         for h in s.host:
-            got = await trio.open_tcp_listeners(port, host=h)
+            got = await _listen(port, h)
             out.extend(got)
             if port == 0 and got:
                 port = got[0].socket.getsockname()[1]
@@ -298,6 +299,15 @@ class Server:
             await self.persistence.wait_idle()
             return not self.connections
         return False
+
+
+async def _listen(port: int, host: str | None) -> list[trio.SocketListener]:
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        if address_in_use(exc):
+            raise PortInUse("AMQP", host or "every address", port, "port") from None
+        raise
 
 
 def _lock_dir(s: Settings) -> Path | None:

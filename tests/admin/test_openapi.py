@@ -99,7 +99,7 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
     (conn_name,) = {c["name"] for c in api.get("/api/connections").json()} - before
     port = admin_broker.admin_url.rsplit(":", 1)[1]
     values = {"vhost": "/", "name": q, "exchange": x, "queue": q, "props": "rk", "source": x,
-              "destination": x2, "port": port, "protocol": "amqp091"}
+              "destination": x2, "port": port, "protocol": "amqp091", "message": "m0"}
     bodies: dict[str, Any] = {
         "ExchangePut": {"type": "direct"}, "QueuePut": {"durable": True},
         "PublishRequest": {"routing_key": "rk", "payload": "hi"},

@@ -33,7 +33,7 @@ class NodeHandlers(HandlerBase):
 
     async def get_node(self, req: Request) -> Response:
         if req.params["name"] != NODE:
-            raise not_found("Not Found")
+            raise not_found(f"no node '{req.params['name']}' (this one is {NODE})")
         return Response(node_info(self.server, views.alarms(self.server)))
 
     async def cluster_name(self, req: Request) -> Response:
@@ -52,7 +52,7 @@ class NodeHandlers(HandlerBase):
 
     async def health_named_node(self, req: Request) -> Response:
         if req.params["name"] != NODE:
-            raise not_found("Not Found")
+            raise not_found(f"no node '{req.params['name']}' (this one is {NODE})")
         return await self.health_node(req)
 
     async def health_local_alarms(self, req: Request) -> Response:

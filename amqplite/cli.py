@@ -28,7 +28,7 @@ class _Main(click.Group):
             show_error(exc)
             sys.exit(exc.exit_code)
         # without standalone mode, click returns the exit code of --help and friends
-        sys.exit(rv if isinstance(rv, int) else 0)
+        sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
 
 
 def show_error(exc: click.ClickException) -> None:

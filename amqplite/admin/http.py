@@ -120,6 +120,8 @@ class AdminApp:
         resp: Response = await handler(req)
         if is_list(route) and isinstance(resp.body, list):
             resp.body = listing.apply(resp.body, req)
+        elif method in ("GET", "HEAD") and isinstance(resp.body, dict) and resp.status < 300:
+            resp.body = listing.columns(resp.body, req)
         if method not in ("GET", "HEAD") and resp.status < 300:
             # a change is reported done only once it is on disk, as over AMQP
             try:

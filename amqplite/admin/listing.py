@@ -76,6 +76,16 @@ def _name_matcher(req: Request) -> Any:
     return lambda name: low in name.lower()
 
 
+def _paths(req: Request) -> list[list[str]]:
+    return [c.strip().split(".") for c in req.query.get("columns", "").split(",") if c.strip()]
+
+
+def columns(obj: dict[str, Any], req: Request) -> dict[str, Any]:
+    """One object cut to ``?columns=`` (RabbitMQ takes it on single objects too)."""
+    paths = _paths(req)
+    return _columns(obj, paths) if paths else obj  # type: ignore[no-any-return]
+
+
 def apply(items: list[Any], req: Request) -> Any:
     """``items`` sorted, filtered, paged and cut to columns as ``req``'s query asks."""
     query = req.query
@@ -86,7 +96,7 @@ def apply(items: list[Any], req: Request) -> Any:
                        reverse=req.flag("sort_reverse"))
     elif req.flag("sort_reverse"):
         items = list(reversed(items))
-    paths = [c.split(".") for c in query.get("columns", "").split(",") if c.strip()]
+    paths = _paths(req)
     if "page" not in query:
         return [_columns(i, paths) for i in items] if paths else items
     page = req.int_arg("page", 1, lo=1)

@@ -271,6 +271,8 @@ def _operation(r: Route) -> S:
     params = [{"name": p, "in": "path", "required": True, "schema": STR}
               for p in re.findall(r"\{(\w+)\}", r.path)]
     query = [*r.query, *(q for q in LIST_QUERY if is_list(r) and q not in r.query)]
+    if r.method == "GET" and not is_list(r) and r.response and r.content == "application/json":
+        query.append("columns")
     params += [{"name": q, "in": "query", "required": False, "schema": _QUERY[q]}
                for q in query]
     responses: S = {str(r.status): _paged(r.response) if is_list(r) and r.response else

@@ -148,6 +148,8 @@ def test_sort_and_columns(api: httpx.Client, three_queues: list[str]) -> None:
                        "message_stats": {"publish": 2}}
     counts = [r["messages"] for r in rows]
     assert counts == sorted(counts, reverse=True)
+    one = api.get(f"/api/queues/%2F/{three_queues[1]}", params={"columns": "name,consumers"})
+    assert one.json() == {"name": three_queues[1], "consumers": 0}
 
 
 def test_overview_says_what_it_is(api: httpx.Client) -> None:

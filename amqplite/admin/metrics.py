@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from amqplite import __version__
+from amqplite.admin.nodes import CLUSTER_NAME, NODE
 from amqplite.server.counters import DEAD_LETTER_REASONS, Histogram
 
 if TYPE_CHECKING:
@@ -39,8 +40,6 @@ __all__ = ["CONTENT_TYPE", "Snapshot", "render", "snapshot"]
 
 #: the text format every Prometheus 2.x parses
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
-NODE = "amqplite@localhost"
-CLUSTER = "amqplite"
 PROTOCOL = "amqp091"
 QUEUE_TYPE = "rabbit_classic_queue"
 
@@ -217,7 +216,7 @@ class SnapshotCollector(Collector):
         s = self.snap
         info = GaugeMetricFamily("rabbitmq_identity_info", "Node and cluster names",
                                  labels=["rabbitmq_node", "rabbitmq_cluster"])
-        info.add_metric([NODE, CLUSTER], 1)
+        info.add_metric([NODE, CLUSTER_NAME], 1)
         yield info
         build = GaugeMetricFamily("amqplite_build_info", "amqplite version",
                                   labels=["version"])

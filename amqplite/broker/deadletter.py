@@ -158,7 +158,7 @@ class DeadLettering(BrokerBase):
             return False
         rk = q.dlrk if q.dlrk is not None else msg.routing_key
         return any(not (msg.persistent and t.durable and not t.exclusive)
-                   for t in self.route(vh, ex, rk, msg))
+                   for t in vh.route(ex, rk, msg))
 
     def _count_dead_letter(self, reason: str, strategy: str) -> None:
         key = (reason, strategy)
@@ -195,7 +195,7 @@ class DeadLettering(BrokerBase):
         self._count_dead_letter(reason, "at_most_once")
         self.log_event("dead_lettered", q.vhost, msg, q.name, reason=reason)
         headers = new.headers()
-        targets = [t for t in self.route(vh, ex, rk, new) if not is_cycle(headers, t.name)]
+        targets = [t for t in vh.route(ex, rk, new) if not is_cycle(headers, t.name)]
         for t in targets:
             self.enqueue(t, new)
         for t in targets:

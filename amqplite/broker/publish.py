@@ -46,24 +46,6 @@ class Publishing(BrokerBase):
         immediate: bool = False,
     ) -> PublishResult:
         """Route and enqueue one message; in confirm mode it also takes a seq."""
-        res = self._basic_publish(ch, exchange, routing_key, properties_raw, body, mandatory,
-                                  immediate)
-        ch.publishes += 1
-        stats = self.stats
-        if res.routed:
-            stats["routed"] += 1
-        elif mandatory:
-            stats["unroutable_returned"] += 1
-        else:
-            stats["unroutable_dropped"] += 1
-        if ch.confirm:
-            stats["received_confirm"] += 1
-            self._confirm_published(ch, res)
-        return res
-
-    def _basic_publish(self, ch: ChannelState, exchange: str, routing_key: str,
-                       properties_raw: bytes, body: bytes, mandatory: bool,
-                       immediate: bool) -> PublishResult:
         vh = self.vhosts[ch.session.vhost]
         cm = BASIC_PUBLISH
         if immediate:
@@ -83,8 +65,22 @@ class Publishing(BrokerBase):
             properties_raw = with_reply_to(properties_raw, ch.reply_name)
         if ch.tx:
             ch.tx_publishes.append((exchange, routing_key, properties_raw, body, mandatory))
-            return PublishResult(True, False)
-        return self.publish(vh, ex, routing_key, properties_raw, body, mandatory, ch)
+            res = PublishResult(True, False)
+        else:
+            res = self.publish(vh, ex, routing_key, properties_raw, body, mandatory, ch)
+        # the global counters (RabbitMQ's), then the confirm seq
+        ch.publishes += 1
+        stats = self.stats
+        if res.routed:
+            stats["routed"] += 1
+        elif mandatory:
+            stats["unroutable_returned"] += 1
+        else:
+            stats["unroutable_dropped"] += 1
+        if ch.confirm:
+            stats["received_confirm"] += 1
+            self._confirm_published(ch, res)
+        return res
 
     def _check_properties(self, ch: ChannelState, raw: bytes) -> None:
         """The door: properties must decode, with a valid expiration and our user-id.
@@ -136,7 +132,7 @@ class Publishing(BrokerBase):
                 return PublishResult(True, False)
             queues: list[Queue] = []
         else:
-            queues = self.route(vh, ex, routing_key, msg)
+            queues = vh.route(ex, routing_key, msg)
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))

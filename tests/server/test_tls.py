@@ -5,6 +5,7 @@ over HTTPS. Certificates are made for each run by tests/tlscerts.py."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import ssl
 import subprocess
@@ -185,6 +186,13 @@ def test_admin_api_over_https_lists_the_amqps_listener(tls_broker: BrokerProcess
     assert ("https", tls_broker.admin_port) in listeners
     with pytest.raises(httpx.ConnectError):  # our CA only: an untrusted server fails
         httpx.get(url, auth=("guest", "guest"), timeout=10)
+    # the admin CLI trusts the CA the way httpx does: SSL_CERT_FILE
+    out = subprocess.run(
+        [sys.executable, "-m", "amqplite", "connections", "--json",
+         "--admin-url", f"https://127.0.0.1:{tls_broker.admin_port}"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "SSL_CERT_FILE": str(pki.ca.cert)})
+    assert out.returncode == 0, out.stderr
 
 
 def test_tls_only_and_a_certificate_required(pki: PKI, tmp_path: Path) -> None:

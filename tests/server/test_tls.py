@@ -197,12 +197,19 @@ def test_admin_api_over_https_lists_the_amqps_listener(tls_broker: BrokerProcess
 
 def test_tls_only_and_a_certificate_required(pki: PKI, tmp_path: Path) -> None:
     """--no-plain with --tls-fail-if-no-peer-cert: no plain port; no certificate, no
-    connection; a client with one logs in (PLAIN here)."""
+    connection; a client with one logs in (PLAIN here); a silent socket times out."""
     port = free_port()
     b = BrokerProcess(tmp_path / "data", port, "--no-plain",
-                      *_tls_args(pki, port, "--tls-verify-peer", "--tls-fail-if-no-peer-cert"))
+                      *_tls_args(pki, port, "--tls-verify-peer", "--tls-fail-if-no-peer-cert"),
+                      env={"AMQPLITE_HANDSHAKE_TIMEOUT": "1"})
     b.start()  # its readiness probe is itself a client without a certificate
     try:
+        # a client that never starts its handshake is dropped after handshake_timeout
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as silent:
+            started = time.monotonic()
+            assert silent.recv(1) == b""
+            assert time.monotonic() - started < 8
+        wait_for(lambda: "no TLS handshake within 1.0s" in b.log(), 10, what="the log line")
         with pytest.raises(pika.exceptions.AMQPConnectionError):
             pika.BlockingConnection(_params(port, _context(pki)))
         with pika.BlockingConnection(_params(port, _context(pki, pki.issue("guest")))) as c:

@@ -63,8 +63,30 @@ def main() -> None:
 @click.option("--memory-high-watermark",
               help="Block publishers above this memory use: a fraction of RAM (default 0.4) "
                    "or a size such as 200MB or 1GiB.")
+@click.option("--plain/--no-plain", "plain_listener", default=None,
+              help="Serve plain AMQP on --port (default) or AMQPS only (needs --tls-port).")
+@click.option("--tls-port", type=int, help="AMQPS port (RabbitMQ uses 5671); off by default.")
+@click.option("--tls-cert", type=click.Path(dir_okay=False),
+              help="PEM server certificate (chain) for AMQPS.")
+@click.option("--tls-key", type=click.Path(dir_okay=False), help="PEM private key of --tls-cert.")
+@click.option("--tls-ca", type=click.Path(dir_okay=False),
+              help="PEM CA certificate(s) that client certificates must chain to.")
+@click.option("--tls-verify-peer", is_flag=True, default=None,
+              help="Ask AMQPS clients for a certificate and verify it against --tls-ca.")
+@click.option("--tls-fail-if-no-peer-cert", is_flag=True, default=None,
+              help="With --tls-verify-peer: refuse clients that send no certificate.")
+@click.option("--auth-mechanisms",
+              help="SASL mechanisms to offer, comma-separated (default PLAIN,AMQPLAIN; "
+                   "add EXTERNAL for client-certificate login).")
 @click.option("--admin-host", help="Admin HTTP API address (default 127.0.0.1).")
 @click.option("--admin-port", type=int, help="Admin HTTP API port (default 15672).")
+@click.option("--admin-tls", is_flag=True, default=None,
+              help="Serve the admin API over HTTPS (with --tls-cert/--tls-key unless "
+                   "--admin-tls-cert is given).")
+@click.option("--admin-tls-cert", type=click.Path(dir_okay=False),
+              help="PEM certificate for the admin API's HTTPS (implies --admin-tls).")
+@click.option("--admin-tls-key", type=click.Path(dir_okay=False),
+              help="PEM private key of --admin-tls-cert.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flags: Any) -> None:

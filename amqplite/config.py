@@ -16,6 +16,8 @@ import attrs
 
 DURABILITY = ("fsync", "os")
 LOG_LEVELS = ("off", "lifecycle", "full")
+#: SASL mechanisms a client may be offered (EXTERNAL: TLS client certificates)
+AUTH_MECHANISMS = ("PLAIN", "AMQPLAIN", "EXTERNAL")
 
 
 class ConfigError(ValueError):
@@ -62,6 +64,13 @@ def parse_size(value: str | int) -> int:
     if n < 0:
         raise ValueError("a size must not be negative")
     return int(n * _UNITS[unit])
+
+
+def _mechanisms(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    unknown = [m for m in value if m not in AUTH_MECHANISMS]
+    if unknown or not value:
+        raise ConfigError(f"{attr.name} must be a non-empty list of "
+                          f"{', '.join(AUTH_MECHANISMS)}; got {value!r}")
 
 
 def _size(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
@@ -174,9 +183,56 @@ class Settings:
     default_user: str = "guest"
     default_pass: str = "guest"
     loopback_users: list[str] = attrs.field(factory=lambda: ["guest"])
+    #: SASL mechanisms offered in connection.start, in order (RabbitMQ's auth_mechanisms);
+    #: EXTERNAL is offered only on TLS connections with a verified client certificate
+    auth_mechanisms: list[str] = attrs.field(factory=lambda: ["PLAIN", "AMQPLAIN"],
+                                             validator=_mechanisms)
+    #: False: no plain AMQP listener, AMQPS only (RabbitMQ's ``listeners.tcp = none``)
+    plain_listener: bool = True
+    #: AMQPS port; None: no TLS listener (0 picks a free port, as for ``port``)
+    tls_port: int | None = attrs.field(default=None,
+                                       validator=attrs.validators.optional(_positive))
+    #: PEM files: the server's certificate (chain), its private key, and the CA(s)
+    #: that client certificates must chain to
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
+    #: ask clients for a certificate and verify it against tls_ca
+    tls_verify_peer: bool = False
+    #: with tls_verify_peer: refuse the handshake of a client that sends no certificate
+    tls_fail_if_no_peer_cert: bool = False
     admin_host: str = "127.0.0.1"
     #: 0 disables the admin HTTP API
     admin_port: int = attrs.field(default=15672, validator=_positive)
+    #: serve the admin API over HTTPS (implied by admin_tls_cert); without its own
+    #: certificate it uses tls_cert / tls_key
+    admin_tls: bool = False
+    admin_tls_cert: str = ""
+    admin_tls_key: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        """Refuse TLS settings that cannot work together, before anything listens."""
+        if self.tls_port is not None and not (self.tls_cert and self.tls_key):
+            raise ConfigError("tls_port needs tls_cert and tls_key")
+        if self.tls_verify_peer and not self.tls_ca:
+            raise ConfigError("tls_verify_peer needs tls_ca (the CA client certificates "
+                              "must chain to)")
+        if self.tls_fail_if_no_peer_cert and not self.tls_verify_peer:
+            raise ConfigError("tls_fail_if_no_peer_cert needs tls_verify_peer")
+        if not self.plain_listener and self.tls_port is None:
+            raise ConfigError("plain_listener = false leaves no listener: set tls_port")
+        if self.admin_tls_cert or self.admin_tls_key:
+            self.admin_tls = True
+        if self.admin_tls and not all(self.admin_cert_files):
+            raise ConfigError("admin_tls needs admin_tls_cert and admin_tls_key "
+                              "(or tls_cert and tls_key)")
+
+    @property
+    def admin_cert_files(self) -> tuple[str, str]:
+        """(certificate, key) of the admin HTTPS listener: its own, else the AMQPS pair."""
+        if self.admin_tls_cert or self.admin_tls_key:
+            return self.admin_tls_cert, self.admin_tls_key
+        return self.tls_cert, self.tls_key
 
     @property
     def disk_free_limit_bytes(self) -> int:
@@ -195,6 +251,72 @@ class Settings:
 
 _FIELDS = {a.name: a for a in attrs.fields(Settings)}
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ValueError("expected true or false")
+
+
+def _verify(value: Any) -> bool:
+    if value not in ("verify_peer", "verify_none"):
+        raise ValueError("expected verify_peer or verify_none")
+    return value == "verify_peer"
+
+
+def _tcp_listener(value: Any) -> bool:
+    if value != "none":
+        raise ValueError('expected "none" (or listeners.tcp.default = PORT)')
+    return False
+
+
+#: rabbitmq.conf names accepted in the TOML file as dotted keys, e.g.
+#: ``ssl_options.certfile = "server.pem"``: path -> (setting, conversion)
+_RABBIT_KEYS: dict[tuple[str, ...], tuple[str, Any]] = {
+    ("listeners", "tcp"): ("plain_listener", _tcp_listener),
+    ("listeners", "tcp", "default"): ("port", None),
+    ("listeners", "ssl", "default"): ("tls_port", None),
+    ("ssl_options", "certfile"): ("tls_cert", None),
+    ("ssl_options", "keyfile"): ("tls_key", None),
+    ("ssl_options", "cacertfile"): ("tls_ca", None),
+    ("ssl_options", "verify"): ("tls_verify_peer", _verify),
+    ("ssl_options", "fail_if_no_peer_cert"): ("tls_fail_if_no_peer_cert", None),
+    ("management", "ssl", "port"): ("admin_port", None),
+    ("management", "ssl", "ip"): ("admin_host", None),
+    ("management", "ssl", "certfile"): ("admin_tls_cert", None),
+    ("management", "ssl", "keyfile"): ("admin_tls_key", None),
+}
+_RABBIT_TABLES = {path[0] for path in _RABBIT_KEYS}
+
+
+def _rabbit_keys(table: Mapping[str, Any], path: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Flatten rabbitmq.conf-style tables into settings; unknown keys are errors.
+
+    ``management.ssl.*`` also turns HTTPS on for the admin API.
+    """
+    out: dict[str, Any] = {}
+    for k, v in table.items():
+        key = (*path, k)
+        if isinstance(v, Mapping):
+            out.update(_rabbit_keys(v, key))
+            continue
+        if key not in _RABBIT_KEYS:
+            raise ConfigError(f"unknown setting '{'.'.join(key)}'")
+        name, convert = _RABBIT_KEYS[key]
+        try:
+            out[name] = convert(v) if convert else v
+        except ValueError as exc:
+            raise ConfigError(f"{'.'.join(key)}: {exc}") from None
+        if key[0] == "management":
+            out["admin_tls"] = True
+    return out
+
 
 def _coerce(name: str, value: Any) -> Any:
     a = _FIELDS[name]
@@ -202,6 +324,10 @@ def _coerce(name: str, value: Any) -> Any:
     try:
         if t == "int":
             return int(value)
+        if t == "int | None":
+            return None if value in (None, "", "none") else int(value)
+        if t == "bool":
+            return _bool(value)
         if t == "float":
             return float(value)
         if t == "list[str]":
@@ -233,6 +359,11 @@ def load_settings(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path}: {exc}") from None
         data = data.get("amqplite", data)
+        rabbit = {k: data.pop(k) for k in list(data) if k in _RABBIT_TABLES}
+        try:
+            data.update(_rabbit_keys(rabbit))
+        except ConfigError as exc:
+            raise ConfigError(f"config file {path}: {exc}") from None
         for k, v in data.items():
             key = k.replace("-", "_")
             if key not in _FIELDS:

@@ -27,6 +27,16 @@ def test_precedence(tmp_path: Path) -> None:
     ('durability = "sometimes"', "durability must be one of"),
     ("port = -1", "port must not be negative"),
     ("port = [", "config file"),
+    ("tls_port = 5671", "tls_port needs tls_cert and tls_key"),
+    ("tls_verify_peer = true", "tls_verify_peer needs tls_ca"),
+    ('tls_ca = "ca"\ntls_fail_if_no_peer_cert = true', "needs tls_verify_peer"),
+    ("plain_listener = false", "leaves no listener"),
+    ("admin_tls = true", "admin_tls needs"),
+    ('auth_mechanisms = ["PLAIN", "KERBEROS"]', "auth_mechanisms must be"),
+    ('ssl_options.verify = "sometimes"', "ssl_options.verify: expected verify_peer"),
+    ('listeners.tcp = "yes"', 'listeners.tcp: expected "none"'),
+    ('ssl_options.password = "x"', "unknown setting 'ssl_options.password'"),
+    ('tls_verify_peer = "maybe"', "tls_verify_peer: cannot use"),
 ])
 def test_bad_config_names_the_problem(tmp_path: Path, text: str, needle: str) -> None:
     f = tmp_path / "bad.toml"
@@ -89,3 +99,28 @@ def test_memory_watermark_default_and_limit(tmp_path: Path) -> None:
 def test_bad_memory_watermark_names_the_setting(text: str) -> None:
     with pytest.raises(ConfigError, match=r"^memory_high_watermark: not a"):
         load_settings(None, env={}, overrides={"memory_high_watermark": text})
+
+
+def test_tls_settings_from_flags_env_and_rabbitmq_style_toml(tmp_path: Path) -> None:
+    f = tmp_path / "tls.toml"
+    f.write_text('listeners.tcp = "none"\nlisteners.ssl.default = 5671\n'
+                 'ssl_options.certfile = "s.pem"\nssl_options.keyfile = "s.key"\n'
+                 'ssl_options.cacertfile = "ca.pem"\nssl_options.verify = "verify_peer"\n'
+                 'ssl_options.fail_if_no_peer_cert = true\n'
+                 'management.ssl.port = 15671\n'
+                 'management.ssl.certfile = "m.pem"\nmanagement.ssl.keyfile = "m.key"\n')
+    s = load_settings(f, env={})
+    assert (s.plain_listener, s.tls_port, s.tls_cert, s.tls_key, s.tls_ca) == (
+        False, 5671, "s.pem", "s.key", "ca.pem")
+    assert s.tls_verify_peer and s.tls_fail_if_no_peer_cert
+    assert (s.admin_port, s.admin_tls, s.admin_cert_files) == (15671, True, ("m.pem", "m.key"))
+    env = {"AMQPLITE_TLS_PORT": "0", "AMQPLITE_TLS_CERT": "a", "AMQPLITE_TLS_KEY": "b",
+           "AMQPLITE_ADMIN_TLS": "true", "AMQPLITE_PLAIN_LISTENER": "false"}
+    s = load_settings(None, env=env, overrides={"auth_mechanisms": "EXTERNAL,PLAIN"})
+    assert (s.tls_port, s.admin_tls, s.admin_cert_files, s.plain_listener) == (
+        0, True, ("a", "b"), False)
+    assert s.auth_mechanisms == ["EXTERNAL", "PLAIN"]
+    defaults = load_settings(None, env={})
+    assert defaults.tls_port is None and defaults.plain_listener and not defaults.admin_tls
+    assert defaults.auth_mechanisms == ["PLAIN", "AMQPLAIN"]
+

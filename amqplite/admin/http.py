@@ -187,9 +187,10 @@ def _bind(host: str, port: int) -> str:
 
 
 async def run_admin(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve the admin API on settings.admin_host:admin_port until cancelled.
+    """Serve the admin API on settings.admin_host:admin_port until cancelled, over
+    HTTPS when ``admin_tls`` is set.
 
-    ``task_status.started`` receives the base URL (``http://host:port``).
+    ``task_status.started`` receives the base URL (``http(s)://host:port``).
     """
     from hypercorn.config import Config
     from hypercorn.trio import serve
@@ -201,6 +202,8 @@ async def run_admin(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
     config.errorlog = log
     config.graceful_timeout = 1.0
     config.keep_alive_timeout = 30
+    if s.admin_tls:  # hypercorn's context: TLS 1.2 or later
+        config.certfile, config.keyfile = s.admin_cert_files
     app = AdminApp(server)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(app.api.run_sampler)

@@ -96,11 +96,12 @@ def overview(server: Server, rates: Rates) -> dict[str, Any]:
     counts = {k: int(st.get(v, 0)) for k, v in stat_names.items() if v in st}
     rts = {k: rates.rate(f"broker.{v}") for k, v in stat_names.items()}
     s = server.settings
-    listeners = [{"node": NODE, "protocol": "amqp", "ip_address": h, "port": p}
-                 for p in server.listen_ports for h in (s.host or ["::"])]
+    listeners = [{"node": NODE, "protocol": proto, "ip_address": h, "port": p}
+                 for proto, ports in (("amqp", server.listen_ports), ("amqp/ssl", server.tls_ports))
+                 for p in ports for h in (s.host or ["::"])]
     if server.admin_url:
-        listeners.append({"node": NODE, "protocol": "http", "ip_address": s.admin_host,
-                          "port": s.admin_port})
+        listeners.append({"node": NODE, "protocol": "https" if s.admin_tls else "http",
+                          "ip_address": s.admin_host, "port": s.admin_port})
     return {
         # what this is; tools that gate features on a RabbitMQ version read the next two
         "product_name": "amqplite",
@@ -182,7 +183,9 @@ def _conn_state(conn: AMQPConnection) -> str:
 def connection_info(conn: AMQPConnection) -> dict[str, Any]:
     s = conn.session
     try:
-        host, port = conn.stream.socket.getsockname()[:2]
+        # a TLS connection's socket is under its SSLStream
+        transport: Any = getattr(conn.stream, "transport_stream", conn.stream)
+        host, port = transport.socket.getsockname()[:2]
     except (OSError, AttributeError):
         host, port = None, None
     props = _client_product(conn)

@@ -60,6 +60,15 @@ class UserDB:
         u = self.users.get(name)
         if u is None or not check_password(password, u.password_hash):
             return None
-        if u.loopback_only and not is_loopback(peer_host):
-            return None
-        return u
+        return self._may_connect(u, peer_host)
+
+    def identify(self, name: str, peer_host: str) -> User | None:
+        """The user a verified TLS client certificate names (SASL EXTERNAL): it must
+        exist and may connect from here; there is no password to check."""
+        u = self.users.get(name)
+        return None if u is None else self._may_connect(u, peer_host)
+
+    @staticmethod
+    def _may_connect(u: User, peer_host: str) -> User | None:
+        """Loopback-only users (guest) are refused from elsewhere, whatever the mechanism."""
+        return None if u.loopback_only and not is_loopback(peer_host) else u

@@ -72,7 +72,7 @@ from amqplite.protocol.reader import (
     Channel,
     FrameReader,
 )
-from amqplite.protocol.sasl import MECHANISMS, parse_credentials
+from amqplite.protocol.sasl import MECHANISMS, offered, parse_credentials
 from amqplite.protocol.spec import FRAME_MIN_SIZE, PROTOCOL_HEADER, ReplyCode, is_soft_error
 
 __all__ = ["ServerConnection"]
@@ -110,7 +110,10 @@ def _truncate_shortstr(text: str) -> str:
 class ServerConnection(FrameReader):
     """The server side of one AMQP 0-9-1 connection (no I/O, no clocks).
 
-    ``authenticate(username, password) -> bool`` checks credentials;
+    ``authenticate(username, password) -> bool`` checks credentials; password
+    None means SASL EXTERNAL: ``external_user`` (a verified TLS client
+    certificate's name, given only then) is the identity, so only check that
+    this user may log in;
     ``check_vhost(username, vhost) -> bool`` grants the vhost (False answers
     530 "vhost X not found"; raise an :class:`AMQPError` for another text).
     ``channel_max``/``frame_max``/``heartbeat`` are offered in connection.tune.
@@ -119,7 +122,7 @@ class ServerConnection(FrameReader):
     def __init__(
         self,
         *,
-        authenticate: Callable[[str, str], bool],
+        authenticate: Callable[[str, str | None], bool],
         check_vhost: Callable[[str, str], bool],
         server_properties: Mapping[str, Any] | None = None,
         channel_max: int = 2047,
@@ -127,6 +130,7 @@ class ServerConnection(FrameReader):
         heartbeat: int = 60,
         max_message_size: int = 128 * 1024 * 1024,
         mechanisms: tuple[str, ...] = MECHANISMS,
+        external_user: str | None = None,
     ) -> None:
         props = dict(default_server_properties())
         if server_properties:
@@ -138,7 +142,8 @@ class ServerConnection(FrameReader):
         self._offer_frame_max = frame_max
         self._offer_heartbeat = heartbeat
         super().__init__(max_message_size)
-        self._mechanisms = mechanisms
+        self._mechanisms = offered(mechanisms, external_user)
+        self._external_user = external_user
 
         # Two views of the state: _state follows the bytes parsed so far; _tx_state
         # follows the events handed out, and decides what the server may still send
@@ -639,7 +644,8 @@ class ServerConnection(FrameReader):
         if mechanism not in self._mechanisms:
             raise _hard(ReplyCode.COMMAND_INVALID,
                         f"unknown authentication mechanism '{mechanism}'", 10, 11)
-        username, password = parse_credentials(mechanism, method.response)
+        username, password = parse_credentials(mechanism, method.response,
+                                               self._external_user)
         try:
             ok = bool(self._authenticate(username, password))
         except AMQPError:

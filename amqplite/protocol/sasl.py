@@ -1,7 +1,9 @@
-"""SASL responses of connection.start-ok: PLAIN and AMQPLAIN to (username, password).
+"""SASL responses of connection.start-ok: PLAIN and AMQPLAIN to (username, password),
+EXTERNAL to the name the transport vouches for (a TLS client certificate).
 
 Apart from the state machine because mechanisms change for reasons of their
-own (a later EXTERNAL, say); errors use RabbitMQ's reply codes and texts.
+own; errors use RabbitMQ's reply codes and texts. No TLS here: the server
+passes the certificate's user name in as plain data.
 """
 
 from __future__ import annotations
@@ -12,16 +14,31 @@ from amqplite.protocol.codec import decode_table
 from amqplite.protocol.errors import ConnectionError_, erl_binary
 from amqplite.protocol.spec import ReplyCode
 
-__all__ = ["MECHANISMS", "parse_credentials"]
+__all__ = ["EXTERNAL", "MECHANISMS", "offered", "parse_credentials"]
 
-#: Mechanisms this module understands, in the order connection.start offers them.
+#: Mechanisms offered by default, in the order connection.start offers them.
 MECHANISMS = ("PLAIN", "AMQPLAIN")
+#: RabbitMQ's rabbitmq_auth_mechanism_ssl: the user is the client certificate's name.
+EXTERNAL = "EXTERNAL"
+
+
+def offered(configured: tuple[str, ...], external_user: str | None) -> tuple[str, ...]:
+    """The configured mechanisms this connection can use: EXTERNAL only with a user
+    name from a verified client certificate (RabbitMQ offers it only then too)."""
+    return tuple(m for m in configured if m != EXTERNAL or external_user is not None)
 
 _I = struct.Struct(">I")
 
 
-def parse_credentials(mechanism: str, response: bytes) -> tuple[str, str]:
-    """(username, password) from a start-ok response; 502/503 when it is malformed."""
+def parse_credentials(mechanism: str, response: bytes,
+                      external_user: str | None = None) -> tuple[str, str | None]:
+    """(username, password) from a start-ok response; 502/503 when it is malformed.
+
+    EXTERNAL gives (the certificate's user, None): there is no password to check,
+    and the response (an optional authorisation identity) is ignored, as RabbitMQ does.
+    """
+    if mechanism == EXTERNAL and external_user is not None:
+        return external_user, None
     if mechanism == "PLAIN":
         parts = response.split(b"\x00")
         if len(parts) != 3:

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import logging
 import signal
+import ssl
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
@@ -34,6 +35,8 @@ from amqplite.server.memory import MemoryMonitor
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import PortInUse, address_in_use
 from amqplite.server.recovery import restore
+from amqplite.server.tls import accept as accept_tls
+from amqplite.server.tls import peer_user, server_context
 from amqplite.store.engine import CLEAN_KEY, Store
 from amqplite.store.ops import EXPORTED_KEY
 
@@ -66,7 +69,10 @@ class Server:
         #: what the metrics report beside the broker's own stats
         self.counters = Counters()
         self.connections: set[AMQPConnection] = set()
+        #: plain AMQP ports, then AMQPS ports, once listening
         self.listen_ports: list[int] = []
+        self.tls_ports: list[int] = []
+        self._tls: ssl.SSLContext | None = None
         self.started_at = time.time()
         self._nursery: trio.Nursery | None = None
         self._paging: dict[tuple[str, str], trio.Event] = defaultdict(trio.Event)
@@ -200,6 +206,8 @@ class Server:
                           services: Sequence[Service],
                           task_status: trio.TaskStatus[Server]) -> None:
         s = self.settings
+        if s.tls_port is not None:
+            self._tls = server_context(s)  # a bad certificate stops us before the store opens
         self.store = Store(s.db_url, durability=s.durability)
         store = self.store
         await trio.to_thread.run_sync(store.create)
@@ -227,9 +235,12 @@ class Server:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                listeners = await self._open_listeners()
-                self.listen_ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
-                nursery.start_soon(self._serve, listeners)
+                listeners = await self._open_listeners(s.port) if s.plain_listener else []
+                secure = ([] if s.tls_port is None
+                          else await self._open_listeners(s.tls_port, tls=True))
+                self.listen_ports = _ports(listeners)
+                self.tls_ports = _ports(secure)
+                nursery.start_soon(self._serve, listeners, secure)
                 nursery.start_soon(self._watch_signals)
                 nursery.start_soon(self._timers)
                 nursery.start_soon(self._retention)
@@ -239,9 +250,12 @@ class Server:
                 for service in services:
                     await nursery.start(service, self)
                 if lock is not None:
-                    lock.update(ports=self.listen_ports, admin_port=_port_of(self.admin_url))
-                log.info("amqplite %s listening on port(s) %s, data in %s; %s",
-                         __version__, self.listen_ports, s.db_url, self.memory.describe())
+                    lock.update(ports=self.listen_ports + self.tls_ports,
+                                admin_port=_port_of(self.admin_url))
+                log.info("amqplite %s listening on port(s) %s%s, data in %s; %s",
+                         __version__, self.listen_ports,
+                         f", AMQPS on {self.tls_ports}" if secure else "", s.db_url,
+                         self.memory.describe())
                 task_status.started(self)
                 await self._stopping.wait()
                 clean = await self._shutdown()
@@ -250,33 +264,45 @@ class Server:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(functools.partial(store.close, clean=clean))
 
-    async def _open_listeners(self) -> list[trio.SocketListener]:
+    async def _open_listeners(self, port: int, *, tls: bool = False,
+                              ) -> list[trio.SocketListener]:
         s = self.settings
         if not s.host:
-            return await _listen(s.port, None)
+            return await _listen(port, None, tls)
         out: list[trio.SocketListener] = []
-        port = s.port
         for h in s.host:
-            got = await _listen(port, h)
+            got = await _listen(port, h, tls)
             out.extend(got)
             if port == 0 and got:
                 port = got[0].socket.getsockname()[1]
         return out
 
-    async def _serve(self, listeners: list[trio.SocketListener]) -> None:
-        async def handle(stream: trio.SocketStream) -> None:
+    async def _serve(self, listeners: list[trio.SocketListener],
+                     secure: list[trio.SocketListener]) -> None:
+        async def handle(stream: trio.SocketStream, tls: ssl.SSLContext | None = None) -> None:
             try:
                 peer = stream.socket.getpeername()
             except OSError:
                 return
             with contextlib.suppress(OSError):
                 stream.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
-            await AMQPConnection(self, stream, peer).run()
+            if tls is None:
+                await AMQPConnection(self, stream, peer).run()
+                return
+            # the handshake is this connection's own: a failure closes only it
+            tls_stream = await accept_tls(stream, tls, f"{peer[0]}:{peer[1]}",
+                                          self.settings.handshake_timeout)
+            if tls_stream is not None:
+                await AMQPConnection(self, tls_stream, peer,
+                                     external_user=peer_user(tls_stream)).run()
 
         async with trio.open_nursery() as n:
             self._listen_scope = n.cancel_scope
             for ln in listeners:
                 n.start_soon(trio.serve_listeners, handle, [ln])
+            for ln in secure:
+                n.start_soon(trio.serve_listeners, functools.partial(handle, tls=self._tls),
+                             [ln])
 
     async def _timers(self) -> None:
         """Message TTL and queue expiry happen on time, consumers or not."""
@@ -342,12 +368,14 @@ class Server:
         return False
 
 
-async def _listen(port: int, host: str | None) -> list[trio.SocketListener]:
+async def _listen(port: int, host: str | None, tls: bool = False,
+                  ) -> list[trio.SocketListener]:
     try:
         return await trio.open_tcp_listeners(port, host=host)
     except OSError as exc:
         if address_in_use(exc):
-            raise PortInUse("AMQP", host or "every address", port, "port") from None
+            raise PortInUse("AMQPS" if tls else "AMQP", host or "every address", port,
+                            "tls_port" if tls else "port") from None
         raise
 
 
@@ -362,6 +390,10 @@ def _lock_dir(s: Settings) -> Path | None:
         if path and path != ":memory:":
             return Path(path).parent
     return None
+
+
+def _ports(listeners: list[trio.SocketListener]) -> list[int]:
+    return sorted({ln.socket.getsockname()[1] for ln in listeners})
 
 
 def _port_of(url: str | None) -> int | None:

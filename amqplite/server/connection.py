@@ -54,7 +54,10 @@ _HANDSHAKE_STATES = frozenset({
 
 
 class AMQPConnection:
-    def __init__(self, server: Server, stream: trio.SocketStream, peer: tuple[str, int]) -> None:
+    def __init__(self, server: Server, stream: trio.abc.Stream, peer: tuple[str, int], *,
+                 external_user: str | None = None) -> None:
+        """``stream``: a socket or TLS stream; ``external_user``: a verified client
+        certificate's user name (TLS only), which SASL EXTERNAL may log in as."""
         self.server = server
         self.broker = server.broker
         self.stream = stream
@@ -69,6 +72,8 @@ class AMQPConnection:
             frame_max=s.frame_max,
             heartbeat=s.heartbeat,
             max_message_size=s.max_message_size,
+            mechanisms=tuple(s.auth_mechanisms),
+            external_user=external_user,
         )
         #: the store bridge (the server runs, so it exists): read per publish
         self._persist = server.persist
@@ -100,8 +105,13 @@ class AMQPConnection:
         self._publish_epoch = -1
 
     # ------------------------------------------------------------- auth
-    def _authenticate(self, username: str, password: str) -> bool:
-        user = self.server.users.authenticate(username, password, self.peer_host)
+    def _authenticate(self, username: str, password: str | None) -> bool:
+        users = self.server.users
+        user = (users.identify(username, self.peer_host) if password is None  # EXTERNAL
+                else users.authenticate(username, password, self.peer_host))
+        if user is None:  # what "For details see the broker logfile" points to
+            log.warning("%s: login refused for user %r (%s)", self.name, username,
+                        "client certificate" if password is None else "password")
         self._user = user
         return user is not None
 
@@ -271,8 +281,9 @@ class AMQPConnection:
                                          OSError):
                     if data:
                         await self.stream.send_all(data)
-                    if self._linger_deadline is not None:
-                        await self.stream.send_eof()  # FIN after the last frame
+                    if (self._linger_deadline is not None
+                            and isinstance(self.stream, trio.abc.HalfCloseableStream)):
+                        await self.stream.send_eof()  # FIN after the last frame (not TLS)
                 return
             await self._wake.wait()
             self._wake = trio.Event()

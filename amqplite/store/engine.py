@@ -24,7 +24,7 @@ from sqlalchemy.exc import OperationalError
 from . import recovery
 from . import schema as s
 from .apply import Applier, PruneRange, storable_logs, upsert
-from .ops import Op
+from .ops import LogEvent, Op
 from .reads import StoreReads
 from .recovery import Recovered
 
@@ -48,6 +48,21 @@ def _may_pass(exc: BaseException) -> bool:
 
 #: meta key: "1" after a clean shutdown, "0" while a broker runs (see mark_open)
 CLEAN_KEY = "clean_shutdown"
+
+
+def _needs_fsync(group: Sequence[tuple[Sequence[Any], Any]]) -> bool:
+    """Does anything in the group need to survive a power loss the moment it commits?
+
+    Only delivery-log rows do not: no publisher, consumer or admin waits on
+    them, and a process crash loses nothing committed either way (the OS has
+    the pages). Everything else (messages, entries, acks, metadata) does.
+    """
+    for ops, _cb in group:
+        for op in ops:
+            t = type(op)
+            if t is not tuple and t is not LogEvent:
+                return True
+    return False
 
 
 def _register_sqlite3_fast_adapters() -> None:
@@ -133,6 +148,11 @@ class Store(StoreReads):
         #: submissions in the most recent group
         self.last_group_size = 0
         self._applier = Applier(self.engine)
+        #: SQLite with durability "fsync": a group of delivery-log rows alone commits
+        #: without an fsync (see ``_needs_fsync``)
+        self._relaxable = self._is_sqlite and durability == "fsync"
+        #: the writer connection's synchronous setting (None: as connected, FULL)
+        self._sync: bool | None = None
 
     # --- set-up ---------------------------------------------------------------
 
@@ -306,6 +326,9 @@ class Store(StoreReads):
             try:
                 if self._conn is None:
                     self._conn = self.engine.connect()
+                    self._sync = None
+                if self._relaxable:
+                    self._set_sync(self._conn, _needs_fsync(group))
                 with self._conn.begin():
                     self._applier.apply(self._conn, [ops for ops, _cb in group])
             except Exception as exc:
@@ -333,6 +356,20 @@ class Store(StoreReads):
                 self._failing_since = None
                 self._set_failing(None)
             return None
+
+    def _set_sync(self, conn: Connection, full: bool) -> None:
+        """Switch the writer connection between FULL and NORMAL between transactions.
+
+        In WAL mode NORMAL skips the fsync at commit; the next FULL commit
+        syncs the WAL up to itself, earlier transactions included, so order
+        and every confirmed write stay as durable as before.
+        """
+        if self._sync is full:
+            return
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        raw.execute("PRAGMA synchronous=FULL" if full else "PRAGMA synchronous=NORMAL")
+        self._sync = full
 
     def _drop_connection(self) -> None:
         if self._conn is not None:

@@ -21,6 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from amqpbench.scenario import SCENARIOS, RunResult, run_once
+from amqpbench.topology import TOPOLOGIES, Sampler, TopologyResult, broker_process, run_topology
+
+ALL = [*SCENARIOS, *TOPOLOGIES]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -32,11 +35,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--count", type=int, default=50_000, help="messages per run")
     parser.add_argument("--runs", type=int, default=3, help="runs per broker and scenario")
     parser.add_argument("--size", type=int, default=1024, help="body size in bytes (>= 16)")
-    parser.add_argument("--scenario", choices=[*SCENARIOS, "all"], default="all")
+    parser.add_argument("--scenario", choices=[*ALL, "all"], action="append",
+                        help="repeatable; default all: persistent (S1), transient (S2), "
+                             "fanout (S3), topic (S4), backlog (S5), idle200 (S6)")
+    parser.add_argument("--idle-seconds", type=float, default=10.0,
+                        help="idle200: how long the 1,000 msg/s run lasts")
     parser.add_argument("--inflight", type=int, default=1000,
                         help="max messages published but not yet received (0: unlimited)")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per run")
     args = parser.parse_args(argv)
+    if not args.scenario or "all" in args.scenario:
+        args.scenario = ALL
     if args.label and len(args.label) != len(args.urls):
         parser.error("give one --label per URL, or none")
     if args.size < 16:
@@ -52,54 +61,70 @@ def describe_machine() -> str:
             f"{os.cpu_count()} cores | load avg {load} | Python {platform.python_version()}")
 
 
+def run(url: str, key: str, args: argparse.Namespace) -> TopologyResult:
+    """One run of one scenario, with the broker's CPU and peak RSS around it."""
+    if key in TOPOLOGIES:
+        tp = TOPOLOGIES[key]
+        count = int(tp.rate * args.idle_seconds) if tp.rate else args.count
+        return run_topology(url, tp, count, args.size, args.timeout)
+    sampler = Sampler(broker_process(url))
+    res: RunResult = run_once(url, SCENARIOS[key], args.count, args.size, args.timeout,
+                              args.inflight, on_go=sampler.start)
+    cpu, rss = sampler.stop() if sampler.started else (0.0, 0.0)
+    extra = f"nacks {res.nacks}" if res.nacks else ""
+    return TopologyResult(rate=res.rate, p50_ms=res.p50_ms, p99_ms=res.p99_ms, cpu_pct=cpu,
+                          rss_mib=rss, extra=extra, error=res.error)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    scenarios = list(SCENARIOS.values()) if args.scenario == "all" else [SCENARIOS[args.scenario]]
     brokers = list(zip(args.label, args.urls, strict=True))
     print(describe_machine())
-    print(f"{args.count} msgs x {args.size} B per run, {args.runs} runs, one publisher and one "
-          f"consumer process per run, in flight <= {args.inflight or 'unlimited'}\n")
-    results: dict[tuple[str, str], list[RunResult]] = {}
-    for run in range(args.runs):
-        order = brokers if run % 2 == 0 else brokers[::-1]
-        for sc in scenarios:
+    print(f"{args.count} msgs x {args.size} B per run, {args.runs} runs; publisher and "
+          f"consumers in their own processes; S1/S2 in flight <= {args.inflight or 'unlimited'}"
+          "; CPU is the broker's, in % of one core\n")
+    results: dict[tuple[str, str], list[TopologyResult]] = {}
+    for n in range(args.runs):
+        order = brokers if n % 2 == 0 else brokers[::-1]
+        for key in args.scenario:
             for label, url in order:
-                res = run_once(url, sc, args.count, args.size, args.timeout, args.inflight)
-                results.setdefault((sc.key, label), []).append(res)
+                res = run(url, key, args)
+                results.setdefault((key, label), []).append(res)
                 status = f"  ERROR {res.error}" if res.error else ""
-                print(f"run {run + 1} {sc.key:<10} {label:<12} {res.rate:>9.0f} msg/s  "
+                print(f"run {n + 1} {key:<10} {label:<12} {res.rate:>9.0f} msg/s  "
                       f"p50 {res.p50_ms:8.2f} ms  p99 {res.p99_ms:8.2f} ms  "
-                      f"({res.received} in {res.seconds:.2f} s, nacks {res.nacks}){status}",
+                      f"CPU {res.cpu_pct:5.0f}%  RSS {res.rss_mib:6.0f} MiB  {res.extra}{status}",
                       flush=True)
     print()
-    print_table(scenarios, [label for label, _ in brokers], results)
+    print_table(args.scenario, [label for label, _ in brokers], results)
     failed = any(r.error for runs in results.values() for r in runs)
     return 1 if failed else 0
 
 
-def print_table(scenarios: list, labels: list[str],
-                results: dict[tuple[str, str], list[RunResult]]) -> None:
+def print_table(keys: list[str], labels: list[str],
+                results: dict[tuple[str, str], list[TopologyResult]]) -> None:
     """Medians per scenario and broker; ratio is throughput relative to the first broker."""
-    header = f"| {'scenario':<10} | {'broker':<12} | {'msgs/s':>8} | {'p50 ms':>8} | " \
-             f"{'p99 ms':>8} | {'ratio':>6} |"
+    header = (f"| {'scenario':<10} | {'broker':<12} | {'msgs/s':>8} | {'p50 ms':>8} | "
+              f"{'p99 ms':>8} | {'CPU %':>6} | {'RSS MiB':>7} | {'ratio':>6} | extra")
     print(header)
-    print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
-    for sc in scenarios:
+    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:]) + "|")
+    for key in keys:
         base = None
         for label in labels:
-            runs = [r for r in results.get((sc.key, label), []) if not r.error]
+            runs = [r for r in results.get((key, label), []) if not r.error]
             if not runs:
-                print(f"| {sc.key:<10} | {label:<12} | {'failed':>8} | {'':>8} | {'':>8} | "
-                      f"{'':>6} |")
+                print(f"| {key:<10} | {label:<12} | {'failed':>8} |")
                 continue
-            rate = statistics.median(r.rate for r in runs)
-            p50 = statistics.median(r.p50_ms for r in runs)
-            p99 = statistics.median(r.p99_ms for r in runs)
+            med = statistics.median
+            rate = med(r.rate for r in runs)
             base = base or rate
-            print(f"| {sc.key:<10} | {label:<12} | {rate:>8.0f} | {p50:>8.2f} | {p99:>8.2f} | "
-                  f"{rate / base:>6.2f} |")
-    for sc in scenarios:
-        print(f"\n{sc.key}: {sc.title}")
+            extra = ", ".join(sorted({r.extra for r in runs if r.extra}))[:60]
+            print(f"| {key:<10} | {label:<12} | {rate:>8.0f} | {med(r.p50_ms for r in runs):>8.2f}"
+                  f" | {med(r.p99_ms for r in runs):>8.2f} | {med(r.cpu_pct for r in runs):>6.0f}"
+                  f" | {med(r.rss_mib for r in runs):>7.0f} | {rate / base:>6.2f} | {extra}")
+    for key in keys:
+        title = SCENARIOS[key].title if key in SCENARIOS else TOPOLOGIES[key].title
+        print(f"\n{key}: {title}")
 
 
 if __name__ == "__main__":

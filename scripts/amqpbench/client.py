@@ -176,6 +176,20 @@ class Connection:
         await self.rpc(wire.QUEUE_DECLARE, b"\x00\x00" + wire.shortstr(name)
                        + struct.pack(">B", bits) + wire.table(arguments), wire.QUEUE_DECLARE_OK)
 
+    async def exchange_declare(self, name: str, kind: str, durable: bool) -> None:
+        await self.rpc(wire.EXCHANGE_DECLARE, b"\x00\x00" + wire.shortstr(name)
+                       + wire.shortstr(kind) + struct.pack(">B", 2 if durable else 0)
+                       + wire.table(), wire.EXCHANGE_DECLARE_OK)
+
+    async def exchange_delete(self, name: str) -> None:
+        await self.rpc(wire.EXCHANGE_DELETE, b"\x00\x00" + wire.shortstr(name) + b"\x00",
+                       wire.EXCHANGE_DELETE_OK)
+
+    async def queue_bind(self, queue: str, exchange: str, routing_key: str) -> None:
+        await self.rpc(wire.QUEUE_BIND, b"\x00\x00" + wire.shortstr(queue)
+                       + wire.shortstr(exchange) + wire.shortstr(routing_key) + b"\x00"
+                       + wire.table(), wire.QUEUE_BIND_OK)
+
     async def queue_delete(self, name: str) -> int:
         reply = await self.rpc(wire.QUEUE_DELETE, b"\x00\x00" + wire.shortstr(name) + b"\x00",
                                wire.QUEUE_DELETE_OK)

@@ -216,8 +216,40 @@ async def _setup(url: str, queue: str, durable: bool, delete_only: bool = False)
     await conn.close()
 
 
+def drive(procs: list[Any], ready: list[Event], go: Event, results: Any, deadline: float,
+          on_result: Any = None, on_go: Any = None) -> dict[str, dict[str, Any]]:
+    """Start the processes, wait until each is ready, give the start signal and
+    collect one result per process (``on_result(who)`` runs as each arrives);
+    the processes are always joined (terminated if stuck)."""
+    outcome: dict[str, dict[str, Any]] = {}
+    try:
+        for proc in procs:
+            proc.start()
+        for event in ready:
+            if not event.wait(timeout=60):
+                raise RuntimeError("benchmark processes did not get ready in 60 s")
+        if on_go is not None:
+            on_go()
+        go.set()
+        while len(outcome) < len(procs):
+            try:
+                who, out = results.get(timeout=max(1.0, deadline - time.monotonic() + 10))
+            except queue_mod.Empty:
+                break
+            outcome[who] = out
+            if on_result is not None:
+                on_result(who)
+    finally:
+        for proc in procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=5)
+    return outcome
+
+
 def run_once(url: str, sc: Scenario, count: int, size: int, timeout: float = 120.0,
-             inflight: int = 1000) -> RunResult:
+             inflight: int = 1000, on_go: Any = None) -> RunResult:
     """Fresh queue, consumer first, then the publisher; always cleans up."""
     if size < 16:
         raise ValueError("--size must be at least 16 bytes (the body carries a timestamp)")
@@ -233,26 +265,10 @@ def run_once(url: str, sc: Scenario, count: int, size: int, timeout: float = 120
     publisher = ctx.Process(target=publisher_entry,
                             args=(url, queue, sc, count, size, ready_p, go, results, progress,
                                   inflight))
-    outcome: dict[str, dict[str, Any]] = {}
     try:
-        consumer.start()
-        publisher.start()
-        for event in (ready_c, ready_p):
-            if not event.wait(timeout=30):
-                raise RuntimeError("benchmark processes did not get ready in 30 s")
-        go.set()
-        while len(outcome) < 2:
-            try:
-                who, out = results.get(timeout=max(1.0, deadline - time.monotonic() + 10))
-            except queue_mod.Empty:
-                break
-            outcome[who] = out
+        outcome = drive([consumer, publisher], [ready_c, ready_p], go, results, deadline,
+                        on_go=on_go)
     finally:
-        for proc in (publisher, consumer):
-            proc.join(timeout=10)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=5)
         asyncio.run(_setup(url, queue, durable=sc.persistent, delete_only=True))
     cons = outcome.get("consumer", {"error": "no consumer result"})
     pub = outcome.get("publisher", {"error": "no publisher result"})

@@ -46,6 +46,8 @@ CLOSE_OK_TIMEOUT = 3.0
 #: After the close handshake: half-close and read (discarding) until the peer
 #: closes, at most this long, so a peer still writing never gets a reset.
 LINGER_TIMEOUT = 2.0
+#: A refused login is answered this much later (RabbitMQ is slow to refuse too).
+LOGIN_FAILURE_DELAY = 1.0
 
 _HANDSHAKE_STATES = frozenset({
     ConnectionState.AWAITING_HEADER, ConnectionState.STARTING, ConnectionState.TUNING,
@@ -98,11 +100,16 @@ class AMQPConnection:
         #: alarm epoch of this connection's last publish: store back-pressure and
         #: alarms stop reading from it only if it published during the alarm
         self._publish_epoch = -1
+        self._login_failed = False
 
     # ------------------------------------------------------------- auth
     def _authenticate(self, username: str, password: str) -> bool:
         user = self.server.users.authenticate(username, password, self.peer_host)
         self._user = user
+        if user is None:
+            # logged, and the close waits LOGIN_FAILURE_DELAY (this connection only)
+            log.warning("%s: login failed for user '%s'", self.name, username)
+            self._login_failed = True
         return user is not None
 
     def _check_vhost(self, username: str, vhost: str) -> bool:
@@ -112,8 +119,7 @@ class AMQPConnection:
         connection.close 530 and this very text; connections in their handshake
         do not count, so a flood of half-open sockets cannot lock clients out.
         """
-        if vhost not in self.broker.vhosts:
-            return False
+        self.broker.check_vhost_access(username, vhost)  # 530 in RabbitMQ's words
         limit = self.server.settings.max_connections
         if limit and sum(c.admitted for c in self.server.connections) >= limit:
             log.warning("%s refused: connection limit (%d) is reached", self.name, limit)
@@ -254,6 +260,8 @@ class AMQPConnection:
                 self._drop_session()
             elif isinstance(ev, ConnectionClosed):
                 self._drop_session()
+                if self._login_failed:  # slows password guessing; others are not held up
+                    await trio.sleep(LOGIN_FAILURE_DELAY)
                 return True
 
     async def _writer(self) -> None:

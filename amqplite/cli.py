@@ -12,7 +12,34 @@ from amqplite import __version__
 from amqplite.config import ConfigError, load_settings
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The top-level group: every error, from any command or from click's own
+    argument checks, is one ``amqplite: ...`` line on stderr and exit status 1
+    (2 for usage errors, as click has it)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.exceptions.Abort:
+            click.echo("amqplite: aborted", err=True)
+            sys.exit(1)
+        except click.ClickException as exc:
+            show_error(exc)
+            sys.exit(exc.exit_code)
+        # without standalone mode, click returns the exit code of --help and friends
+        sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
+
+def show_error(exc: click.ClickException) -> None:
+    """Print ``exc`` in the one style: usage first for a usage error, then the line."""
+    if isinstance(exc, click.UsageError) and exc.ctx is not None:
+        click.echo(exc.ctx.get_usage(), err=True)
+        click.echo(f"Try '{exc.ctx.command_path} --help' for help.", err=True)
+    click.echo(f"amqplite: {exc.format_message()}", err=True)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="amqplite")
 def main() -> None:
     """amqplite: an AMQP 0-9-1 broker in one process, durable on one SQLite file."""
@@ -61,8 +88,7 @@ def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flag
         problem = _startup_problem(exc)
         if problem is None:
             raise
-        click.echo(f"amqplite: cannot start: {problem}", err=True)
-        sys.exit(1)
+        raise click.ClickException(f"cannot start: {problem}") from None
 
 
 def _startup_problem(exc: BaseException) -> str | None:
@@ -93,11 +119,10 @@ def _register_optional() -> None:
 
     register_admin(main)
     try:
-        from amqplite.audit.cli import audit, trace
+        from amqplite.audit.cli import audit
     except ImportError:  # pragma: no cover - audit package is part of the install
         return
     main.add_command(audit)
-    main.add_command(trace)
 
 
 _register_optional()

@@ -22,7 +22,24 @@ def test_port_in_use(tmp_path: Path) -> None:
                      "--data-dir", str(tmp_path))
     assert out.returncode == 1
     assert "amqplite: cannot start:" in out.stderr and "in use" in out.stderr
+    assert f"AMQP port {port} on 127.0.0.1 is already in use" in out.stderr
+    assert "--port, AMQPLITE_PORT or `port` in the config file" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_admin_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = _serve("--host", "127.0.0.1", "--port", "0", "--admin-port", str(port),
+                     "--data-dir", str(tmp_path))
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith(f"amqplite: cannot start: admin API port {port} on 127.0.0.1 "
+                               "is already in use")
+    assert "--admin-port, AMQPLITE_ADMIN_PORT or `admin_port`" in lines[0]
 
 
 def test_bad_config_value(tmp_path: Path) -> None:

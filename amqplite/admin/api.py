@@ -15,6 +15,8 @@ from amqplite.admin.handlers.connections import ConnectionHandlers
 from amqplite.admin.handlers.exchanges import ExchangeHandlers
 from amqplite.admin.handlers.messages import MessageHandlers
 from amqplite.admin.handlers.meta import MetaHandlers
+from amqplite.admin.handlers.metrics import MetricsHandlers
+from amqplite.admin.handlers.nodes import NodeHandlers
 from amqplite.admin.handlers.policies import PolicyHandlers
 from amqplite.admin.handlers.queues import QueueHandlers
 
@@ -22,5 +24,6 @@ __all__ = ["AdminAPI"]
 
 
 class AdminAPI(MetaHandlers, ConnectionHandlers, ExchangeHandlers, QueueHandlers,
-               MessageHandlers, BindingHandlers, PolicyHandlers):
+               MessageHandlers, BindingHandlers, PolicyHandlers, MetricsHandlers,
+               NodeHandlers):
     """One instance per server; handler names match ``Route.handler``."""

@@ -438,6 +438,8 @@ def get(ctx: Ctx, queue: str, count: int, ackmode: str) -> None:
         rows.append([i, m["exchange"] or "(default)", m["routing_key"], _yn(m["redelivered"]),
                      _size(m["payload_bytes"]), text])
     left = data[-1]["message_count"] if data else None
+    if left is not None and ackmode.endswith("requeue_true"):
+        left += len(data)  # message_count was taken before they went back
     cap = _plural(len(data), "message") + (f", {left} left in the queue" if left is not None
                                             else "")
     _table(f"Messages from {queue} ({ackmode})",
@@ -717,8 +719,52 @@ def set_memory_high_watermark(ctx: Ctx, value: str) -> None:
                f"alarm {'on' if res['mem_alarm'] else 'off'}.")
 
 
+# ---------------------------------------------------------------------- trace
+def _trace_offline(message_id: str, data_dir: str | None, db_url: str | None,
+                   ) -> list[dict[str, Any]]:
+    """Read a stopped broker's database directly (the only command that does)."""
+    from amqplite.audit.trace import TraceError, message_history, open_log
+
+    try:
+        return message_history(open_log(data_dir, db_url), message_id)
+    except TraceError as exc:
+        raise AdminError(str(exc)) from None
+
+
+@click.command()
+@click.argument("message_id")
+@click.option("--data-dir", type=click.Path(file_okay=False),
+              help="Read this data directory's database instead of asking the broker "
+                   "(for a stopped broker).")
+@click.option("--db-url", help="As --data-dir, for a database URL (SQLAlchemy form).")
+@common
+def trace(ctx: Ctx, message_id: str, data_dir: str | None, db_url: str | None) -> None:
+    """Print the whole history of MESSAGE_ID from the delivery log.
+
+    MESSAGE_ID is the message-id property (or amq-<key> for messages without
+    one); a number also matches the broker's internal message key. No rows is
+    an error (exit status 1), with --json too.
+    """
+    if data_dir or db_url:
+        rows = _trace_offline(message_id, data_dir, db_url)
+    else:
+        rows = ctx.client.get(path("trace", message_id))
+    if not rows:
+        raise AdminError(f"no delivery-log rows for message {message_id!r}")
+    if ctx.as_json:
+        return ctx.emit_json(rows)
+    keys = sorted({r["message_key"] for r in rows if r["message_key"] is not None})
+    title = f"Message {message_id}" + (f" (key {', '.join(map(str, keys))})" if keys else "")
+    _table(title, ["Time (UTC)", "Event", "Queue", "Exchange", "Routing key", "Consumer",
+                   "Attempt", "Reason"],
+           [[r["time"].replace("T", " ").rstrip("Z"), r["event"], r["queue"],
+             r["exchange"] or "(default)", r["routing_key"], r["consumer_tag"], r["attempt"],
+             r["reason"]] for r in rows], _plural(len(rows), "event"), right=("Attempt",))
+
+
 COMMANDS: list[click.Command] = [queues, exchanges, bindings, connections, consumers, policies,
-                                 purge, delete, publish, get, dlq, set_memory_high_watermark]
+                                 purge, delete, publish, get, dlq, trace,
+                                 set_memory_high_watermark]
 
 
 def register(main: click.Group) -> None:

@@ -60,17 +60,28 @@ class Client:
                              "(is the broker running with --admin-port?)") from None
         except httpx.TimeoutException:
             raise AdminError(f"the admin API at {self.url} did not answer in time") from None
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            # something listens but does not speak HTTP: the AMQP port, typically
+            raise self._not_admin("it does not answer HTTP; is that the AMQP port?") from None
         except httpx.HTTPError as exc:
             raise AdminError(f"admin API request failed: {exc}") from None
         if r.status_code == 401:
             raise AdminError(f"wrong credentials for user '{self.user}' "
                              f"(the admin API at {self.url} answered 401)")
+        if not _ours(r):
+            raise self._not_admin(f"{method} {url} answered HTTP {r.status_code}, "
+                                  "not the admin API's JSON")
         if r.status_code >= 400:
             reason = _reason(r)
             if r.status_code == 403:
                 raise AdminError(f"permission denied: {reason}")
             raise AdminError(reason)
         return r
+
+    def _not_admin(self, detail: str) -> AdminError:
+        return AdminError(f"no amqplite admin API at {self.url} ({detail}); check "
+                          "--admin-url (AMQPLITE_ADMIN_URL): scheme, host and admin port, "
+                          "no path")
 
     def get(self, url: str, **params: Any) -> Any:
         return _json(self.call("GET", url, params={k: v for k, v in params.items()
@@ -79,6 +90,25 @@ class Client:
     def send(self, method: str, url: str, body: Any = None, **params: Any) -> Any:
         r = self.call(method, url, json=body, params=params or None)
         return _json(r) if r.content else None
+
+
+#: the router's answer to a path no route has: a wrong base path in --admin-url
+_NO_ROUTE = {"error": "Object Not Found", "reason": "Not Found"}
+
+
+def _ours(r: httpx.Response) -> bool:
+    """Did the admin API answer? It always speaks JSON (or nothing, for 204), and a
+    404 from it names what is missing, unless no route matched at all."""
+    if not r.content:
+        return r.status_code < 400 or r.status_code == 401
+    if not r.headers.get("content-type", "").startswith("application/json"):
+        return r.status_code == 401  # RabbitMQ-style 401s may come without a body type
+    if r.status_code != 404:
+        return True
+    try:
+        return bool(r.json() != _NO_ROUTE)
+    except ValueError:
+        return False
 
 
 def _reason(r: httpx.Response) -> str:

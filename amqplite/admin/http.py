@@ -17,11 +17,13 @@ from urllib.parse import parse_qs, unquote
 
 import trio
 
+from amqplite.admin import listing
 from amqplite.admin.api import AdminAPI
 from amqplite.admin.moves import committed
 from amqplite.admin.plumbing import HTTPError, Request, Response
-from amqplite.admin.routes import ROUTES, Route
+from amqplite.admin.routes import ROUTES, Route, is_list
 from amqplite.broker.auth import User
+from amqplite.server.ports import PortInUse, address_in_use
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -116,6 +118,10 @@ class AdminApp:
                       body=body, user=user, query_all=qs)
         handler = getattr(self.api, route.handler)
         resp: Response = await handler(req)
+        if is_list(route) and isinstance(resp.body, list):
+            resp.body = listing.apply(resp.body, req)
+        elif method in ("GET", "HEAD") and isinstance(resp.body, dict) and resp.status < 300:
+            resp.body = listing.columns(resp.body, req)
         if method not in ("GET", "HEAD") and resp.status < 300:
             # a change is reported done only once it is on disk, as over AMQP
             try:
@@ -198,9 +204,15 @@ async def run_admin(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
     app = AdminApp(server)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(app.api.run_sampler)
-        binds = await nursery.start(
-            partial(serve, cast(Any, app), config, shutdown_trigger=trio.sleep_forever,
-                    mode="asgi"))
+        try:
+            binds = await nursery.start(
+                partial(serve, cast(Any, app), config, shutdown_trigger=trio.sleep_forever,
+                        mode="asgi"))
+        except (OSError, BaseExceptionGroup) as exc:
+            if address_in_use(exc):
+                raise PortInUse("admin API", s.admin_host, s.admin_port, "admin_port",
+                                ", or --admin-port 0 to run without the admin API") from None
+            raise
         url = binds[0] if binds else f"http://{_bind(s.admin_host, s.admin_port)}"
         log.info("admin API listening on %s", url)
         server.admin_url = url

@@ -12,7 +12,8 @@ import re
 from typing import Any
 
 from amqplite import __version__
-from amqplite.admin.routes import ROUTES, Route
+from amqplite.admin.listing import LIST_QUERY, MAX_PAGE_SIZE
+from amqplite.admin.routes import ROUTES, Route, is_list
 
 S = dict[str, Any]
 
@@ -55,10 +56,24 @@ _MEMORY: dict[str, S] = {
 
 SCHEMAS: dict[str, S] = {
     "Error": _obj({"error": STR, "reason": STR}, ["error", "reason"]),
+    "Metrics": {"type": "string", "description": "Prometheus text exposition format 0.0.4"},
+    "Node": _obj({
+        "name": STR, "type": STR, "running": BOOL, "uptime": INT, "os_pid": STR,
+        "processors": INT, "mem_used": INT, "mem_limit": INT, "mem_alarm": BOOL,
+        "disk_free": NINT, "disk_free_limit": NINT, "disk_free_alarm": BOOL, "fd_used": INT,
+        "fd_total": INT, "sockets_used": INT, "sockets_total": INT,
+        "partitions": {"type": "array"}, "exchange_types": {"type": "array"},
+        "enabled_plugins": {"type": "array", "items": STR},
+    }, ["name", "type", "running", "uptime", "mem_used", "mem_limit", "mem_alarm",
+        "disk_free_alarm", "fd_used", "fd_total", "partitions"]),
+    "ClusterName": _obj({"name": STR}, ["name"]),
+    "Extension": ANYOBJ,
     "OpenAPI": _obj({"openapi": STR, "paths": ANYOBJ}, ["openapi", "paths"]),
     "Overview": _obj({
         "product_name": STR, "product_version": STR, "management_version": STR,
-        "rabbitmq_version": STR, "node": STR, "cluster_name": STR, "uptime": INT,
+        "rabbitmq_version": STR, "erlang_version": STR, "node": STR, "cluster_name": STR,
+        "statistics_db_node": STR, "rates_mode": STR, "exchange_types": {"type": "array"},
+        "uptime": INT,
         "message_stats": STATS,
         "queue_totals": _obj({"messages": INT, "messages_ready": INT,
                               "messages_unacknowledged": INT},
@@ -67,11 +82,12 @@ SCHEMAS: dict[str, S] = {
                                                 "queues", "consumers")},
                               ["connections", "channels", "exchanges", "queues", "consumers"]),
         "listeners": {"type": "array", "items": _obj(
-            {"protocol": STR, "ip_address": STR, "port": INT})},
+            {"node": STR, "protocol": STR, "ip_address": STR, "port": INT})},
         "disk_free_alarm": BOOL, "disk_free": NINT, "disk_free_limit": NINT,
         **_MEMORY,
         "alarms": {"type": "array", "items": ANYOBJ},
-    }, ["product_name", "product_version", "message_stats", "queue_totals", "object_totals"]),
+    }, ["product_name", "product_version", "management_version", "rabbitmq_version", "node",
+        "message_stats", "queue_totals", "object_totals", "listeners"]),
     "Memory": _obj(_MEMORY, ["mem_used", "mem_limit", "mem_alarm"]),
     "MemoryPut": _obj({"memory_high_watermark": {
         "description": "A fraction of RAM (0.4) or a size (200MB, 1GiB, bytes)",
@@ -86,21 +102,28 @@ SCHEMAS: dict[str, S] = {
     "VHost": _obj({"name": STR, "messages": INT, "messages_ready": INT,
                    "messages_unacknowledged": INT}, ["name"]),
     "Connection": _obj({
-        "name": STR, "user": NSTR, "vhost": NSTR, "state": STR, "protocol": STR,
-        "peer_host": STR, "peer_port": INT, "host": NSTR, "port": NINT, "channels": INT,
-        "connected_at": INT, "recv_oct": INT, "send_oct": INT, "client_properties": ANYOBJ,
-    }, ["name", "user", "vhost", "peer_host", "peer_port", "channels", "connected_at"]),
+        "name": STR, "node": STR, "type": STR, "user": NSTR, "user_provided_name": NSTR,
+        "vhost": NSTR, "state": STR, "protocol": STR, "ssl": BOOL, "peer_host": STR,
+        "peer_port": INT, "host": NSTR, "port": NINT, "channels": INT, "channel_max": INT,
+        "frame_max": INT, "timeout": INT, "connected_at": INT, "recv_oct": INT,
+        "send_oct": INT, "client_properties": ANYOBJ,
+    }, ["name", "node", "user", "vhost", "state", "peer_host", "peer_port", "channels",
+        "timeout", "connected_at", "client_properties"]),
     "Channel": _obj({
         "name": STR, "number": INT, "user": NSTR, "vhost": NSTR,
         "connection_details": _obj({"name": STR, "peer_host": STR, "peer_port": INT}),
         "consumer_count": INT, "messages_unacknowledged": INT, "prefetch_count": INT,
         "global_prefetch_count": INT, "confirm": BOOL, "transactional": BOOL, "state": STR,
-    }, ["name", "number", "connection_details", "consumer_count", "messages_unacknowledged"]),
+        "node": STR, "messages_uncommitted": INT, "acks_uncommitted": INT,
+        "message_stats": STATS,
+    }, ["name", "node", "number", "connection_details", "consumer_count",
+        "messages_unacknowledged", "prefetch_count", "state", "message_stats"]),
     "Consumer": _obj({
         "consumer_tag": STR,
         "queue": _obj({"name": STR, "vhost": STR}, ["name", "vhost"]),
         "channel_details": _obj({"name": STR, "number": INT, "connection_name": STR,
-                                 "peer_host": STR, "peer_port": INT, "user": NSTR}),
+                                 "peer_host": STR, "peer_port": INT, "node": STR,
+                                 "user": NSTR}),
         "ack_required": BOOL, "exclusive": BOOL, "prefetch_count": INT,
         "messages_unacknowledged": INT, "active": BOOL, "arguments": ANYOBJ,
     }, ["consumer_tag", "queue", "channel_details", "ack_required", "prefetch_count"]),
@@ -177,6 +200,11 @@ SCHEMAS: dict[str, S] = {
     "PeekedMessage": {"allOf": [_ref("Message"), _obj({
         "index": INT, "position": INT, "delivery_count": INT, "expires_at": NSTR,
     }, ["index", "position", "delivery_count"])]},
+    "TraceRow": _obj({
+        "id": INT, "ts_us": INT, "time": STR, "event": STR, "vhost": STR, "exchange": NSTR,
+        "routing_key": NSTR, "queue": NSTR, "message_id": NSTR, "message_key": NINT,
+        "consumer_tag": NSTR, "attempt": NINT, "size": NINT, "reason": NSTR,
+    }, ["id", "ts_us", "time", "event", "vhost", "queue", "message_id", "reason"]),
     "MoveRequest": _obj({
         "to_queue": STR, "to_exchange": STR,
         "routing_key": {"type": "string", "description": "default: each message's own"},
@@ -203,6 +231,16 @@ _QUERY: dict[str, S] = {
     "encoding": {"enum": ["auto", "base64"], "default": "auto"},
     "truncate": {"type": "integer", "minimum": 0},
     "filter": {"type": "string", "description": "field=glob (repeatable or comma-separated)"},
+    "columns": {"type": "string", "description": "comma-separated fields to keep; dotted "
+                "paths reach nested ones (message_stats.publish)"},
+    "sort": {"type": "string", "description": "field (or dotted path) to sort by"},
+    "sort_reverse": {"type": "boolean"},
+    "page": {"type": "integer", "minimum": 1,
+             "description": "answer a page object instead of the whole list"},
+    "page_size": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": 100},
+    "name": {"type": "string", "description": "with page: keep items whose name contains "
+             "this (case-insensitive), or matches it as a regex with use_regex"},
+    "use_regex": {"type": "boolean"},
 }
 
 _ERRORS = {
@@ -214,12 +252,24 @@ _ERRORS = {
 }
 
 
-def _response(schema: str | None, text: str) -> S:
+def _response(schema: str | None, text: str, content: str = "application/json") -> S:
     if schema is None:
         return {"description": text}
     s = ({"type": "array", "items": _ref(schema[1:-1])} if schema.startswith("[")
          else _ref(schema))
-    return {"description": text, "content": {"application/json": {"schema": s}}}
+    return {"description": text, "content": {content: {"schema": s}}}
+
+
+def _paged(schema: str) -> S:
+    """A list answer: the array, or RabbitMQ's page object when ?page= is given."""
+    items: S = {"type": "array", "items": _ref(schema[1:-1])}
+    page = _obj({"filtered_count": INT, "item_count": INT, "items": items, "page": INT,
+                 "page_count": INT, "page_size": INT, "total_count": INT},
+                ["filtered_count", "item_count", "items", "page", "page_count", "page_size",
+                 "total_count"])
+    return {"description": "Success (a page object with ?page=)",
+            "content": {"application/json": {"schema": {"anyOf": [items, page]}}}}
+
 
 
 def operation_id(r: Route) -> str:
@@ -230,9 +280,13 @@ def operation_id(r: Route) -> str:
 def _operation(r: Route) -> S:
     params = [{"name": p, "in": "path", "required": True, "schema": STR}
               for p in re.findall(r"\{(\w+)\}", r.path)]
+    query = [*r.query, *(q for q in LIST_QUERY if is_list(r) and q not in r.query)]
+    if r.method == "GET" and not is_list(r) and r.response and r.content == "application/json":
+        query.append("columns")
     params += [{"name": q, "in": "query", "required": False, "schema": _QUERY[q]}
-               for q in r.query]
-    responses: S = {str(r.status): _response(r.response, "Success")}
+               for q in query]
+    responses: S = {str(r.status): _paged(r.response) if is_list(r) and r.response else
+                    _response(r.response, "Success", r.content)}
     if r.health:
         responses["503"] = _response(r.response, "The check failed")
     for extra in r.also:
@@ -244,7 +298,7 @@ def _operation(r: Route) -> S:
         errs.add(403)
     if "{" in r.path:
         errs.add(404)
-    if r.body or r.query:
+    if r.body or query or (r.health and "{" in r.path):
         errs.add(400)
     if r.write and "{" in r.path:
         errs |= {400, 409}

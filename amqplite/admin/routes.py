@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["ROUTES", "VH", "Route"]
+__all__ = ["ROUTES", "VH", "Route", "is_list"]
 
 
 @attrs.define(frozen=True)
@@ -33,6 +33,13 @@ class Route:
     tag: str = "broker"
     #: a health check: 503 with the same body schema when it fails
     health: bool = False
+    #: media type of the success body
+    content: str = "application/json"
+
+
+def is_list(r: Route) -> bool:
+    """GET routes answering an array take RabbitMQ's list query parameters."""
+    return r.method == "GET" and r.response is not None and r.response.startswith("[")
 
 
 def _r(method: str, path: str, handler: str, summary: str, **kw: Any) -> Route:
@@ -43,11 +50,50 @@ VH = "/api/{kind}/{vhost}"
 ROUTES: list[Route] = [
     _r("GET", "/api/openapi.json", "openapi", "This OpenAPI document", public=True,
        response="OpenAPI", tag="meta"),
+    _r("GET", "/metrics", "metrics",
+       "Prometheus metrics, RabbitMQ's names; queue metrics summed (unauthenticated, as "
+       "RabbitMQ serves them)", public=True, response="Metrics", content="text/plain",
+       tag="metrics"),
+    _r("GET", "/metrics/per-object", "metrics_per_object",
+       "Prometheus metrics with one series per queue (labels vhost, queue)", public=True,
+       response="Metrics", content="text/plain", tag="metrics"),
     _r("GET", "/api/overview", "get_overview", "Broker version, totals and message rates",
        response="Overview", tag="meta"),
+    _r("GET", "/api/nodes", "list_nodes", "The node (amqplite is one process: one node)",
+       response="[Node]", tag="nodes"),
+    _r("GET", "/api/nodes/{name}", "get_node", "One node by name", response="Node",
+       tag="nodes"),
+    _r("GET", "/api/cluster-name", "cluster_name", "The cluster name", response="ClusterName",
+       tag="nodes"),
+    _r("GET", "/api/extensions", "extensions", "Management UI extensions (none)",
+       response="[Extension]", tag="nodes"),
+    _r("GET", "/api/healthchecks/node", "health_node",
+       "RabbitMQ's older node health check: ok unless an alarm is in effect",
+       response="HealthCheck", health=True, tag="health"),
+    _r("GET", "/api/healthchecks/node/{name}", "health_named_node",
+       "The older node health check for a named node", response="HealthCheck",
+       health=True, tag="health"),
     _r("GET", "/api/health/checks/alarms", "health_alarms",
        "200 when no resource alarm is in effect, else 503 listing them",
-       response="HealthCheck", health=True, tag="meta"),
+       response="HealthCheck", health=True, tag="health"),
+    _r("GET", "/api/health/checks/local-alarms", "health_local_alarms",
+       "As /api/health/checks/alarms (one node: local is all)",
+       response="HealthCheck", health=True, tag="health"),
+    _r("GET", "/api/health/checks/port-listener/{port}", "health_port_listener",
+       "200 when something of this node listens on the TCP port (AMQP or admin)",
+       response="HealthCheck", health=True, tag="health"),
+    _r("GET", "/api/health/checks/protocol-listener/{protocol}", "health_protocol_listener",
+       "200 when this node serves the protocol (amqp091, http)",
+       response="HealthCheck", health=True, tag="health"),
+    _r("GET", "/api/health/checks/virtual-hosts", "health_virtual_hosts",
+       "200 when every virtual host is up", response="HealthCheck", health=True,
+       tag="health"),
+    _r("GET", "/api/health/checks/node-is-quorum-critical", "health_quorum_critical",
+       "200: stopping this node never costs a quorum (no replicas)",
+       response="HealthCheck", health=True, tag="health"),
+    _r("GET", "/api/aliveness-test/{vhost}", "aliveness_test",
+       "Declare queue aliveness-test, publish a message and get it back",
+       response="HealthCheck", health=True, tag="health"),
     _r("GET", "/api/node/memory", "get_memory",
        "Memory use, the high watermark, the alarm and the paging signal (amqplite)",
        response="Memory", tag="meta"),
@@ -62,7 +108,12 @@ ROUTES: list[Route] = [
        response="Connection", tag="connections"),
     _r("DELETE", "/api/connections/{name}", "close_connection",
        "Close a connection (320 CONNECTION_FORCED)", write=True, status=204, tag="connections"),
+    _r("GET", "/api/connections/{name}/channels", "connection_channels",
+       "Channels of one connection", response="[Channel]", tag="connections"),
     _r("GET", "/api/channels", "list_channels", "Open channels", response="[Channel]",
+       tag="connections"),
+    _r("GET", "/api/channels/{name}", "get_channel",
+       "One channel (name: '<connection name> (<number>)')", response="Channel",
        tag="connections"),
     _r("GET", "/api/consumers", "list_consumers", "Consumers", response="[Consumer]",
        tag="connections"),
@@ -78,6 +129,11 @@ ROUTES: list[Route] = [
        write=True, body="ExchangePut", status=201, also=(204,), tag="exchanges"),
     _r("DELETE", "/api/exchanges/{vhost}/{name}", "delete_exchange", "Delete an exchange",
        write=True, status=204, query=("if-unused",), tag="exchanges"),
+    _r("GET", "/api/exchanges/{vhost}/{name}/bindings/source", "exchange_bindings_source",
+       "Bindings from this exchange", response="[Binding]", tag="bindings"),
+    _r("GET", "/api/exchanges/{vhost}/{name}/bindings/destination",
+       "exchange_bindings_destination", "Bindings to this exchange (from other exchanges)",
+       response="[Binding]", tag="bindings"),
     _r("POST", "/api/exchanges/{vhost}/{name}/publish", "publish",
        "Publish a message through an exchange", write=True, body="PublishRequest",
        response="PublishResult", tag="exchanges"),
@@ -107,6 +163,9 @@ ROUTES: list[Route] = [
     _r("POST", "/api/queues/{vhost}/{name}/replay", "replay_messages",
        "Send dead-lettered messages back to where they died (or to a chosen queue)",
        write=True, body="ReplayRequest", response="MoveResult", tag="messages"),
+    _r("GET", "/api/trace/{message}", "trace_message",
+       "A message's delivery-log history, oldest first (message id, or the broker's "
+       "message key)", response="[TraceRow]", tag="messages"),
     _r("GET", "/api/bindings", "list_bindings", "Bindings", response="[Binding]",
        tag="bindings"),
     _r("GET", "/api/bindings/{vhost}", "list_bindings", "Bindings of a vhost",
@@ -116,8 +175,21 @@ ROUTES: list[Route] = [
     _r("POST", "/api/bindings/{vhost}/e/{exchange}/q/{queue}", "bind_queue",
        "Bind a queue to an exchange", write=True, body="BindingPost", status=201,
        tag="bindings"),
+    _r("GET", "/api/bindings/{vhost}/e/{exchange}/q/{queue}/{props}", "get_queue_binding",
+       "One binding (props = its properties_key)", response="Binding", tag="bindings"),
     _r("DELETE", "/api/bindings/{vhost}/e/{exchange}/q/{queue}/{props}", "unbind_queue",
        "Remove a binding (props = its properties_key)", write=True, status=204,
+       tag="bindings"),
+    _r("GET", "/api/bindings/{vhost}/e/{source}/e/{destination}", "exchange_pair_bindings",
+       "Bindings from an exchange to an exchange", response="[Binding]", tag="bindings"),
+    _r("POST", "/api/bindings/{vhost}/e/{source}/e/{destination}", "bind_exchange",
+       "Bind an exchange to an exchange", write=True, body="BindingPost", status=201,
+       tag="bindings"),
+    _r("GET", "/api/bindings/{vhost}/e/{source}/e/{destination}/{props}",
+       "get_exchange_binding", "One exchange-to-exchange binding", response="Binding",
+       tag="bindings"),
+    _r("DELETE", "/api/bindings/{vhost}/e/{source}/e/{destination}/{props}",
+       "unbind_exchange", "Remove an exchange-to-exchange binding", write=True, status=204,
        tag="bindings"),
     _r("GET", "/api/policies", "list_policies", "Policies", response="[Policy]",
        tag="policies"),

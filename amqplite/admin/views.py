@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqplite import __version__
 from amqplite.admin.messages import death_summary, encode_payload, iso, jsonable
+from amqplite.admin.nodes import CLUSTER_NAME, EXCHANGE_TYPES, NODE
 
 if TYPE_CHECKING:
     from amqplite.broker.exchanges import Binding, Exchange
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from amqplite.server.app import Server
     from amqplite.server.connection import AMQPConnection
 
+#: the RabbitMQ release whose management API shapes this API follows
+RABBITMQ_VERSION = "3.13.0"
 #: seconds of history the rates are computed over
 RATE_WINDOW = 5.0
 
@@ -40,6 +43,10 @@ class Rates:
                 counters[key + ".publish"] = q.next_position - 1
                 for k, v in (getattr(q, "stats", None) or {}).items():
                     counters[f"{key}.{k}"] = int(v)
+        for conn, ch in channels(server):
+            key = _channel_key(conn, ch)
+            for k, v in _channel_counts(conn, ch).items():
+                counters[f"{key}.{k}"] = v
         self.samples.append((time.monotonic(), counters))
 
     def rate(self, key: str) -> float:
@@ -89,17 +96,23 @@ def overview(server: Server, rates: Rates) -> dict[str, Any]:
     counts = {k: int(st.get(v, 0)) for k, v in stat_names.items() if v in st}
     rts = {k: rates.rate(f"broker.{v}") for k, v in stat_names.items()}
     s = server.settings
-    listeners = [{"protocol": "amqp", "ip_address": h, "port": p}
+    listeners = [{"node": NODE, "protocol": "amqp", "ip_address": h, "port": p}
                  for p in server.listen_ports for h in (s.host or ["::"])]
     if server.admin_url:
-        listeners.append({"protocol": "http", "ip_address": s.admin_host, "port": s.admin_port})
+        listeners.append({"node": NODE, "protocol": "http", "ip_address": s.admin_host,
+                          "port": s.admin_port})
     return {
+        # what this is; tools that gate features on a RabbitMQ version read the next two
         "product_name": "amqplite",
         "product_version": __version__,
         "management_version": __version__,
-        "rabbitmq_version": "3.13.0",
-        "node": "amqplite@localhost",
-        "cluster_name": "amqplite",
+        "rabbitmq_version": RABBITMQ_VERSION,
+        "erlang_version": "none (amqplite is written in Python)",
+        "node": NODE,
+        "cluster_name": CLUSTER_NAME,
+        "statistics_db_node": NODE,
+        "rates_mode": "basic",
+        "exchange_types": EXCHANGE_TYPES,
         "uptime": int((time.time() - server.started_at) * 1000),
         "message_stats": message_stats(counts, rts),
         "queue_totals": {
@@ -140,7 +153,7 @@ def alarms(server: Server) -> list[dict[str, Any]]:
     A store whose commits fail (and are being retried) is a disk alarm too:
     publishers are blocked with "low on disk" either way.
     """
-    node = "amqplite@localhost"
+    node = NODE
     out: list[dict[str, Any]] = []
     if server.disk is not None and server.disk.alarm:
         out.append({"node": node, "resource": "disk",
@@ -172,21 +185,30 @@ def connection_info(conn: AMQPConnection) -> dict[str, Any]:
         host, port = conn.stream.socket.getsockname()[:2]
     except (OSError, AttributeError):
         host, port = None, None
+    props = _client_product(conn)
     return {
         "name": conn.name,
+        "node": NODE,
+        "type": "network",
         "user": s.username if s is not None else None,
+        "user_provided_name": props.get("connection_name"),
         "vhost": s.vhost if s is not None else None,
         "state": _conn_state(conn),
         "protocol": "AMQP 0-9-1",
+        "ssl": False,
         "peer_host": conn.peer_host,
         "peer_port": conn.peer_port,
         "host": host,
         "port": port,
         "channels": len(s.channels) if s is not None else 0,
+        "channel_max": conn.proto.channel_max,
+        "frame_max": conn.proto.frame_max,
+        # RabbitMQ's name for the negotiated heartbeat, in seconds
+        "timeout": conn.proto.heartbeat,
         "connected_at": int(conn.connected_at * 1000),
         "recv_oct": conn.bytes_in,
         "send_oct": conn.bytes_out,
-        "client_properties": _client_product(conn),
+        "client_properties": props,
     }
 
 
@@ -194,10 +216,13 @@ def _channel_name(conn: AMQPConnection, ch: ChannelState) -> str:
     return f"{conn.name} ({ch.number})"
 
 
-def channel_info(conn: AMQPConnection, ch: ChannelState) -> dict[str, Any]:
+def channel_info(conn: AMQPConnection, ch: ChannelState, rates: Rates) -> dict[str, Any]:
     s = conn.session
+    counts = _channel_counts(conn, ch)
+    key = _channel_key(conn, ch)
     return {
         "name": _channel_name(conn, ch),
+        "node": NODE,
         "number": ch.number,
         "user": s.username if s is not None else None,
         "vhost": s.vhost if s is not None else None,
@@ -209,8 +234,22 @@ def channel_info(conn: AMQPConnection, ch: ChannelState) -> dict[str, Any]:
         "global_prefetch_count": ch.global_prefetch,
         "confirm": ch.confirm,
         "transactional": ch.tx,
+        "messages_uncommitted": len(ch.tx_publishes),
+        "acks_uncommitted": len(ch.tx_acks),
         "state": "running" if ch.flow else "flow",
+        "message_stats": message_stats(counts, {k: rates.rate(f"{key}.{k}") for k in counts}),
     }
+
+
+def _channel_key(conn: AMQPConnection, ch: ChannelState) -> str:
+    return f"ch.{conn.name}.{ch.number}.{id(ch)}"
+
+
+def _channel_counts(conn: AMQPConnection, ch: ChannelState) -> dict[str, int]:
+    """publish: basic.publish frames taken; deliver_get: deliveries and gets (each took a
+    delivery tag)."""
+    return {"publish": ch.publishes,
+            "deliver_get": ch.next_tag - 1}
 
 
 def channels(server: Server) -> Iterable[tuple[AMQPConnection, ChannelState]]:
@@ -240,6 +279,7 @@ def consumer_info(conn: AMQPConnection, ch: ChannelState, c: Consumer) -> dict[s
             "connection_name": conn.name,
             "peer_host": conn.peer_host,
             "peer_port": conn.peer_port,
+            "node": NODE,
             "user": conn.session.username if conn.session is not None else None,
         },
         "ack_required": not c.no_ack,

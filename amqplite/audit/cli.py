@@ -1,11 +1,11 @@
-"""CLI: ``amqplite audit run|schedule`` and ``amqplite trace MESSAGE_ID``.
+"""CLI: ``amqplite audit run|schedule``; register with ``main.add_command(audit)``.
 
-Register with ``main.add_command(audit)`` and ``main.add_command(trace)``.
+``amqplite trace`` is an admin command (:mod:`amqplite.admin.cli`): it asks the
+running broker, like the other admin commands.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -90,57 +90,3 @@ def audit_schedule(at: str, utc: bool, run_now: bool, **opts: Any) -> None:
         run_forever(argv, when, utc=utc, run_now=run_now, log=log)
     except KeyboardInterrupt:
         log("stopped")
-
-
-@click.command("trace")
-@click.argument("message_id")
-@click.option("--data-dir", type=click.Path(file_okay=False), help="Broker data directory.")
-@click.option("--db-url", help="Database URL instead of --data-dir (SQLAlchemy form).")
-@click.option("--json", "as_json", is_flag=True, help="Print rows as JSON.")
-def trace(message_id: str, data_dir: str | None, db_url: str | None, as_json: bool) -> None:
-    """Print the whole history of MESSAGE_ID from the delivery log.
-
-    MESSAGE_ID is the message-id property (or amq-<key> for messages without
-    one); a number also matches the broker's internal message key.
-    """
-    from amqplite.audit.trace import TraceError, message_history, open_log
-
-    try:
-        rows = message_history(open_log(data_dir, db_url), message_id)
-    except TraceError as exc:
-        raise click.ClickException(str(exc)) from None
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        raise click.ClickException(f"no delivery-log rows for message {message_id!r}")
-    from rich.console import Console
-    from rich.table import Table
-
-    keys = sorted({r["message_key"] for r in rows if r["message_key"] is not None})
-    title = f"message {message_id}" + (f" (key {', '.join(map(str, keys))})" if keys else "")
-    table = Table(title=title)
-    for col in ("time (UTC)", "event", "queue", "exchange", "routing key", "consumer",
-                "attempt", "reason"):  # fmt: skip
-        fixed = col in ("time (UTC)", "event", "attempt")
-        table.add_column(
-            col,
-            justify="right" if col == "attempt" else "left",
-            no_wrap=fixed,
-            overflow="fold",
-        )
-    for r in rows:
-        table.add_row(
-            r["time"].replace("T", " ").rstrip("Z"),
-            r["event"],
-            r["queue"] or "",
-            r["exchange"] or "(default)",
-            r["routing_key"] or "",
-            r["consumer_tag"] or "",
-            "" if r["attempt"] is None else str(r["attempt"]),
-            r["reason"] or "",
-        )
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=200)  # piped: do not wrap for an 80-column default
-    console.print(table)

@@ -426,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         preflight(config.db, check_jvm=not under_spark_submit())
         result = run_audit(config)
     except (AuditSetupError, AuditBusyError, AuditStateError, ValueError) as exc:
-        print(f"amqplite audit: error: {exc}", file=sys.stderr)
+        print(f"amqplite: {exc}", file=sys.stderr)
         return 2
     if ns.json:
         print(json.dumps(result.as_dict(), indent=2))

@@ -79,8 +79,14 @@ class BrokerBase:
         self._next_session = 1
         self._next_queue_id = 1
         self._next_message_key = 1
+        #: totals since start (the admin API and /metrics read them): RabbitMQ's
+        #: global counters, counted where they happen, at a dict increment each
         self.stats = {"published": 0, "delivered": 0, "acked": 0, "redelivered": 0,
-                      "dead_lettered": 0, "expired": 0}
+                      "dead_lettered": 0, "expired": 0, "routed": 0, "unroutable_returned": 0,
+                      "unroutable_dropped": 0, "received_confirm": 0}
+        #: (reason, strategy) -> messages dead-lettered; strategy as RabbitMQ labels it:
+        #: "at_most_once" (to a dead-letter exchange) or "disabled" (dropped)
+        self.dead_letters: dict[tuple[str, str], int] = {}
         #: (expires_at, seq, queue, entry) for every entry with a TTL
         self._expiry: list[tuple[float, int, Queue, Entry]] = []
         self._expiry_seq = 0

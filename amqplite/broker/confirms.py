@@ -84,7 +84,8 @@ class Confirms(BrokerBase):
 
     def _confirm_upto(self, ch: ChannelState, st: ConfirmState, upto: int, after: bool) -> None:
         if upto > st.emitted_upto:
-            self._emit(ch, st, Confirm(ch, upto, upto - st.emitted_upto > 1, False, after))
+            n = upto - st.emitted_upto
+            self._emit(ch, st, Confirm(ch, upto, n > 1, False, after, n))
 
     def _emit(self, ch: ChannelState, st: ConfirmState, c: Confirm) -> None:
         self.effects.append(c)

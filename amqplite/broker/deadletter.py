@@ -160,12 +160,17 @@ class DeadLettering(BrokerBase):
         return any(not (msg.persistent and t.durable and not t.exclusive)
                    for t in self.route(vh, ex, rk, msg))
 
+    def _count_dead_letter(self, reason: str, strategy: str) -> None:
+        key = (reason, strategy)
+        self.dead_letters[key] = self.dead_letters.get(key, 0) + 1
+
     def _dead_letter_message(self, q: Queue, msg: Message, reason: str) -> None:
         vh = self.vhosts.get(q.vhost)
         dlx = q.dlx
         ex = vh.exchanges.get(dlx) if vh is not None and dlx is not None else None
         if vh is None or ex is None:
             self.log_event("dead_lettered", q.vhost, msg, q.name, reason=f"{reason}:dropped")
+            self._count_dead_letter(reason, "disabled")
             return
         rk = q.dlrk if q.dlrk is not None else msg.routing_key
         try:
@@ -187,6 +192,7 @@ class DeadLettering(BrokerBase):
         if msg.body is None:
             new.copy_of = msg.key
         self.stats["dead_lettered"] += 1
+        self._count_dead_letter(reason, "at_most_once")
         self.log_event("dead_lettered", q.vhost, msg, q.name, reason=reason)
         headers = new.headers()
         targets = [t for t in self.route(vh, ex, rk, new) if not is_cycle(headers, t.name)]

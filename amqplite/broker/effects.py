@@ -91,6 +91,8 @@ class Confirm:
     multiple: bool
     nack: bool
     after_commit: bool
+    #: how many publishes it settles (the confirmed-messages counter)
+    covered: int = 1
 
 
 @attrs.define(slots=True)

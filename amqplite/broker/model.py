@@ -218,6 +218,7 @@ class ChannelState:
         "number",
         "open",
         "prefetch",
+        "publishes",
         "reply_consumer",
         "reply_name",
         "session",
@@ -233,6 +234,8 @@ class ChannelState:
         self.consumers: dict[str, Consumer] = {}
         self.unacked: OrderedDict[int, Delivery] = OrderedDict()
         self.next_tag = 1
+        #: messages published on this channel (its message_stats)
+        self.publishes = 0
         #: basic.qos global=false: the limit given to consumers created afterwards.
         self.prefetch = 0
         #: basic.qos global=true: one limit shared by all consumers of the channel.

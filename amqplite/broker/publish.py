@@ -48,7 +48,16 @@ class Publishing(BrokerBase):
         """Route and enqueue one message; in confirm mode it also takes a seq."""
         res = self._basic_publish(ch, exchange, routing_key, properties_raw, body, mandatory,
                                   immediate)
+        ch.publishes += 1
+        stats = self.stats
+        if res.routed:
+            stats["routed"] += 1
+        elif mandatory:
+            stats["unroutable_returned"] += 1
+        else:
+            stats["unroutable_dropped"] += 1
         if ch.confirm:
+            stats["received_confirm"] += 1
             self._confirm_published(ch, res)
         return res
 

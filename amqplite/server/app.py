@@ -25,11 +25,13 @@ from amqplite.broker.effects import LoadEntries, PageIn
 from amqplite.config import Settings
 from amqplite.protocol.handshake import default_server_properties
 from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPConnection
+from amqplite.server.counters import Counters
 from amqplite.server.datalock import DataDirLock
 from amqplite.server.disk import DiskMonitor
 from amqplite.server.interpreter import Interpreter
 from amqplite.server.memory import MemoryMonitor
 from amqplite.server.persistence import Persistence
+from amqplite.server.ports import PortInUse, address_in_use
 from amqplite.server.recovery import restore, seed_security
 from amqplite.store.engine import CLEAN_KEY, Store
 from amqplite.store.ops import EXPORTED_KEY
@@ -54,6 +56,8 @@ class Server:
         self.store: Store | None = None
         self.persistence: Persistence | None = None
         self.interpreter: Interpreter | None = None
+        #: what the metrics report beside the broker's own stats
+        self.counters = Counters()
         self.connections: set[AMQPConnection] = set()
         self.listen_ports: list[int] = []
         self.started_at = time.time()
@@ -149,6 +153,8 @@ class Server:
             with trio.move_on_after(1):
                 await self._stopping.wait()
         else:
+            self.counters.page_ins += 1
+            self.counters.paged_in_messages += len(bodies)
             self.execute(self.broker.paged_in, e.queue, bodies, e.entries)
         ev = self._paging.pop((e.queue.vhost, e.queue.name), None)
         if ev is not None:
@@ -198,9 +204,11 @@ class Server:
         await trio.to_thread.run_sync(store.mark_open)
         store.start()
         clean = False
-        self.persistence = Persistence(store, self.broker, s.store_backlog_limit)
+        self.persistence = Persistence(store, self.broker, s.store_backlog_limit,
+                                       self.counters)
         self.persistence.bind_loop()
-        self.interpreter = Interpreter(self.broker, self.persistence, self._start_read)
+        self.interpreter = Interpreter(self.broker, self.persistence, self._start_read,
+                                       self.counters)
         self.interpret()  # the first start's seeds
         if lock_dir is not None:
             self.disk = DiskMonitor(lock_dir, s.disk_free_limit_bytes, self.persistence)
@@ -238,11 +246,11 @@ class Server:
     async def _open_listeners(self) -> list[trio.SocketListener]:
         s = self.settings
         if not s.host:
-            return await trio.open_tcp_listeners(s.port)
+            return await _listen(s.port, None)
         out: list[trio.SocketListener] = []
         port = s.port
         for h in s.host:
-            got = await trio.open_tcp_listeners(port, host=h)
+            got = await _listen(port, h)
             out.extend(got)
             if port == 0 and got:
                 port = got[0].socket.getsockname()[1]
@@ -325,6 +333,15 @@ class Server:
             await self.persistence.wait_idle()
             return not self.connections
         return False
+
+
+async def _listen(port: int, host: str | None) -> list[trio.SocketListener]:
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        if address_in_use(exc):
+            raise PortInUse("AMQP", host or "every address", port, "port") from None
+        raise
 
 
 def _lock_dir(s: Settings) -> Path | None:

@@ -26,14 +26,17 @@ from amqplite.broker.effects import (
     PageIn,
     Return,
 )
+from amqplite.server.counters import Counters
 from amqplite.server.persistence import Persistence
 
 
 class Interpreter:
     def __init__(self, broker: Broker, persistence: Persistence,
-                 read: Callable[[PageIn | LoadEntries], None]) -> None:
+                 read: Callable[[PageIn | LoadEntries], None],
+                 counters: Counters | None = None) -> None:
         self.broker = broker
         self.persistence = persistence
+        self.counters = counters or Counters()
         #: starts a store read (a page-in or a load of spilled entries) in the background
         self._read = read
 
@@ -57,6 +60,8 @@ class Interpreter:
                     persistence.add_waiter(functools.partial(self._committed, e))
                 else:
                     self._send_confirm(e, e.nack)
+                    if not e.nack:
+                        self.counters.confirmed += e.covered
             elif t is Return:
                 tr = e.channel.session.transport
                 if tr is not None:
@@ -84,7 +89,10 @@ class Interpreter:
     def _committed(self, c: Confirm, err: BaseException | None) -> None:
         """The submission a Confirm waited for has ended: a failed commit turns it to nack."""
         self.broker.confirm_landed(c)
-        self._send_confirm(c, c.nack or err is not None)
+        nack = c.nack or err is not None
+        self._send_confirm(c, nack)
+        if not nack:
+            self.counters.confirmed += c.covered
 
     @staticmethod
     def _send_confirm(c: Confirm, nack: bool) -> None:

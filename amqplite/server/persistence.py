@@ -10,12 +10,14 @@ the submission and runs back on the event loop once it has committed.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
 import trio
 
 from amqplite.broker.core import Broker
+from amqplite.server.counters import Counters
 from amqplite.store.engine import Store
 
 Waiter = Callable[[BaseException | None], None]
@@ -34,10 +36,13 @@ HIGH_WATER_OPS = 200_000
 
 
 class Persistence:
-    def __init__(self, store: Store, broker: Broker, high_water: int = HIGH_WATER_OPS) -> None:
+    def __init__(self, store: Store, broker: Broker, high_water: int = HIGH_WATER_OPS,
+                 counters: Counters | None = None) -> None:
         self.store = store
         self.broker = broker
         self.high_water = high_water
+        #: commit latency, group sizes and dead-lettering for the metrics
+        self.counters = counters or Counters()
         self._token: trio.lowlevel.TrioToken | None = None
         self._ops: list[Any] = []
         self._waiters: list[Waiter] = []
@@ -139,14 +144,18 @@ class Persistence:
         self._update_capacity()
         token = self._token
         assert token is not None, "bind_loop() first"
+        store, started = self.store, time.monotonic()
 
         def committed(err: BaseException | None) -> None:
-            # writer thread -> event loop
-            token.run_sync_soon(self._done, waiters, ops, err)
+            # writer thread -> event loop; every submission of a group sees the same
+            # ``groups`` (the writer counts the group once all its callbacks ran)
+            token.run_sync_soon(self._done, waiters, ops, err, started, store.groups)
 
         self.store.submit(ops, committed)
 
-    def _done(self, waiters: list[Waiter], ops: list[Any], err: BaseException | None) -> None:
+    def _done(self, waiters: list[Waiter], ops: list[Any], err: BaseException | None,
+              started: float, group: int) -> None:
+        self.counters.committed(time.monotonic() - started, group)
         self.inflight -= 1
         self.inflight_ops -= len(ops)
         if err is not None:

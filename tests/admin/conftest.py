@@ -55,13 +55,14 @@ class AdminBroker:
                               timeout=60)
 
 
-def start_admin_broker(data_dir: Path, *extra: str) -> AdminBroker:
+def start_admin_broker(data_dir: Path, *extra: str,
+                       env: dict[str, str] | None = None) -> AdminBroker:
     data_dir.mkdir(parents=True, exist_ok=True)
     cfg = data_dir / "amqplite.toml"
     cfg.write_text(CONFIG)
     port = free_port()
     proc = BrokerProcess(data_dir, None, "--admin-port", str(port), "--config", str(cfg),
-                         *extra).start()
+                         *extra, env=env).start()
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:

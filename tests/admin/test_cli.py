@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import cbor2
+import pytest
 
 from tests.admin.conftest import AdminBroker, counts, death_headers, publish, qname
 from tests.brokerproc import free_port, wait_for
@@ -147,6 +148,53 @@ def test_errors_are_one_line(admin_broker: AdminBroker) -> None:
           f"cannot reach the admin API at {url} (is the broker running with --admin-port?)")
     fails(admin_broker.cli("dlq", "list", "no-such-queue"), "no queue 'no-such-queue'")
     fails(admin_broker.cli("dlq", "list", "q", "--filter", "colour=red"), "unknown filter field")
+    # a usage error is in the same style (after click's usage line), status 2
+    r = admin_broker.cli("queues", "--no-such-flag")
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("amqplite: ")
+
+
+@pytest.mark.parametrize("where", ["wrong path", "AMQP port"])
+def test_admin_url_that_is_not_the_admin_api(admin_broker: AdminBroker, where: str) -> None:
+    url = (admin_broker.admin_url + "/management" if where == "wrong path"
+           else f"http://127.0.0.1:{admin_broker.proc.port}")
+    for args in (["queues"], ["trace", "some-id"], ["purge", "q"]):
+        fails(admin_broker.cli(*args, "--admin-url", url), f"no amqplite admin API at {url}")
+
+
+def test_get_requeue_counts_requeued_messages_as_left(admin_broker: AdminBroker,
+                                                      channel: Any) -> None:
+    q = qname("left")
+    channel.queue_declare(q, durable=True)
+    for i in range(3):
+        publish(channel, q, f"m{i}".encode())
+    assert "2 messages, 3 left in the queue" in ok(admin_broker.cli("get", q, "-n", "2"))
+    out = ok(admin_broker.cli("get", q, "-n", "2", "--ackmode", "reject_requeue_true"))
+    assert "2 messages, 3 left in the queue" in out
+    out = ok(admin_broker.cli("get", q, "-n", "2", "--ackmode", "ack_requeue_false"))
+    assert "2 messages, 1 left in the queue" in out
+
+
+def test_trace_goes_through_the_admin_api(admin_broker: AdminBroker, channel: Any) -> None:
+    q = qname("traced")
+    channel.queue_declare(q, durable=True)
+    publish(channel, q, b"x", message_id="trace-me-" + q)
+    method, _p, _b = channel.basic_get(q)
+    channel.basic_ack(method.delivery_tag)
+    mid = "trace-me-" + q
+
+    def events() -> list[str]:
+        r = admin_broker.cli("trace", mid, "--json")
+        return [e["event"] for e in json.loads(r.stdout)] if r.returncode == 0 else []
+
+    wait_for(lambda: events()[-1:] == ["acked"], 10, what="the ack in the delivery log")
+    assert events()[0] == "published" and "routed" in events()
+    out = ok(admin_broker.cli("trace", mid))
+    assert f"Message {mid}" in out and "acked" in out and q in out
+    # no rows: the same error and exit status with or without --json
+    for extra in ([], ["--json"]):
+        r = admin_broker.cli("trace", "no-such-message", *extra)
+        fails(r, "no delivery-log rows for message 'no-such-message'")
+        assert r.stdout == ""
 
 
 # ---------------------------------------------------------------------- dlq

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from amqplite.admin.cli import trace
 from amqplite.audit import render
-from amqplite.audit.cli import audit, trace
+from amqplite.audit.cli import audit
 from amqplite.audit.config import parse_duration, resolve_db
 from amqplite.audit.reports import _empty_report
 from amqplite.audit.schedule import next_run, run_forever

@@ -190,3 +190,20 @@ def test_recover_requeues(broker: Broker) -> None:
     broker.basic_recover(ch, True)
     q = broker.vhosts["/"].queues["q"]
     assert q.message_count == 1 and q.ready.peek().redelivered
+
+
+def test_delivery_log_rows_follow_the_one_column_order(broker: Broker) -> None:
+    """The broker builds rows as plain tuples (hot path); their order is LOG_FIELDS'."""
+    from amqplite.broker.model import Message
+
+    msg = Message(7, "ex", "rk", TRANSIENT, b"body")
+    broker.store_ops.clear()
+    broker.log_event("rejected", "/", msg, "q", consumer_tag="ctag", attempt=2, reason="why")
+    broker.log_event("expired", "/", None, "q2", reason="queue_expired")
+    full, bare = (dict(zip(ops.LOG_FIELDS, row, strict=True)) for row in broker.store_ops)
+    assert {k: v for k, v in full.items() if k != "ts_us"} == {
+        "event": "rejected", "vhost": "/", "exchange": "ex", "routing_key": "rk", "queue": "q",
+        "message_id": "amq-7", "message_key": 7, "consumer_tag": "ctag", "attempt": 2,
+        "size": 4, "reason": "why"}
+    assert (bare["event"], bare["queue"], bare["message_key"], bare["reason"]) == (
+        "expired", "q2", None, "queue_expired")

@@ -1,9 +1,10 @@
-"""Binding handlers: list, bind and unbind a queue."""
+"""Binding handlers: list, bind and unbind queues and exchanges to exchanges."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
@@ -40,51 +41,120 @@ class BindingHandlers(HandlerBase):
         return Response([b for b in self._bindings(vh)
                          if b["destination_type"] == "queue" and b["destination"] == q.name])
 
-    def _pair(self, req: Request) -> tuple[VHost, str, str]:
+    def _edge(self, req: Request, kind: str) -> tuple[VHost, str, str]:
+        """(vhost, source, destination) of a binding path; 404 when an end is missing.
+
+        Queue edges are ``e/{exchange}/q/{queue}``, exchange edges
+        ``e/{source}/e/{destination}``, as RabbitMQ names them.
+        """
         vh = self._vhost(req.params["vhost"])
-        ex, qn = _exchange_name(req.params["exchange"]), req.params["queue"]
-        if ex not in vh.exchanges:
-            raise not_found(f"no exchange '{ex}' in vhost '{vh.name}'")
-        if qn not in vh.queues:
-            raise not_found(f"no queue '{qn}' in vhost '{vh.name}'")
-        return vh, ex, qn
+        if kind == "queue":
+            src, dst = _exchange_name(req.params["exchange"]), req.params["queue"]
+        else:
+            src = _exchange_name(req.params["source"])
+            dst = _exchange_name(req.params["destination"])
+        if src not in vh.exchanges:
+            raise not_found(f"no exchange '{src}' in vhost '{vh.name}'")
+        if dst not in (vh.queues if kind == "queue" else vh.exchanges):
+            raise not_found(f"no {kind} '{dst}' in vhost '{vh.name}'")
+        return vh, src, dst
 
-    async def pair_bindings(self, req: Request) -> Response:
-        vh, ex, qn = self._pair(req)
-        return Response([b for b in self._bindings(vh) if b["source"] == ex
-                         and b["destination_type"] == "queue" and b["destination"] == qn])
+    def _edge_bindings(self, req: Request, kind: str) -> tuple[VHost, str, str,
+                                                                list[dict[str, Any]]]:
+        vh, src, dst = self._edge(req, kind)
+        return vh, src, dst, [b for b in self._bindings(vh) if b["source"] == src
+                              and b["destination_type"] == kind and b["destination"] == dst]
 
-    async def bind_queue(self, req: Request) -> Response:
-        vh, ex, qn = self._pair(req)
-        body = req.json()
-        rk = _str(body, "routing_key", "") or ""
-        args = _obj(body, "arguments")
+    def _bind(self, vh: VHost, src: str, kind: str, dst: str, rk: str, args: dict[str, Any],
+              unbind: bool = False) -> None:
         ch = self._channel(vh.name)
         try:
-            self.server.execute(self.broker.queue_bind, ch, qn, ex, rk, args)
+            if kind == "queue":
+                self.server.execute(self.broker.queue_bind, ch, dst, src, rk, args,
+                                    unbind=unbind)
+            else:
+                self.server.execute(self.broker.exchange_bind, ch, dst, src, rk, args,
+                                    unbind=unbind)
         except AMQPError as exc:
             raise from_amqp(exc) from None
         finally:
             self._close(ch)
-        from urllib.parse import quote
 
-        loc = "/api/bindings/{}/e/{}/q/{}/{}".format(
-            *(quote(x, safe="") for x in (vh.name, ex, qn, views.properties_key(rk, args))))
+    async def _list_edge(self, req: Request, kind: str) -> Response:
+        return Response(self._edge_bindings(req, kind)[3])
+
+    async def _post_edge(self, req: Request, kind: str) -> Response:
+        vh, src, dst = self._edge(req, kind)
+        body = req.json()
+        rk = _str(body, "routing_key", "") or ""
+        args = _obj(body, "arguments")
+        self._bind(vh, src, kind, dst, rk, args)
+        loc = "/api/bindings/{}/e/{}/{}/{}/{}".format(
+            quote(vh.name, safe=""), quote(src, safe=""), kind[0], quote(dst, safe=""),
+            quote(views.properties_key(rk, args), safe=""))
         return Response(None, 201, headers={"location": loc})
 
-    async def unbind_queue(self, req: Request) -> Response:
-        vh, ex, qn = self._pair(req)
+    def _one_edge(self, req: Request, kind: str) -> tuple[VHost, str, str, dict[str, Any]]:
+        vh, src, dst, found = self._edge_bindings(req, kind)
         props = req.params["props"]
-        for b in list(vh.exchanges[ex].bindings):
-            if b.destination == ("queue", qn) and views.properties_key(
-                    b.routing_key, b.args_dict) == props:
-                ch = self._channel(vh.name)
-                try:
-                    self.server.execute(self.broker.queue_bind, ch, qn, ex, b.routing_key,
-                                        b.args_dict, unbind=True)
-                except AMQPError as exc:
-                    raise from_amqp(exc) from None
-                finally:
-                    self._close(ch)
-                return Response(None, 204)
-        raise not_found(f"no binding '{props}' from exchange '{ex}' to queue '{qn}'")
+        for b in found:
+            if b["properties_key"] == props:
+                return vh, src, dst, b
+        raise not_found(f"no binding '{props}' from exchange '{src}' to {kind} '{dst}'")
+
+    async def _delete_edge(self, req: Request, kind: str) -> Response:
+        vh, src, dst, b = self._one_edge(req, kind)
+        self._bind(vh, src, kind, dst, b["routing_key"], self._raw_args(vh, src, kind, dst, b),
+                   unbind=True)
+        return Response(None, 204)
+
+    def _raw_args(self, vh: VHost, src: str, kind: str, dst: str, info: dict[str, Any],
+                  ) -> dict[str, Any]:
+        """The binding's argument table as stored (the listing has it as JSON)."""
+        for b in vh.exchanges[src].bindings:
+            if b.destination == (kind, dst) and views.properties_key(
+                    b.routing_key, b.args_dict) == info["properties_key"]:
+                return b.args_dict
+        return {}
+
+    async def pair_bindings(self, req: Request) -> Response:
+        return await self._list_edge(req, "queue")
+
+    async def bind_queue(self, req: Request) -> Response:
+        return await self._post_edge(req, "queue")
+
+    async def get_queue_binding(self, req: Request) -> Response:
+        return Response(self._one_edge(req, "queue")[3])
+
+    async def unbind_queue(self, req: Request) -> Response:
+        return await self._delete_edge(req, "queue")
+
+    async def exchange_pair_bindings(self, req: Request) -> Response:
+        return await self._list_edge(req, "exchange")
+
+    async def bind_exchange(self, req: Request) -> Response:
+        return await self._post_edge(req, "exchange")
+
+    async def get_exchange_binding(self, req: Request) -> Response:
+        return Response(self._one_edge(req, "exchange")[3])
+
+    async def unbind_exchange(self, req: Request) -> Response:
+        return await self._delete_edge(req, "exchange")
+
+    async def exchange_bindings_source(self, req: Request) -> Response:
+        """Bindings in which this exchange is the source."""
+        vh, name = self._named_exchange(req)
+        return Response([b for b in self._bindings(vh) if b["source"] == name])
+
+    async def exchange_bindings_destination(self, req: Request) -> Response:
+        """Bindings in which this exchange is the destination (exchange-to-exchange)."""
+        vh, name = self._named_exchange(req)
+        return Response([b for b in self._bindings(vh) if b["destination_type"] == "exchange"
+                         and b["destination"] == name])
+
+    def _named_exchange(self, req: Request) -> tuple[VHost, str]:
+        vh = self._vhost(req.params["vhost"])
+        name = _exchange_name(req.params["name"])
+        if name not in vh.exchanges:
+            raise not_found(f"no exchange '{name}' in vhost '{vh.name}'")
+        return vh, name

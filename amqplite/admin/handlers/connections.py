@@ -33,7 +33,21 @@ class ConnectionHandlers(HandlerBase):
         return Response(None, 204)
 
     async def list_channels(self, req: Request) -> Response:
-        return Response([views.channel_info(c, ch) for c, ch in views.channels(self.server)])
+        return Response([views.channel_info(c, ch, self.rates)
+                         for c, ch in views.channels(self.server)])
+
+    async def connection_channels(self, req: Request) -> Response:
+        c = self._connection(req.params["name"])
+        return Response([views.channel_info(c, ch, self.rates)
+                         for conn, ch in views.channels(self.server) if conn is c])
+
+    async def get_channel(self, req: Request) -> Response:
+        """One channel by RabbitMQ's name for it: ``<connection name> (<number>)``."""
+        for c, ch in views.channels(self.server):
+            info = views.channel_info(c, ch, self.rates)
+            if info["name"] == req.params["name"]:
+                return Response(info)
+        raise not_found(f"no channel '{req.params['name']}'")
 
     async def list_consumers(self, req: Request) -> Response:
         vhost = req.params.get("vhost")

@@ -1,9 +1,11 @@
-"""Message handlers: get, peek, move and replay (dead letters)."""
+"""Message handlers: get, peek, move and replay (dead letters), trace."""
 
 from __future__ import annotations
 
 import itertools
 from typing import TYPE_CHECKING, Any
+
+import trio
 
 from amqplite.admin import moves, views
 from amqplite.admin.handlers.base import HandlerBase
@@ -229,3 +231,23 @@ class MessageHandlers(HandlerBase):
         res = await moves.move(self.server, vh, q, resolve, limit=limit, flt=flt,
                                exchange_for=exchange_for, routing_key_for=routing_key_for)
         return Response(res.as_dict())
+
+    async def trace_message(self, req: Request) -> Response:
+        """A message's delivery-log rows, oldest first (``amqplite trace`` reads this).
+
+        The read waits for pending store writes, so rows of what just happened
+        are there, and runs in a thread on its own connection: SQLite readers do
+        not block the writer (WAL).
+        """
+        from amqplite.audit.trace import TraceError, message_history
+
+        store = self.server.store
+        if store is None:
+            raise HTTPError(503, "unavailable", "the store is not open")
+        await moves.committed(self.server)
+        try:
+            rows = await trio.to_thread.run_sync(message_history, store.engine,
+                                                 req.params["message"])
+        except TraceError as exc:
+            raise HTTPError(503, "unavailable", str(exc)) from None
+        return Response(rows)

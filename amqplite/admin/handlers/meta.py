@@ -1,4 +1,4 @@
-"""Meta handlers: OpenAPI document, overview, health, identity, vhosts."""
+"""Meta handlers: OpenAPI document, overview, identity, vhosts."""
 
 from __future__ import annotations
 
@@ -17,14 +17,6 @@ class MetaHandlers(HandlerBase):
 
     async def get_overview(self, req: Request) -> Response:
         return Response(views.overview(self.server, self.rates))
-
-    async def health_alarms(self, req: Request) -> Response:
-        """RabbitMQ's alarms health check: load balancers and probes key on the status."""
-        alarms = views.alarms(self.server)
-        if not alarms:
-            return Response({"status": "ok"})
-        return Response({"status": "failed", "reason": "There are alarms in effect in the node",
-                         "alarms": alarms}, 503)
 
     async def get_memory(self, req: Request) -> Response:
         return Response(views.memory(self.server))

@@ -185,8 +185,8 @@ class Delivery:
 class Session:
     """One client connection as the broker sees it."""
 
-    __slots__ = ("channels", "client_properties", "id", "peer", "transport", "username", "vhost",
-                 "writable")
+    __slots__ = ("channels", "client_properties", "id", "internal", "peer", "transport",
+                 "username", "vhost", "writable")
 
     def __init__(self, sid: int, username: str, vhost: str, peer: str = "") -> None:
         self.id = sid
@@ -200,6 +200,8 @@ class Session:
         #: False while the connection's socket is backed up: its consumers wait
         #: (the shell tells the broker with ``set_writable``).
         self.writable = True
+        #: the broker's own session (definitions import): no permission checks
+        self.internal = False
 
 
 class ChannelState:

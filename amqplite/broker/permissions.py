@@ -92,9 +92,9 @@ class AccessOps(BrokerBase):
     def _authorize(self, ch: ChannelState, perm: str, kind: str, name: str,
                    cm: tuple[int, int]) -> None:
         """Raise 403 unless the channel's user has ``perm`` on the resource."""
-        if not self.access_control:
-            return
         s = ch.session
+        if not self.access_control or s.internal:
+            return
         p = self.permissions.get((s.username, s.vhost))
         if p is None or not p.allows(perm, kind, name):
             raise refused(perm, kind, name, s.vhost, s.username, cm)

@@ -73,11 +73,12 @@ class Permission:
         return permits(getattr(self, perm), resource_name(kind, name))
 
 
-def refused(perm: str, kind: str, name: str, vhost: str, user: str,
+def refused(kind: str, name: str, vhost: str, user: str,
             cm: tuple[int, int]) -> Exception:
-    """rabbit_access_control's text: "<perm> access to <kind> '<name>' in vhost ..."."""
+    """RabbitMQ's text as 3.10 writes it (older releases named the permission first):
+    "access to <kind> '<name>' in vhost '<vhost>' refused for user '<user>'"."""
     return E.access_refused(
-        f"{perm} access to {kind} '{resource_name(kind, name)}' in vhost '{vhost}' "
+        f"access to {kind} '{resource_name(kind, name)}' in vhost '{vhost}' "
         f"refused for user '{user}'", cm)
 
 
@@ -91,13 +92,14 @@ class AccessOps(BrokerBase):
     # ---------------------------------------------------------------- checks
     def _authorize(self, ch: ChannelState, perm: str, kind: str, name: str,
                    cm: tuple[int, int]) -> None:
-        """Raise 403 unless the channel's user has ``perm`` on the resource."""
+        """Raise 403 unless the channel's user has ``perm`` on the resource (the text
+        names the resource only, as RabbitMQ's does)."""
         s = ch.session
         if not self.access_control or s.internal:
             return
         p = self.permissions.get((s.username, s.vhost))
         if p is None or not p.allows(perm, kind, name):
-            raise refused(perm, kind, name, s.vhost, s.username, cm)
+            raise refused(kind, name, s.vhost, s.username, cm)
 
     def check_vhost_access(self, user: str, vhost: str) -> None:
         """connection.open: 530 unless the vhost exists and the user has a permission in it."""

@@ -54,9 +54,10 @@ def test_bad_patterns_are_named() -> None:
 
 # ------------------------------------------------------------------- users
 def test_hash_is_rabbitmq_sha256_format() -> None:
-    # from a RabbitMQ definitions export: user "guest", password "guest"
-    exported = "8VeFEvX6BgkdWVNNlYWy2xTC8CpdSRqZgX3TgHP1DYqfq0Ha"
-    assert valid_hash(exported)
+    # from `rabbitmqctl export_definitions` (RabbitMQ 3.10.8): user guest, password guest
+    exported = "zGX7VP5W4eQWxgq5R0D8JaQ5EZpROZAUToRD5UiSBgo4RMn1"
+    assert valid_hash(exported) and check_password("guest", exported)
+    assert not check_password("Guest", exported)
     h = hash_password("s3cret", salt=b"\x01\x02\x03\x04")
     assert check_password("s3cret", h) and not check_password("other", h)
     assert valid_hash(h) and valid_hash("")
@@ -95,13 +96,13 @@ def test_configure_on_declare_and_delete(acl: Broker) -> None:
     acl.queue_declare(ch, "app-q")
     acl.exchange_declare(ch, "app-x", "direct")
     assert refused(acl.queue_declare, ch, "other") == (
-        "ACCESS_REFUSED - configure access to queue 'other' in vhost '/' refused for user 'app'")
+        "ACCESS_REFUSED - access to queue 'other' in vhost '/' refused for user 'app'")
     assert refused(acl.exchange_declare, ch, "other", "fanout") == (
-        "ACCESS_REFUSED - configure access to exchange 'other' in vhost '/' refused for "
+        "ACCESS_REFUSED - access to exchange 'other' in vhost '/' refused for "
         "user 'app'")
     assert "queue ''" not in refused(acl.queue_declare, ch, "")  # server-named: amq.gen-...
-    assert "configure access to queue 'zzz'" in refused(acl.queue_delete, ch, "zzz")
-    assert "configure access to exchange 'zzz'" in refused(acl.exchange_delete, ch, "zzz")
+    assert "access to queue 'zzz'" in refused(acl.queue_delete, ch, "zzz")
+    assert "access to exchange 'zzz'" in refused(acl.exchange_delete, ch, "zzz")
     acl.queue_delete(ch, "app-q")
     acl.exchange_delete(ch, "app-x")
 
@@ -121,12 +122,12 @@ def test_bind_needs_write_on_destination_and_read_on_source(acl: Broker) -> None
     acl.queue_declare(ch, "app-q")
     acl.exchange_declare(ch, "app-x", "direct")
     acl.queue_bind(ch, "app-q", "app-x", "k")
-    assert "read access to exchange 'amq.direct'" in refused(
+    assert "access to exchange 'amq.direct'" in refused(
         acl.queue_bind, ch, "app-q", "amq.direct", "k")
-    assert "write access to queue 'other'" in refused(acl.queue_bind, ch, "other", "app-x", "k")
-    assert "write access to exchange 'amq.topic'" in refused(
+    assert "access to queue 'other'" in refused(acl.queue_bind, ch, "other", "app-x", "k")
+    assert "access to exchange 'amq.topic'" in refused(
         acl.exchange_bind, ch, "amq.topic", "app-x", "k")
-    assert "read access to exchange 'amq.fanout'" in refused(
+    assert "access to exchange 'amq.fanout'" in refused(
         acl.exchange_bind, ch, "app-x", "amq.fanout", "k")
     acl.queue_bind(ch, "app-q", "app-x", "k", unbind=True)
 
@@ -138,7 +139,7 @@ def test_publish_needs_write_and_default_exchange_is_amq_default(acl: Broker) ->
     acl.exchange_declare(ch, "app-x", "fanout")
     acl.basic_publish(ch, "app-x", "", TRANSIENT, b"x")
     assert refused(acl.basic_publish, ch, "", "other", TRANSIENT, b"x") == (
-        "ACCESS_REFUSED - write access to exchange 'amq.default' in vhost '/' refused for "
+        "ACCESS_REFUSED - access to exchange 'amq.default' in vhost '/' refused for "
         "user 'app'")
     acl.basic_publish(admin, "", "other", TRANSIENT, b"x")
 
@@ -149,7 +150,7 @@ def test_consume_get_purge_need_read(acl: Broker) -> None:
     ch = chan(acl, "app")
     for fn, args in ((acl.basic_consume, ("other",)), (acl.basic_get, ("other", True)),
                      (acl.queue_purge, ("other",))):
-        assert "read access to queue 'other'" in refused(fn, ch, *args)
+        assert "access to queue 'other'" in refused(fn, ch, *args)
     acl.queue_declare(ch, "app-q")
     acl.basic_get(ch, "app-q", True)
     acl.queue_purge(ch, "app-q")
@@ -158,10 +159,10 @@ def test_consume_get_purge_need_read(acl: Broker) -> None:
 
 def test_dead_letter_exchange_needs_write(acl: Broker) -> None:
     ch = chan(acl, "app")
-    assert "write access to exchange 'dlx'" in refused(
+    assert "access to exchange 'dlx'" in refused(
         acl.queue_declare, ch, "app-q", arguments={"x-dead-letter-exchange": "dlx"})
     acl.queue_declare(ch, "app-q", arguments={"x-dead-letter-exchange": "app-dlx"})
-    assert "write access to exchange 'ae'" in refused(
+    assert "access to exchange 'ae'" in refused(
         acl.exchange_declare, ch, "app-x", "direct", arguments={"alternate-exchange": "ae"})
 
 
@@ -251,3 +252,41 @@ def test_store_ops_for_users_and_permissions(acl: Broker) -> None:
         ops.DeletePermission("u", "/"),
         ops.PutVHost("v", "desc"),
     ]
+
+
+def test_each_command_checks_the_permission_rabbitmq_checks(acl: Broker) -> None:
+    """configure ^c, write ^w, read ^r: a name passes only the permission it starts with."""
+    acl.put_user("split", "", "")
+    acl.set_permissions("split", "/", "^c", "^w", "^r")
+    admin = chan(acl, "admin")
+    for q in ("c-q", "w-q", "r-q"):
+        acl.queue_declare(admin, q)
+    for x in ("c-x", "w-x", "r-x"):
+        acl.exchange_declare(admin, x, "direct")
+    ch = chan(acl, "split")
+
+    def allowed(fn, *args, **kw) -> bool:  # type: ignore[no-untyped-def]
+        try:
+            fn(ch, *args, **kw)
+        except ChannelError as exc:
+            assert exc.reply_code == 403, exc.reply_text
+            return False
+        return True
+
+    assert allowed(acl.queue_declare, "c-new") and not allowed(acl.queue_declare, "w-new")
+    assert allowed(acl.exchange_declare, "c-newx", "direct")
+    assert not allowed(acl.exchange_declare, "r-newx", "direct")
+    assert allowed(acl.queue_bind, "w-q", "r-x", "k")
+    assert not allowed(acl.queue_bind, "r-q", "r-x", "k")
+    assert not allowed(acl.queue_bind, "w-q", "w-x", "k")
+    assert allowed(acl.queue_bind, "w-q", "r-x", "k", unbind=True)
+    assert allowed(acl.exchange_bind, "w-x", "r-x", "k")
+    assert not allowed(acl.exchange_bind, "r-x", "w-x", "k")
+    assert allowed(acl.basic_publish, "w-x", "", TRANSIENT, b"")
+    assert not allowed(acl.basic_publish, "r-x", "", TRANSIENT, b"")
+    for fn, args in ((acl.basic_get, ("r-q", True)), (acl.queue_purge, ("r-q",)),
+                     (acl.basic_consume, ("r-q",))):
+        assert allowed(fn, *args)
+        assert not allowed(fn, *("w-q", *args[1:]))
+    assert not allowed(acl.queue_delete, "r-q") and allowed(acl.queue_delete, "c-q")
+    assert not allowed(acl.exchange_delete, "w-x") and allowed(acl.exchange_delete, "c-x")

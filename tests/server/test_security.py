@@ -73,11 +73,11 @@ def test_limited_user_declares_its_names_only(broker: AdminBroker, api: httpx.Cl
         ch.exchange_declare("app-x", "direct")
         ch.queue_bind("app-orders", "app-x", "k")
         assert refused(ch.queue_declare, "billing") == (
-            403, "ACCESS_REFUSED - configure access to queue 'billing' in vhost '/' refused "
+            403, "ACCESS_REFUSED - access to queue 'billing' in vhost '/' refused "
                  "for user 'limited'")
         ch = c.channel()
         assert refused(ch.exchange_declare, "billing-x", "fanout") == (
-            403, "ACCESS_REFUSED - configure access to exchange 'billing-x' in vhost '/' "
+            403, "ACCESS_REFUSED - access to exchange 'billing-x' in vhost '/' "
                  "refused for user 'limited'")
         ch = c.channel()
         ch.queue_delete("app-orders")
@@ -97,11 +97,11 @@ def test_publish_and_consume_need_write_and_read(broker: AdminBroker,
         ch.confirm_delivery()
         ch.basic_publish("app-in", "", b"allowed")
         assert refused(ch.basic_publish, "", "app-sink", b"refused") == (  # amq.default
-            403, "ACCESS_REFUSED - write access to exchange 'amq.default' in vhost '/' "
+            403, "ACCESS_REFUSED - access to exchange 'amq.default' in vhost '/' "
                  "refused for user 'writer'")
         ch = c.channel()
         assert refused(ch.basic_consume, "app-sink", lambda *a: None) == (
-            403, "ACCESS_REFUSED - read access to queue 'app-sink' in vhost '/' refused for "
+            403, "ACCESS_REFUSED - access to queue 'app-sink' in vhost '/' refused for "
                  "user 'writer'")
         ch = c.channel()
         assert refused(ch.basic_get, "app-sink")[0] == 403

@@ -264,3 +264,29 @@ def test_definitions_round_trip(tmp_path: Path) -> None:
             assert ch.basic_get("d-q", auto_ack=True)[2] == b"routed"
     finally:
         dst.proc.stop()
+
+
+def test_rabbitmq_export_imports(tmp_path: Path) -> None:
+    """A file written by ``rabbitmqctl export_definitions`` (RabbitMQ 3.10.8): its users
+    log in with their RabbitMQ passwords and its topology routes."""
+    data = (Path(__file__).parent.parent / "admin" / "data" /
+            "rabbitmq-3.10-definitions.json").read_text()
+    b = start_admin_broker(tmp_path / "imported")
+    try:
+        with b.api() as api:
+            ok(api.post("/api/definitions", content=data,
+                        headers={"content-type": "application/json"}))
+            assert api.get("/api/users/limited").json()["tags"] == ["management"]
+            assert api.get("/api/policies/shop/lim").json()["definition"] == {"max-length": 10}
+            q = api.get("/api/queues/shop/app-orders-q").json()
+            assert q["arguments"]["x-max-priority"] == 5
+        with connect(b, "limited", "pw", vhost="shop") as c:
+            ch = c.channel()
+            ch.basic_publish("app-orders", "order.1", b"from rabbit")
+            time.sleep(0.2)
+            assert ch.basic_get("app-orders-q", auto_ack=True)[2] == b"from rabbit"
+            assert refused(ch.queue_declare, "billing")[1] == (
+                "ACCESS_REFUSED - access to queue 'billing' in vhost 'shop' refused for user "
+                "'limited'")
+    finally:
+        b.proc.stop()

@@ -68,6 +68,8 @@ class BrokerBase:
         self.users = UserDB(loopback_users)
         #: (user, vhost) -> Permission
         self.permissions: dict[tuple[str, str], Permission] = {}
+        #: bumped by every permission change: channels' cached checks go stale
+        self.permissions_epoch = 0
         #: the outbox: wire effects, store operations, and (queue, entry) pairs
         #: whose bodies may leave RAM once committed
         self.effects: list[Any] = []

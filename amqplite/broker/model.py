@@ -208,6 +208,7 @@ class ChannelState:
     """Per-channel dispatch state: consumers, unacked deliveries, prefetch, modes."""
 
     __slots__ = (
+        "allowed",
         "confirm",
         "confirms",
         "consumers",
@@ -233,6 +234,9 @@ class ChannelState:
     def __init__(self, session: Session, number: int) -> None:
         self.session = session
         self.number = number
+        #: the last permission check that passed, (epoch, perm, kind, name): a publisher
+        #: to one exchange is checked once per permission change, not per message
+        self.allowed: tuple[int, str, str, str] | None = None
         self.consumers: dict[str, Consumer] = {}
         self.unacked: OrderedDict[int, Delivery] = OrderedDict()
         self.next_tag = 1

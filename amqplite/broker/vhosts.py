@@ -39,5 +39,6 @@ class VHostOps(BrokerBase):
         self.policies.pop(name, None)
         for key in [k for k in self.permissions if k[1] == name]:
             del self.permissions[key]
+        self.permissions_epoch += 1
         self.store_ops.append(ops.DeleteVHost(name))
         return True

@@ -168,6 +168,12 @@ def test_dead_letter_exchange_needs_write(acl: Broker) -> None:
 
 def test_changes_take_effect_at_once(acl: Broker) -> None:
     ch = chan(acl, "app")
+    acl.exchange_declare(ch, "app-x", "fanout")
+    acl.basic_publish(ch, "app-x", "", TRANSIENT, b"x")  # the channel caches this check
+    acl.set_permissions("app", "/", "^app-.*", "^nothing$", "^app-.*")
+    refused(acl.basic_publish, ch, "app-x", "", TRANSIENT, b"x")
+    ch = chan(acl, "app")
+    acl.set_permissions("app", "/", "^app-.*", "^app-.*", "^app-.*")
     refused(acl.queue_declare, ch, "wide")
     acl.set_permissions("app", "/", ".*", ".*", ".*")
     acl.queue_declare(ch, "wide")

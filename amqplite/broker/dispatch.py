@@ -181,7 +181,7 @@ class Dispatch(BrokerBase):
         ready = q.ready
         now = 0.0
         while ready and q.consumers:
-            if ready.needs_load:
+            if ready.disk_count and ready.needs_load:
                 self._request_load(q)
                 return
             head = ready.peek()

@@ -130,6 +130,8 @@ class Server:
                 await self._stopping.wait()
             self.execute(self.broker.load_failed, e.queue)  # it asks again
         else:
+            self.counters.page_ins += 1
+            self.counters.paged_in_messages += len(rows)
             self.execute(self.broker.entries_loaded, e.queue, rows, e.limit)
         ev = self._paging.pop((e.queue.vhost, e.queue.name), None)
         if ev is not None:
@@ -233,8 +235,8 @@ class Server:
                     await nursery.start(service, self)
                 if lock is not None:
                     lock.update(ports=self.listen_ports, admin_port=_port_of(self.admin_url))
-                log.info("amqplite %s listening on port(s) %s, data in %s",
-                         __version__, self.listen_ports, s.db_url)
+                log.info("amqplite %s listening on port(s) %s, data in %s; %s",
+                         __version__, self.listen_ports, s.db_url, self.memory.describe())
                 task_status.started(self)
                 await self._stopping.wait()
                 clean = await self._shutdown()

@@ -155,8 +155,11 @@ class MemoryMonitor:
         self.trim_policy = TrimPolicy()
         self._malloc_trim = _load_malloc_trim()
         self._failed = False
-        log.info("memory high watermark set to %s: %d bytes of %d available (paging at %d)",
-                 watermark, self.limit, self.total, self.paging_limit)
+
+    def describe(self) -> str:
+        """The limits in force, for the start-up log line (once the broker is up)."""
+        return (f"memory high watermark {self.watermark}: {self.limit} bytes of "
+                f"{self.total} available (paging at {self.paging_limit})")
 
     @property
     def paging_limit(self) -> int:

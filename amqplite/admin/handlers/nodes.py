@@ -8,6 +8,7 @@ from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
 from amqplite.admin.nodes import CLUSTER_NAME, NODE, listener_ports, node_info
 from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, not_found
+from amqplite.broker.effects import GetOk
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.properties import BasicProperties, encode_properties
 
@@ -96,15 +97,16 @@ class NodeHandlers(HandlerBase):
         vh = self._vhost(req.params["vhost"])
         ch = self._channel(vh.name, self._actor(req))
         try:
-            self.broker.queue_declare(ch, ALIVENESS_QUEUE, durable=False, auto_delete=False,
-                                      arguments={})
-            self.broker.basic_publish(ch, "", ALIVENESS_QUEUE,
-                                      encode_properties(BasicProperties()), b"test_message")
-            got = self.broker.basic_get(ch, ALIVENESS_QUEUE, no_ack=True)
+            ex = self.server.execute
+            ex(self.broker.queue_declare, ch, ALIVENESS_QUEUE, durable=False,
+               auto_delete=False, arguments={})
+            ex(self.broker.basic_publish, ch, "", ALIVENESS_QUEUE,
+               encode_properties(BasicProperties()), b"test_message")
+            got = ex(self.broker.basic_get, ch, ALIVENESS_QUEUE, no_ack=True)
         except AMQPError as exc:
             return _failed(exc.reply_text)
         finally:
             self._close(ch)
-        if not isinstance(got, tuple) or got[2].body != b"test_message":
+        if not isinstance(got, GetOk) or got.message.body != b"test_message":
             raise HTTPError(503, "failed", "the test message did not come back")
         return _ok()

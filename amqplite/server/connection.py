@@ -100,16 +100,17 @@ class AMQPConnection:
         #: alarm epoch of this connection's last publish: store back-pressure and
         #: alarms stop reading from it only if it published during the alarm
         self._publish_epoch = -1
-        self._login_failed = False
+        #: after a failed login nothing is sent before this (trio) time
+        self._refused_until = 0.0
 
     # ------------------------------------------------------------- auth
     def _authenticate(self, username: str, password: str) -> bool:
         user = self.server.users.authenticate(username, password, self.peer_host)
         self._user = user
         if user is None:
-            # logged, and the close waits LOGIN_FAILURE_DELAY (this connection only)
+            # logged, and the refusal waits LOGIN_FAILURE_DELAY (this connection only)
             log.warning("%s: login failed for user '%s'", self.name, username)
-            self._login_failed = True
+            self._refused_until = trio.current_time() + LOGIN_FAILURE_DELAY
         return user is not None
 
     def _check_vhost(self, username: str, vhost: str) -> bool:
@@ -260,8 +261,8 @@ class AMQPConnection:
                 self._drop_session()
             elif isinstance(ev, ConnectionClosed):
                 self._drop_session()
-                if self._login_failed:  # slows password guessing; others are not held up
-                    await trio.sleep(LOGIN_FAILURE_DELAY)
+                if self._refused_until:  # slows password guessing; others are not held up
+                    await trio.sleep_until(self._refused_until)
                 return True
 
     async def _writer(self) -> None:
@@ -285,6 +286,8 @@ class AMQPConnection:
             await self._wake.wait()
             self._wake = trio.Event()
             while True:
+                if self._refused_until:  # a failed login: the refusal goes out late
+                    await trio.sleep_until(self._refused_until)
                 data = proto.data_to_send()
                 if not data:
                     break

@@ -116,7 +116,7 @@ def test_broker_parts_do_not_import_each_other() -> None:
     parts = {"bindings": "ExchangeOps", "queues": "QueueOps", "policies": "PolicyOps",
              "publish": "Publishing", "dispatch": "Dispatch", "paging": "Paging",
              "expiry": "Expiry", "deadletter": "DeadLettering", "confirms": "Confirms",
-             "tx": "Transactions"}
+             "tx": "Transactions", "permissions": "AccessOps", "vhosts": "VHostOps"}
     classes = {f"amqplite.broker.{m}.{c}" for m, c in parts.items()}
     for part, cls in parts.items():
         name = f"amqplite.broker.{part}"

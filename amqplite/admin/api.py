@@ -19,11 +19,12 @@ from amqplite.admin.handlers.metrics import MetricsHandlers
 from amqplite.admin.handlers.nodes import NodeHandlers
 from amqplite.admin.handlers.policies import PolicyHandlers
 from amqplite.admin.handlers.queues import QueueHandlers
+from amqplite.admin.handlers.security import SecurityHandlers
 
 __all__ = ["AdminAPI"]
 
 
 class AdminAPI(MetaHandlers, ConnectionHandlers, ExchangeHandlers, QueueHandlers,
                MessageHandlers, BindingHandlers, PolicyHandlers, MetricsHandlers,
-               NodeHandlers):
+               NodeHandlers, SecurityHandlers):
     """One instance per server; handler names match ``Route.handler``."""

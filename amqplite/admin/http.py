@@ -109,9 +109,8 @@ class AdminApp:
                                 headers={"allow": ", ".join(sorted(set(allowed)))})
             raise HTTPError(404, "Object Not Found", "Not Found")
         user = None if route.public else self._authenticate(scope)
-        if route.write and user is not None and not user.is_admin:
-            raise HTTPError(403, "not_authorised",
-                            f"user '{user.name}' is not an administrator; {method} needs one")
+        if user is not None:
+            self._authorize(route, user, params, method)
         body = await self._read_body(receive)
         qs = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         req = Request(method=method, params=params, query={k: v[-1] for k, v in qs.items()},
@@ -119,6 +118,8 @@ class AdminApp:
         handler = getattr(self.api, route.handler)
         resp: Response = await handler(req)
         if is_list(route) and isinstance(resp.body, list):
+            if user is not None and not user.can_monitor:
+                resp.body = self._visible(route, user, resp.body)
             resp.body = listing.apply(resp.body, req)
         elif method in ("GET", "HEAD") and isinstance(resp.body, dict) and resp.status < 300:
             resp.body = listing.columns(resp.body, req)
@@ -146,9 +147,34 @@ class AdminApp:
         client = scope.get("client") or ("", 0)
         user = self.server.users.authenticate(name, password, client[0] or "")
         if user is None:
+            log.warning("admin API: login failed for user '%s' from %s", name, client[0])
             raise HTTPError(401, "not_authorised", "Login failed",
                             headers={"www-authenticate": REALM})
+        if not user.can_manage:  # RabbitMQ: only management-ish tags open the API
+            raise HTTPError(401, "not_authorised", "Not management user",
+                            headers={"www-authenticate": REALM})
         return user
+
+    def _authorize(self, route: Route, user: User, params: dict[str, str], method: str) -> None:
+        """RabbitMQ's tags: administrator does everything, policymaker sets policies,
+        monitoring reads everything, management reads its own vhosts."""
+        needs = route.needs or ("administrator" if route.write else "management")
+        allowed = {"administrator": user.is_admin, "policymaker": user.can_set_policies,
+                   "monitoring": user.can_monitor, "management": True}[needs]
+        if not allowed:
+            raise HTTPError(403, "not_authorised",
+                            f"user '{user.name}' is not {_article(needs)}; {method} needs one")
+        vhost = params.get("vhost")
+        if (vhost is not None and not user.can_monitor
+                and self.server.broker.permission(user.name, vhost) is None):
+            raise HTTPError(401, "not_authorised", "Access refused.")
+
+    def _visible(self, route: Route, user: User, items: list[Any]) -> list[Any]:
+        """A management-only user lists objects of the vhosts it has permissions in."""
+        perms = self.server.broker.permissions
+        key = "name" if route.path == "/api/vhosts" else "vhost"
+        return [i for i in items if not isinstance(i, dict) or key not in i
+                or (user.name, i[key]) in perms]
 
     async def _read_body(self, receive: Receive) -> bytes:
         chunks: list[bytes] = []
@@ -220,3 +246,7 @@ async def run_admin(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
         log.info("admin API listening on %s", url)
         server.admin_url = url
         task_status.started(url)
+
+
+def _article(tag: str) -> str:
+    return ("an " if tag[0] in "aeiou" else "a ") + tag

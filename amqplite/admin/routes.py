@@ -35,6 +35,9 @@ class Route:
     health: bool = False
     #: media type of the success body
     content: str = "application/json"
+    #: the user tag the route needs (RabbitMQ's meaning); "" = administrator for
+    #: writes, management (any management-ish tag, limited to the user's vhosts) for reads
+    needs: str = ""
 
 
 def is_list(r: Route) -> bool:
@@ -101,7 +104,55 @@ ROUTES: list[Route] = [
        "Change memory_high_watermark at run time (rabbitmqctl set_vm_memory_high_watermark)",
        write=True, body="MemoryPut", response="Memory", tag="meta"),
     _r("GET", "/api/whoami", "whoami", "The authenticated user", response="User", tag="meta"),
-    _r("GET", "/api/vhosts", "list_vhosts", "Virtual hosts", response="[VHost]", tag="meta"),
+    _r("GET", "/api/vhosts", "list_vhosts", "Virtual hosts", response="[VHost]", tag="vhosts"),
+    _r("GET", "/api/vhosts/{vhost}", "get_vhost", "One virtual host", response="VHost",
+       tag="vhosts"),
+    _r("PUT", "/api/vhosts/{vhost}", "put_vhost",
+       "Create a virtual host (its creator gets full permissions in it)", write=True,
+       body="VHostPut", status=201, also=(204,), tag="vhosts"),
+    _r("DELETE", "/api/vhosts/{vhost}", "delete_vhost",
+       "Delete a virtual host, everything in it, and close its connections (320)",
+       write=True, status=204, tag="vhosts"),
+    _r("GET", "/api/vhosts/{vhost}/permissions", "vhost_permissions",
+       "Permissions in one virtual host", response="[Permission]", tag="vhosts",
+       needs="administrator"),
+    _r("GET", "/api/users", "list_users", "Users", response="[UserRecord]", tag="users",
+       needs="administrator"),
+    _r("GET", "/api/users/{user}", "get_user", "One user", response="UserRecord",
+       tag="users", needs="administrator"),
+    _r("PUT", "/api/users/{user}", "put_user",
+       "Create or update a user (password or password_hash, tags)", write=True,
+       body="UserPut", status=201, also=(204,), tag="users"),
+    _r("DELETE", "/api/users/{user}", "delete_user",
+       "Delete a user, its permissions, and close its connections (320)", write=True,
+       status=204, tag="users"),
+    _r("GET", "/api/users/{user}/permissions", "user_permissions",
+       "One user's permissions", response="[Permission]", tag="users",
+       needs="administrator"),
+    _r("GET", "/api/permissions", "list_permissions", "All permissions",
+       response="[Permission]", tag="users", needs="administrator"),
+    _r("GET", "/api/permissions/{vhost}/{user}", "get_permission",
+       "A user's permissions in a vhost", response="Permission", tag="users",
+       needs="administrator"),
+    _r("PUT", "/api/permissions/{vhost}/{user}", "put_permission",
+       "Set a user's configure/write/read expressions in a vhost", write=True,
+       body="PermissionPut", status=201, also=(204,), tag="users"),
+    _r("DELETE", "/api/permissions/{vhost}/{user}", "delete_permission",
+       "Clear a user's permissions in a vhost", write=True, status=204, tag="users"),
+    _r("GET", "/api/definitions", "get_definitions",
+       "Export users, vhosts, permissions, policies, exchanges, queues, bindings "
+       "(RabbitMQ's format)", response="Definitions", tag="definitions",
+       needs="administrator"),
+    _r("POST", "/api/definitions", "post_definitions",
+       "Import definitions (RabbitMQ's format; password_hash as "
+       "rabbit_password_hashing_sha256)", write=True, body="Definitions", status=204,
+       tag="definitions"),
+    _r("GET", "/api/definitions/{vhost}", "get_vhost_definitions",
+       "Export one vhost's policies, exchanges, queues and bindings",
+       response="Definitions", tag="definitions", needs="administrator"),
+    _r("POST", "/api/definitions/{vhost}", "post_vhost_definitions",
+       "Import policies, exchanges, queues and bindings into one vhost", write=True,
+       body="Definitions", status=204, tag="definitions"),
     _r("GET", "/api/connections", "list_connections", "Open client connections",
        response="[Connection]", tag="connections"),
     _r("GET", "/api/connections/{name}", "get_connection", "One connection",
@@ -198,7 +249,8 @@ ROUTES: list[Route] = [
     _r("GET", "/api/policies/{vhost}/{name}", "get_policy", "One policy", response="Policy",
        tag="policies"),
     _r("PUT", "/api/policies/{vhost}/{name}", "put_policy", "Create or replace a policy",
-       write=True, body="PolicyPut", status=201, also=(204,), tag="policies"),
+       write=True, body="PolicyPut", status=201, also=(204,), tag="policies",
+       needs="policymaker"),
     _r("DELETE", "/api/policies/{vhost}/{name}", "delete_policy", "Delete a policy",
-       write=True, status=204, tag="policies"),
+       write=True, status=204, tag="policies", needs="policymaker"),
 ]

@@ -1,18 +1,27 @@
 """Users and passwords, hashed the way RabbitMQ stores them (salted SHA-256).
 
-The default ``guest`` user is allowed from loopback addresses only, as in
-RabbitMQ, so an exposed broker does not accept the well-known password.
+The hash format is RabbitMQ's ``rabbit_password_hashing_sha256``:
+base64(4-byte salt + sha256(salt + password)), so a ``password_hash`` exported
+from RabbitMQ's definitions logs in here unchanged. Users named in
+``loopback`` (the default ``guest``) are allowed from loopback addresses only,
+as in RabbitMQ, so an exposed broker does not accept the well-known password.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import ipaddress
 import os
 
 import attrs
+
+#: the only hashing algorithm we write and accept (RabbitMQ's default since 3.6)
+HASHING_ALGORITHM = "rabbit_password_hashing_sha256"
+#: tags that give access to the HTTP API, in RabbitMQ's meaning
+MANAGEMENT_TAGS = frozenset({"administrator", "monitoring", "policymaker", "management"})
 
 
 def hash_password(password: str, salt: bytes | None = None) -> str:
@@ -22,9 +31,31 @@ def hash_password(password: str, salt: bytes | None = None) -> str:
 
 
 def check_password(password: str, stored: str) -> bool:
-    raw = base64.b64decode(stored)
+    """False for an empty or malformed hash: such a user cannot log in with a password."""
+    try:
+        raw = base64.b64decode(stored, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    if len(raw) != 4 + 32:
+        return False
     salt, digest = raw[:4], raw[4:]
     return hmac.compare_digest(hashlib.sha256(salt + password.encode()).digest(), digest)
+
+
+def valid_hash(stored: str) -> bool:
+    """True for an empty hash (no password login) or a well-formed sha256 one."""
+    if stored == "":
+        return True
+    try:
+        return len(base64.b64decode(stored, validate=True)) == 36
+    except (binascii.Error, ValueError):
+        return False
+
+
+def parse_tags(tags: str | list[str] | tuple[str, ...]) -> list[str]:
+    """RabbitMQ writes tags as a comma-separated string or a list; we keep a list."""
+    items = tags.replace(",", " ").split() if isinstance(tags, str) else list(tags)
+    return [t.strip() for t in items if t.strip()]
 
 
 def is_loopback(peer_host: str) -> bool:
@@ -39,22 +70,50 @@ class User:
     name: str
     password_hash: str
     tags: list[str] = attrs.field(factory=list)
-    loopback_only: bool = False
 
     @property
     def is_admin(self) -> bool:
         return "administrator" in self.tags
 
+    @property
+    def can_manage(self) -> bool:
+        """Any management-ish tag opens the HTTP API (RabbitMQ answers 401 otherwise)."""
+        return not MANAGEMENT_TAGS.isdisjoint(self.tags)
+
+    @property
+    def can_monitor(self) -> bool:
+        """monitoring (and administrator) see every vhost's objects and connections."""
+        return "administrator" in self.tags or "monitoring" in self.tags
+
+    @property
+    def can_set_policies(self) -> bool:
+        return "administrator" in self.tags or "policymaker" in self.tags
+
 
 class UserDB:
-    def __init__(self) -> None:
+    """The users the broker knows, by name; ``loopback`` names log in from loopback only."""
+
+    def __init__(self, loopback: list[str] | tuple[str, ...] = ()) -> None:
         self.users: dict[str, User] = {}
+        self.loopback = set(loopback)
+
+    def get(self, name: str) -> User | None:
+        return self.users.get(name)
 
     def add(self, name: str, password: str, tags: list[str] | None = None,
             loopback_only: bool = False) -> User:
-        u = User(name, hash_password(password), list(tags or []), loopback_only)
+        """A user with a plain password (tests, seeding): hashed here."""
+        if loopback_only:
+            self.loopback.add(name)
+        return self.put(name, hash_password(password), list(tags or []))
+
+    def put(self, name: str, password_hash: str, tags: list[str]) -> User:
+        u = User(name, password_hash, list(tags))
         self.users[name] = u
         return u
+
+    def remove(self, name: str) -> User | None:
+        return self.users.pop(name, None)
 
     def authenticate(self, name: str, password: str, peer_host: str) -> User | None:
         u = self.users.get(name)
@@ -68,7 +127,6 @@ class UserDB:
         u = self.users.get(name)
         return None if u is None else self._may_connect(u, peer_host)
 
-    @staticmethod
-    def _may_connect(u: User, peer_host: str) -> User | None:
+    def _may_connect(self, u: User, peer_host: str) -> User | None:
         """Loopback-only users (guest) are refused from elsewhere, whatever the mechanism."""
-        return None if u.loopback_only and not is_loopback(peer_host) else u
+        return None if u.name in self.loopback and not is_loopback(peer_host) else u

@@ -19,13 +19,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from amqplite.broker.effects import Outcome
+from amqplite.broker.auth import UserDB
+from amqplite.broker.effects import CloseConnection, Outcome
 from amqplite.broker.model import ChannelState, Entry, Message, Session
 from amqplite.broker.vhost import VHost
 from amqplite.config import LOG_LEVELS
 
 if TYPE_CHECKING:
     from amqplite.broker.exchanges import Binding, Exchange
+    from amqplite.broker.permissions import Permission
     from amqplite.broker.policy import Policy
     from amqplite.broker.queue import Queue
 
@@ -49,6 +51,8 @@ class BrokerBase:
         now: Callable[[], float] = time.time,
         log_level: str = "lifecycle",
         body_window: int = 2000,
+        access_control: bool = False,
+        loopback_users: tuple[str, ...] = (),
     ) -> None:
         if log_level not in LOG_LEVELS:
             raise ValueError(f"log level must be one of {LOG_LEVELS}, not {log_level!r}")
@@ -58,6 +62,14 @@ class BrokerBase:
         self._log_full = log_level == "full"
         self.body_window = body_window
         self.vhosts: dict[str, VHost] = {"/": VHost("/")}
+        #: off for the core used alone (unit tests of other parts); the server
+        #: always turns it on, so every command checks the user's permissions
+        self.access_control = access_control
+        self.users = UserDB(loopback_users)
+        #: (user, vhost) -> Permission
+        self.permissions: dict[tuple[str, str], Permission] = {}
+        #: bumped by every permission change: channels' cached checks go stale
+        self.permissions_epoch = 0
         #: the outbox: wire effects, store operations, and (queue, entry) pairs
         #: whose bodies may leave RAM once committed
         self.effects: list[Any] = []
@@ -145,9 +157,19 @@ class BrokerBase:
     def vhost(self, name: str) -> VHost:
         return self.vhosts[name]
 
+    def _close_sessions(self, which: Callable[[Session], bool], reason: str) -> None:
+        """Close matching connections with 320 CONNECTION_FORCED and RabbitMQ's reason
+        (a vhost or a user deleted); the session is gone before the close goes out."""
+        for s in [s for s in self.sessions.values() if which(s)]:
+            self.effects.append(CloseConnection(s, 320, f"CONNECTION_FORCED - {reason}"))
+            self.close_session(s)
+
     # ---------------------------------------- provided by the other parts
     if TYPE_CHECKING:
         def _emit_confirms(self) -> None: ...
+        def close_session(self, session: Session) -> None: ...
+        def _authorize(self, ch: ChannelState, perm: str, kind: str, name: str,
+                       cm: tuple[int, int]) -> None: ...
         def _confirm_published(self, ch: ChannelState, res: Any) -> None: ...
         def _dispatch(self, q: Queue) -> None: ...
         def _entry_done(self, q: Queue, e: Entry) -> None: ...

@@ -44,6 +44,7 @@ class ExchangeOps(BrokerBase):
             if ex is None:
                 raise E.no_exchange(name, vh.name, cm)
             return
+        self._authorize(ch, "configure", "exchange", name, cm)
         if ex is not None:
             if ex.type_name != type_:
                 raise E.inequivalent("type", "exchange", name, vh.name, type_, ex.type_name, cm)
@@ -61,6 +62,11 @@ class ExchangeOps(BrokerBase):
         cls = EXCHANGE_TYPES.get(type_)
         if cls is None:
             raise E.command_invalid(f"unknown exchange type '{type_}'", cm)
+        ae = (arguments or {}).get("alternate-exchange")
+        if isinstance(ae, str | bytes):  # a new exchange may only fall back where it may write
+            self._authorize(ch, "read", "exchange", name, cm)
+            self._authorize(ch, "write", "exchange",
+                            ae.decode() if isinstance(ae, bytes) else ae, cm)
         ex = cls(name, durable=durable, auto_delete=auto_delete, internal=internal,
                  arguments=arguments)
         self.add_exchange(vh, ex)
@@ -81,6 +87,7 @@ class ExchangeOps(BrokerBase):
                 if name in vh.exchanges else f"exchange name '{name}' contains reserved prefix 'amq.*'",
                 cm,
             )
+        self._authorize(ch, "configure", "exchange", name, cm)
         ex = vh.exchanges.get(name)
         if ex is None:
             return  # RabbitMQ: deleting what is not there succeeds
@@ -110,8 +117,10 @@ class ExchangeOps(BrokerBase):
     ) -> None:
         vh = self.vhosts[ch.session.vhost]
         cm = EXCHANGE_UNBIND if unbind else EXCHANGE_BIND
+        self._authorize(ch, "write", "exchange", destination, cm)
         if source == "" or destination == "":
             raise E.default_exchange(cm)
+        self._authorize(ch, "read", "exchange", source, cm)
         b = Binding(source, ("exchange", destination), routing_key, freeze_args(arguments))
         if unbind:
             # RabbitMQ: unbinding what is not bound succeeds, even when the source or

@@ -23,12 +23,14 @@ from amqplite.broker.exchanges import Binding, Exchange
 from amqplite.broker.expiry import Expiry, parse_expiration
 from amqplite.broker.model import ChannelState, Entry, Message, Session
 from amqplite.broker.paging import Paging
+from amqplite.broker.permissions import AccessOps
 from amqplite.broker.policies import PolicyOps
 from amqplite.broker.publish import Publishing
 from amqplite.broker.queue import Queue
 from amqplite.broker.queues import QueueOps
 from amqplite.broker.tx import Transactions
 from amqplite.broker.vhost import VHost
+from amqplite.broker.vhosts import VHostOps
 
 __all__ = ["NEED_PAGE_IN", "REPLY_TO", "Broker", "PublishResult", "VHost", "parse_expiration"]
 
@@ -44,6 +46,8 @@ class Broker(
     Expiry,
     Confirms,
     Transactions,
+    AccessOps,
+    VHostOps,
 ):
     """The broker core: sessions and channels, plus every part's commands."""
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:
-    from amqplite.broker.model import ChannelState, Entry, Message
+    from amqplite.broker.model import ChannelState, Entry, Message, Session
     from amqplite.broker.queue import Queue
 
 
@@ -46,6 +46,16 @@ class CancelNotify:
 
     channel: ChannelState
     consumer_tag: str
+
+
+@attrs.define(slots=True)
+class CloseConnection:
+    """Close a client's connection (vhost or user deleted): connection.close, then
+    the close handshake. The broker has already closed the session."""
+
+    session: Session
+    reply_code: int
+    reply_text: str
 
 
 @attrs.define(slots=True)

@@ -185,8 +185,8 @@ class Delivery:
 class Session:
     """One client connection as the broker sees it."""
 
-    __slots__ = ("channels", "client_properties", "id", "peer", "transport", "username", "vhost",
-                 "writable")
+    __slots__ = ("channels", "client_properties", "id", "internal", "peer", "transport",
+                 "username", "vhost", "writable")
 
     def __init__(self, sid: int, username: str, vhost: str, peer: str = "") -> None:
         self.id = sid
@@ -200,12 +200,15 @@ class Session:
         #: False while the connection's socket is backed up: its consumers wait
         #: (the shell tells the broker with ``set_writable``).
         self.writable = True
+        #: the broker's own session (definitions import): no permission checks
+        self.internal = False
 
 
 class ChannelState:
     """Per-channel dispatch state: consumers, unacked deliveries, prefetch, modes."""
 
     __slots__ = (
+        "allowed",
         "confirm",
         "confirms",
         "consumers",
@@ -231,6 +234,9 @@ class ChannelState:
     def __init__(self, session: Session, number: int) -> None:
         self.session = session
         self.number = number
+        #: the last permission check that passed, (epoch, perm, kind, name): a publisher
+        #: to one exchange is checked once per permission change, not per message
+        self.allowed: tuple[int, str, str, str] | None = None
         self.consumers: dict[str, Consumer] = {}
         self.unacked: OrderedDict[int, Delivery] = OrderedDict()
         self.next_tag = 1

@@ -50,6 +50,7 @@ class Publishing(BrokerBase):
         cm = BASIC_PUBLISH
         if immediate:
             raise E.not_implemented("immediate=true", cm)
+        self._authorize(ch, "write", "exchange", exchange, cm)
         ex = vh.exchanges.get(exchange)
         if ex is None:
             raise E.no_exchange(exchange, vh.name, cm)

@@ -63,6 +63,7 @@ class QueueOps(BrokerBase):
             name = "amq.gen-" + secrets.token_urlsafe(16)
         elif name.startswith("amq."):
             raise E.reserved("queue", name, cm)
+        self._authorize(ch, "configure", "queue", name, cm)
         bad = validate_queue_args(arguments or {})
         if bad is not None:
             raise E.precondition(
@@ -83,6 +84,11 @@ class QueueOps(BrokerBase):
                 raise E.locked(name, vh.name, cm)
             self._check_args_equivalent(q, arguments or {}, cm)
             return q.name, q.message_count, len(q.consumers)
+        dlx = (arguments or {}).get("x-dead-letter-exchange")
+        if isinstance(dlx, str | bytes):  # a new queue may only dead-letter where it may write
+            self._authorize(ch, "read", "queue", name, cm)
+            self._authorize(ch, "write", "exchange",
+                            dlx.decode() if isinstance(dlx, bytes) else dlx, cm)
         q = Queue(
             self._queue_id(),
             vh.name,
@@ -144,7 +150,9 @@ class QueueOps(BrokerBase):
         return ch.last_queue
 
     def _find_queue(self, ch: ChannelState, name: str, cm: tuple[int, int]) -> Queue:
+        """The queue a consume, get or purge reads from: read permission first."""
         name = self._queue_name(ch, name, cm)
+        self._authorize(ch, "read", "queue", name, cm)
         vh = self.vhosts[ch.session.vhost]
         q = vh.queues.get(name)
         if q is None:
@@ -168,8 +176,10 @@ class QueueOps(BrokerBase):
         # RabbitMQ's order: resolve the queue name, refuse the default exchange, then
         # look the exchange up before the queue.
         queue = self._queue_name(ch, queue, cm)
+        self._authorize(ch, "write", "queue", queue, cm)
         if exchange == "":
             raise E.default_exchange(cm)
+        self._authorize(ch, "read", "exchange", exchange, cm)
         b = Binding(exchange, ("queue", queue), routing_key, freeze_args(arguments))
         if unbind:
             # Unbinding what is not bound succeeds, even when the queue or the
@@ -215,6 +225,7 @@ class QueueOps(BrokerBase):
         vh = self.vhosts[ch.session.vhost]
         cm = QUEUE_DELETE
         queue = self._queue_name(ch, queue, cm)
+        self._authorize(ch, "configure", "queue", queue, cm)
         q = vh.queues.get(queue)
         if q is None:
             return 0

@@ -26,8 +26,9 @@ class DefaultExchange(DirectExchange):
 class VHost:
     """A namespace of exchanges, queues and bindings."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, description: str = "") -> None:
         self.name = name
+        self.description = description
         self.exchanges: dict[str, Exchange] = {"": DefaultExchange(self)}
         self.queues: dict[str, Queue] = {}
         #: bindings by destination, so deleting a queue finds its bindings fast

@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 import trio
 
 from amqplite import __version__
-from amqplite.broker.auth import UserDB
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import LoadEntries, PageIn
 from amqplite.config import Settings
@@ -34,7 +33,7 @@ from amqplite.server.interpreter import Interpreter
 from amqplite.server.memory import MemoryMonitor
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import PortInUse, address_in_use
-from amqplite.server.recovery import restore
+from amqplite.server.recovery import restore, seed_security
 from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
 from amqplite.store.engine import CLEAN_KEY, Store
@@ -53,16 +52,10 @@ SHUTDOWN_TEXT = "CONNECTION_FORCED - broker forced connection closure with reaso
 class Server:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.broker = Broker(log_level=settings.delivery_log, body_window=settings.body_window)
-        self.users = UserDB()
-        self.users.add(
-            settings.default_user, settings.default_pass, ["administrator"],
-            loopback_only=settings.default_user in settings.loopback_users,
-        )
-        for name, spec in settings.users.items():
-            tags = [t for t in str(spec.get("tags", "")).replace(",", " ").split() if t]
-            self.users.add(name, str(spec.get("password", "")), tags,
-                           loopback_only=name in settings.loopback_users)
+        self.broker = Broker(log_level=settings.delivery_log, body_window=settings.body_window,
+                             access_control=True, loopback_users=tuple(settings.loopback_users))
+        #: the broker's users (seeded from the settings on the first start, then stored)
+        self.users = self.broker.users
         self.store: Store | None = None
         self.persistence: Persistence | None = None
         self.interpreter: Interpreter | None = None
@@ -217,6 +210,7 @@ class Server:
             log.warning("the last run did not stop cleanly: recovered messages are marked "
                         "redelivered")
         restore(self.broker, recovered, unclean=unclean, fetch=store.fetch_entries)
+        seed_security(self.broker, recovered, s)
         await trio.to_thread.run_sync(store.mark_open)
         store.start()
         clean = False
@@ -225,6 +219,7 @@ class Server:
         self.persistence.bind_loop()
         self.interpreter = Interpreter(self.broker, self.persistence, self._start_read,
                                        self.counters)
+        self.interpret()  # the first start's seeds
         if lock_dir is not None:
             self.disk = DiskMonitor(lock_dir, s.disk_free_limit_bytes, self.persistence)
             self.disk.check()  # an alarm is in force before the first client arrives

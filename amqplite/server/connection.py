@@ -46,6 +46,8 @@ CLOSE_OK_TIMEOUT = 3.0
 #: After the close handshake: half-close and read (discarding) until the peer
 #: closes, at most this long, so a peer still writing never gets a reset.
 LINGER_TIMEOUT = 2.0
+#: A refused login is answered this much later (RabbitMQ is slow to refuse too).
+LOGIN_FAILURE_DELAY = 1.0
 
 _HANDSHAKE_STATES = frozenset({
     ConnectionState.AWAITING_HEADER, ConnectionState.STARTING, ConnectionState.TUNING,
@@ -103,6 +105,8 @@ class AMQPConnection:
         #: alarm epoch of this connection's last publish: store back-pressure and
         #: alarms stop reading from it only if it published during the alarm
         self._publish_epoch = -1
+        #: after a failed login nothing is sent before this (trio) time
+        self._refused_until = 0.0
 
     # ------------------------------------------------------------- auth
     def _authenticate(self, username: str, password: str | None) -> bool:
@@ -113,6 +117,10 @@ class AMQPConnection:
             log.warning("%s: login refused for user %r (%s)", self.name, username,
                         "client certificate" if password is None else "password")
         self._user = user
+        if user is None:
+            # logged, and the refusal waits LOGIN_FAILURE_DELAY (this connection only)
+            log.warning("%s: login failed for user '%s'", self.name, username)
+            self._refused_until = trio.current_time() + LOGIN_FAILURE_DELAY
         return user is not None
 
     def _check_vhost(self, username: str, vhost: str) -> bool:
@@ -122,8 +130,7 @@ class AMQPConnection:
         connection.close 530 and this very text; connections in their handshake
         do not count, so a flood of half-open sockets cannot lock clients out.
         """
-        if vhost not in self.broker.vhosts:
-            return False
+        self.broker.check_vhost_access(username, vhost)  # 530 in RabbitMQ's words
         limit = self.server.settings.max_connections
         if limit and sum(c.admitted for c in self.server.connections) >= limit:
             log.warning("%s refused: connection limit (%d) is reached", self.name, limit)
@@ -264,6 +271,8 @@ class AMQPConnection:
                 self._drop_session()
             elif isinstance(ev, ConnectionClosed):
                 self._drop_session()
+                if self._refused_until:  # slows password guessing; others are not held up
+                    await trio.sleep_until(self._refused_until)
                 return True
 
     async def _writer(self) -> None:
@@ -288,6 +297,8 @@ class AMQPConnection:
             await self._wake.wait()
             self._wake = trio.Event()
             while True:
+                if self._refused_until:  # a failed login: the refusal goes out late
+                    await trio.sleep_until(self._refused_until)
                 data = proto.data_to_send()
                 if not data:
                     break

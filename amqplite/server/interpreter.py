@@ -18,6 +18,7 @@ from typing import Any
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import (
     CancelNotify,
+    CloseConnection,
     Confirm,
     Deliver,
     LoadEntries,
@@ -71,6 +72,10 @@ class Interpreter:
                     tr.send_cancel(e.channel, e.consumer_tag)
             elif t is PageIn or t is LoadEntries:
                 self._read(e)
+            elif t is CloseConnection:
+                tr = e.session.transport
+                if tr is not None:
+                    tr.force_close(e.reply_code, e.reply_text)
         if flush:
             persistence.flush()
 

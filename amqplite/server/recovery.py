@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
+from amqplite.broker.auth import hash_password
 from amqplite.broker.core import Broker, VHost
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding
 from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.model import Entry, Message, PriorityReadyList
+from amqplite.broker.permissions import FULL
 from amqplite.broker.queue import Queue
+from amqplite.config import Settings
 from amqplite.protocol.errors import FrameSyntaxError
 from amqplite.protocol.properties import check_properties, priority_of
+from amqplite.store.ops import SEEDED_KEY, PutMeta
+
+log = logging.getLogger("amqplite.server")
 
 
 def _malformed(raw: bytes) -> str | None:
@@ -21,6 +28,47 @@ def _malformed(raw: bytes) -> str | None:
     except FrameSyntaxError as exc:
         return exc.detail
     return None
+
+
+def restore_security(broker: Broker, rec: Any) -> None:
+    """Vhosts, users and permissions as stored (nothing is written back).
+
+    Once seeded, the vhosts table is the truth: a deleted ``/`` stays deleted.
+    """
+    if SEEDED_KEY in rec.meta and not any(v.name == "/" for v in rec.vhosts):
+        vh = broker.vhosts.get("/")
+        if vh is not None and not vh.queues:
+            del broker.vhosts["/"]
+    for v in rec.vhosts:
+        broker.add_vhost(v.name, v.description, persist=False)
+    for u in rec.users:
+        broker.put_user(u.name, u.password_hash, u.tags, persist=False)
+    for p in rec.permissions:
+        try:
+            broker.set_permissions(p.user, p.vhost, p.configure, p.write, p.read,
+                                   persist=False)
+        except ValueError:
+            log.warning("ignoring stored permission of user '%s' in vhost '%s'", p.user,
+                        p.vhost)
+
+
+def seed_security(broker: Broker, rec: Any, settings: Settings) -> None:
+    """First start only: the default vhost, the default user and the users of the
+    config file, each with full permissions on ``/`` (RabbitMQ seeds its default
+    user the same way). Later starts leave the database alone, so users changed
+    or deleted through the API or the CLI stay as they are."""
+    if SEEDED_KEY in rec.meta:
+        return
+    broker.add_vhost("/")
+    seeds = {settings.default_user: (settings.default_pass, "administrator")}
+    for name, spec in settings.users.items():
+        seeds[name] = (str(spec.get("password", "")), str(spec.get("tags", "")))
+    for name, (password, tags) in seeds.items():
+        if name in broker.users.users:
+            continue
+        broker.put_user(name, hash_password(password), tags)
+        broker.set_permissions(name, "/", *FULL)
+    broker.store_ops.append(PutMeta(SEEDED_KEY, "1"))
 
 
 def restore(broker: Broker, rec: Any, *, unclean: bool = False,
@@ -40,6 +88,7 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
     run, unless the queue cannot spill (priorities, length limits, TTLs):
     those are read in full with ``fetch`` (``Store.fetch_entries``).
     """
+    restore_security(broker, rec)
     for pol in rec.policies:
         broker.vhosts.setdefault(pol.vhost, VHost(pol.vhost))
         try:

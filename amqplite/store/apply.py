@@ -42,16 +42,22 @@ from .ops import (
     DeleteEntries,
     DeleteEntry,
     DeleteExchange,
+    DeletePermission,
     DeletePolicy,
     DeleteQueue,
+    DeleteUser,
+    DeleteVHost,
     LogEvent,
     PutBinding,
     PutEntry,
     PutExchange,
     PutMessage,
     PutMeta,
+    PutPermission,
     PutPolicy,
     PutQueue,
+    PutUser,
+    PutVHost,
     UpdateEntry,
 )
 
@@ -426,6 +432,22 @@ class Applier:
             conn.execute(delete(p).where(p.c.vhost == op.vhost, p.c.name == op.name))
         elif t is PutMeta:
             upsert(conn, s.meta, {"key": op.key}, {"value": op.value})
+        elif t is PutVHost:
+            upsert(conn, s.vhosts, {"name": op.name}, {"description": op.description})
+        elif t is DeleteVHost:
+            self._delete_vhost(conn, op.name)
+        elif t is PutUser:
+            upsert(conn, s.users, {"name": op.name},
+                   {"password_hash": op.password_hash, "tags": op.tags})
+        elif t is DeleteUser:
+            conn.execute(delete(s.permissions).where(s.permissions.c.user == op.name))
+            conn.execute(delete(s.users).where(s.users.c.name == op.name))
+        elif t is PutPermission:
+            upsert(conn, s.permissions, {"user": op.user, "vhost": op.vhost},
+                   {"configure": op.configure, "write": op.write, "read": op.read})
+        elif t is DeletePermission:
+            p = s.permissions
+            conn.execute(delete(p).where(p.c.user == op.user, p.c.vhost == op.vhost))
         elif t is PruneRange:
             dl = s.delivery_log
             result = conn.execute(delete(dl).where(
@@ -434,6 +456,16 @@ class Applier:
             op.deleted = result.rowcount
         else:
             raise TypeError(f"not a store op: {op!r}")
+
+    @classmethod
+    def _delete_vhost(cls, conn: Connection, name: str) -> None:
+        """Everything in the vhost goes: its queues with their entries first."""
+        q = s.queues
+        for (qid,) in conn.execute(select(q.c.id).where(q.c.vhost == name)).all():
+            cls._delete_queue(conn, qid)
+        for table in (s.bindings, s.exchanges, s.policies, s.permissions):
+            conn.execute(delete(table).where(table.c.vhost == name))
+        conn.execute(delete(s.vhosts).where(s.vhosts.c.name == name))
 
     @staticmethod
     def _delete_queue(conn: Connection, queue_id: int) -> None:

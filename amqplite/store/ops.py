@@ -26,6 +26,9 @@ def _args(value: Args | None) -> Args:
 EXPORTED_KEY = "audit_exported_id"
 #: meta key set once transient messages were written to spill them (recovery drops them)
 TRANSIENT_KEY = "transient_spilled"
+#: meta key set once the default vhost and the configured users were written: they
+#: seed the database on the first start only, later edits (API, CLI) stay
+SEEDED_KEY = "security_seeded"
 
 
 @attrs.frozen
@@ -111,6 +114,58 @@ class DeletePolicy:
 
     vhost: str
     name: str
+
+
+@attrs.frozen
+class PutVHost:
+    """Create or replace a virtual host row."""
+
+    name: str
+    description: str = ""
+
+
+@attrs.frozen
+class DeleteVHost:
+    """Delete a vhost and every row in it: queues (entries, orphaned messages),
+    exchanges, bindings, policies and permissions."""
+
+    name: str
+
+
+@attrs.frozen
+class PutUser:
+    """Create or replace a user; ``password_hash`` in RabbitMQ's sha256 format,
+    ``tags`` comma-separated as RabbitMQ writes them."""
+
+    name: str
+    password_hash: str
+    tags: str = ""
+
+
+@attrs.frozen
+class DeleteUser:
+    """Delete a user and its permissions."""
+
+    name: str
+
+
+@attrs.frozen
+class PutPermission:
+    """Set a user's configure/write/read regular expressions in a vhost."""
+
+    user: str
+    vhost: str
+    configure: str
+    write: str
+    read: str
+
+
+@attrs.frozen
+class DeletePermission:
+    """Clear a user's permissions in a vhost."""
+
+    user: str
+    vhost: str
 
 
 @attrs.frozen
@@ -227,6 +282,12 @@ META_OPS = (
     DeleteBinding,
     PutPolicy,
     DeletePolicy,
+    PutVHost,
+    DeleteVHost,
+    PutUser,
+    DeleteUser,
+    PutPermission,
+    DeletePermission,
     PutMeta,
 )
 
@@ -241,6 +302,12 @@ Op = (
     | DeleteBinding
     | PutPolicy
     | DeletePolicy
+    | PutVHost
+    | DeleteVHost
+    | PutUser
+    | DeleteUser
+    | PutPermission
+    | DeletePermission
     | PutMeta
     | PutMessage
     | PutEntry

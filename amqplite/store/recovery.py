@@ -17,8 +17,11 @@ from .ops import (
     TRANSIENT_KEY,
     PutBinding,
     PutExchange,
+    PutPermission,
     PutPolicy,
     PutQueue,
+    PutUser,
+    PutVHost,
 )
 
 
@@ -41,6 +44,9 @@ class RecoveredEntry:
 class Recovered:
     """Everything durable, as found at start-up."""
 
+    vhosts: list[PutVHost] = attrs.Factory(list)
+    users: list[PutUser] = attrs.Factory(list)
+    permissions: list[PutPermission] = attrs.Factory(list)
     policies: list[PutPolicy] = attrs.Factory(list)
     exchanges: list[PutExchange] = attrs.Factory(list)
     queues: list[PutQueue] = attrs.Factory(list)
@@ -109,6 +115,13 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
     bodies; the rest only counted (``spilled``), read later with ``fetch_entries``."""
     rec = Recovered()
     rec.meta = {k: v for k, v in conn.execute(select(s.meta.c.key, s.meta.c.value))}
+    rec.vhosts = [PutVHost(r.name, r.description)
+                  for r in conn.execute(select(s.vhosts).order_by(s.vhosts.c.name))]
+    rec.users = [PutUser(r.name, r.password_hash, r.tags)
+                 for r in conn.execute(select(s.users).order_by(s.users.c.name))]
+    p = s.permissions
+    rec.permissions = [PutPermission(r.user, r.vhost, r.configure, r.write, r.read)
+                       for r in conn.execute(select(p).order_by(p.c.user, p.c.vhost))]
     rec.policies = [
         PutPolicy(r.vhost, r.name, r.pattern, r.apply_to, r.priority, cbor.decode(r.definition))
         for r in conn.execute(select(s.policies))

@@ -98,8 +98,13 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
     victim = admin_broker.connect()  # the one DELETE /api/connections/{name} closes
     (conn_name,) = {c["name"] for c in api.get("/api/connections").json()} - before
     port = admin_broker.admin_url.rsplit(":", 1)[1]
+    oa_vh, oa_user = qname("oa-vh"), qname("oa-user")
+    assert api.put(f"/api/vhosts/{oa_vh}", json={}).status_code == 201
+    assert api.put(f"/api/users/{oa_user}", json={"password": "x"}).status_code == 201
+    assert api.put(f"/api/permissions/{oa_vh}/{oa_user}", json={}).status_code == 201
     values = {"vhost": "/", "name": q, "exchange": x, "queue": q, "props": "rk", "source": x,
-              "destination": x2, "port": port, "protocol": "amqp091", "message": "m0"}
+              "destination": x2, "port": port, "protocol": "amqp091", "message": "m0",
+              "user": oa_user}
     bodies: dict[str, Any] = {
         "ExchangePut": {"type": "direct"}, "QueuePut": {"durable": True},
         "PublishRequest": {"routing_key": "rk", "payload": "hi"},
@@ -109,6 +114,9 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
         "BindingPost": {"routing_key": "rk"},
         "PolicyPut": {"pattern": "^oap-none$", "definition": {"max-length": 100}},
         "MemoryPut": {"memory_high_watermark": "0.4"},
+        "VHostPut": {"description": "openapi"}, "UserPut": {"password": "y", "tags": ""},
+        "PermissionPut": {"configure": "^oa", "write": "^oa", "read": "^oa"},
+        "Definitions": {"queues": [{"name": "oa-defs", "durable": False}]},
     }
     order = {"GET": 0, "PUT": 1, "POST": 2, "DELETE": 3}
     # deeper DELETEs first: a binding goes before its exchange
@@ -127,6 +135,8 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
             v["name"] = api.get("/api/channels").json()[0]["name"]
         elif r.path.startswith(("/api/nodes/", "/api/healthchecks/node/")):
             v["name"] = "amqplite@localhost"
+        if r.path.startswith(("/api/vhosts/", "/api/permissions/", "/api/definitions/")):
+            v["vhost"] = oa_vh  # never delete or import into "/" of the shared broker
         if r.method == "DELETE" and r.path == "/api/queues/{vhost}/{name}":
             v["name"] = q2
         if r.method == "GET" and r.path == "/api/policies/{vhost}/{name}":

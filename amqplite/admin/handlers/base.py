@@ -58,14 +58,23 @@ class HandlerBase:
             raise not_found(f"no queue '{req.params['name']}' in vhost '{vh.name}'")
         return vh, q
 
-    def _channel(self, vhost: str) -> ChannelState:
-        """A fresh channel on the admin session of ``vhost``; close it when done."""
-        s = self._sessions.get(vhost)
+    def _channel(self, vhost: str, user: str | None) -> ChannelState:
+        """A fresh channel in ``vhost`` acting as ``user`` (their permissions apply, as in
+        RabbitMQ's API), or as the broker itself when None (definitions import); close
+        it when done."""
+        key = f"{user}\x00{vhost}" if user is not None else f"\x00{vhost}"
+        s = self._sessions.get(key)
         if s is None or s.id not in self.broker.sessions:
-            s = self.broker.open_session("admin-api", vhost, "admin-api")
-            self._sessions[vhost] = s
+            s = self.broker.open_session(user if user is not None else "", vhost, "admin-api")
+            s.internal = user is None
+            self._sessions[key] = s
         n = next(self._next_channel)
         return self.broker.open_channel(s, n)
+
+    @staticmethod
+    def _actor(req: Request) -> str:
+        """Whom an API change acts as: the authenticated user (no user, no permissions)."""
+        return req.user.name if req.user is not None else ""
 
     def _close(self, ch: ChannelState) -> None:
         self.server.execute(self.broker.close_channel, ch)

@@ -65,9 +65,9 @@ class BindingHandlers(HandlerBase):
         return vh, src, dst, [b for b in self._bindings(vh) if b["source"] == src
                               and b["destination_type"] == kind and b["destination"] == dst]
 
-    def _bind(self, vh: VHost, src: str, kind: str, dst: str, rk: str, args: dict[str, Any],
-              unbind: bool = False) -> None:
-        ch = self._channel(vh.name)
+    def _bind(self, req: Request, vh: VHost, src: str, kind: str, dst: str, rk: str,
+              args: dict[str, Any], unbind: bool = False) -> None:
+        ch = self._channel(vh.name, self._actor(req))
         try:
             if kind == "queue":
                 self.server.execute(self.broker.queue_bind, ch, dst, src, rk, args,
@@ -88,7 +88,7 @@ class BindingHandlers(HandlerBase):
         body = req.json()
         rk = _str(body, "routing_key", "") or ""
         args = _obj(body, "arguments")
-        self._bind(vh, src, kind, dst, rk, args)
+        self._bind(req, vh, src, kind, dst, rk, args)
         loc = "/api/bindings/{}/e/{}/{}/{}/{}".format(
             quote(vh.name, safe=""), quote(src, safe=""), kind[0], quote(dst, safe=""),
             quote(views.properties_key(rk, args), safe=""))
@@ -104,7 +104,8 @@ class BindingHandlers(HandlerBase):
 
     async def _delete_edge(self, req: Request, kind: str) -> Response:
         vh, src, dst, b = self._one_edge(req, kind)
-        self._bind(vh, src, kind, dst, b["routing_key"], self._raw_args(vh, src, kind, dst, b),
+        self._bind(req, vh, src, kind, dst, b["routing_key"],
+                   self._raw_args(vh, src, kind, dst, b),
                    unbind=True)
         return Response(None, 204)
 

@@ -44,7 +44,7 @@ class ExchangeHandlers(HandlerBase):
         if not type_:
             raise bad_request("type is required (direct, fanout, topic or headers)")
         existed = name in vh.exchanges
-        ch = self._channel(vh.name)
+        ch = self._channel(vh.name, self._actor(req))
         try:
             self.server.execute(self.broker.exchange_declare,
                 ch, name, type_, durable=_bool(body, "durable", True),
@@ -61,7 +61,7 @@ class ExchangeHandlers(HandlerBase):
         name = _exchange_name(req.params["name"])
         if name not in vh.exchanges:
             raise not_found(f"no exchange '{name}' in vhost '{vh.name}'")
-        ch = self._channel(vh.name)
+        ch = self._channel(vh.name, self._actor(req))
         try:
             self.server.execute(self.broker.exchange_delete, ch, name, if_unused=req.flag("if-unused"))
         except AMQPError as exc:
@@ -106,7 +106,7 @@ class ExchangeHandlers(HandlerBase):
             raw = encode_properties(BasicProperties(**fields))
         except (ValueError, TypeError) as exc:
             raise bad_request(f"cannot encode properties: {exc}") from None
-        ch = self._channel(vh.name)
+        ch = self._channel(vh.name, self._actor(req))
         try:
             res = self.server.execute(self.broker.basic_publish, ch, exchange, rk, raw, data)
         except AMQPError as exc:

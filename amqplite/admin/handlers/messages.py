@@ -43,7 +43,7 @@ class MessageHandlers(HandlerBase):
         if encoding not in ("auto", "base64"):
             raise bad_request("encoding must be auto or base64")
         truncate = _int(body, "truncate", None)
-        ch = self._channel(vh.name)
+        ch = self._channel(vh.name, self._actor(req))
         out: list[dict[str, Any]] = []
         try:
             for _ in range(count):

@@ -47,6 +47,7 @@ class MetaHandlers(HandlerBase):
         for vh in self.broker.vhosts.values():
             ready = sum(q.message_count for q in vh.queues.values())
             un = sum(q.unacked for q in vh.queues.values())
-            out.append({"name": vh.name, "messages": ready + un, "messages_ready": ready,
+            out.append({"name": vh.name, "description": vh.description, "tags": [],
+                        "messages": ready + un, "messages_ready": ready,
                         "messages_unacknowledged": un})
         return Response(out)

@@ -95,7 +95,7 @@ class NodeHandlers(HandlerBase):
     async def aliveness_test(self, req: Request) -> Response:
         """RabbitMQ's aliveness test: declare, publish to and get from a queue."""
         vh = self._vhost(req.params["vhost"])
-        ch = self._channel(vh.name)
+        ch = self._channel(vh.name, self._actor(req))
         try:
             ex = self.server.execute
             ex(self.broker.queue_declare, ch, ALIVENESS_QUEUE, durable=False,

@@ -42,7 +42,7 @@ class QueueHandlers(HandlerBase):
             if bad is not None:
                 raise bad_request(f"invalid arg '{bad[0]}': {bad[1]}")
         existed = name in vh.queues
-        ch = self._channel(vh.name)
+        ch = self._channel(vh.name, self._actor(req))
         try:
             self.server.execute(self.broker.queue_declare, ch, name, durable=_bool(body, "durable", True),
                                       auto_delete=_bool(body, "auto_delete"), arguments=args)

@@ -1,0 +1,232 @@
+"""Admin commands for vhosts, users, permissions and definitions (``amqplite vhosts``...).
+
+They talk to the admin API like the other admin commands: a table for humans,
+``--json`` for scripts, one line on stderr and a non-zero exit on errors.
+Definitions files are RabbitMQ's JSON format, so ``definitions import`` reads
+what ``rabbitmqctl export_definitions`` writes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from amqplite.admin.cli import Ctx, _plural, _table, common
+from amqplite.admin.client import AdminError, path
+
+
+def _done(ctx: Ctx, key: str, value: str, text: str) -> None:
+    if ctx.as_json:
+        ctx.emit_json({key: value})
+    else:
+        click.echo(text)
+
+
+# -------------------------------------------------------------------- vhosts
+def _list_vhosts(ctx: Ctx) -> None:
+    data = ctx.client.get(path("vhosts"))
+    if ctx.as_json:
+        return ctx.emit_json(data)
+    _table("Virtual hosts", ["Name", "Description", "Messages"],
+           [[v["name"], v.get("description", ""), v.get("messages", 0)] for v in data],
+           _plural(len(data), "vhost"), right=("Messages",))
+
+
+@click.group(invoke_without_command=True)
+@common
+def vhosts(ctx: Ctx) -> None:
+    """List virtual hosts (or ``vhosts add`` / ``vhosts delete``)."""
+    if click.get_current_context().invoked_subcommand is None:
+        _list_vhosts(ctx)
+
+
+@vhosts.command("list")
+@common
+def vhosts_list(ctx: Ctx) -> None:
+    """List virtual hosts."""
+    _list_vhosts(ctx)
+
+
+@vhosts.command("add")
+@click.argument("name")
+@click.option("--description", default="", help="Free text shown in listings.")
+@common
+def vhosts_add(ctx: Ctx, name: str, description: str) -> None:
+    """Create vhost NAME; the user running the command gets full permissions in it."""
+    ctx.client.send("PUT", path("vhosts", name), {"description": description})
+    _done(ctx, "added", name, f"Vhost '{name}' added.")
+
+
+@vhosts.command("delete")
+@click.argument("name")
+@common
+def vhosts_delete(ctx: Ctx, name: str) -> None:
+    """Delete vhost NAME with everything in it; its connections are closed (320)."""
+    ctx.client.send("DELETE", path("vhosts", name))
+    _done(ctx, "deleted", name, f"Vhost '{name}' deleted.")
+
+
+# --------------------------------------------------------------------- users
+def _list_users(ctx: Ctx) -> None:
+    data = ctx.client.get(path("users"))
+    if ctx.as_json:
+        return ctx.emit_json(data)
+    _table("Users", ["Name", "Tags"], [[u["name"], ", ".join(u["tags"])] for u in data],
+           _plural(len(data), "user"))
+
+
+@click.group(invoke_without_command=True)
+@common
+def users(ctx: Ctx) -> None:
+    """List users (or ``users add`` / ``users delete`` / ``users password``)."""
+    if click.get_current_context().invoked_subcommand is None:
+        _list_users(ctx)
+
+
+@users.command("list")
+@common
+def users_list(ctx: Ctx) -> None:
+    """List users."""
+    _list_users(ctx)
+
+
+@users.command("add")
+@click.argument("name")
+@click.option("--new-password", prompt=True, hide_input=True, confirmation_prompt=True,
+              envvar="AMQPLITE_NEW_PASSWORD", help="The user's password (prompted; env "
+              "AMQPLITE_NEW_PASSWORD).")
+@click.option("--tags", default="", help="Comma-separated: administrator, monitoring, "
+              "policymaker, management.")
+@common
+def users_add(ctx: Ctx, name: str, new_password: str, tags: str) -> None:
+    """Create (or replace) user NAME; grant it permissions with ``permissions set``."""
+    ctx.client.send("PUT", path("users", name), {"password": new_password, "tags": tags})
+    _done(ctx, "added", name, f"User '{name}' added.")
+
+
+@users.command("password")
+@click.argument("name")
+@click.option("--new-password", prompt=True, hide_input=True, confirmation_prompt=True,
+              envvar="AMQPLITE_NEW_PASSWORD", help="The new password (prompted).")
+@common
+def users_password(ctx: Ctx, name: str, new_password: str) -> None:
+    """Change NAME's password (its tags stay); new logins need it at once."""
+    current = ctx.client.get(path("users", name))
+    ctx.client.send("PUT", path("users", name),
+                    {"password": new_password, "tags": current.get("tags", [])})
+    _done(ctx, "changed", name, f"Password of '{name}' changed.")
+
+
+@users.command("delete")
+@click.argument("name")
+@common
+def users_delete(ctx: Ctx, name: str) -> None:
+    """Delete user NAME and its permissions; its connections are closed (320)."""
+    ctx.client.send("DELETE", path("users", name))
+    _done(ctx, "deleted", name, f"User '{name}' deleted.")
+
+
+# --------------------------------------------------------------- permissions
+def _list_permissions(ctx: Ctx, user: str | None) -> None:
+    url = path("users", user, "permissions") if user else path("vhosts", ctx.vhost,
+                                                               "permissions")
+    data = ctx.client.get(url)
+    if ctx.as_json:
+        return ctx.emit_json(data)
+    title = f"Permissions of user {user}" if user else f"Permissions in vhost {ctx.vhost}"
+    _table(title, ["User", "Vhost", "Configure", "Write", "Read"],
+           [[p["user"], p["vhost"], p["configure"], p["write"], p["read"]] for p in data],
+           _plural(len(data), "permission"))
+
+
+@click.group(invoke_without_command=True)
+@click.option("--of", "of_user", default=None, help="List one user's permissions instead.")
+@common
+def permissions(ctx: Ctx, of_user: str | None) -> None:
+    """List permissions in the vhost (or ``permissions set`` / ``permissions clear``)."""
+    if click.get_current_context().invoked_subcommand is None:
+        _list_permissions(ctx, of_user)
+
+
+@permissions.command("set")
+@click.argument("username", metavar="USER")
+@click.argument("configure")
+@click.argument("write")
+@click.argument("read")
+@common
+def permissions_set(ctx: Ctx, username: str, configure: str, write: str, read: str) -> None:
+    """Set USER's CONFIGURE, WRITE and READ regular expressions in the vhost.
+
+    RabbitMQ's semantics: a search on the resource name ("^app-" anchors it, "" allows
+    nothing), e.g. ``permissions set app '^app-.*' '^app-.*' '^app-.*'``.
+    """
+    ctx.client.send("PUT", path("permissions", ctx.vhost, username),
+                    {"configure": configure, "write": write, "read": read})
+    _done(ctx, "set", username, f"Permissions of '{username}' in vhost {ctx.vhost} set.")
+
+
+@permissions.command("clear")
+@click.argument("username", metavar="USER")
+@common
+def permissions_clear(ctx: Ctx, username: str) -> None:
+    """Remove USER's permissions in the vhost (its next connection.open is refused)."""
+    ctx.client.send("DELETE", path("permissions", ctx.vhost, username))
+    _done(ctx, "cleared", username,
+          f"Permissions of '{username}' in vhost {ctx.vhost} cleared.")
+
+
+# --------------------------------------------------------------- definitions
+@click.group()
+def definitions() -> None:
+    """Export or import definitions (RabbitMQ's JSON format)."""
+
+
+@definitions.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--only-vhost", is_flag=True, help="Only the --vhost's objects.")
+@common
+def definitions_export(ctx: Ctx, file: str, only_vhost: bool) -> None:
+    """Write users, vhosts, permissions, policies, exchanges, queues and bindings to FILE
+    ('-' for stdout)."""
+    data = ctx.client.get(path("definitions", ctx.vhost) if only_vhost else path("definitions"))
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    if file == "-":
+        click.echo(text, nl=False)
+        return
+    with open(file, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    counts = {k: len(v) for k, v in data.items() if isinstance(v, list) and v}
+    if ctx.as_json:
+        return ctx.emit_json({"exported": file, "counts": counts})
+    click.echo(f"Exported to {file}: " + (", ".join(f"{n} {k}" for k, n in counts.items())
+                                          or "nothing"))
+
+
+@definitions.command("import")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option("--only-vhost", is_flag=True,
+              help="Import objects into the --vhost, whatever vhost the file names.")
+@common
+def definitions_import(ctx: Ctx, file: Any, only_vhost: bool) -> None:
+    """Read FILE (e.g. from ``rabbitmqctl export_definitions``) and create what it lists."""
+    try:
+        data = json.load(file)
+    except ValueError as exc:
+        raise AdminError(f"{file.name} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise AdminError(f"{file.name} is not a definitions object")
+    url = path("definitions", ctx.vhost) if only_vhost else path("definitions")
+    ctx.client.send("POST", url, data)
+    _done(ctx, "imported", file.name, f"Imported {file.name}.")
+
+
+COMMANDS: list[click.Command] = [vhosts, users, permissions, definitions]
+
+
+def register(main: click.Group) -> None:
+    """Attach the security commands to the ``amqplite`` group."""
+    for cmd in COMMANDS:
+        if cmd.name not in main.commands:
+            main.add_command(cmd)

@@ -1,0 +1,178 @@
+"""Vhosts, users, permissions and definitions, in the management API's shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqplite.admin import definitions as D
+from amqplite.admin.handlers.base import HandlerBase
+from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, not_found
+from amqplite.broker.auth import HASHING_ALGORITHM, User, parse_tags
+from amqplite.protocol.errors import AMQPError
+
+
+def user_info(u: User) -> dict[str, Any]:
+    return {"name": u.name, "password_hash": u.password_hash,
+            "hashing_algorithm": HASHING_ALGORITHM, "tags": list(u.tags), "limits": {}}
+
+
+def _permission(user: str, vhost: str, p: Any) -> dict[str, Any]:
+    return {"user": user, "vhost": vhost, "configure": p.configure, "write": p.write,
+            "read": p.read}
+
+
+class SecurityHandlers(HandlerBase):
+    """Routes tagged ``vhosts``, ``users``, ``permissions`` and ``definitions``."""
+
+    # ---------------------------------------------------------------- vhosts
+    async def get_vhost(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        ready = sum(q.message_count for q in vh.queues.values())
+        un = sum(q.unacked for q in vh.queues.values())
+        return Response({"name": vh.name, "description": vh.description, "tags": [],
+                         "messages": ready + un, "messages_ready": ready,
+                         "messages_unacknowledged": un})
+
+    async def put_vhost(self, req: Request) -> Response:
+        name = req.params["vhost"]
+        body = req.json() if req.body else {}
+        description = body.get("description", "")
+        if not isinstance(description, str):
+            raise bad_request("description must be a string")
+        existed = name in self.broker.vhosts
+
+        def create() -> None:
+            self.broker.add_vhost(name, description)
+            if not existed and req.user is not None:
+                D.grant_creator(self.broker, req.user.name, name)
+
+        try:
+            self.server.execute(create)
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
+        return Response(None, 204 if existed else 201)
+
+    async def delete_vhost(self, req: Request) -> Response:
+        return self._delete(self.broker.delete_vhost, "vhost", req.params["vhost"])
+
+    async def vhost_permissions(self, req: Request) -> Response:
+        return self._permissions(vhost=self._vhost(req.params["vhost"]).name)
+
+    def _delete(self, command: Any, what: str, name: str) -> Response:
+        if not self.server.execute(command, name):
+            raise not_found(f"no {what} '{name}'")
+        return Response(None, 204)
+
+    def _permissions(self, *, user: str | None = None, vhost: str | None = None) -> Response:
+        return Response([_permission(u, v, p) for (u, v), p in
+                         sorted(self.broker.permissions.items())
+                         if user in (None, u) and vhost in (None, v)])
+
+    # ----------------------------------------------------------------- users
+    def _user(self, name: str) -> User:
+        u = self.broker.users.get(name)
+        if u is None:
+            raise not_found(f"no user '{name}'")
+        return u
+
+    async def list_users(self, req: Request) -> Response:
+        return Response([user_info(u) for u in
+                         sorted(self.broker.users.users.values(), key=lambda u: u.name)])
+
+    async def get_user(self, req: Request) -> Response:
+        return Response(user_info(self._user(req.params["user"])))
+
+    async def put_user(self, req: Request) -> Response:
+        name = req.params["user"]
+        body = req.json()
+        current = self.broker.users.get(name)
+        try:
+            pw_hash = D.user_hash(body, current.password_hash if current else "")
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
+        tags = body.get("tags", "")
+        if not isinstance(tags, str | list):
+            raise bad_request("tags must be a string or a list")
+        self.server.execute(self.broker.put_user, name, pw_hash, parse_tags(tags))
+        return Response(None, 204 if current is not None else 201)
+
+    async def delete_user(self, req: Request) -> Response:
+        return self._delete(self.broker.delete_user, "user", req.params["user"])
+
+    async def user_permissions(self, req: Request) -> Response:
+        return self._permissions(user=self._user(req.params["user"]).name)
+
+    # ----------------------------------------------------------- permissions
+    async def list_permissions(self, req: Request) -> Response:
+        return self._permissions()
+
+    async def get_permission(self, req: Request) -> Response:
+        vhost, user = req.params["vhost"], req.params["user"]
+        p = self.broker.permission(user, vhost)
+        if p is None:
+            raise not_found(f"no permissions for user '{user}' in vhost '{vhost}'")
+        return Response(_permission(user, vhost, p))
+
+    async def put_permission(self, req: Request) -> Response:
+        vhost, user = req.params["vhost"], req.params["user"]
+        self._vhost(vhost)
+        self._user(user)
+        body = req.json()
+        pats = [body.get(k, "") for k in ("configure", "write", "read")]
+        if not all(isinstance(p, str) for p in pats):
+            raise bad_request("configure, write and read must be strings")
+        existed = self.broker.permission(user, vhost) is not None
+        try:
+            self.server.execute(self.broker.set_permissions, user, vhost, *pats)
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
+        return Response(None, 204 if existed else 201)
+
+    async def delete_permission(self, req: Request) -> Response:
+        vhost, user = req.params["vhost"], req.params["user"]
+        if not self.server.execute(self.broker.clear_permissions, user, vhost):
+            raise not_found(f"no permissions for user '{user}' in vhost '{vhost}'")
+        return Response(None, 204)
+
+    # ----------------------------------------------------------- definitions
+    async def get_definitions(self, req: Request) -> Response:
+        return Response(D.export(self.broker))
+
+    async def get_vhost_definitions(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        return Response(D.export(self.broker, vh.name))
+
+    async def post_definitions(self, req: Request) -> Response:
+        self._import(req, None)
+        return Response(None, 204)
+
+    async def post_vhost_definitions(self, req: Request) -> Response:
+        self._import(req, self._vhost(req.params["vhost"]).name)
+        return Response(None, 204)
+
+    def _import(self, req: Request, vhost: str | None) -> None:
+        """RabbitMQ's import order; a refusal is a 400 with the reason (what came
+        before it stays, as in RabbitMQ)."""
+        data = req.json()
+        opened: dict[str, Any] = {}
+
+        def channel_for(name: str) -> Any:
+            if name not in opened:
+                opened[name] = self._channel(name, None)
+            return opened[name]
+
+        def run() -> None:
+            if vhost is None:
+                D.import_users(self.broker, data)
+            D.import_objects(self.broker, data, channel_for, vhost)
+
+        try:
+            self.server.execute(run)
+        except (ValueError, TypeError) as exc:
+            raise bad_request(f"definitions import failed: {exc}") from None
+        except AMQPError as exc:
+            raise HTTPError(400, "bad_request",
+                            f"definitions import failed: {exc.reply_text}") from None
+        finally:
+            for ch in opened.values():
+                self._close(ch)

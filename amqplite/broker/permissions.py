@@ -1,0 +1,166 @@
+"""Users' permissions per vhost, and the checks AMQP commands make, as in RabbitMQ.
+
+A permission is three regular expressions (configure, write, read) for one
+user in one vhost. RabbitMQ's internal backend runs the expression with
+``re:run`` on the resource name: a search, so ``^app-.*`` is anchored by its
+own ``^`` and ``app`` alone matches ``myapp1``. An empty expression becomes
+``^$``, which no resource name matches (queue names are resolved first, and the
+nameless exchange is checked as ``amq.default``). No permission at all in a
+vhost refuses connection.open to it.
+
+Which command needs what (rabbit_channel): exchange.declare/delete and
+queue.declare/delete need configure on the resource; queue.bind/unbind need
+write on the queue and read on the exchange; exchange.bind/unbind write on
+the destination and read on the source; basic.publish write on the exchange;
+basic.consume, basic.get and queue.purge read on the queue; a new queue with a
+dead-letter exchange (and a new exchange with an alternate exchange) also
+needs read on itself and write on the exchange it names.
+
+Checks read the current table: a permission change holds for the next
+operation of every open connection. Each channel remembers its last passed
+check, tagged with ``permissions_epoch``, which every change bumps; so a
+publisher to one exchange costs one comparison per message. Deleting a user
+closes its connections, as RabbitMQ does.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import attrs
+
+from amqplite.broker import errors as E
+from amqplite.broker.auth import User, parse_tags
+from amqplite.broker.base import BrokerBase
+from amqplite.broker.model import ChannelState
+from amqplite.store import ops
+
+PERMISSIONS = ("configure", "write", "read")
+#: what RabbitMQ grants the default user and a vhost's creator
+FULL = (".*", ".*", ".*")
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern or "^$")
+
+
+def validate_pattern(pattern: str) -> str | None:
+    """Why ``pattern`` is not a usable expression, or None (RabbitMQ refuses bad ones)."""
+    try:
+        _compiled(pattern)
+    except re.error as exc:
+        return f"invalid regular expression '{pattern}': {exc}"
+    return None
+
+
+def permits(pattern: str, name: str) -> bool:
+    """RabbitMQ's match: a search for ``pattern`` in ``name``; empty means ``^$``."""
+    return _compiled(pattern).search(name) is not None
+
+
+def resource_name(kind: str, name: str) -> str:
+    """The nameless exchange is ``amq.default`` in permission checks."""
+    return "amq.default" if kind == "exchange" and name == "" else name
+
+
+@attrs.frozen
+class Permission:
+    configure: str = ""
+    write: str = ""
+    read: str = ""
+
+    def allows(self, perm: str, kind: str, name: str) -> bool:
+        return permits(getattr(self, perm), resource_name(kind, name))
+
+
+def refused(kind: str, name: str, vhost: str, user: str,
+            cm: tuple[int, int]) -> Exception:
+    """RabbitMQ's text as 3.10 writes it (older releases named the permission first):
+    "access to <kind> '<name>' in vhost '<vhost>' refused for user '<user>'"."""
+    return E.access_refused(
+        f"access to {kind} '{resource_name(kind, name)}' in vhost '{vhost}' "
+        f"refused for user '{user}'", cm)
+
+
+def vhost_refused(vhost: str, user: str) -> Exception:
+    return E.not_allowed(f"access to vhost '{vhost}' refused for user '{user}'", (10, 40))
+
+
+class AccessOps(BrokerBase):
+    """Users, permissions and the checks commands make; the store rows they need."""
+
+    # ---------------------------------------------------------------- checks
+    def _authorize(self, ch: ChannelState, perm: str, kind: str, name: str,
+                   cm: tuple[int, int]) -> None:
+        """Raise 403 unless the channel's user has ``perm`` on the resource (the text
+        names the resource only, as RabbitMQ's does)."""
+        a = ch.allowed
+        epoch = self.permissions_epoch
+        if a is not None and a[0] == epoch and a[3] == name and a[1] == perm and a[2] == kind:
+            return
+        s = ch.session
+        if not self.access_control or s.internal:
+            return
+        p = self.permissions.get((s.username, s.vhost))
+        if p is None or not p.allows(perm, kind, name):
+            raise refused(kind, name, s.vhost, s.username, cm)
+        ch.allowed = (epoch, perm, kind, name)
+
+    def check_vhost_access(self, user: str, vhost: str) -> None:
+        """connection.open: 530 unless the vhost exists and the user has a permission in it."""
+        if vhost not in self.vhosts:
+            raise E.not_allowed(f"vhost {vhost} not found", (10, 40))
+        if self.access_control and (user, vhost) not in self.permissions:
+            raise vhost_refused(vhost, user)
+
+    def permission(self, user: str, vhost: str) -> Permission | None:
+        return self.permissions.get((user, vhost))
+
+    # ----------------------------------------------------------------- users
+    def put_user(self, name: str, password_hash: str, tags: list[str] | str, *,
+                 persist: bool = True) -> User:
+        """Create or update a user; its sessions keep running with the new credentials."""
+        tag_list = parse_tags(tags)
+        u = self.users.put(name, password_hash, tag_list)
+        if persist:
+            self.store_ops.append(ops.PutUser(name, password_hash, ",".join(tag_list)))
+        return u
+
+    def delete_user(self, name: str) -> bool:
+        """Remove a user, its permissions and its connections (320, as RabbitMQ)."""
+        if self.users.remove(name) is None:
+            return False
+        self.permissions_epoch += 1
+        for key in [k for k in self.permissions if k[0] == name]:
+            del self.permissions[key]
+        self._close_sessions(lambda s: s.username == name, f"user '{name}' is deleted")
+        self.store_ops.append(ops.DeleteUser(name))
+        return True
+
+    # ----------------------------------------------------------- permissions
+    def set_permissions(self, user: str, vhost: str, configure: str, write: str, read: str,
+                        *, persist: bool = True) -> Permission:
+        """Grant (or replace) a user's permissions in a vhost; ValueError when refused."""
+        if user not in self.users.users:
+            raise ValueError(f"no user '{user}'")
+        if vhost not in self.vhosts:
+            raise ValueError(f"no vhost '{vhost}'")
+        for pattern in (configure, write, read):
+            why = validate_pattern(pattern)
+            if why is not None:
+                raise ValueError(why)
+        p = Permission(configure, write, read)
+        self.permissions[(user, vhost)] = p
+        self.permissions_epoch += 1
+        if persist:
+            self.store_ops.append(ops.PutPermission(user, vhost, configure, write, read))
+        return p
+
+    def clear_permissions(self, user: str, vhost: str) -> bool:
+        if self.permissions.pop((user, vhost), None) is None:
+            return False
+        self.permissions_epoch += 1
+        self.store_ops.append(ops.DeletePermission(user, vhost))
+        return True

@@ -243,19 +243,12 @@ def export_batch(spark: SparkSession, config: AuditConfig, lo: int, hi: int) -> 
         write_batch(with_partition_columns(df, hi), config.dataset_path)
 
 
-def log_schema() -> Any:
-    """The ``delivery_log`` columns as a Spark schema (``id`` not null), in table order."""
-    from pyspark.sql import types as T
-
-    kinds = {"bigint": T.LongType(), "int": T.IntegerType(), "string": T.StringType()}
-    return T.StructType([T.StructField(n, kinds[k], n != "id") for n, k in LOG_COLUMNS])
-
-
 def dataset_schema() -> Any:
     """Schema of the Parquet dataset, partition columns included (no type inference)."""
     from pyspark.sql import types as T
 
-    fields = [f for f in log_schema().fields if f.name != "queue"]
+    kinds = {"bigint": T.LongType(), "int": T.IntegerType(), "string": T.StringType()}
+    fields = [T.StructField(n, kinds[k], n != "id") for n, k in LOG_COLUMNS if n != "queue"]
     fields += [
         T.StructField("event_date", T.DateType()),
         T.StructField("queue", T.StringType()),

@@ -7,6 +7,7 @@ broker start without it; pyspark is needed only when the job runs
 - :mod:`amqplite.audit.config` - job settings, database URLs, preflight checks.
 - :mod:`amqplite.audit.state` - watermark, run journal and lock under ``OUT/_state``.
 - :mod:`amqplite.audit.job` - :func:`run_audit` and the ``spark-submit`` entry point.
+- :mod:`amqplite.audit.sqlite_read` - SQLite log pages read on the driver (no JDBC jar).
 - :mod:`amqplite.audit.reports` - the report aggregates (Spark).
 - :mod:`amqplite.audit.render` - JSON, HTML (inline SVG charts) and CSV output.
 - :mod:`amqplite.audit.trace` - one message's history, read with SQLAlchemy.

@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from amqplite.audit.config import READERS
+
 _F = Callable[..., Any]
 
 
@@ -27,6 +29,13 @@ def _job_options(f: _F) -> _F:
         click.option("--jar", default=None, help="JDBC driver jar (else env / Debian path)."),
         click.option("--top", default=20, show_default=True, help="Routing keys to list."),
         click.option("--jdbc-partitions", default=1, show_default=True, help="Parallel reads."),
+        click.option(
+            "--reader",
+            type=click.Choice(READERS),
+            default=None,
+            help="auto: SQLite on the driver (no jar), PostgreSQL over JDBC; jdbc: JDBC for SQLite too.",
+        ),
+        click.option("--page-rows", type=int, default=None, help="Rows per driver read [100000]."),
         click.option("--conf", "conf", multiple=True, help="Extra Spark conf key=value."),
     ]
     for option in reversed(options):
@@ -39,7 +48,7 @@ def _job_argv(opts: dict[str, Any]) -> list[str]:
         raise click.UsageError("give exactly one of --data-dir and --db-url")
     argv: list[str] = []
     for name in ("data_dir", "db_url", "out", "dataset", "master", "stuck_after", "settle_lag",
-                 "jar", "top", "jdbc_partitions"):  # fmt: skip
+                 "jar", "top", "jdbc_partitions", "reader", "page_rows"):  # fmt: skip
         value = opts.get(name)
         if value is not None:
             argv += [f"--{name.replace('_', '-')}", str(value)]

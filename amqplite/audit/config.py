@@ -17,6 +17,12 @@ SQLITE_JAR_ENV = "AMQPLITE_SQLITE_JDBC_JAR"
 POSTGRES_JAR_ENV = "AMQPLITE_POSTGRES_JDBC_JAR"
 SQLITE_JAR_DEFAULT = "/usr/share/java/sqlite-jdbc.jar"
 POSTGRES_JAR_DEFAULT = "/usr/share/java/postgresql.jar"
+READER_ENV = "AMQPLITE_AUDIT_READER"
+
+#: How the job reads the log: ``auto`` (SQLite on the driver, PostgreSQL over
+#: JDBC), ``jdbc`` (Spark's JDBC source; SQLite needs the sqlite-jdbc jar) or
+#: ``python`` (SQLite only: Python's sqlite3 on the driver, no jar).
+READERS = ("auto", "jdbc", "python")
 
 #: Directories the JVM searches for JNI libraries on Debian/Ubuntu.
 _JNI_DIRS = (
@@ -165,11 +171,26 @@ class AuditConfig:
     list_limit: int = 1000
     jdbc_partitions: int = 1
     spark_conf: dict[str, str] = field(default_factory=dict)
+    #: One of :data:`READERS`.
+    reader: str = "auto"
+    #: Rows per page of the ``python`` reader: its memory bound on the driver.
+    page_rows: int = 100_000
 
     def __post_init__(self) -> None:
         self.out = Path(self.out).expanduser().resolve()
         if self.settle_lag_s is None:
             self.settle_lag_s = POSTGRES_SETTLE_LAG_S if self.db.kind == "postgresql" else 0.0
+        if self.reader not in READERS:
+            raise ValueError(f"unknown reader {self.reader!r} (want one of {', '.join(READERS)})")
+        if self.reader == "python" and self.db.kind != "sqlite":
+            raise ValueError("the python reader reads SQLite only; use --reader jdbc for PostgreSQL")
+        if self.page_rows < 1:
+            raise ValueError(f"page_rows must be positive, not {self.page_rows}")
+
+    @property
+    def uses_jdbc(self) -> bool:
+        """Whether Spark reads the log over JDBC (and so needs the driver jar)."""
+        return self.reader == "jdbc" or self.db.kind != "sqlite"
 
     @property
     def dataset_path(self) -> str:
@@ -200,13 +221,18 @@ def _jar_has_native_libs(jar: str) -> bool:
         return False
 
 
-def preflight(db: DbTarget, *, check_jvm: bool = True) -> None:
-    """Fail early, with one line naming the package, if the job cannot run."""
+def preflight(db: DbTarget, *, check_jvm: bool = True, jdbc: bool = True) -> None:
+    """Fail early, with one line naming the package, if the job cannot run.
+
+    ``jdbc=False`` (SQLite read on the driver) skips the jar checks: then
+    ``pip install 'amqplite[audit]'`` and Java are all the job needs.
+    """
     try:
+        import pyarrow  # noqa: F401
         import pyspark  # noqa: F401
-    except ImportError:
+    except ImportError as exc:
         raise AuditSetupError(
-            "pyspark is not installed: pip install 'amqplite[audit]' (pyspark>=3.5, pandas<3, pyarrow)"
+            f"{exc.name} is not installed: pip install 'amqplite[audit]' (pyspark>=4.0, pandas<3, pyarrow)"
         ) from None
     if not check_jvm:
         return
@@ -216,12 +242,13 @@ def preflight(db: DbTarget, *, check_jvm: bool = True) -> None:
             "apt-get install openjdk-17-jre-headless (or set JAVA_HOME)"
         )
     if db.kind == "sqlite":
-        if not Path(db.jar).is_file():
+        if jdbc and not Path(db.jar).is_file():
             raise AuditSetupError(
                 f"SQLite JDBC driver not found at {db.jar}: apt-get install "
-                f"libxerial-sqlite-jdbc-java (or set {SQLITE_JAR_ENV} to a sqlite-jdbc jar)"
+                f"libxerial-sqlite-jdbc-java (or set {SQLITE_JAR_ENV} to a sqlite-jdbc jar; "
+                "or leave out --reader jdbc)"
             )
-        if not _jar_has_native_libs(db.jar) and not any(
+        if jdbc and not _jar_has_native_libs(db.jar) and not any(
             (Path(d) / "libsqlitejdbc.so").exists() for d in _JNI_DIRS
         ):
             raise AuditSetupError(

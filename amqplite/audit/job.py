@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from amqplite.audit.config import (
+    READER_ENV,
+    READERS,
     AuditConfig,
     AuditSetupError,
     DbTarget,
@@ -203,8 +205,6 @@ def fix_high_id(spark: SparkSession, config: AuditConfig, now_us: int) -> int | 
 
 def read_log_batch(spark: SparkSession, config: AuditConfig, lo: int, hi: int) -> DataFrame:
     """Rows ``lo < id <= hi`` over JDBC, with pinned types and the partition columns."""
-    from pyspark.sql import functions as F
-
     cols = ", ".join(f'"{name}"' for name, _ in LOG_COLUMNS)
     query = f"SELECT {cols} FROM delivery_log WHERE id > {lo} AND id <= {hi}"
     reader = _jdbc_reader(spark, config.db, query)
@@ -215,12 +215,32 @@ def read_log_batch(spark: SparkSession, config: AuditConfig, lo: int, hi: int) -
             .option("upperBound", str(hi + 1))
             .option("numPartitions", str(config.jdbc_partitions))
         )
-    df = reader.load()
+    return with_partition_columns(reader.load(), hi)
+
+
+def with_partition_columns(df: DataFrame, hi: int) -> DataFrame:
+    """The log columns cast to :data:`LOG_COLUMNS` types, plus ``event_date`` and ``batch``."""
+    from pyspark.sql import functions as F
+
     return df.select(
         *(F.col(name).cast(kind).alias(name) for name, kind in LOG_COLUMNS),
         F.to_date(F.timestamp_micros(F.col("ts_us").cast("bigint"))).alias("event_date"),
         F.lit(hi).cast("bigint").alias("batch"),
     )
+
+
+def export_batch(spark: SparkSession, config: AuditConfig, lo: int, hi: int) -> None:
+    """Write the rows ``lo < id <= hi`` to the dataset, read over JDBC or on the driver."""
+    if config.uses_jdbc:
+        write_batch(read_log_batch(spark, config, lo, hi), config.dataset_path)
+        return
+    from amqplite.audit import sqlite_read
+
+    path = config.db.sqlite_path
+    assert path is not None  # uses_jdbc is False only for SQLite
+    pages = config.page_rows
+    with sqlite_read.read_log_batch(spark, path, LOG_COLUMNS, lo, hi, config.dataset_path, pages) as df:
+        write_batch(with_partition_columns(df, hi), config.dataset_path)
 
 
 def dataset_schema() -> Any:
@@ -286,7 +306,7 @@ def run_audit(
     state = StateStore(config.out)
     with state.lock():
         if spark is None:
-            jars = [] if under_spark_submit() else [config.db.jar]
+            jars = [config.db.jar] if config.uses_jdbc and not under_spark_submit() else []
             spark = build_session(master=config.master, jars=jars, conf=config.spark_conf)
         spark.conf.set("spark.sql.session.timeZone", "UTC")
 
@@ -310,7 +330,7 @@ def run_audit(
             hooks.after_batch_fixed(batch)
 
         if not batch.empty:
-            write_batch(read_log_batch(spark, config, batch.lo, batch.hi), config.dataset_path)
+            export_batch(spark, config, batch.lo, batch.hi)
         if hooks.after_write:
             hooks.after_write(batch)
 
@@ -395,6 +415,13 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jar", help="JDBC driver jar (default from env / Debian path)")
     parser.add_argument("--top", type=int, default=20, help="how many routing keys to list")
     parser.add_argument("--jdbc-partitions", type=int, default=1)
+    parser.add_argument(
+        "--reader",
+        choices=READERS,
+        default=os.environ.get(READER_ENV, "auto"),
+        help="auto: SQLite on the driver (no jar), PostgreSQL over JDBC; jdbc: always JDBC",
+    )
+    parser.add_argument("--page-rows", type=int, default=100_000, help="rows per page (python reader)")
     parser.add_argument("--conf", action="append", default=[], help="extra Spark conf k=v")
     parser.add_argument("--json", action="store_true", help="print the run summary as JSON")
 
@@ -413,6 +440,8 @@ def config_from_args(ns: argparse.Namespace) -> AuditConfig:
         top_n=ns.top,
         jdbc_partitions=ns.jdbc_partitions,
         spark_conf=conf,
+        reader=ns.reader,
+        page_rows=ns.page_rows,
     )
 
 
@@ -423,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     try:
         config = config_from_args(ns)
-        preflight(config.db, check_jvm=not under_spark_submit())
+        preflight(config.db, check_jvm=not under_spark_submit(), jdbc=config.uses_jdbc)
         result = run_audit(config)
     except (AuditSetupError, AuditBusyError, AuditStateError, ValueError) as exc:
         print(f"amqplite: {exc}", file=sys.stderr)

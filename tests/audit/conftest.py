@@ -10,20 +10,37 @@ import pytest
 from amqplite.audit.config import AuditSetupError, preflight, sqlite_target
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """A small local SparkSession with the SQLite JDBC driver (skips without Java)."""
-    db = sqlite_target("/nonexistent/amqplite.db")
+def _setup_problem(jdbc: bool) -> str | None:
+    """Why the job cannot run here (``None`` if it can), checked as ``audit run`` does."""
     try:
-        preflight(db)
+        preflight(sqlite_target("/nonexistent/amqplite.db"), jdbc=jdbc)
     except AuditSetupError as exc:
         if "broker database not found" not in str(exc):
-            pytest.skip(str(exc))
+            return str(exc)
+    return None
+
+
+@pytest.fixture(scope="session")
+def jdbc_missing() -> str | None:
+    """Why the SQLite JDBC driver cannot be used here, or ``None`` when it can."""
+    return _setup_problem(jdbc=True)
+
+
+@pytest.fixture(scope="session")
+def spark(jdbc_missing: str | None) -> Iterator[Any]:
+    """A small local SparkSession, with the SQLite JDBC jar when there is one.
+
+    Skips without Java or pyspark; the jar is optional (the default reader
+    reads SQLite on the driver).
+    """
+    problem = _setup_problem(jdbc=False)
+    if problem:
+        pytest.skip(problem)
     from amqplite.audit.job import build_session
 
     session = build_session(
         master="local[1]",
-        jars=[db.jar],
+        jars=[] if jdbc_missing else [sqlite_target("/nonexistent/amqplite.db").jar],
         conf={
             "spark.sql.shuffle.partitions": "1",
             "spark.default.parallelism": "1",

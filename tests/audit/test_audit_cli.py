@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from amqplite.admin.cli import trace
 from amqplite.audit import render
 from amqplite.audit.cli import audit
-from amqplite.audit.config import parse_duration, resolve_db
+from amqplite.audit.config import AuditConfig, parse_duration, resolve_db, sqlite_target
 from amqplite.audit.reports import _empty_report
 from amqplite.audit.schedule import next_run, run_forever
 from amqplite.audit.state import Batch
@@ -111,6 +111,17 @@ def test_resolve_db_urls(tmp_path: Path) -> None:
         parse_duration("soon")
 
 
+def test_reader_choice(tmp_path: Path) -> None:
+    lite, pg = sqlite_target(tmp_path / "x.db"), resolve_db(db_url="postgresql://h/db")
+    assert not AuditConfig(db=lite, out=tmp_path).uses_jdbc
+    assert AuditConfig(db=lite, out=tmp_path, reader="jdbc").uses_jdbc
+    assert AuditConfig(db=pg, out=tmp_path).uses_jdbc
+    for bad in ({"db": pg, "reader": "python"}, {"db": lite, "reader": "odbc"},
+                {"db": lite, "page_rows": 0}):  # fmt: skip
+        with pytest.raises(ValueError):
+            AuditConfig(out=tmp_path, **bad)  # type: ignore[arg-type]
+
+
 def _run_cli(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     code = "from amqplite.audit.cli import audit; audit()"
     return subprocess.run(
@@ -140,7 +151,7 @@ def test_missing_java_or_jar_is_one_clear_line(tmp_path: Path) -> None:
     assert no_java.stderr.strip().count("\n") == 0, no_java.stderr
     assert "openjdk-17-jre-headless" in no_java.stderr
     env = {"PATH": "/usr/bin:/bin", "AMQPLITE_SQLITE_JDBC_JAR": str(tmp_path / "none.jar")}
-    no_jar = _run_cli(tmp_path, env)
+    no_jar = _run_cli(tmp_path, env, "--reader", "jdbc")  # the default reader needs no jar
     assert no_jar.returncode == 2 and "libxerial-sqlite-jdbc-java" in no_jar.stderr
     assert "Traceback" not in no_jar.stderr
     usage = CliRunner().invoke(audit, ["run", "--out", str(tmp_path)])

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from amqplite.audit import sqlite_read
 from amqplite.audit.config import AuditConfig, sqlite_target
 from amqplite.audit.job import Hooks, run_audit
 from amqplite.audit.state import StateStore
@@ -79,8 +83,10 @@ def build_day1(db: LogDB) -> dict[str, Any]:
     return {"rows": len(rows), "slow_ids": slow_ids}
 
 
-def config_for(tmp_path: Path, **kw: Any) -> AuditConfig:
-    return AuditConfig(db=sqlite_target(tmp_path / "data" / "amqplite.db"), out=tmp_path / "out", **kw)
+def config_for(tmp_path: Path, out: str = "out", **kw: Any) -> AuditConfig:
+    """The default reader, with pages small enough that day 1 (498 rows) takes three."""
+    kw.setdefault("page_rows", 200)
+    return AuditConfig(db=sqlite_target(tmp_path / "data" / "amqplite.db"), out=tmp_path / out, **kw)
 
 
 def raw_rows(spark: Any, cfg: AuditConfig) -> tuple[int, int]:
@@ -262,3 +268,76 @@ def test_rows_arriving_during_export_go_to_next_run(spark: Any, tmp_path: Path) 
     assert raw_rows(spark, cfg) == (did["rows"] + 3, did["rows"] + 3)
     rep = json.loads((second.report_dir / "report.json").read_text())
     assert rep["totals"] == {"published": 1, "routed": 2}
+
+
+def exported(spark: Any, cfg: AuditConfig, run: Any) -> dict[str, Any]:
+    """What a run left behind, comparable across readers: rows, schema, files, report."""
+    df = spark.read.parquet(cfg.dataset_path)
+    log = Path(cfg.dataset_path)
+    report = json.loads((run.report_dir / "report.json").read_text())
+    for volatile in ("dataset", "generated_at"):
+        report.pop(volatile)
+    return {
+        "rows": [r.asDict() for r in df.orderBy("id").collect()],
+        "schema": df.schema.simpleString(),
+        "partitions": sorted(str(p.parent.relative_to(log)) for p in log.rglob("*.parquet")),
+        "hidden": sorted(str(p.relative_to(log)) for p in log.iterdir() if p.name.startswith("_")),
+        "report": report,
+    }
+
+
+def test_python_reader_matches_jdbc(
+    spark: Any, tmp_path: Path, jdbc_missing: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deleted: list[str] = []
+    real_delete = sqlite_read._delete
+    monkeypatch.setattr(sqlite_read, "_delete", lambda s, p: deleted.append(p) or real_delete(s, p))
+    db = LogDB(tmp_path / "data")
+    did = build_day1(db)
+    readers = {"python": config_for(tmp_path, "out-py", page_rows=64)}
+    if not jdbc_missing:
+        readers["jdbc"] = config_for(tmp_path, "out-jdbc", reader="jdbc")
+    first = {k: run_audit(cfg, spark=spark, now_us=AS_OF) for k, cfg in readers.items()}
+    # Rows added between runs: the next batch starts at the watermark, across a page edge.
+    _, _, r = db.message(ts("2024-03-02T09:00:00"), ["orders", "work", "slow"])
+    db.add(r)
+    second = {k: run_audit(cfg, spark=spark, now_us=AS_OF + US) for k, cfg in readers.items()}
+
+    py = readers["python"]
+    assert (first["python"].rows, second["python"].rows) == (did["rows"], 4)
+    assert deleted == [f"{py.dataset_path}/_staging"]  # 498 rows: staged; 4 rows: one page
+    out = exported(spark, py, second["python"])
+    assert [row["id"] for row in out["rows"]] == list(range(1, did["rows"] + 5))
+    assert out["hidden"] == []  # the staging directory is gone
+    assert out["schema"] == (
+        "struct<id:bigint,ts_us:bigint,event:string,vhost:string,exchange:string,routing_key:string,"
+        "message_id:string,message_key:bigint,consumer_tag:string,attempt:int,size:int,reason:string,"
+        "event_date:date,queue:string,batch:int>"
+    )
+    if jdbc_missing:
+        pytest.skip(f"JDBC half: {jdbc_missing}")
+    for run in (first, second):
+        assert run["python"].as_dict().keys() == run["jdbc"].as_dict().keys()
+        assert (run["python"].lo, run["python"].hi, run["python"].rows) == (
+            run["jdbc"].lo, run["jdbc"].hi, run["jdbc"].rows)  # fmt: skip
+    assert out == exported(spark, readers["jdbc"], second["jdbc"])
+    first_py = json.loads((first["python"].report_dir / "report.json").read_text())
+    first_jdbc = json.loads((first["jdbc"].report_dir / "report.json").read_text())
+    assert first_py["totals"] == first_jdbc["totals"] and first_py["queues"] == first_jdbc["queues"]
+
+
+def test_cli_runs_without_the_jdbc_jar(spark: Any, tmp_path: Path) -> None:
+    """``pip install 'amqplite[audit]'`` and Java are enough: no sqlite-jdbc jar anywhere."""
+    db = LogDB(tmp_path / "data")
+    _, _, r = db.message(T0, ["orders"])
+    db.add([*r, db.ev(r[0], "acked", T0 + 3 * MS, "orders", attempt=1)])
+    env = {**os.environ, "AMQPLITE_SQLITE_JDBC_JAR": str(tmp_path / "missing.jar")}
+    cmd = [sys.executable, "-m", "amqplite", "audit", "run", "--data-dir", str(tmp_path / "data"),
+           "--out", str(tmp_path / "out"), "--master", "local[1]", "--json",
+           "--conf", "spark.sql.shuffle.partitions=1", "--conf", "spark.ui.enabled=false"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["rows"], summary["watermark"]) == (3, 3)
+    report = json.loads((Path(summary["report_dir"]) / "report.json").read_text())
+    assert report["totals"] == {"published": 1, "routed": 1, "acked": 1}

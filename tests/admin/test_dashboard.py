@@ -83,6 +83,7 @@ def test_overview_shows_the_version_and_every_page_loads(dash: Any,
     assert browser.wait(dash, lambda d: browser.text_of("#version")(d),
                         "the version") == f"amqplite {version}"
     assert dash.find_element(*by_css("canvas.chart")).size["height"] > 100
+    assert int(dash.find_element(*by_css("figure.chart")).get_attribute("data-points")) >= 1
     for page in ("connections", "channels", "exchanges", "queues", "bindings", "policies"):
         browser.open_page(dash, page, page)
     browser.open_page(dash, "", "overview")

@@ -7,7 +7,8 @@ import {
   bindings, channels, connections, exchanges, overview, policies, queues, trace,
 } from "./pages.js";
 
-const REFRESH_MS = 5000;
+// ?refresh=<seconds> changes how often a page reloads its figures (default 5)
+const REFRESH_MS = Math.max(1, Number(new URLSearchParams(location.search).get("refresh")) || 5) * 1000;
 const ROUTES = {
   "": overview, connections, channels, exchanges, exchange, queues, queue, bindings, policies, trace,
 };

@@ -6,19 +6,21 @@ import { h } from "./dom.js";
 
 const COLORS = ["#2b6cb0", "#d69e2e", "#38a169", "#e53e3e", "#805ad5", "#dd6b20"];
 const HISTORY = new Map();
+const TICKS = [10, 15, 30, 60, 120, 300, 600];
 
-// A round number at or above v (1, 2, 5 x 10^n), so the grid reads well.
-function niceCeil(v) {
-  if (v <= 0) return 1;
+// A round top for the y axis at or above v (1, 2, 5 x 10^n) and how many grid
+// steps divide it into round numbers.
+function niceScale(v) {
+  if (v <= 0) return [1, 4];
   const p = 10 ** Math.floor(Math.log10(v));
-  for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
-  return 10 * p;
+  for (const [m, steps] of [[1, 4], [2, 4], [5, 5], [10, 4]]) if (v <= m * p) return [m * p, steps];
+  return [10 * p, 4];
 }
 
 function label(v) {
   if (v >= 1e6) return `${(v / 1e6).toFixed(1)}M`;
   if (v >= 1e4) return `${(v / 1e3).toFixed(0)}k`;
-  return Number.isInteger(v) ? String(v) : v.toFixed(1);
+  return String(+v.toFixed(2));
 }
 
 export class LineChart {
@@ -38,6 +40,7 @@ export class LineChart {
   push(values, t = Date.now()) {
     this.points.push({ t, values });
     while (this.points.length && this.points[0].t < t - this.span * 1000) this.points.shift();
+    this.el.dataset.points = this.points.length;
     this.draw(t);
   }
 
@@ -51,10 +54,13 @@ export class LineChart {
     const g = c.getContext("2d");
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, width, height);
-    const left = 44, right = 8, top = 8, bottom = 20;
+    const left = 44, right = 16, top = 8, bottom = 20;
     const w = width - left - right, hgt = height - top - bottom;
-    const max = niceCeil(Math.max(0, ...this.points.flatMap((p) => p.values)));
-    const x = (t) => left + w * (1 - (now - t) / (this.span * 1000));
+    const [max, steps] = niceScale(Math.max(0, ...this.points.flatMap((p) => p.values)));
+    // the x axis covers what was sampled (at least a minute), up to span
+    const first = this.points.length ? this.points[0].t : now;
+    const shown = Math.min(this.span, Math.max(60, Math.ceil((now - first) / 1000)));
+    const x = (t) => left + w * (1 - (now - t) / (shown * 1000));
     const y = (v) => top + hgt * (1 - v / max);
 
     g.font = "11px system-ui, sans-serif";
@@ -63,19 +69,20 @@ export class LineChart {
     g.lineWidth = 1;
     g.textAlign = "right";
     g.textBaseline = "middle";
-    for (let i = 0; i <= 4; i++) {
-      const v = (max * i) / 4;
+    for (let i = 0; i <= steps; i++) {
+      const v = (max * i) / steps;
       g.beginPath();
       g.moveTo(left, Math.round(y(v)) + 0.5);
       g.lineTo(left + w, Math.round(y(v)) + 0.5);
       g.stroke();
       g.fillText(label(v) + this.unit, left - 4, y(v));
     }
-    g.textAlign = "center";
     g.textBaseline = "top";
-    const step = this.span / 5;
-    for (let s = 0; s <= this.span; s += step) {
-      g.fillText(s ? `-${s >= 60 ? `${s / 60}m` : `${s}s`}` : "now", x(now - s * 1000), top + hgt + 5);
+    const step = TICKS.find((t) => shown / t <= 6) ?? this.span / 5;
+    for (let sec = 0; sec <= shown; sec += step) {
+      g.textAlign = !sec ? "right" : sec + step > shown ? "left" : "center";
+      const text = sec ? `-${sec >= 60 ? `${+(sec / 60).toFixed(1)}m` : `${sec}s`}` : "now";
+      g.fillText(text, x(now - sec * 1000) + (sec ? 0 : 8), top + hgt + 5);
     }
     this.series.forEach((_, i) => {
       g.strokeStyle = COLORS[i % COLORS.length];

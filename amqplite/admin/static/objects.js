@@ -17,6 +17,18 @@ function payload(m) {
   return m.payload ?? "";
 }
 
+// The death is in its own column: keep the x-death headers and the repeated
+// message id out of the summary (the cell's tooltip has everything).
+function propsSummary(m) {
+  const { message_id: _, ...props } = m.properties || {};
+  if (props.headers) {
+    const headers = Object.fromEntries(Object.entries(props.headers).filter(
+      ([k]) => !(m.death && (k === "x-death" || /^x-(first|last)-death-/.test(k)))));
+    if (Object.keys(headers).length) props.headers = headers; else delete props.headers;
+  }
+  return h("span", { title: JSON.stringify(m.properties || {}, null, 1) }, json(props));
+}
+
 function messageTable(rows, peeked) {
   return table([
     peeked ? { title: "#", value: (m) => m.index, num: true } : null,
@@ -26,7 +38,7 @@ function messageTable(rows, peeked) {
     { title: "Redelivered", value: (m) => (m.redelivered ? "yes" : "") },
     peeked ? { title: "Deliveries", value: (m) => num(m.delivery_count), num: true } : null,
     { title: "Dead-lettered", value: (m) => (m.death ? `${m.death.reason} in ${m.death.origin_queue ?? m.death.queue}` : "") },
-    { title: "Properties", value: (m) => json(m.properties), cls: "mono small" },
+    { title: "Properties", value: propsSummary, cls: "mono small" },
     { title: "Payload", value: payload, cls: "payload mono" },
   ].filter(Boolean), rows, { empty: "No messages.", rowAttrs: (m) => ({ dataset: { messageId: m.message_id ?? "" } }) });
 }

@@ -54,7 +54,7 @@ const rateOf = (stats, key) => (stats && stats[`${key}_details`] ? stats[`${key}
 export function overview(main) {
   const cards = h("div", { class: "cards" });
   const rates = new LineChart("overview.rates", ["publish", "deliver / get", "ack", "dead-lettered"], { unit: "/s" });
-  const depth = new LineChart("overview.depth", ["ready", "unacked", "total"]);
+  const depth = new LineChart("overview.depth", ["ready", "unacked"]);
   const listeners = h("div");
   main.append(h("h1", {}, "Overview"), cards,
     h("div", { class: "charts" }, section("Message rates", rates.el), section("Queued messages", depth.el)),
@@ -64,7 +64,7 @@ export function overview(main) {
     const ms = o.message_stats || {};
     rates.push(["publish", "deliver_get", "ack", "dead_letter"].map((k) => rateOf(ms, k)));
     const qt = o.queue_totals;
-    depth.push([qt.messages_ready, qt.messages_unacknowledged, qt.messages]);
+    depth.push([qt.messages_ready, qt.messages_unacknowledged]);
     const ot = o.object_totals;
     const alarms = (o.alarms || []).map((a) => a.resource || JSON.stringify(a));
     clear(cards,

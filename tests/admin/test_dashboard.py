@@ -89,6 +89,14 @@ def test_overview_shows_the_version_and_every_page_loads(dash: Any,
     browser.open_page(dash, "", "overview")
 
 
+def test_a_missing_queue_says_so(dash: Any) -> None:
+    browser.open_page(dash, "queue/%2F/no-such-queue", "not-found")
+    assert "no-such-queue" in browser.text_of("#main")(dash)
+    # the 404 answer is the only error logged
+    errors = browser.console_errors(dash)
+    assert errors and all("404" in e for e in errors), errors
+
+
 def test_publish_from_the_exchange_page_shows_in_queue_depth(dash: Any,
                                                               admin_broker: AdminBroker) -> None:
     q = qname("dash-pub")

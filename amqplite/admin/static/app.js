@@ -77,7 +77,13 @@ function route() {
       await refresh();
       if (mine === generation) main.dataset.loaded = page || "overview";
     } catch (err) {
-      if (mine === generation && err.status !== 401) flash(err.message, "error");
+      if (mine !== generation || err.status === 401) return;
+      if (err.status === 404) {  // deleted, or a mistyped link: stop asking
+        clear(main, h("h1", {}, "Not found"), h("p", {}, err.message));
+        main.dataset.loaded = "not-found";
+        return;
+      }
+      flash(err.message, "error");
     }
     if (mine === generation) timer = setTimeout(tick, REFRESH_MS);
   };

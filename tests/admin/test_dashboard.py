@@ -185,3 +185,26 @@ def test_the_static_files_ship_in_the_wheel() -> None:
     assert {p.suffix for p in root.iterdir()} <= set(static.TYPES)
     cfg = (Path(__file__).resolve().parents[2] / "setup.cfg").read_text()
     assert "amqplite.admin = static/*" in cfg
+
+
+def test_policy_added_and_deleted_on_the_policies_page(dash: Any,
+                                                       admin_broker: AdminBroker) -> None:
+    name = qname("dash-pol")
+    browser.open_page(dash, "policies", "policies")
+    form = dash.find_element(*by_css("#policy-form"))
+    form.find_element(*by_css("[name=name]")).send_keys(name)
+    form.find_element(*by_css("[name=pattern]")).send_keys(f"^{name}$")
+    form.find_element(*by_css("[name=definition]")).send_keys('{"max-length": 7}')
+    form.find_element(*by_css("button[type=submit]")).click()
+    row = f'tr[data-policy="{name}"]'
+    browser.wait(dash, lambda d: "max-length" in browser.text_of(row)(d), "the new policy")
+    with admin_broker.api() as api:
+        got = api.get(f"/api/policies/%2F/{name}").json()
+    assert got["definition"] == {"max-length": 7} and got["apply-to"] == "queues"
+    dash.find_element(*by_css(f"{row} button")).click()  # asks first
+    browser.wait(dash, lambda d: "Confirm" in browser.text_of(f"{row} button")(d),
+                 "the delete confirmation")
+    dash.find_element(*by_css(f"{row} button")).click()
+    browser.wait(dash, lambda d: not d.find_elements(*by_css(row)), "the policy to go")
+    with admin_broker.api() as api:
+        assert api.get(f"/api/policies/%2F/{name}").status_code == 404

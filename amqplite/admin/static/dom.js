@@ -83,6 +83,16 @@ export function fields(form) {
   return Object.fromEntries(new FormData(form).entries());
 }
 
+// A form whose submit calls onsubmit(fields, form) instead of navigating.
+export function form(id, children, onsubmit) {
+  const f = h("form", { id, class: "inline" }, children);
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    await onsubmit(fields(f), f);
+  });
+  return f;
+}
+
 export function section(title, ...children) {
   return h("section", {}, h("h2", {}, title), ...children);
 }

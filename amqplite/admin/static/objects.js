@@ -3,7 +3,7 @@
 
 import { api, enc } from "./api.js";
 import { LineChart } from "./chart.js";
-import { clear, bytes, fields, flash, h, json, link, num, rate, section, table } from "./dom.js";
+import { clear, bytes, flash, form, h, json, link, num, rate, section, table } from "./dom.js";
 import {
   attempt, bindingTable, confirmButton, exchangeName, exchangePath, features, traceHref,
 } from "./pages.js";
@@ -41,15 +41,6 @@ function messageTable(rows, peeked) {
     { title: "Properties", value: propsSummary, cls: "mono small" },
     { title: "Payload", value: payload, cls: "payload mono" },
   ].filter(Boolean), rows, { empty: "No messages.", rowAttrs: (m) => ({ dataset: { messageId: m.message_id ?? "" } }) });
-}
-
-function form(id, children, onsubmit) {
-  const f = h("form", { id, class: "inline" }, children);
-  f.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    await onsubmit(fields(f), f);
-  });
-  return f;
 }
 
 const intOrUndefined = (v) => (v === "" || v === undefined ? undefined : Number(v));
@@ -132,7 +123,7 @@ export function queue(main, [vhost, name]) {
   const purge = confirmButton("Purge", async () => {
     const r = await attempt(() => api(`${path}/contents`, { method: "DELETE" }));
     if (r) { show(`purged ${r.purged} message(s)`); await refresh(); }
-  }, { id: "purge" });
+  }, { id: "purge" }, `purge:${vhost}/${name}`);
 
   main.append(h("h1", {}, "Queue ", h("span", { class: "name" }, name), h("span", { class: "muted" }, ` in ${vhost}`)),
     details,

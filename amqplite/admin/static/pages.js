@@ -5,7 +5,7 @@
 import { api, enc } from "./api.js";
 import { LineChart } from "./chart.js";
 import {
-  bytes, clear, duration, flash, h, json, link, num, rate, section, table,
+  bytes, clear, duration, flash, form, h, json, link, num, rate, section, table,
 } from "./dom.js";
 
 export const exchangeName = (name) => name || "(AMQP default)";
@@ -16,16 +16,22 @@ export const exchangeHref = (vhost, name) => `#/exchange/${enc(vhost)}/${enc(nam
 export const traceHref = (id) => `#/trace/${enc(id)}`;
 
 // A button that asks once more before doing something that cannot be undone.
-export function confirmButton(text, action, attrs = {}) {
+// The question stays open for ARM_MS under its key, so a table refresh that
+// re-creates the button does not swallow the confirming click.
+const ARM_MS = 10000;
+const armedAt = new Map();
+
+export function confirmButton(text, action, attrs = {}, key = attrs.id ?? Symbol(text)) {
   const btn = h("button", { type: "button", class: "danger", ...attrs }, text);
-  let armed = false;
+  const armed = () => Date.now() - (armedAt.get(key) ?? 0) < ARM_MS;
+  if (armed()) btn.textContent = `Confirm: ${text.toLowerCase()}`;
   btn.addEventListener("click", async () => {
-    if (!armed) {
-      armed = true;
+    if (!armed()) {
+      armedAt.set(key, Date.now());
       btn.textContent = `Confirm: ${text.toLowerCase()}`;
       return;
     }
-    armed = false;
+    armedAt.delete(key);
     btn.textContent = text;
     await action();
   });
@@ -87,11 +93,13 @@ export function overview(main) {
 
 // A page that is one table of what an API list answers; columns(refresh)
 // lets a row's button refresh the page after it acted.
+// opts.above(refresh): nodes shown above the table (a form that adds a row).
 function listPage(title, path, columns, opts = {}) {
   return (main) => {
     const body = h("div");
-    main.append(h("h1", {}, title), body);
-    const refresh = async () => { clear(body, table(columns(refresh), await api(path), opts)); };
+    let refresh;
+    main.append(h("h1", {}, title), opts.above ? opts.above(() => refresh()) : null, body);
+    refresh = async () => { clear(body, table(columns(refresh), await api(path), opts)); };
     return refresh;
   };
 }
@@ -107,7 +115,8 @@ export const connections = listPage("Connections", "/api/connections", (refresh)
   { title: "Sent", value: (c) => bytes(c.send_oct), num: true },
   { title: "Connected", value: (c) => new Date(c.connected_at).toLocaleString() },
   { title: "", value: (c) => confirmButton("Close", () => attempt(
-    () => api(`/api/connections/${enc(c.name)}`, { method: "DELETE" }), "connection closed").then(refresh)) },
+    () => api(`/api/connections/${enc(c.name)}`, { method: "DELETE" }), "connection closed").then(refresh),
+  {}, `connection:${c.name}`) },
 ], { empty: "No connections." });
 
 export const channels = listPage("Channels", "/api/channels", () => [
@@ -190,14 +199,36 @@ export const bindingTable = (rows) => table(BINDING_COLUMNS, rows, { empty: "No 
 export const bindings = listPage("Bindings", "/api/bindings", () => BINDING_COLUMNS,
   { empty: "No bindings." });
 
-export const policies = listPage("Policies", "/api/policies", () => [
+export const policies = listPage("Policies", "/api/policies", (refresh) => [
   { title: "Vhost", value: (p) => p.vhost },
   { title: "Name", value: (p) => p.name },
   { title: "Pattern", value: (p) => p.pattern, cls: "mono" },
   { title: "Apply to", value: (p) => p["apply-to"] },
   { title: "Priority", value: (p) => num(p.priority), num: true },
   { title: "Definition", value: (p) => json(p.definition), cls: "mono" },
-], { empty: "No policies." });
+  { title: "", value: (p) => confirmButton("Delete", () => attempt(
+    () => api(`/api/policies/${enc(p.vhost)}/${enc(p.name)}`, { method: "DELETE" }),
+    `policy ${p.name} deleted`).then(refresh), {}, `policy:${p.vhost}/${p.name}`) },
+], { empty: "No policies.", rowAttrs: (p) => ({ dataset: { policy: p.name } }), above: policyForm });
+
+// PUT /api/policies/{vhost}/{name}: adds a policy or replaces one of that name.
+function policyForm(refresh) {
+  return form("policy-form", [
+    h("input", { name: "vhost", value: "/", required: true, title: "vhost", size: 6 }),
+    h("input", { name: "name", required: true, placeholder: "name" }),
+    h("input", { name: "pattern", required: true, placeholder: "pattern (regex)" }),
+    h("select", { name: "apply-to" }, ["queues", "exchanges", "all"].map((v) => h("option", { value: v }, v))),
+    h("input", { name: "priority", type: "number", value: 0, title: "priority" }),
+    h("input", { name: "definition", required: true, placeholder: '{"max-length": 1000}', class: "mono" }),
+    h("button", { type: "submit" }, "Add / replace policy"),
+  ], async (v) => {
+    let definition;
+    try { definition = JSON.parse(v.definition); } catch (err) { flash(`definition: ${err.message}`, "error"); return; }
+    const body = { pattern: v.pattern, definition, priority: Number(v.priority) || 0, "apply-to": v["apply-to"] };
+    if (await attempt(() => api(`/api/policies/${enc(v.vhost)}/${enc(v.name)}`, { method: "PUT", body }),
+      `policy ${v.name} set`) !== undefined) await refresh();
+  });
+}
 
 // The delivery log of one message: published, routed, delivered, ... in order.
 export function trace(main, [id = ""]) {

@@ -15,6 +15,9 @@ command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need_apt+=(rabbitmq-server)
 # promtool checks a real /metrics scrape (tests/admin/test_metrics.py)
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+# a headless browser for the dashboard tests (tests/admin/test_dashboard.py)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing Debian packages: ${need_apt[*]}"

@@ -22,6 +22,7 @@ from amqplite.admin.api import AdminAPI
 from amqplite.admin.moves import committed
 from amqplite.admin.plumbing import HTTPError, Request, Response
 from amqplite.admin.routes import ROUTES, Route, is_list
+from amqplite.admin.static import StaticFiles
 from amqplite.broker.auth import User
 from amqplite.server.ports import PortInUse, address_in_use
 
@@ -75,6 +76,7 @@ class AdminApp:
         self.server = server
         self.api = AdminAPI(server)
         self.router = Router(ROUTES)
+        self.static = StaticFiles()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -100,6 +102,9 @@ class AdminApp:
         method = scope["method"].upper()
         raw = scope.get("raw_path") or scope["path"].encode()
         raw_path = raw.decode("latin-1").split("?", 1)[0]
+        static = self.static.name(method, raw_path)
+        if static is not None:  # the dashboard: public, as its API calls need auth
+            return self.static.response(static, _header(scope, b"if-none-match"))
         route, params, allowed = self.router.match("GET" if method == "HEAD" else method,
                                                    raw_path)
         if route is None:
@@ -132,10 +137,7 @@ class AdminApp:
         return resp
 
     def _authenticate(self, scope: Scope) -> User:
-        auth = None
-        for k, v in scope.get("headers", []):
-            if k.lower() == b"authorization":
-                auth = v.decode("latin-1")
+        auth = _header(scope, b"authorization")
         if not auth or not auth.lower().startswith("basic "):
             raise HTTPError(401, "not_authorised", "Login required",
                             headers={"www-authenticate": REALM})
@@ -206,6 +208,15 @@ class AdminApp:
             headers.append((k.encode(), v.encode()))
         await send({"type": "http.response.start", "status": resp.status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The last value of a request header (``name`` in lower case)."""
+    value = None
+    for k, v in scope.get("headers", []):
+        if k.lower() == name:
+            value = v.decode("latin-1")
+    return value
 
 
 def _bind(host: str, port: int) -> str:

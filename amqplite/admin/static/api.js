@@ -1,0 +1,60 @@
+// The admin HTTP API, as the dashboard calls it: basic auth from sessionStorage.
+// Credentials live for the browser tab only and go out as an Authorization
+// header; the static page itself is public.
+
+const KEY = "amqplite.auth";
+
+export class ApiError extends Error {
+  constructor(status, error, reason) {
+    super(reason || error || `HTTP ${status}`);
+    this.status = status;
+    this.error = error;
+  }
+}
+
+export function loggedIn() {
+  return sessionStorage.getItem(KEY) !== null;
+}
+
+export function login(user, password) {
+  // btoa takes Latin-1 only: encode UTF-8 first so any password works
+  const bytes = new TextEncoder().encode(`${user}:${password}`);
+  sessionStorage.setItem(KEY, btoa(String.fromCharCode(...bytes)));
+}
+
+export function logout() {
+  sessionStorage.removeItem(KEY);
+}
+
+// Called on a 401, so the app can show the login form again.
+let onUnauthorised = () => {};
+export function setUnauthorisedHandler(fn) {
+  onUnauthorised = fn;
+}
+
+export const enc = encodeURIComponent;
+
+export async function api(path, { method = "GET", body } = {}) {
+  const headers = { Accept: "application/json" };
+  const auth = sessionStorage.getItem(KEY);
+  if (auth !== null) headers.Authorization = `Basic ${auth}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, {
+    method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+    cache: "no-store", credentials: "omit",
+  });
+  const text = await resp.text();
+  let data = null;
+  if (text) {
+    try { data = JSON.parse(text); } catch { data = text; }
+  }
+  if (!resp.ok) {
+    if (resp.status === 401) {
+      logout();
+      onUnauthorised();
+    }
+    const err = data && typeof data === "object" ? data : {};
+    throw new ApiError(resp.status, err.error, err.reason || text);
+  }
+  return data;
+}

@@ -1,0 +1,199 @@
+// One queue and one exchange: details, charts, and the message operations
+// (publish; peek, get, purge, move, dead-letter replay).
+
+import { api, enc } from "./api.js";
+import { LineChart } from "./chart.js";
+import { clear, bytes, flash, form, h, json, link, num, rate, section, table } from "./dom.js";
+import {
+  attempt, bindingTable, confirmButton, exchangeName, exchangePath, features, traceHref,
+} from "./pages.js";
+
+function dl(pairs) {
+  return h("dl", { class: "props" }, pairs.flatMap(([k, v, id]) => [h("dt", {}, k), h("dd", { id }, v)]));
+}
+
+function payload(m) {
+  if (m.payload_encoding === "base64") return h("span", { class: "muted" }, `(${m.payload_bytes} bytes, base64) ${m.payload}`);
+  return m.payload ?? "";
+}
+
+// The death is in its own column: keep the x-death headers and the repeated
+// message id out of the summary (the cell's tooltip has everything).
+function propsSummary(m) {
+  const { message_id: _, ...props } = m.properties || {};
+  if (props.headers) {
+    const headers = Object.fromEntries(Object.entries(props.headers).filter(
+      ([k]) => !(m.death && (k === "x-death" || /^x-(first|last)-death-/.test(k)))));
+    if (Object.keys(headers).length) props.headers = headers; else delete props.headers;
+  }
+  return h("span", { title: JSON.stringify(m.properties || {}, null, 1) }, json(props));
+}
+
+function messageTable(rows, peeked) {
+  return table([
+    peeked ? { title: "#", value: (m) => m.index, num: true } : null,
+    { title: "Message id", value: (m) => (m.message_id ? link(traceHref(m.message_id), m.message_id) : "") },
+    { title: "Exchange", value: (m) => exchangeName(m.exchange) },
+    { title: "Routing key", value: (m) => m.routing_key, cls: "mono" },
+    { title: "Redelivered", value: (m) => (m.redelivered ? "yes" : "") },
+    peeked ? { title: "Deliveries", value: (m) => num(m.delivery_count), num: true } : null,
+    { title: "Dead-lettered", value: (m) => (m.death ? `${m.death.reason} in ${m.death.origin_queue ?? m.death.queue}` : "") },
+    { title: "Properties", value: propsSummary, cls: "mono small" },
+    { title: "Payload", value: payload, cls: "payload mono" },
+  ].filter(Boolean), rows, { empty: "No messages.", rowAttrs: (m) => ({ dataset: { messageId: m.message_id ?? "" } }) });
+}
+
+const intOrUndefined = (v) => (v === "" || v === undefined ? undefined : Number(v));
+
+function moveSummary(r) {
+  const errs = r.errors.length ? `; ${r.errors.length} failed: ${r.errors[0].reason}` : "";
+  return `moved ${r.moved}, skipped ${r.skipped}, ${r.remaining} left${errs}`;
+}
+
+export function queue(main, [vhost, name]) {
+  const path = `/api/queues/${enc(vhost)}/${enc(name)}`;
+  const details = h("div");
+  const depth = new LineChart(`queue.${vhost}.${name}.depth`, ["ready", "unacked", "paged out"]);
+  const rates = new LineChart(`queue.${vhost}.${name}.rates`, ["incoming", "deliver / get", "ack"], { unit: "/s" });
+  const consumers = h("div");
+  const binds = h("div");
+  const messages = h("div", { id: "messages" });
+  const result = h("p", { id: "op-result", class: "result" });
+
+  const show = (text) => { result.textContent = text; flash(text); };
+  let refresh;
+
+  const peek = form("peek-form", [
+    h("label", {}, "Peek at ", h("input", { name: "limit", type: "number", min: 1, max: 500, value: 20 }), " ready messages"),
+    h("button", { type: "submit" }, "Peek"),
+  ], async (v) => {
+    const rows = await attempt(() => api(`${path}/messages?limit=${Number(v.limit) || 20}&truncate=2000`));
+    if (rows) clear(messages, h("h3", {}, `Peeked (${rows.length}, still in the queue)`), messageTable(rows, true));
+  });
+
+  const get = form("get-form", [
+    h("label", {}, "Get ", h("input", { name: "count", type: "number", min: 1, value: 1 })),
+    h("select", { name: "ackmode" },
+      h("option", { value: "ack_requeue_true" }, "and requeue"),
+      h("option", { value: "ack_requeue_false" }, "and ack (removes them)"),
+      h("option", { value: "reject_requeue_false" }, "and reject (dead-letters them)")),
+    h("button", { type: "submit" }, "Get"),
+  ], async (v) => {
+    const rows = await attempt(() => api(`${path}/get`, {
+      method: "POST", body: { count: Number(v.count) || 1, ackmode: v.ackmode, encoding: "auto", truncate: 2000 },
+    }));
+    if (rows) {
+      clear(messages, h("h3", {}, `Got ${rows.length}`), messageTable(rows, false));
+      show(`got ${rows.length} message(s)`);
+      await refresh();
+    }
+  });
+
+  const move = form("move-form", [
+    h("label", {}, "Move ", h("input", { name: "limit", type: "number", min: 1, placeholder: "all" }), " messages to"),
+    h("select", { name: "kind" }, h("option", { value: "queue" }, "queue"), h("option", { value: "exchange" }, "exchange")),
+    h("input", { name: "target", required: true, placeholder: "name" }),
+    h("input", { name: "routing_key", placeholder: "routing key (default: each message's own)" }),
+    h("button", { type: "submit" }, "Move"),
+  ], async (v) => {
+    const body = { limit: intOrUndefined(v.limit) };
+    if (v.kind === "queue") body.to_queue = v.target;
+    else body.to_exchange = v.target === "(AMQP default)" ? "" : v.target;
+    if (v.routing_key) body.routing_key = v.routing_key;
+    const r = await attempt(() => api(`${path}/move`, { method: "POST", body }));
+    if (r) { show(moveSummary(r)); await refresh(); }
+  });
+
+  const replay = form("replay-form", [
+    h("label", {}, "Replay ", h("input", { name: "limit", type: "number", min: 1, placeholder: "all" }), " dead letters"),
+    h("select", { name: "to" },
+      h("option", { value: "origin" }, "to the queue they died in"),
+      h("option", { value: "exchange" }, "through their original exchange"),
+      h("option", { value: "queue" }, "to this queue:")),
+    h("input", { name: "queue", placeholder: "queue (for 'to this queue')" }),
+    h("button", { type: "submit", id: "replay" }, "Replay"),
+  ], async (v) => {
+    const body = { limit: intOrUndefined(v.limit) };
+    if (v.to === "queue") body.queue = v.queue;
+    else body.to = v.to;
+    const r = await attempt(() => api(`${path}/replay`, { method: "POST", body }));
+    if (r) { show(moveSummary(r)); await refresh(); }
+  });
+
+  const purge = confirmButton("Purge", async () => {
+    const r = await attempt(() => api(`${path}/contents`, { method: "DELETE" }));
+    if (r) { show(`purged ${r.purged} message(s)`); await refresh(); }
+  }, { id: "purge" }, `purge:${vhost}/${name}`);
+
+  main.append(h("h1", {}, "Queue ", h("span", { class: "name" }, name), h("span", { class: "muted" }, ` in ${vhost}`)),
+    details,
+    h("div", { class: "charts" }, section("Queued messages", depth.el), section("Message rates", rates.el)),
+    section("Messages", h("div", { class: "ops" }, peek, get, move, replay, h("div", { class: "inline" }, purge)),
+      result, messages),
+    section("Consumers", consumers), section("Bindings", binds));
+
+  refresh = async () => {
+    const [q, cons, bs] = await Promise.all([
+      api(path), api(`/api/consumers/${enc(vhost)}`), api(`${path}/bindings`)]);
+    const ms = q.message_stats || {};
+    depth.push([q.messages_ready, q.messages_unacknowledged, q.messages_paged_out ?? 0]);
+    rates.push(["publish", "deliver_get", "ack"].map((k) => (ms[`${k}_details`] ? ms[`${k}_details`].rate : 0)));
+    clear(details, dl([
+      ["Type", q.type], ["Features", features(q)], ["State", q.state],
+      ["Ready", num(q.messages_ready), "q-ready"], ["Unacked", num(q.messages_unacknowledged), "q-unacked"],
+      ["Total", num(q.messages), "q-messages"], ["Paged out", num(q.messages_paged_out ?? 0), "q-paged-out"],
+      ["Bytes", bytes(q.message_bytes)], ["Consumers", num(q.consumers), "q-consumers"],
+      ["Incoming", rate(ms, "publish")], ["Deliver / get", rate(ms, "deliver_get")], ["Ack", rate(ms, "ack")],
+      ["Policy", q.policy ?? "none"], ["Effective policy", json(q.effective_policy_definition) || "none"],
+      ["Arguments", json(q.arguments) || "none"],
+    ]));
+    clear(consumers, table([
+      { title: "Tag", value: (c) => c.consumer_tag },
+      { title: "Channel", value: (c) => c.channel_details.name ?? "" },
+      { title: "Ack", value: (c) => (c.ack_required ? "manual" : "auto") },
+      { title: "Prefetch", value: (c) => num(c.prefetch_count), num: true },
+      { title: "Unacked", value: (c) => num(c.messages_unacknowledged ?? 0), num: true },
+      { title: "Active", value: (c) => (c.active === false ? "no" : "yes") },
+    ], cons.filter((c) => c.queue.name === name), { empty: "No consumers." }));
+    clear(binds, bindingTable(bs));
+  };
+  return refresh;
+}
+
+export function exchange(main, [vhost, name]) {
+  const xname = name === "amq.default" ? "" : name;
+  const path = `/api/exchanges/${exchangePath(vhost, xname)}`;
+  const details = h("div");
+  const binds = h("div");
+  const publish = form("publish-form", [
+    h("label", {}, "Routing key ", h("input", { name: "routing_key" })),
+    h("label", {}, "Message id ", h("input", { name: "message_id", placeholder: "optional" })),
+    h("label", {}, h("input", { type: "checkbox", name: "persistent", value: "1", checked: true }), " persistent"),
+    h("label", { class: "wide" }, "Headers (JSON) ", h("input", { name: "headers", placeholder: "{}" })),
+    h("label", { class: "wide" }, "Payload ", h("textarea", { name: "payload", rows: 4 })),
+    h("button", { type: "submit" }, "Publish"),
+  ], async (v) => {
+    const properties = { delivery_mode: v.persistent ? 2 : 1 };
+    if (v.message_id) properties.message_id = v.message_id;
+    if (v.headers && v.headers.trim()) {
+      try { properties.headers = JSON.parse(v.headers); } catch (err) { flash(`headers: ${err.message}`, "error"); return; }
+    }
+    const r = await attempt(() => api(`${path}/publish`, {
+      method: "POST",
+      body: { routing_key: v.routing_key || "", payload: v.payload || "", payload_encoding: "string", properties },
+    }));
+    if (r) {
+      const text = r.routed ? "published: routed to at least one queue" : "published, but no queue was bound to take it";
+      document.getElementById("publish-result").textContent = text;
+      flash(text, r.routed ? "ok" : "warn");
+    }
+  });
+  main.append(h("h1", {}, "Exchange ", h("span", { class: "name" }, exchangeName(xname)), h("span", { class: "muted" }, ` in ${vhost}`)),
+    details, section("Publish a message", publish, h("p", { id: "publish-result", class: "result" })),
+    section("Bindings from this exchange", binds));
+  return async () => {
+    const [x, bs] = await Promise.all([api(path), api(`${path}/bindings/source`)]);
+    clear(details, dl([["Type", x.type], ["Features", features(x)], ["Arguments", json(x.arguments) || "none"]]));
+    clear(binds, bindingTable(bs));
+  };
+}

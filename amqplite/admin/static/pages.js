@@ -1,0 +1,265 @@
+// The list pages, the overview and the trace page. Each page builds its
+// static parts once and returns a refresh function the app calls on a timer,
+// so forms keep what the user typed while the figures update.
+
+import { api, enc } from "./api.js";
+import { LineChart } from "./chart.js";
+import {
+  bytes, clear, duration, flash, form, h, json, link, num, rate, section, table,
+} from "./dom.js";
+
+export const exchangeName = (name) => name || "(AMQP default)";
+// The API names the default exchange amq.default in paths, as RabbitMQ does.
+export const exchangePath = (vhost, name) => `${enc(vhost)}/${enc(name || "amq.default")}`;
+export const queueHref = (vhost, name) => `#/queue/${enc(vhost)}/${enc(name)}`;
+export const exchangeHref = (vhost, name) => `#/exchange/${enc(vhost)}/${enc(name || "amq.default")}`;
+export const traceHref = (id) => `#/trace/${enc(id)}`;
+
+// A button that asks once more before doing something that cannot be undone.
+// The question stays open for ARM_MS under its key, so a table refresh that
+// re-creates the button does not swallow the confirming click.
+const ARM_MS = 10000;
+const armedAt = new Map();
+
+export function confirmButton(text, action, attrs = {}, key = attrs.id ?? Symbol(text)) {
+  const btn = h("button", { type: "button", class: "danger", ...attrs }, text);
+  const armed = () => Date.now() - (armedAt.get(key) ?? 0) < ARM_MS;
+  if (armed()) btn.textContent = `Confirm: ${text.toLowerCase()}`;
+  btn.addEventListener("click", async () => {
+    if (!armed()) {
+      armedAt.set(key, Date.now());
+      btn.textContent = `Confirm: ${text.toLowerCase()}`;
+      return;
+    }
+    armedAt.delete(key);
+    btn.textContent = text;
+    await action();
+  });
+  return btn;
+}
+
+// Runs a write, reporting its outcome in the flash area.
+export async function attempt(fn, done) {
+  try {
+    const result = await fn();
+    if (done) flash(typeof done === "function" ? done(result) : done);
+    return result;
+  } catch (err) {
+    flash(err.message, "error");
+    return undefined;
+  }
+}
+
+function card(title, value, id) {
+  return h("div", { class: "card" }, h("div", { class: "card-title" }, title),
+    h("div", { class: "card-value", id }, value));
+}
+
+const rateOf = (stats, key) => (stats && stats[`${key}_details`] ? stats[`${key}_details`].rate : 0);
+
+export function overview(main) {
+  const cards = h("div", { class: "cards" });
+  const rates = new LineChart("overview.rates", ["publish", "deliver / get", "ack", "dead-lettered"], { unit: "/s" });
+  const depth = new LineChart("overview.depth", ["ready", "unacked"]);
+  const listeners = h("div");
+  main.append(h("h1", {}, "Overview"), cards,
+    h("div", { class: "charts" }, section("Message rates", rates.el), section("Queued messages", depth.el)),
+    section("Listeners", listeners));
+  return async () => {
+    const o = await api("/api/overview");
+    const ms = o.message_stats || {};
+    rates.push(["publish", "deliver_get", "ack", "dead_letter"].map((k) => rateOf(ms, k)));
+    const qt = o.queue_totals;
+    depth.push([qt.messages_ready, qt.messages_unacknowledged]);
+    const ot = o.object_totals;
+    const alarms = (o.alarms || []).map((a) => a.resource || JSON.stringify(a));
+    clear(cards,
+      card("Version", `${o.product_name} ${o.product_version}`, "version"),
+      card("Uptime", duration(o.uptime || 0), "uptime"),
+      card("Connections", num(ot.connections), "total-connections"),
+      card("Channels", num(ot.channels), "total-channels"),
+      card("Exchanges", num(ot.exchanges), "total-exchanges"),
+      card("Queues", num(ot.queues), "total-queues"),
+      card("Consumers", num(ot.consumers), "total-consumers"),
+      card("Messages", num(qt.messages), "total-messages"),
+      card("Alarms", alarms.length ? alarms.join(", ") : "none", "alarms"));
+    clear(listeners, table([
+      { title: "Protocol", value: (l) => l.protocol },
+      { title: "Address", value: (l) => l.ip_address },
+      { title: "Port", value: (l) => l.port, num: true },
+    ], o.listeners || []));
+  };
+}
+
+// A page that is one table of what an API list answers; columns(refresh)
+// lets a row's button refresh the page after it acted.
+// opts.above(refresh): nodes shown above the table (a form that adds a row).
+function listPage(title, path, columns, opts = {}) {
+  return (main) => {
+    const body = h("div");
+    let refresh;
+    main.append(h("h1", {}, title), opts.above ? opts.above(() => refresh()) : null, body);
+    refresh = async () => { clear(body, table(columns(refresh), await api(path), opts)); };
+    return refresh;
+  };
+}
+
+export const connections = listPage("Connections", "/api/connections", (refresh) => [
+  { title: "Name", value: (c) => (c.user_provided_name ? `${c.name} (${c.user_provided_name})` : c.name) },
+  { title: "User", value: (c) => c.user ?? "" },
+  { title: "Vhost", value: (c) => c.vhost ?? "" },
+  { title: "State", value: (c) => c.state },
+  { title: "TLS", value: (c) => (c.ssl ? "yes" : "") },
+  { title: "Channels", value: (c) => num(c.channels), num: true },
+  { title: "Received", value: (c) => bytes(c.recv_oct), num: true },
+  { title: "Sent", value: (c) => bytes(c.send_oct), num: true },
+  { title: "Connected", value: (c) => new Date(c.connected_at).toLocaleString() },
+  { title: "", value: (c) => confirmButton("Close", () => attempt(
+    () => api(`/api/connections/${enc(c.name)}`, { method: "DELETE" }), "connection closed").then(refresh),
+  {}, `connection:${c.name}`) },
+], { empty: "No connections." });
+
+export const channels = listPage("Channels", "/api/channels", () => [
+  { title: "Channel", value: (c) => c.name },
+  { title: "User", value: (c) => c.user ?? "" },
+  { title: "Vhost", value: (c) => c.vhost ?? "" },
+  { title: "Mode", value: (c) => [c.confirm && "confirm", c.transactional && "tx"].filter(Boolean).join(" ") },
+  { title: "Prefetch", value: (c) => num(c.prefetch_count), num: true },
+  { title: "Consumers", value: (c) => num(c.consumer_count), num: true },
+  { title: "Unacked", value: (c) => num(c.messages_unacknowledged), num: true },
+  { title: "Publish", value: (c) => rate(c.message_stats, "publish"), num: true },
+  { title: "Deliver", value: (c) => rate(c.message_stats, "deliver_get"), num: true },
+  { title: "Ack", value: (c) => rate(c.message_stats, "ack"), num: true },
+], { empty: "No channels." });
+
+export const exchanges = listPage("Exchanges", "/api/exchanges", () => [
+  { title: "Vhost", value: (x) => x.vhost },
+  { title: "Name", value: (x) => link(exchangeHref(x.vhost, x.name), exchangeName(x.name)) },
+  { title: "Type", value: (x) => x.type },
+  { title: "Features", value: (x) => features(x) },
+  { title: "Arguments", value: (x) => json(x.arguments), cls: "mono" },
+], { rowAttrs: (x) => ({ dataset: { exchange: x.name } }) });
+
+export function features(o) {
+  return [o.durable && "D", o.auto_delete && "AD", o.exclusive && "Excl", o.internal && "I",
+    o.arguments && o.arguments["x-dead-letter-exchange"] !== undefined && "DLX"]
+    .filter(Boolean).map((f) => h("span", { class: "tag" }, f));
+}
+
+export function queues(main) {
+  const filter = h("input", { type: "search", name: "name", placeholder: "filter by name (regex)" });
+  let page = 1;
+  const pager = h("div", { class: "pager" });
+  const body = h("div");
+  const refresh = async () => {
+    const q = new URLSearchParams({ page, page_size: 50, name: filter.value, use_regex: "true" });
+    const res = await api(`/api/queues?${q}`);
+    if (page > Math.max(1, res.page_count)) { page = Math.max(1, res.page_count); return refresh(); }
+    clear(pager,
+      h("button", { type: "button", disabled: page <= 1, onclick: () => { page--; refresh(); } }, "‹ prev"),
+      ` page ${res.page} of ${Math.max(1, res.page_count)} (${res.filtered_count} of ${res.total_count} queues) `,
+      h("button", { type: "button", disabled: page >= res.page_count, onclick: () => { page++; refresh(); } }, "next ›"));
+    clear(body, table([
+      { title: "Vhost", value: (x) => x.vhost },
+      { title: "Name", value: (x) => link(queueHref(x.vhost, x.name), x.name) },
+      { title: "Type", value: (x) => x.type },
+      { title: "Features", value: (x) => features(x) },
+      { title: "Policy", value: (x) => x.policy ?? "" },
+      { title: "Ready", value: (x) => num(x.messages_ready), num: true, cls: "ready" },
+      { title: "Unacked", value: (x) => num(x.messages_unacknowledged), num: true, cls: "unacked" },
+      { title: "Total", value: (x) => num(x.messages), num: true, cls: "messages" },
+      { title: "Paged out", value: (x) => num(x.messages_paged_out ?? 0), num: true, cls: "paged-out" },
+      { title: "Consumers", value: (x) => num(x.consumers), num: true, cls: "consumers" },
+      { title: "Incoming", value: (x) => rate(x.message_stats, "publish"), num: true },
+      { title: "Deliver / get", value: (x) => rate(x.message_stats, "deliver_get"), num: true },
+      { title: "Ack", value: (x) => rate(x.message_stats, "ack"), num: true },
+    ], res.items, {
+      empty: filter.value ? "No queue matches." : "No queues.",
+      rowAttrs: (x) => ({ dataset: { vhost: x.vhost, queue: x.name } }),
+    }));
+  };
+  filter.addEventListener("input", () => { page = 1; refresh().catch((e) => flash(e.message, "error")); });
+  main.append(h("h1", {}, "Queues"), h("div", { class: "toolbar" }, filter, pager), body);
+  return refresh;
+}
+
+const BINDING_COLUMNS = [
+  { title: "Vhost", value: (b) => b.vhost },
+  { title: "Source", value: (b) => link(exchangeHref(b.vhost, b.source), exchangeName(b.source)) },
+  { title: "Destination", value: (b) => (b.destination_type === "queue"
+    ? link(queueHref(b.vhost, b.destination), b.destination)
+    : link(exchangeHref(b.vhost, b.destination), exchangeName(b.destination))) },
+  { title: "Type", value: (b) => b.destination_type },
+  { title: "Routing key", value: (b) => b.routing_key, cls: "mono" },
+  { title: "Arguments", value: (b) => json(b.arguments), cls: "mono" },
+];
+
+export const bindingTable = (rows) => table(BINDING_COLUMNS, rows, { empty: "No bindings." });
+
+export const bindings = listPage("Bindings", "/api/bindings", () => BINDING_COLUMNS,
+  { empty: "No bindings." });
+
+export const policies = listPage("Policies", "/api/policies", (refresh) => [
+  { title: "Vhost", value: (p) => p.vhost },
+  { title: "Name", value: (p) => p.name },
+  { title: "Pattern", value: (p) => p.pattern, cls: "mono" },
+  { title: "Apply to", value: (p) => p["apply-to"] },
+  { title: "Priority", value: (p) => num(p.priority), num: true },
+  { title: "Definition", value: (p) => json(p.definition), cls: "mono" },
+  { title: "", value: (p) => confirmButton("Delete", () => attempt(
+    () => api(`/api/policies/${enc(p.vhost)}/${enc(p.name)}`, { method: "DELETE" }),
+    `policy ${p.name} deleted`).then(refresh), {}, `policy:${p.vhost}/${p.name}`) },
+], { empty: "No policies.", rowAttrs: (p) => ({ dataset: { policy: p.name } }), above: policyForm });
+
+// PUT /api/policies/{vhost}/{name}: adds a policy or replaces one of that name.
+function policyForm(refresh) {
+  return form("policy-form", [
+    h("input", { name: "vhost", value: "/", required: true, title: "vhost", size: 6 }),
+    h("input", { name: "name", required: true, placeholder: "name" }),
+    h("input", { name: "pattern", required: true, placeholder: "pattern (regex)" }),
+    h("select", { name: "apply-to" }, ["queues", "exchanges", "all"].map((v) => h("option", { value: v }, v))),
+    h("input", { name: "priority", type: "number", value: 0, title: "priority" }),
+    h("input", { name: "definition", required: true, placeholder: '{"max-length": 1000}', class: "mono" }),
+    h("button", { type: "submit" }, "Add / replace policy"),
+  ], async (v) => {
+    let definition;
+    try { definition = JSON.parse(v.definition); } catch (err) { flash(`definition: ${err.message}`, "error"); return; }
+    const body = { pattern: v.pattern, definition, priority: Number(v.priority) || 0, "apply-to": v["apply-to"] };
+    if (await attempt(() => api(`/api/policies/${enc(v.vhost)}/${enc(v.name)}`, { method: "PUT", body }),
+      `policy ${v.name} set`) !== undefined) await refresh();
+  });
+}
+
+// The delivery log of one message: published, routed, delivered, ... in order.
+export function trace(main, [id = ""]) {
+  const input = h("input", { name: "message", value: id, placeholder: "message id or message key", required: true });
+  const form = h("form", { class: "inline", id: "trace-form" }, input, h("button", { type: "submit" }, "Trace"));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    location.hash = traceHref(input.value.trim());
+  });
+  const body = h("div", { id: "trace-result" });
+  main.append(h("h1", {}, "Message trace"), form, body);
+  if (!id) return undefined;
+  return async () => {
+    const rows = await api(`/api/trace/${enc(id)}`);
+    const t0 = rows.length ? rows[0].ts_us : 0;
+    clear(body, h("ol", { class: "timeline" }, rows.map((r) => h("li", { class: `ev-${r.event}` },
+      h("span", { class: "event" }, r.event),
+      h("span", { class: "when" }, `+${((r.ts_us - t0) / 1000).toFixed(1)} ms`),
+      r.queue ? h("span", {}, "queue ", link(queueHref(r.vhost, r.queue), r.queue)) : null,
+      r.reason ? h("span", { class: "reason" }, r.reason) : null))),
+    table([
+      { title: "Time", value: (r) => r.time },
+      { title: "Event", value: (r) => r.event, cls: "event" },
+      { title: "Vhost", value: (r) => r.vhost },
+      { title: "Exchange", value: (r) => (r.exchange === null ? "" : exchangeName(r.exchange)) },
+      { title: "Routing key", value: (r) => r.routing_key ?? "", cls: "mono" },
+      { title: "Queue", value: (r) => r.queue ?? "" },
+      { title: "Consumer", value: (r) => r.consumer_tag ?? "" },
+      { title: "Attempt", value: (r) => r.attempt ?? "", num: true },
+      { title: "Size", value: (r) => (r.size === null ? "" : bytes(r.size)), num: true },
+      { title: "Reason", value: (r) => r.reason ?? "" },
+    ], rows, { empty: `No delivery-log rows for ${id}.` }));
+  };
+}

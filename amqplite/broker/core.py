@@ -27,6 +27,7 @@ from amqplite.broker.policies import PolicyOps
 from amqplite.broker.publish import Publishing
 from amqplite.broker.queue import Queue
 from amqplite.broker.queues import QueueOps
+from amqplite.broker.streams import Streams
 from amqplite.broker.tx import Transactions
 from amqplite.broker.vhost import VHost
 
@@ -39,6 +40,7 @@ class Broker(
     PolicyOps,
     Publishing,
     Dispatch,
+    Streams,
     Paging,
     DeadLettering,
     Expiry,

@@ -65,6 +65,11 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
         queue = Queue(q.queue_id, q.vhost, q.name, durable=True, auto_delete=q.auto_delete,
                       arguments=q.arguments)
         broker.add_queue(vh, queue, persist=False)
+    for qid, segments in rec.streams.items():
+        sq = next((q for vh in broker.vhosts.values() for q in vh.queues.values()
+                   if q.id == qid), None)
+        if sq is not None:
+            broker.restore_stream(sq, segments)
     for b in rec.bindings:
         bvh = broker.vhosts.get(b.vhost)
         if bvh is None:

@@ -307,6 +307,11 @@ class Dispatch(BrokerBase):
             ch.tx_acks.append(("nack", delivery_tag, multiple, requeue))
             return
         ds = self._take(ch, delivery_tag, multiple, cm)
+        for d in ds:
+            if d.queue.stream is not None:  # RabbitMQ's answer (the connection closes)
+                raise E.not_implemented("basic.nack and basic.reject not supported by stream "
+                                        f"queues queue '{d.queue.name}' in vhost "
+                                        f"'{d.queue.vhost}'", cm)
         if requeue:
             touched = self._requeue_deliveries(ch, ds)
         else:
@@ -315,9 +320,6 @@ class Dispatch(BrokerBase):
                 q = d.queue
                 self._release(d)
                 if q.deleted:
-                    continue
-                if q.stream is not None:  # a stream keeps its entries: credit only
-                    touched.add(q)
                     continue
                 self.log_event("rejected", q.vhost, d.entry.message, q.name,
                           consumer_tag=d.consumer.tag if d.consumer else None,
@@ -341,7 +343,7 @@ class Dispatch(BrokerBase):
             self._release(d)
             if q.deleted:
                 continue
-            if q.stream is not None:  # nothing to requeue: the log keeps every entry
+            if q.stream is not None:  # a closed channel's: the log keeps every entry
                 touched.add(q)
                 continue
             e = d.entry

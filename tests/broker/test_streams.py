@@ -233,3 +233,14 @@ def test_store_upgrade_from_schema_1(tmp_path: Path) -> None:
     assert st.fetch_stream(1, 0, 10) == []
     assert st.get_meta("schema_version") == "2"
     st.close()
+
+
+def test_policy_sets_the_limits(tmp_path: Path) -> None:
+    b, shell, ch, _ = setup(tmp_path, 0)
+    b.set_policy("/", "cap", "^s$", {"max-length-bytes": 40,
+                                     "stream-max-segment-size-bytes": 20})
+    publish(b, shell, ch, 30)
+    st = b.vhost("/").queues["s"].stream
+    assert st is not None and st.first_offset > 0 and st.bytes <= 40 + 20
+    with pytest.raises(ValueError):
+        b.set_policy("/", "bad", ".*", {"max-age": "soon"})

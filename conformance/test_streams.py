@@ -97,27 +97,37 @@ def test_stream_arguments_accepted(channel: BlockingChannel, names: Names) -> No
     assert (ok.message_count, ok.consumer_count) == (0, 0)
 
 
-def test_bad_max_age_refused(channel: BlockingChannel, names: Names) -> None:
-    q = names.queue()
-    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
-        declare(channel, q, **{"x-max-age": "7X"})
-    assert exc.value.reply_code == 406
-    assert exc.value.reply_text == (
-        f"PRECONDITION_FAILED - invalid arg 'x-max-age' for queue '{q}' in vhost '/': "
-        "invalid_max_age")
-
-
-@pytest.mark.parametrize(("arg", "value"), [
-    ("x-max-priority", 5), ("x-message-ttl", 1000), ("x-dead-letter-exchange", "dlx")])
-def test_queue_only_arguments_refused(channel: BlockingChannel, names: Names,
-                                      arg: str, value: Any) -> None:
+@pytest.mark.parametrize(("arg", "value", "tail"), [
+    ("x-max-age", "7X", ": invalid_max_age"),
+    ("x-stream-max-segment-size-bytes", "big", ': "expected integer, got longstr"'),
+    ("x-max-priority", 5, " of queue type rabbit_stream_queue"),
+    ("x-message-ttl", 1000, " of queue type rabbit_stream_queue"),
+    ("x-dead-letter-exchange", "dlx", " of queue type rabbit_stream_queue"),
+])
+def test_bad_or_queue_only_arguments_refused(channel: BlockingChannel, names: Names, arg: str,
+                                             value: Any, tail: str) -> None:
     q = names.queue()
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
         declare(channel, q, **{arg: value})
     assert exc.value.reply_code == 406
     assert exc.value.reply_text == (
-        f"PRECONDITION_FAILED - invalid arg '{arg}' for queue '{q}' in vhost '/' of queue "
-        "type rabbit_stream_queue")
+        f"PRECONDITION_FAILED - invalid arg '{arg}' for queue '{q}' in vhost '/'{tail}")
+
+
+@pytest.mark.parametrize(("args", "text"), [
+    ({}, "'x-queue-type' for queue '{q}' in vhost '/': received none but current is the "
+         "value 'stream' of type 'longstr'"),
+    ({**STREAM, "x-max-age": "2h"}, "'x-max-age' for queue '{q}' in vhost '/': received "
+                                    "'2h' but current is '1h'"),
+])
+def test_redeclare_must_be_equivalent(connection: pika.BlockingConnection, names: Names,
+                                      args: dict[str, Any], text: str) -> None:
+    q = names.queue()
+    connection.channel().queue_declare(q, durable=True, arguments={**STREAM, "x-max-age": "1h"})
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
+        connection.channel().queue_declare(q, durable=True, arguments=args)
+    assert exc.value.reply_code == 406
+    assert exc.value.reply_text == "PRECONDITION_FAILED - inequivalent arg " + text.format(q=q)
 
 
 @pytest.mark.parametrize(("command", "call"), [

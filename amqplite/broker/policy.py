@@ -27,13 +27,13 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "max-length-bytes": ("x-max-length-bytes", "nonneg"),
     "overflow": ("x-overflow", "overflow"),
     "max-age": ("x-max-age", "age"),
-    "stream-max-segment-size-bytes": ("x-stream-max-segment-size-bytes", "pos"),
+    "stream-max-segment-size-bytes": ("x-stream-max-segment-size-bytes", "stream-int"),
 }
 ARG_KINDS: dict[str, str] = {arg: kind for arg, kind in SETTINGS.values()}
 ARG_KINDS["x-max-priority"] = "priority"
 ARG_KINDS["x-queue-type"] = "qtype"
 ARG_KINDS["x-single-active-consumer"] = "bool"
-ARG_KINDS["x-initial-cluster-size"] = "pos"
+ARG_KINDS["x-initial-cluster-size"] = "stream-int"
 
 #: arguments a stream refuses (RabbitMQ: "... of queue type rabbit_stream_queue")
 NOT_FOR_STREAMS = ("x-max-priority", "x-message-ttl", "x-dead-letter-exchange",
@@ -51,6 +51,12 @@ def check_value(kind: str, value: Any) -> str | None:
         from amqplite.broker.errors import amqp_type
 
         return None if isinstance(value, bool) else f"{{unacceptable_type,{amqp_type(value)}}}"
+    if kind == "stream-int" and (isinstance(value, bool) or not isinstance(value, int)):
+        from amqplite.broker.errors import amqp_type  # the stream arguments' wording
+
+        return f'"expected integer, got {amqp_type(value)}"'
+    if kind == "stream-int":
+        kind = "pos"
     value = _plain(value)
     if kind == "str":
         return None if isinstance(value, str) else f"{{unacceptable_type,{type(value).__name__}}}"

@@ -148,6 +148,10 @@ def queues(ctx: Ctx) -> None:
         if q["arguments"].get("x-dead-letter-exchange") is not None or \
                 "dead-letter-exchange" in q.get("effective_policy_definition", {}):
             feats.append("DLX")
+        if q.get("stream"):
+            s = q["stream"]
+            feats.append(f"Stream[{s['first_offset']}..{s['last_offset']}, "
+                         f"{_plural(s['segments'], 'segment')}]")
         stats = q.get("message_stats", {})
         rate = stats.get("publish_details", {}).get("rate", 0.0)
         rows.append([q["name"], q["messages_ready"], q["messages_unacknowledged"],

@@ -359,6 +359,12 @@ def queue_info(server: Server, q: Queue, rates: Rates, ubytes: dict[int, int]) -
         "effective_policy_definition": jsonable(pol.definition) if pol is not None else {},
         "message_stats": message_stats(counts, rts),
     }
+    stream = server.broker.stream_info(q)
+    if stream is not None:
+        # a stream's entries stay after delivery: its length is the log's, on disk
+        info.update(type="stream", messages=stream["messages"],
+                    messages_ready=stream["messages"], message_bytes=stream["size_bytes"],
+                    message_bytes_ready=stream["size_bytes"], stream=stream)
     if getattr(q, "single_active", False):
         info["single_active_consumer_tag"] = q.active.tag if q.active is not None else None
     return info

@@ -28,6 +28,7 @@ from amqplite.broker.policies import PolicyOps
 from amqplite.broker.publish import Publishing
 from amqplite.broker.queue import Queue
 from amqplite.broker.queues import QueueOps
+from amqplite.broker.streams import Streams
 from amqplite.broker.tx import Transactions
 from amqplite.broker.vhost import VHost
 from amqplite.broker.vhosts import VHostOps
@@ -41,6 +42,7 @@ class Broker(
     PolicyOps,
     Publishing,
     Dispatch,
+    Streams,
     Paging,
     DeadLettering,
     Expiry,

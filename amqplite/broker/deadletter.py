@@ -23,7 +23,12 @@ from amqplite.broker.base import BrokerBase
 from amqplite.broker.model import Entry, Message
 from amqplite.broker.queue import Queue
 from amqplite.protocol.codec import FieldArray, FieldTable, Timestamp
-from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
+from amqplite.protocol.properties import (
+    BasicProperties,
+    decode_properties,
+    encode_properties,
+    with_header,
+)
 
 log = logging.getLogger("amqplite.broker")
 
@@ -123,11 +128,7 @@ def is_cycle(raw_headers: Any, target_queue: str) -> bool:
 
 def with_delivery_count(raw: bytes, count: int) -> bytes:
     """Properties with ``x-delivery-count`` set (quorum-queue redeliveries)."""
-    props = decode_properties(raw)
-    headers = props.headers.copy() if props.headers is not None else FieldTable()
-    headers.set("x-delivery-count", count, "l")
-    props.headers = headers
-    return encode_properties(props)
+    return with_header(raw, "x-delivery-count", count, "l")
 
 
 class DeadLettering(BrokerBase):

@@ -64,6 +64,7 @@ class Dispatch(BrokerBase):
             raise E.not_allowed(f"attempt to reuse consumer tag '{consumer_tag}'", cm)
         if any(c.exclusive for c in q.consumers) or (exclusive and q.consumers):
             raise E.access_refused(f"queue '{queue}' in vhost '{q.vhost}' in exclusive use", cm)
+        start = self.stream_attach(ch, q, no_ack, arguments) if q.stream is not None else None
         prio = (arguments or {}).get("x-priority")
         if prio is not None and (isinstance(prio, bool) or not isinstance(prio, int)):
             raise E.precondition(
@@ -71,6 +72,8 @@ class Dispatch(BrokerBase):
                 f'"expected integer, got {E.amqp_type(prio)}"', cm)
         c = Consumer(consumer_tag, ch, q, no_ack, exclusive, ch.prefetch, arguments)
         ch.consumers[consumer_tag] = c
+        if start is not None:
+            self.stream_add_cursor(q, c, start)
         q.add_consumer(c)
         q.had_consumer = True
         return consumer_tag
@@ -122,6 +125,8 @@ class Dispatch(BrokerBase):
         c.channel.consumers.pop(c.tag, None)
         q = c.queue
         handed_over = False
+        if q.stream is not None:
+            q.stream.cursors.pop(c, None)
         if c in q.consumers:
             handed_over = q.remove_consumer(c)
             q.last_used = self.now()
@@ -138,6 +143,9 @@ class Dispatch(BrokerBase):
         again once it has landed.
         """
         q = self._find_queue(ch, queue, BASIC_GET)
+        if q.stream is not None:
+            raise E.not_implemented("basic.get not supported by stream queues "
+                                    f"queue '{q.name}' in vhost '{q.vhost}'", BASIC_GET)
         self._expire_head(q)
         if not q.ready:
             return None
@@ -176,6 +184,9 @@ class Dispatch(BrokerBase):
 
     def _dispatch(self, q: Queue) -> None:
         """Hand ready messages to consumers with room, in turn."""
+        if q.stream is not None:
+            self._stream_dispatch(q)
+            return
         if q.paging or q.deleted:
             return
         ready = q.ready
@@ -296,6 +307,11 @@ class Dispatch(BrokerBase):
             ch.tx_acks.append(("nack", delivery_tag, multiple, requeue))
             return
         ds = self._take(ch, delivery_tag, multiple, cm)
+        for d in ds:
+            if d.queue.stream is not None:  # RabbitMQ's answer (the connection closes)
+                raise E.not_implemented("basic.nack and basic.reject not supported by stream "
+                                        f"queues queue '{d.queue.name}' in vhost "
+                                        f"'{d.queue.vhost}'", cm)
         if requeue:
             touched = self._requeue_deliveries(ch, ds)
         else:
@@ -326,6 +342,9 @@ class Dispatch(BrokerBase):
             q = d.queue
             self._release(d)
             if q.deleted:
+                continue
+            if q.stream is not None:  # a closed channel's: the log keeps every entry
+                touched.add(q)
                 continue
             e = d.entry
             e.redelivered = True

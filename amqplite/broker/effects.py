@@ -15,6 +15,7 @@ import attrs
 if TYPE_CHECKING:
     from amqplite.broker.model import ChannelState, Entry, Message, Session
     from amqplite.broker.queue import Queue
+    from amqplite.broker.streamlog import Cursor
 
 
 @attrs.define(slots=True)
@@ -72,6 +73,19 @@ class LoadEntries:
     in order), then call ``Broker.entries_loaded``."""
 
     queue: Queue
+    lo: int
+    hi: int
+    limit: int
+
+
+@attrs.define(slots=True)
+class ReadStream:
+    """Read a stream's entries at offsets ``lo..`` (at most ``limit``) for one
+    cursor, once every earlier submission has committed, then call
+    ``Broker.stream_loaded``; ``hi`` is the last offset assigned when it was asked."""
+
+    queue: Queue
+    cursor: Cursor
     lo: int
     hi: int
     limit: int

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
-QUEUE_TYPES = ("classic", "quorum")
+QUEUE_TYPES = ("classic", "quorum", "stream")
 
 #: policy key -> (queue argument, kind)
 SETTINGS: dict[str, tuple[str, str]] = {
@@ -26,11 +26,19 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "max-length": ("x-max-length", "nonneg"),
     "max-length-bytes": ("x-max-length-bytes", "nonneg"),
     "overflow": ("x-overflow", "overflow"),
+    "max-age": ("x-max-age", "age"),
+    "stream-max-segment-size-bytes": ("x-stream-max-segment-size-bytes", "stream-int"),
 }
 ARG_KINDS: dict[str, str] = {arg: kind for arg, kind in SETTINGS.values()}
 ARG_KINDS["x-max-priority"] = "priority"
 ARG_KINDS["x-queue-type"] = "qtype"
 ARG_KINDS["x-single-active-consumer"] = "bool"
+ARG_KINDS["x-initial-cluster-size"] = "stream-int"
+
+#: arguments a stream refuses (RabbitMQ: "... of queue type rabbit_stream_queue")
+NOT_FOR_STREAMS = ("x-max-priority", "x-message-ttl", "x-dead-letter-exchange",
+                   "x-dead-letter-routing-key", "x-max-length", "x-overflow", "x-expires",
+                   "x-delivery-limit", "x-single-active-consumer")
 
 
 def _plain(v: Any) -> Any:
@@ -43,6 +51,12 @@ def check_value(kind: str, value: Any) -> str | None:
         from amqplite.broker.errors import amqp_type
 
         return None if isinstance(value, bool) else f"{{unacceptable_type,{amqp_type(value)}}}"
+    if kind == "stream-int" and (isinstance(value, bool) or not isinstance(value, int)):
+        from amqplite.broker.errors import amqp_type  # the stream arguments' wording
+
+        return f'"expected integer, got {amqp_type(value)}"'
+    if kind == "stream-int":
+        kind = "pos"
     value = _plain(value)
     if kind == "str":
         return None if isinstance(value, str) else f"{{unacceptable_type,{type(value).__name__}}}"
@@ -56,6 +70,10 @@ def check_value(kind: str, value: Any) -> str | None:
         if kind == "priority" and value > 255:
             return f"{{value_too_large,{value},255}}"
         return None
+    if kind == "age":
+        from amqplite.broker.streamlog import parse_age
+
+        return None if parse_age(value) is not None else "invalid_max_age"
     if kind == "overflow":
         return None if value in OVERFLOW_MODES else f"{{unknown_overflow_mode,{value}}}"
     if kind == "qtype":

@@ -169,6 +169,8 @@ class Publishing(BrokerBase):
 
     def enqueue(self, q: Queue, msg: Message) -> int:
         """Append ``msg`` to ``q``: NOT_STORED, STORED (needs a commit) or REJECTED."""
+        if q.stream is not None:
+            return self.stream_append(q, msg)
         limited = q.max_length is not None or q.max_bytes is not None
         if limited and self._refuses(q, msg.body_size):
             self.log_event("rejected", q.vhost, msg, q.name, reason="maxlen")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from amqplite.broker.model import Consumer, PriorityReadyList, ReadyList
+from amqplite.broker.streamlog import DEFAULT_SEGMENT_SIZE, StreamLog, parse_age
 
 if TYPE_CHECKING:
     from amqplite.broker.model import Entry, Session
@@ -27,6 +28,7 @@ class Queue:
         "had_consumer",
         "id",
         "last_used",
+        "max_age",
         "max_bytes",
         "max_length",
         "name",
@@ -38,10 +40,12 @@ class Queue:
         "quorum",
         "ready",
         "rr",
+        "segment_size",
         "served",
         "single_active",
         "spilled",
         "stats",
+        "stream",
         "ttl",
         "unacked",
         "vhost",
@@ -99,6 +103,8 @@ class Queue:
         self.stats = {"deliver_get": 0, "ack": 0, "redeliver": 0}
         qt = self.arguments.get("x-queue-type")
         self.quorum = qt in ("quorum", b"quorum")
+        #: x-queue-type stream: an append-only log read through cursors (streams.py)
+        self.stream = StreamLog() if qt in ("stream", b"stream") else None
         self.refresh_settings()
 
     def refresh_settings(self) -> None:
@@ -114,6 +120,9 @@ class Queue:
         self.overflow = effective(a, p, "overflow") or "drop-head"
         self.delivery_limit = effective(a, p, "delivery-limit")
         self.expires = effective(a, p, "expires")
+        self.max_age = parse_age(effective(a, p, "max-age"))
+        self.segment_size = effective(a, p, "stream-max-segment-size-bytes") \
+            or DEFAULT_SEGMENT_SIZE
 
     @property
     def exclusive(self) -> bool:

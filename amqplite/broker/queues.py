@@ -70,6 +70,9 @@ class QueueOps(BrokerBase):
                 f"invalid arg '{bad[0]}' for queue '{name}' in vhost '{vh.name}': {bad[1]}", cm
             )
         q = vh.queues.get(name)
+        if q is None and (arguments or {}).get("x-queue-type") in ("stream", b"stream"):
+            self.check_stream_declare(name, vh.name, durable=durable, exclusive=exclusive,
+                                      auto_delete=auto_delete, arguments=arguments or {})
         if q is not None:
             self._check_exclusive(q, ch, cm)
             q.last_used = self.now()
@@ -114,6 +117,8 @@ class QueueOps(BrokerBase):
         "x-queue-type",
         "x-delivery-limit",
         "x-single-active-consumer",
+        "x-max-age",
+        "x-stream-max-segment-size-bytes",
     )
 
     def _check_args_equivalent(self, q: Queue, args: dict[str, Any], cm: tuple[int, int]) -> None:
@@ -206,6 +211,9 @@ class QueueOps(BrokerBase):
 
     def queue_purge(self, ch: ChannelState, queue: str) -> int:
         q = self._find_queue(ch, queue, QUEUE_PURGE)
+        if q.stream is not None:
+            raise E.not_implemented("queue.purge not supported by stream queues "
+                                    f"queue '{q.name}' in vhost '{q.vhost}'", QUEUE_PURGE)
         return self.purge(q)
 
     def purge(self, q: Queue) -> int:

@@ -328,6 +328,15 @@ def reply_to_of(raw: bytes | bytearray | memoryview) -> str | None:
     return _str_of(raw, _BIT["reply_to"])
 
 
+def with_header(raw: bytes, name: str, value: Any, tag: str) -> bytes:
+    """Properties with one header set (``tag``: its AMQP field type)."""
+    props = decode_properties(raw)
+    headers = props.headers.copy() if props.headers is not None else FieldTable()
+    headers.set(name, value, tag)
+    props.headers = headers
+    return encode_properties(props)
+
+
 def with_reply_to(raw: bytes, value: str) -> bytes:
     """``raw`` with an existing reply_to replaced by ``value``; the other fields keep
     their bytes (headers tables stay lossless, as everywhere else)."""

@@ -22,7 +22,7 @@ import trio
 
 from amqplite import __version__
 from amqplite.broker.core import Broker
-from amqplite.broker.effects import LoadEntries, PageIn
+from amqplite.broker.effects import LoadEntries, PageIn, ReadStream
 from amqplite.config import Settings
 from amqplite.protocol.handshake import default_server_properties
 from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPConnection
@@ -114,10 +114,12 @@ class Server:
         """Above the paging threshold, transient messages deep in queues spill too."""
         self.execute(self.broker.set_memory_pressure, on)
 
-    def _start_read(self, e: PageIn | LoadEntries) -> None:
+    def _start_read(self, e: PageIn | LoadEntries | ReadStream) -> None:
         assert self._nursery is not None
         if isinstance(e, PageIn):
             self._nursery.start_soon(self._page_in, e)
+        elif isinstance(e, ReadStream):
+            self._nursery.start_soon(self._read_stream, e)
         else:
             self._nursery.start_soon(self._load, e)
 
@@ -142,6 +144,24 @@ class Server:
         ev = self._paging.pop((e.queue.vhost, e.queue.name), None)
         if ev is not None:
             ev.set()
+
+    async def _read_stream(self, e: ReadStream) -> None:
+        """A stream cursor's next batch, read once every earlier submission committed
+        (so the appends up to ``e.hi`` are all there, or failed for good)."""
+        assert self.store is not None
+        try:
+            await self.persist.committed()
+            rows = await trio.to_thread.run_sync(self.store.fetch_stream, e.queue.id, e.lo,
+                                                 e.limit)
+        except Exception:
+            log.exception("reading stream %s failed; will retry", e.queue.name)
+            with trio.move_on_after(1):
+                await self._stopping.wait()
+            self.execute(self.broker.stream_load_failed, e.queue, e.cursor)
+        else:
+            self.counters.page_ins += 1
+            self.counters.paged_in_messages += len(rows)
+            self.execute(self.broker.stream_loaded, e.queue, e.cursor, rows, e.hi)
 
     async def _page_in(self, e: PageIn) -> None:
         """Read paged-out bodies once every earlier submission has committed.

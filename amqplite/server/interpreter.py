@@ -24,6 +24,7 @@ from amqplite.broker.effects import (
     LoadEntries,
     Outcome,
     PageIn,
+    ReadStream,
     Return,
 )
 from amqplite.server.counters import Counters
@@ -32,7 +33,7 @@ from amqplite.server.persistence import Persistence
 
 class Interpreter:
     def __init__(self, broker: Broker, persistence: Persistence,
-                 read: Callable[[PageIn | LoadEntries], None],
+                 read: Callable[[PageIn | LoadEntries | ReadStream], None],
                  counters: Counters | None = None) -> None:
         self.broker = broker
         self.persistence = persistence
@@ -70,7 +71,7 @@ class Interpreter:
                 tr = e.channel.session.transport
                 if tr is not None:
                     tr.send_cancel(e.channel, e.consumer_tag)
-            elif t is PageIn or t is LoadEntries:
+            elif t is PageIn or t is LoadEntries or t is ReadStream:
                 self._read(e)
             elif t is CloseConnection:
                 tr = e.session.transport

@@ -84,6 +84,8 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
     that did not check them at publish) is dropped with an error instead:
     nothing later may trip on it.
 
+    Streams get their segments back (their entries stay in the store).
+
     Entries after a queue's first window stay in the store as its spilled
     run, unless the queue cannot spill (priorities, length limits, TTLs):
     those are read in full with ``fetch`` (``Store.fetch_entries``).
@@ -127,6 +129,10 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
     messages: dict[int, Message] = {}
     bad: dict[int, str | None] = {}
     by_id = {q.id: q for vh in broker.vhosts.values() for q in vh.queues.values()}
+    for qid, segments in rec.streams.items():
+        stream = by_id.get(qid)
+        if stream is not None:
+            broker.restore_stream(stream, segments)
     for qid, entries in rec.entries.items():
         target = by_id.get(qid)
         if target is None:

@@ -37,6 +37,7 @@ from . import cbor
 from . import schema as s
 from .ops import (
     LOG_FIELDS,
+    AppendStream,
     CopyMessage,
     DeleteBinding,
     DeleteEntries,
@@ -45,6 +46,7 @@ from .ops import (
     DeletePermission,
     DeletePolicy,
     DeleteQueue,
+    DeleteStreamSegments,
     DeleteUser,
     DeleteVHost,
     LogEvent,
@@ -56,6 +58,7 @@ from .ops import (
     PutPermission,
     PutPolicy,
     PutQueue,
+    PutStreamSegment,
     PutUser,
     PutVHost,
     UpdateEntry,
@@ -70,6 +73,12 @@ ROWS_PER_INSERT = 32
 _log_row = attrgetter(*LOG_FIELDS)
 #: Where message_key sits in such a row (it raises the message id high-water mark).
 _MESSAGE_KEY_INDEX = LOG_FIELDS.index("message_key")
+
+
+#: stream_entries columns in AppendStream's field order
+STREAM_COLS = ("queue_id", "offset", "segment", "ts_us", "message_key", "exchange",
+               "routing_key", "properties", "body")
+_stream_row = attrgetter(*STREAM_COLS)
 
 
 class _Stmt:
@@ -184,7 +193,7 @@ def storable_logs(ops: Sequence[Any]) -> list[Any] | None:
 class _Segment:
     """Hot ops of one group gathered per table, between two metadata ops."""
 
-    __slots__ = ("cancelled", "dels", "entries", "logs", "msgs", "upds")
+    __slots__ = ("cancelled", "dels", "entries", "logs", "msgs", "streams", "upds")
 
     def __init__(self) -> None:
         self.msgs: dict[int, tuple[Any, ...]] = {}
@@ -193,9 +202,11 @@ class _Segment:
         self.dels: dict[tuple[int, int], int] = {}  # key -> message_id
         self.cancelled: list[int] = []  # message ids of cancelled PutEntry
         self.logs: list[tuple[Any, ...]] = []
+        self.streams: list[tuple[Any, ...]] = []  # stream entries, appended in order
 
     def __bool__(self) -> bool:
-        return bool(self.msgs or self.entries or self.upds or self.dels or self.logs)
+        return bool(self.msgs or self.entries or self.upds or self.dels or self.logs
+                    or self.streams)
 
 
 def upsert(conn: Connection, table: Any, key: dict[str, Any], values: dict[str, Any]) -> None:
@@ -233,6 +244,7 @@ class Applier:
             ("k_q", "k_p"),
         )
         self._ins_log = _InsertStmt(dl, eng, LOG_FIELDS, ROWS_PER_INSERT)
+        self._ins_stream = _InsertStmt(s.stream_entries, eng, STREAM_COLS, ROWS_PER_INSERT // 2)
         # Set-based orphan removal: messages among these ids that no entry references.
         self._del_orphans = delete(m).where(
             m.c.id.in_(bindparam("ids", expanding=True)),
@@ -302,6 +314,8 @@ class Applier:
                     msgs[mid] = (mid, op.exchange, op.routing_key, op.properties, body, len(body))
                     if mid > hw_message:
                         hw_message = mid
+                elif t is AppendStream:
+                    seg.streams.append(_stream_row(op))
                 elif t is UpdateEntry:
                     key = (op.queue_id, op.position)
                     row = entries.get(key)
@@ -352,6 +366,8 @@ class Applier:
             self._delete_orphans(conn, list(set(seg.dels.values())))
         if seg.logs:
             self._ins_log.run(conn, seg.logs)
+        if seg.streams:
+            self._ins_stream.run(conn, seg.streams)
 
     def _delete_orphans(self, conn: Connection, message_ids: list[int]) -> None:
         stmt = self._del_orphans
@@ -448,6 +464,17 @@ class Applier:
         elif t is DeletePermission:
             p = s.permissions
             conn.execute(delete(p).where(p.c.user == op.user, p.c.vhost == op.vhost))
+        elif t is PutStreamSegment:
+            upsert(conn, s.stream_segments, {"queue_id": op.queue_id, "segment": op.segment},
+                   {"first_offset": op.first_offset, "last_offset": op.last_offset,
+                    "first_ts_us": op.first_ts_us, "last_ts_us": op.last_ts_us,
+                    "size": op.size})
+        elif t is DeleteStreamSegments:
+            se, sg = s.stream_entries, s.stream_segments
+            conn.execute(delete(se).where(se.c.queue_id == op.queue_id,
+                                          se.c.offset < op.first_offset))
+            conn.execute(delete(sg).where(sg.c.queue_id == op.queue_id,
+                                          sg.c.segment < op.segment))
         elif t is PruneRange:
             dl = s.delivery_log
             result = conn.execute(delete(dl).where(
@@ -483,5 +510,7 @@ class Applier:
             ~exists().where(e2.c.message_id == m.c.id, e2.c.queue_id != queue_id),
         ))
         conn.execute(delete(e).where(e.c.queue_id == queue_id))
+        for t in (s.stream_entries, s.stream_segments):
+            conn.execute(delete(t).where(t.c.queue_id == queue_id))
         conn.execute(delete(q).where(q.c.id == queue_id))
 

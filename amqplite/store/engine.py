@@ -18,7 +18,17 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, create_engine, event, func, insert, select
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    create_engine,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.exc import OperationalError
 
 from . import recovery
@@ -162,7 +172,11 @@ class Store(StoreReads):
         with self.engine.begin() as conn:
             rows = dict(conn.execute(select(s.meta.c.key, s.meta.c.value)).all())
             version = rows.get("schema_version")
-            if version is not None and int(version) != s.SCHEMA_VERSION:
+            if version is not None and int(version) in s.UPGRADABLE_VERSIONS:
+                # create_all above added the missing tables: the upgrade is done
+                conn.execute(update(s.meta).where(s.meta.c.key == "schema_version")
+                             .values(value=str(s.SCHEMA_VERSION)))
+            elif version is not None and int(version) != s.SCHEMA_VERSION:
                 raise RuntimeError(
                     f"database schema version {version}, this amqplite needs {s.SCHEMA_VERSION}"
                 )

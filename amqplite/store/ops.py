@@ -264,14 +264,58 @@ class LogEvent:
     reason: str | None = None
 
 
+# --- streams ----------------------------------------------------------------
+
+
+@attrs.frozen
+class AppendStream:
+    """Append one entry to a stream's log at a broker-assigned offset (hot path)."""
+
+    queue_id: int
+    offset: int
+    segment: int
+    ts_us: int
+    message_key: int
+    exchange: str
+    routing_key: str
+    properties: bytes
+    body: bytes
+
+
+@attrs.frozen
+class PutStreamSegment:
+    """Create or replace a segment's row: written when it opens (``last_offset`` is
+    ``first_offset - 1``, ``size`` 0) and again, complete, when it is sealed."""
+
+    queue_id: int
+    segment: int
+    first_offset: int
+    last_offset: int
+    first_ts_us: int
+    last_ts_us: int
+    size: int
+
+
+@attrs.frozen
+class DeleteStreamSegments:
+    """Retention: drop a stream's segments numbered below ``segment`` and their
+    entries (offsets below ``first_offset``, the first one kept): two range deletes."""
+
+    queue_id: int
+    segment: int
+    first_offset: int
+
+
 #: The delivery_log columns after ``id``, in row order: LogEvent's fields. The one
 #: definition of that order; the table, the writer, the broker's row tuples and
 #: the audit job follow it (this module stays free of SQLAlchemy and pyspark).
 LOG_FIELDS: tuple[str, ...] = tuple(a.name for a in attrs.fields(LogEvent))
 
 
-HOT_OPS = (PutMessage, PutEntry, DeleteEntry, UpdateEntry, LogEvent)
+HOT_OPS = (PutMessage, PutEntry, DeleteEntry, UpdateEntry, LogEvent, AppendStream)
 META_OPS = (
+    PutStreamSegment,
+    DeleteStreamSegments,
     CopyMessage,
     PutExchange,
     DeleteExchange,
@@ -292,7 +336,10 @@ META_OPS = (
 )
 
 Op = (
-    CopyMessage
+    AppendStream
+    | PutStreamSegment
+    | DeleteStreamSegments
+    | CopyMessage
     | PutExchange
     | DeleteExchange
     | PutQueue

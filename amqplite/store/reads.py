@@ -50,6 +50,21 @@ class StoreReads:
         with self.engine.connect() as conn:
             return [tuple(r) for r in conn.execute(stmt)]
 
+    def fetch_stream(self, queue_id: int, lo: int, limit: int) -> list[tuple[Any, ...]]:
+        """A stream's first ``limit`` entries at offsets ``>= lo``, in order, as (offset,
+        ts_us, message_key, exchange, routing_key, properties, body): one range scan of
+        the primary key, so a consumer's read costs its batch, not the log."""
+        se = s.stream_entries
+        stmt = (
+            select(se.c.offset, se.c.ts_us, se.c.message_key, se.c.exchange,
+                   se.c.routing_key, se.c.properties, se.c.body)
+            .where(se.c.queue_id == queue_id, se.c.offset >= lo)
+            .order_by(se.c.offset)
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(stmt)]
+
     def read_delivery_log(
         self,
         message_id: str | None = None,

@@ -61,6 +61,10 @@ class Recovered:
     max_message_id: int = 0
     max_log_id: int = 0
     meta: dict[str, str] = attrs.Factory(dict)
+    #: stream queue_id -> its segments in order, as (segment, first_offset,
+    #: last_offset, first_ts_us, last_ts_us, size); the open (last) one counted
+    #: from its entries, since its row is written only when it opens and seals
+    streams: dict[int, list[tuple[int, int, int, int, int, int]]] = attrs.Factory(dict)
 
 
 def clean_up(conn: Connection) -> None:
@@ -72,6 +76,8 @@ def clean_up(conn: Connection) -> None:
     """
     e, m, q, b = s.queue_entries, s.messages, s.queues, s.bindings
     conn.execute(delete(e).where(~exists().where(q.c.id == e.c.queue_id)))
+    for t in (s.stream_entries, s.stream_segments):
+        conn.execute(delete(t).where(~exists().where(q.c.id == t.c.queue_id)))
     meta = s.meta
     if conn.execute(select(meta.c.value).where(meta.c.key == TRANSIENT_KEY)).first():
         _drop_transient(conn)
@@ -173,10 +179,29 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
         if entries:
             rec.entries[qid] = entries
 
+    _load_streams(conn, rec)
     hw = rec.meta
     rec.max_queue_id = max(_int(conn, select(func.max(s.queues.c.id))),
                            int(hw.get("max_queue_id", 0)))
     rec.max_message_id = max(_int(conn, select(func.max(m.c.id))),
+                             _int(conn, select(func.max(s.stream_entries.c.message_key))),
                              int(hw.get("max_message_id", 0)))
     rec.max_log_id = _int(conn, select(func.max(s.delivery_log.c.id)))
     return rec
+
+
+def _load_streams(conn: Connection, rec: Recovered) -> None:
+    """Each stream's segment rows; only the open segment's entries are scanned."""
+    sg, se = s.stream_segments, s.stream_entries
+    for r in conn.execute(select(sg).order_by(sg.c.queue_id, sg.c.segment)):
+        rec.streams.setdefault(r.queue_id, []).append(
+            (r.segment, r.first_offset, r.last_offset, r.first_ts_us, r.last_ts_us, r.size))
+    for qid, segs in rec.streams.items():
+        seg, first, _last, first_ts, _lts, _size = segs[-1]
+        n, last, last_ts, size = conn.execute(
+            select(func.count(), func.max(se.c.offset), func.max(se.c.ts_us),
+                   func.sum(func.length(se.c.body) + func.length(se.c.properties)))
+            .where(se.c.queue_id == qid, se.c.offset >= first)
+        ).one()
+        if n:
+            segs[-1] = (seg, first, int(last), first_ts, int(last_ts), int(size or 0))

@@ -29,7 +29,10 @@ from sqlalchemy.types import TypeEngine
 from .ops import LOG_FIELDS
 
 #: Bumped when a table changes shape; stored in ``meta`` under ``schema_version``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Versions ``Store.create`` upgrades in place (2 added the stream tables, which
+#: ``create_all`` adds to an existing database).
+UPGRADABLE_VERSIONS = (1,)
 
 #: Ids per statement for IN (...) lists; well under SQLite's and PostgreSQL's limits.
 IN_CHUNK = 900
@@ -153,6 +156,39 @@ queue_entries = Table(
     sqlite_with_rowid=False,
 )
 Index("ix_queue_entries_message_id", queue_entries.c.message_id)
+
+# Streams: one row per entry, clustered by (queue_id, offset) so a consumer's
+# sequential read is a range scan and retention a range delete; segments are
+# ranges of offsets with their sizes and times, so retention and the admin
+# figures cost O(segments), never a scan of the log.
+stream_entries = Table(
+    "stream_entries",
+    metadata,
+    Column("queue_id", Integer, nullable=False),
+    Column("offset", BigInteger, nullable=False),
+    Column("segment", Integer, nullable=False),
+    Column("ts_us", BigInteger, nullable=False),
+    Column("message_key", BigInteger, nullable=False),
+    Column("exchange", String(255), nullable=False),
+    Column("routing_key", String(255), nullable=False),
+    Column("properties", LargeBinary, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("queue_id", "offset"),
+    sqlite_with_rowid=False,
+)
+
+stream_segments = Table(
+    "stream_segments",
+    metadata,
+    Column("queue_id", Integer, nullable=False),
+    Column("segment", Integer, nullable=False),
+    Column("first_offset", BigInteger, nullable=False),
+    Column("last_offset", BigInteger, nullable=False),
+    Column("first_ts_us", BigInteger, nullable=False),
+    Column("last_ts_us", BigInteger, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    PrimaryKeyConstraint("queue_id", "segment"),
+)
 
 #: Type and nullability of each delivery_log column; their order is LOG_FIELDS'.
 _LOG_COLUMN_TYPES: dict[str, tuple[TypeEngine[Any], bool]] = {

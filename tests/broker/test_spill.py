@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from amqplite.broker.core import Broker
-from amqplite.broker.effects import Deliver, LoadEntries
+from amqplite.broker.effects import Deliver, LoadEntries, ReadStream
 from amqplite.server.recovery import restore
 from amqplite.store import ops
 from amqplite.store.engine import Store
@@ -48,12 +48,15 @@ def _reopen(path: Path, b_window: int = WINDOW) -> tuple[Store, Broker]:
 
 
 class Shell:
-    """The server's part, done by hand: commit, report commits, serve loads."""
+    """The server's part, done by hand: commit, report commits, serve loads and
+    stream reads (tests/broker/test_streams.py uses it too)."""
 
     def __init__(self, b: Broker, store: Store) -> None:
         self.b = b
         self.store = store
         self.delivered: list[bytes] = []
+        self.deliveries: list[Deliver] = []
+        self.reads = 0
         self.loads = 0
         self.ops: list[Any] = []
 
@@ -70,10 +73,15 @@ class Shell:
                 if isinstance(e, Deliver):
                     assert e.message.body is not None
                     self.delivered.append(e.message.body)
+                    self.deliveries.append(e)
                 elif isinstance(e, LoadEntries):
                     self.loads += 1
                     rows = self.store.fetch_entries(e.queue.id, e.lo, e.hi, e.limit)
                     self.b.entries_loaded(e.queue, rows, e.limit)
+                elif isinstance(e, ReadStream):
+                    self.reads += 1
+                    rows = self.store.fetch_stream(e.queue.id, e.lo, e.limit)
+                    self.b.stream_loaded(e.queue, e.cursor, rows, e.hi)
 
 
 def _fill(b: Broker, shell: Shell, queue: str, n: int, props: bytes, **declare: Any) -> Any:

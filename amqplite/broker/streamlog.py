@@ -1,0 +1,182 @@
+"""A stream's log as the broker sees it: segments, offsets, and consumer cursors.
+
+Pure data with the arithmetic of offsets and retention; the entries
+themselves live in the store (``stream_entries``) and are read back in
+bounded batches per cursor, so a stream of any length costs RAM for its
+segment list and each consumer's read-ahead only. The part that drives it
+(commands in, effects out) is ``broker/streams.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from amqplite.protocol.codec import Timestamp
+
+if TYPE_CHECKING:
+    from amqplite.broker.model import Consumer, Entry
+
+#: x-stream-max-segment-size-bytes when neither argument nor policy sets it (RabbitMQ's)
+DEFAULT_SEGMENT_SIZE = 500_000_000
+#: entries one store read brings back for a cursor (its read-ahead is at most 1.5x)
+READ_BATCH = 200
+
+_AGE = re.compile(r"^([0-9]+)([YMDhms])$")
+_UNIT_SECONDS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def parse_age(value: Any) -> float | None:
+    """Seconds in an x-max-age / interval string (``7D``, ``12h``, ``30m``, ``10s``),
+    RabbitMQ's units Y M D h m s; None when it is not one."""
+    if isinstance(value, bytes | bytearray):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        return None
+    m = _AGE.match(value)
+    if m is None:
+        return None
+    return int(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+
+
+class Segment:
+    """A contiguous range of offsets, with its size and time span (µs)."""
+
+    __slots__ = ("first", "first_ts", "last", "last_ts", "number", "size")
+
+    def __init__(self, number: int, first: int, last: int, first_ts: int, last_ts: int,
+                 size: int) -> None:
+        self.number, self.first, self.last = number, first, last
+        self.first_ts, self.last_ts, self.size = first_ts, last_ts, size
+
+    def row(self) -> tuple[int, int, int, int, int]:
+        """(segment, first_offset, last_offset, first_ts_us, last_ts_us) for the store."""
+        return self.number, self.first, self.last, self.first_ts, self.last_ts
+
+
+class Cursor:
+    """One consumer's place in a stream: the next offset to read from the store and
+    the entries read ahead but not yet delivered."""
+
+    __slots__ = ("buffer", "consumer", "min_ts", "offset", "reading")
+
+    def __init__(self, consumer: Consumer, offset: int, min_ts: int | None = None) -> None:
+        self.consumer = consumer
+        self.offset = offset
+        #: attached by timestamp: entries older than this (µs) are skipped on reading
+        self.min_ts = min_ts
+        self.buffer: deque[Entry] = deque()
+        #: a store read for this cursor is outstanding
+        self.reading = False
+
+
+class StreamLog:
+    """Segments in offset order (the last one open), the next offset, the cursors."""
+
+    __slots__ = ("bytes", "cursors", "next_offset", "segments")
+
+    def __init__(self) -> None:
+        self.segments: deque[Segment] = deque()
+        self.next_offset = 0
+        self.bytes = 0
+        self.cursors: dict[Consumer, Cursor] = {}
+
+    @property
+    def first_offset(self) -> int:
+        """The oldest offset still in the log (``next_offset`` when it is empty)."""
+        for s in self.segments:
+            if s.last >= s.first:
+                return s.first
+        return self.next_offset
+
+    @property
+    def count(self) -> int:
+        return self.next_offset - self.first_offset
+
+    def restore(self, segments: list[tuple[int, int, int, int, int, int]]) -> None:
+        """Segments as the store recovered them (in order)."""
+        for number, first, last, first_ts, last_ts, size in segments:
+            self.segments.append(Segment(number, first, last, first_ts, last_ts, size))
+            self.bytes += size
+            self.next_offset = max(self.next_offset, last + 1, first)
+
+    def append(self, ts_us: int, size: int, segment_size: int,
+               ) -> tuple[int, Segment, Segment | None, bool]:
+        """Place one entry: (offset, its segment, the segment it sealed or None,
+        whether its segment opened with it). A segment is sealed once it holds
+        ``segment_size`` bytes; an entry never spans two."""
+        off = self.next_offset
+        self.next_offset = off + 1
+        cur = self.segments[-1] if self.segments else None
+        sealed: Segment | None = None
+        opened = False
+        if cur is None or (cur.size and cur.size + size > segment_size):
+            if cur is not None:
+                sealed = cur
+            cur = Segment(cur.number + 1 if cur else 1, off, off - 1, ts_us, ts_us, 0)
+            self.segments.append(cur)
+            opened = True
+        cur.last = off
+        cur.last_ts = ts_us
+        cur.size += size
+        self.bytes += size
+        return off, cur, sealed, opened
+
+    def over_retention(self, max_bytes: int | None, max_age: float | None,
+                       now_us: int) -> int:
+        """How many oldest segments retention removes; never the open (last) one."""
+        n = 0
+        total = self.bytes
+        cutoff = now_us - int(max_age * 1_000_000) if max_age is not None else None
+        for s in list(self.segments)[:-1]:
+            if (max_bytes is not None and total > max_bytes) or (
+                    cutoff is not None and s.last_ts < cutoff):
+                n += 1
+                total -= s.size
+            else:
+                break
+        return n
+
+    def drop(self, n: int) -> int:
+        """Remove the ``n`` oldest segments; cursors below move to the new first
+        offset, which is returned."""
+        for _ in range(n):
+            self.bytes -= self.segments.popleft().size
+        first = self.first_offset
+        for cur in self.cursors.values():
+            if cur.offset < first:
+                cur.offset = first
+            while cur.buffer and cur.buffer[0].position < first:
+                cur.buffer.popleft()
+        return first
+
+    def resolve(self, spec: Any, now: float) -> tuple[int, int | None]:
+        """Where ``x-stream-offset`` = ``spec`` attaches: (offset, skip-older-than µs).
+
+        ``first``, ``last`` (the newest entry: amqplite has no chunks), ``next``
+        (default), an integer (clamped into the log, as RabbitMQ does), an AMQP
+        timestamp or an interval string (``1h`` ago): from the first segment
+        holding entries at or after that time, skipping older ones on reading.
+        ValueError for anything else.
+        """
+        if spec is None or spec in ("next", b"next"):
+            return self.next_offset, None
+        if spec in ("first", b"first"):
+            return self.first_offset, None
+        if spec in ("last", b"last"):
+            return max(self.first_offset, self.next_offset - 1), None
+        if isinstance(spec, Timestamp):
+            return self._at_time(int(spec) * 1_000_000)
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            return min(max(spec, self.first_offset), self.next_offset), None
+        age = parse_age(spec)
+        if age is not None:
+            return self._at_time(int((now - age) * 1_000_000))
+        raise ValueError(f"invalid x-stream-offset {spec!r}")
+
+    def _at_time(self, ts_us: int) -> tuple[int, int | None]:
+        for s in self.segments:
+            if s.last >= s.first and s.last_ts >= ts_us:
+                return s.first, ts_us
+        return self.next_offset, None

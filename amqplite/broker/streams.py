@@ -1,0 +1,179 @@
+"""Streams (``x-queue-type: stream``): append-only logs read through per-consumer cursors.
+
+RabbitMQ's semantics over AMQP 0-9-1. A publish appends at the next offset
+(``AppendStream``); nothing is removed by consuming. Each consumer has a
+cursor; it reads ahead in bounded batches through the store (``ReadStream``,
+after every earlier submission has committed, so only committed entries are
+delivered), and acks only free its prefetch window. A consumer at the end of
+the log is woken by the next append: it asks for a read then, never polls.
+Retention drops whole oldest segments, checked when a segment rolls over
+(as RabbitMQ does); the open segment is never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from amqplite.broker import errors as E
+from amqplite.broker import persist as P
+from amqplite.broker.base import STORED, BrokerBase
+from amqplite.broker.commands import BASIC_CONSUME, QUEUE_DECLARE
+from amqplite.broker.effects import ReadStream
+from amqplite.broker.model import ChannelState, Consumer, Entry, Message
+from amqplite.broker.policy import NOT_FOR_STREAMS
+from amqplite.broker.queue import Queue
+from amqplite.broker.streamlog import READ_BATCH, Cursor, Segment
+from amqplite.protocol.properties import with_header
+
+log = logging.getLogger("amqplite.broker")
+
+
+def _invalid_property(prop: str, name: str, vhost: str) -> Exception:
+    return E.precondition(f"invalid property '{prop}' for queue '{name}' in vhost '{vhost}'",
+                          QUEUE_DECLARE)
+
+
+class Streams(BrokerBase):
+    """Declare checks, appends, cursors, reads and retention of stream queues."""
+
+    @staticmethod
+    def check_stream_declare(name: str, vhost: str, *, durable: bool, exclusive: bool,
+                             auto_delete: bool, arguments: dict[str, Any]) -> None:
+        """RabbitMQ's refusals for a new stream: durable only, no queue-only arguments."""
+        if not durable:
+            raise _invalid_property("non-durable", name, vhost)
+        if exclusive:
+            raise _invalid_property("exclusive-owner", name, vhost)
+        if auto_delete:
+            raise _invalid_property("auto-delete", name, vhost)
+        for arg in NOT_FOR_STREAMS:
+            if arg in arguments:
+                raise E.precondition(
+                    f"invalid arg '{arg}' for queue '{name}' in vhost '{vhost}' of queue type "
+                    "rabbit_stream_queue", QUEUE_DECLARE)
+
+    # ------------------------------------------------------------ appending
+    def stream_append(self, q: Queue, msg: Message) -> int:
+        """Append ``msg`` at the next offset; its confirm waits for the commit."""
+        st = q.stream
+        assert st is not None and msg.body is not None
+        ts = int(self.now() * 1_000_000)
+        size = len(msg.body) + len(msg.properties_raw)
+        off, seg, sealed, opened = st.append(ts, size, q.segment_size)
+        if sealed is not None:
+            self._put_segment(q, sealed)
+        if opened:
+            self._put_segment(q, seg)
+            self._apply_retention(q, ts)
+        self.store_ops.append(P.ops.AppendStream(
+            q.id, off, seg.number, ts, msg.key, msg.exchange, msg.routing_key,
+            msg.properties_raw, msg.body))
+        self.log_event("routed", q.vhost, msg, q.name)
+        return STORED
+
+    def _put_segment(self, q: Queue, s: Segment) -> None:
+        self.store_ops.append(P.ops.PutStreamSegment(q.id, *s.row(), s.size))
+
+    def _apply_retention(self, q: Queue, now_us: int) -> None:
+        """Drop the oldest segments beyond x-max-length-bytes / x-max-age: two range
+        deletes in the store whatever their size, cursors moved past them."""
+        st = q.stream
+        assert st is not None
+        n = st.over_retention(q.max_bytes, q.max_age, now_us)
+        if not n:
+            return
+        first = st.drop(n)
+        self.store_ops.append(P.ops.DeleteStreamSegments(q.id, st.segments[0].number, first))
+        self.log_event("purged", q.vhost, None, q.name, reason=f"retention:segments={n}")
+
+    # ------------------------------------------------------------ consuming
+    def stream_attach(self, ch: ChannelState, q: Queue, no_ack: bool,
+                      arguments: dict[str, Any] | None) -> tuple[int, int | None]:
+        """basic.consume on a stream: RabbitMQ's checks, then where the consumer starts."""
+        cm = BASIC_CONSUME
+        st = q.stream
+        assert st is not None
+        if no_ack:
+            raise E.not_implemented("automatic acknowledgement not supported by stream queues "
+                                    f"queue '{q.name}' in vhost '{q.vhost}'", cm)
+        if not ch.prefetch:
+            raise E.precondition("consumer prefetch count is not set for "
+                                 f"'queue '{q.name}' in vhost '{q.vhost}''", cm)
+        spec = (arguments or {}).get("x-stream-offset")
+        try:
+            return st.resolve(spec, self.now())
+        except ValueError as exc:
+            raise E.precondition(f"{exc} for queue '{q.name}' in vhost '{q.vhost}'", cm) \
+                from None
+
+    def stream_add_cursor(self, q: Queue, c: Consumer, start: tuple[int, int | None]) -> None:
+        st = q.stream
+        assert st is not None
+        st.cursors[c] = Cursor(c, *start)
+        self.log_event("attached", q.vhost, None, q.name, consumer_tag=c.tag,
+                       reason=f"offset:{start[0]}")
+
+    def _stream_dispatch(self, q: Queue) -> None:
+        """Deliver read-ahead entries to consumers with room; ask for the next batch
+        of any cursor running low while the log has more."""
+        st = q.stream
+        assert st is not None
+        if q.deleted:
+            return
+        for c, cur in st.cursors.items():
+            buf = cur.buffer
+            while buf and c.has_room():
+                self._deliver(q, buf.popleft(), c)
+            if not cur.reading and len(buf) < READ_BATCH // 2 and cur.offset < st.next_offset:
+                cur.reading = True
+                self.effects.append(ReadStream(q, cur, cur.offset, st.next_offset - 1,
+                                               READ_BATCH))
+
+    def stream_loaded(self, q: Queue, cur: Cursor, rows: list[tuple[Any, ...]], hi: int) -> None:
+        """Entries read for ``cur`` (rows as ``Store.fetch_stream`` gives them).
+
+        The read ran after every append up to ``hi`` had committed (or failed), so
+        an empty answer means nothing below ``hi`` is coming: the cursor moves on.
+        """
+        cur.reading = False
+        st = q.stream
+        if q.deleted or st is None or st.cursors.get(cur.consumer) is not cur:
+            return
+        first = st.first_offset
+        for off, ts, key, exchange, routing_key, props, body in rows:
+            if off < cur.offset or off < first:
+                continue  # retention went past it meanwhile
+            cur.offset = off + 1
+            if cur.min_ts is not None:
+                if ts < cur.min_ts:
+                    continue
+                cur.min_ts = None
+            m = Message(key, exchange, routing_key,
+                        with_header(props, "x-stream-offset", off, "l"), body)
+            m.pinned = 1  # not stored as a message: an ack unpins it, nothing else
+            cur.buffer.append(Entry(off, m))
+        if not rows:
+            cur.offset = max(cur.offset, hi + 1)
+        self._stream_dispatch(q)
+
+    def stream_load_failed(self, q: Queue, cur: Cursor) -> None:
+        """The read failed (logged by the shell): the next dispatch asks again."""
+        cur.reading = False
+        if not q.deleted:
+            self._stream_dispatch(q)
+
+    def restore_stream(self, q: Queue, segments: list[tuple[int, int, int, int, int, int]],
+                       ) -> None:
+        """Recovery: the segments the store kept, offsets continue after the last."""
+        if q.stream is not None:
+            q.stream.restore(segments)
+
+    @staticmethod
+    def stream_info(q: Queue) -> dict[str, Any] | None:
+        """Admin figures of a stream (None for other queues)."""
+        st = q.stream
+        if st is None:
+            return None
+        return {"first_offset": st.first_offset, "last_offset": st.next_offset - 1,
+                "messages": st.count, "segments": len(st.segments), "size_bytes": st.bytes}

@@ -1,0 +1,246 @@
+"""Streams in the pure broker, with a real SQLite store and no event loop.
+
+The test plays the shell (``Shell`` from test_spill): it commits each
+Outcome's ops and answers ``ReadStream`` with ``Store.fetch_stream``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from amqplite.broker.core import Broker
+from amqplite.broker.effects import Confirm, ReadStream
+from amqplite.broker.streamlog import READ_BATCH, StreamLog, parse_age
+from amqplite.protocol.codec import Timestamp
+from amqplite.protocol.errors import ChannelError, ConnectionError_
+from amqplite.protocol.properties import decode_properties
+from amqplite.store import ops
+from amqplite.store.engine import Store
+from tests.broker.conftest import PERSISTENT, FakeClock, session_channel
+from tests.broker.test_spill import Shell, _reopen, _store
+
+STREAM = {"x-queue-type": "stream"}
+
+
+def offsets(shell: Shell) -> list[int]:
+    out = [decode_properties(d.message.properties_raw).headers["x-stream-offset"]  # type: ignore[index]
+           for d in shell.deliveries]
+    shell.deliveries.clear()
+    return out
+
+
+def setup(tmp_path: Path, n: int, **args: Any) -> tuple[Broker, Shell, Any, FakeClock]:
+    clock = FakeClock()
+    b = Broker(now=clock)
+    shell = Shell(b, _store(tmp_path / "s.db"))
+    _, ch = session_channel(b)
+    b.queue_declare(ch, "s", durable=True, arguments={**STREAM, **args})
+    publish(b, shell, ch, n)
+    return b, shell, ch, clock
+
+
+def publish(b: Broker, shell: Shell, ch: Any, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        b.basic_publish(ch, "", "s", PERSISTENT, b"e%04d" % i)
+    shell.settle()
+
+
+def consume(b: Broker, shell: Shell, ch: Any, tag: str, offset: Any, prefetch: int = 1000,
+            ) -> None:
+    b.basic_qos(ch, 0, prefetch, False)
+    b.basic_consume(ch, "s", tag, arguments={} if offset is None else {"x-stream-offset": offset})
+    b.start_consumer(ch, tag)
+    shell.settle()
+
+
+def test_appends_take_consecutive_offsets_and_confirm_after_commit(tmp_path: Path) -> None:
+    b, shell, ch, _ = setup(tmp_path, 0)
+    b.confirm_select(ch)
+    b.basic_publish(ch, "", "s", PERSISTENT, b"x")
+    out = b.take_outcome()
+    appends = [op for op in out.store_ops if type(op) is ops.AppendStream]
+    assert [a.offset for a in appends] == [0]
+    confirms = [e for e in out.effects if isinstance(e, Confirm)]
+    assert confirms and confirms[0].after_commit
+    shell.store.submit(out.store_ops)
+    shell.store.flush()
+    assert [r[0] for r in shell.store.fetch_stream(b.vhost("/").queues["s"].id, 0, 10)] == [0]
+
+
+def test_consumers_read_independently_and_acks_delete_nothing(tmp_path: Path) -> None:
+    b, shell, ch, _ = setup(tmp_path, 500)
+    consume(b, shell, ch, "a", "first", prefetch=50)
+    assert offsets(shell) == list(range(50)), "the prefetch window bounds deliveries"
+    b.basic_ack(ch, 50, multiple=True)
+    shell.settle()
+    assert offsets(shell) == list(range(50, 100))
+    _, ch2 = session_channel(b, 2)
+    consume(b, shell, ch2, "b", 490)
+    assert offsets(shell) == list(range(490, 500))
+    q = b.vhost("/").queues["s"]
+    assert q.stream is not None and q.stream.count == 500
+    assert len(shell.store.fetch_stream(q.id, 0, 1000)) == 500
+
+
+def test_read_ahead_is_bounded(tmp_path: Path) -> None:
+    b, shell, ch, _ = setup(tmp_path, 2000)
+    consume(b, shell, ch, "a", "first", prefetch=10)
+    st = b.vhost("/").queues["s"].stream
+    assert st is not None
+    (cur,) = st.cursors.values()
+    assert len(cur.buffer) <= READ_BATCH and cur.offset <= 10 + READ_BATCH * 3 // 2
+
+
+def test_waiting_consumer_is_woken_by_appends_not_by_polling(tmp_path: Path) -> None:
+    b, shell, ch, _ = setup(tmp_path, 3)
+    consume(b, shell, ch, "a", None)  # next
+    assert offsets(shell) == []
+    reads = shell.reads
+    for _ in range(3):
+        shell.settle()
+    assert shell.reads == reads, "nothing to read: no read is asked for"
+    publish(b, shell, ch, 2, start=3)
+    assert offsets(shell) == [3, 4]
+
+
+@pytest.mark.parametrize(("spec", "first"), [
+    ("first", 0), ("last", 9), ("next", None), (4, 4), (-3, 0), (99, None)])
+def test_attach_offsets(tmp_path: Path, spec: Any, first: int | None) -> None:
+    b, shell, ch, _ = setup(tmp_path, 10)
+    consume(b, shell, ch, "a", spec)
+    got = offsets(shell)
+    assert got == ([] if first is None else list(range(first, 10)))
+
+
+def test_timestamp_and_interval(tmp_path: Path) -> None:
+    b, shell, ch, clock = setup(tmp_path, 0, **{"x-stream-max-segment-size-bytes": 30})
+    publish(b, shell, ch, 5)           # offsets 0..4 at t0
+    clock.t += 3600
+    publish(b, shell, ch, 5, start=5)  # offsets 5..9 an hour later
+    consume(b, shell, ch, "ts", Timestamp(int(clock.t) - 60))
+    assert offsets(shell) == list(range(5, 10))
+    _, ch2 = session_channel(b, 2)
+    consume(b, shell, ch2, "iv", "30m")
+    assert offsets(shell) == list(range(5, 10))
+    _, ch3 = session_channel(b, 3)
+    consume(b, shell, ch3, "all", "2h")
+    assert offsets(shell) == list(range(10))
+
+
+def test_retention_by_bytes_drops_whole_oldest_segments(tmp_path: Path) -> None:
+    per_segment = 30 // (5 + len(PERSISTENT))  # entries are 5 body bytes + properties
+    b, shell, ch, _ = setup(tmp_path, 0, **{"x-stream-max-segment-size-bytes": 30,
+                                            "x-max-length-bytes": 60})
+    consume(b, shell, ch, "slow", "first", prefetch=1)
+    publish(b, shell, ch, 1)
+    publish(b, shell, ch, 39, start=1)
+    q = b.vhost("/").queues["s"]
+    st = q.stream
+    assert st is not None
+    assert st.bytes <= 60 + 30 and st.first_offset > 0
+    assert st.first_offset % per_segment == 0
+    rows = shell.store.fetch_stream(q.id, 0, 1000)
+    assert rows[0][0] == st.first_offset and rows[-1][0] == 39
+    assert offsets(shell) == [0], "delivered before retention passed it"
+    b.basic_ack(ch, 1)
+    shell.settle()
+    assert offsets(shell) == [st.first_offset], "the slow consumer moved on to the first kept"
+
+
+def test_retention_by_age(tmp_path: Path) -> None:
+    b, shell, ch, clock = setup(tmp_path, 0, **{"x-stream-max-segment-size-bytes": 30,
+                                                "x-max-age": "1h"})
+    per_segment = 30 // (5 + len(PERSISTENT))
+    publish(b, shell, ch, 2 * per_segment)  # two full segments
+    clock.t += 7200
+    publish(b, shell, ch, 2 * per_segment, start=2 * per_segment)  # rolls over: both due
+    st = b.vhost("/").queues["s"].stream
+    assert st is not None and st.first_offset == 2 * per_segment
+
+
+def test_restart_keeps_offsets_and_segments(tmp_path: Path) -> None:
+    _, shell, _, _ = setup(tmp_path, 25, **{"x-stream-max-segment-size-bytes": 30})
+    shell.store.close()
+    store, b2 = _reopen(tmp_path / "s.db")
+    store.start()
+    st = b2.vhost("/").queues["s"].stream
+    assert st is not None
+    segments = -(-25 // (30 // (5 + len(PERSISTENT))))
+    assert (st.first_offset, st.next_offset, len(st.segments)) == (0, 25, segments)
+    shell2 = Shell(b2, store)
+    _, ch2 = session_channel(b2)
+    publish(b2, shell2, ch2, 1, start=25)
+    consume(b2, shell2, ch2, "a", "first")
+    assert offsets(shell2) == list(range(26))
+    store.close()
+
+
+def test_refusals(tmp_path: Path) -> None:
+    b, shell, ch, _ = setup(tmp_path, 1)
+    with pytest.raises(ConnectionError_) as e1:
+        b.basic_get(ch, "s", False)
+    assert e1.value.reply_code == 540
+    with pytest.raises(ChannelError) as e2:
+        b.basic_consume(ch, "s", "x")
+    assert e2.value.reply_code == 406
+    b.basic_qos(ch, 0, 5, False)
+    with pytest.raises(ConnectionError_):
+        b.basic_consume(ch, "s", "x", no_ack=True)
+    with pytest.raises(ChannelError):
+        b.queue_declare(ch, "t", durable=False, arguments=STREAM)
+    consume(b, shell, ch, "c", "first")
+    with pytest.raises(ConnectionError_):
+        b.basic_nack(ch, 1, False, True)
+
+
+def test_closing_a_channel_requeues_nothing(tmp_path: Path) -> None:
+    b, shell, ch, _ = setup(tmp_path, 3)
+    consume(b, shell, ch, "a", "first")
+    assert offsets(shell) == [0, 1, 2]
+    b.close_channel(ch)
+    shell.settle()
+    q = b.vhost("/").queues["s"]
+    assert q.unacked == 0 and not q.ready and q.stream is not None and not q.stream.cursors
+    assert not any(isinstance(e, ReadStream) for e in b.effects)
+
+
+def test_parse_age_and_resolve_edges() -> None:
+    assert [parse_age(v) for v in ("7D", "12h", "30m", "10s", "1Y", "2M")] == [
+        7 * 86400, 12 * 3600, 1800, 10, 365 * 86400, 60 * 86400]
+    assert parse_age("7X") is None and parse_age(5) is None and parse_age("h") is None
+    st = StreamLog()
+    assert st.resolve("first", 0) == (0, None) and st.resolve("last", 0) == (0, None)
+    with pytest.raises(ValueError):
+        st.resolve("bogus", 0)
+    with pytest.raises(ValueError):
+        st.resolve(True, 0)
+
+
+def test_store_upgrade_from_schema_1(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    st = Store(f"sqlite:///{path}")
+    st.create()
+    with st.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE stream_entries")
+        conn.exec_driver_sql("DROP TABLE stream_segments")
+        conn.exec_driver_sql("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    st.close()
+    st = Store(f"sqlite:///{path}")
+    st.create()
+    assert st.fetch_stream(1, 0, 10) == []
+    assert st.get_meta("schema_version") == "2"
+    st.close()
+
+
+def test_policy_sets_the_limits(tmp_path: Path) -> None:
+    b, shell, ch, _ = setup(tmp_path, 0)
+    b.set_policy("/", "cap", "^s$", {"max-length-bytes": 40,
+                                     "stream-max-segment-size-bytes": 20})
+    publish(b, shell, ch, 30)
+    st = b.vhost("/").queues["s"].stream
+    assert st is not None and st.first_offset > 0 and st.bytes <= 40 + 20
+    with pytest.raises(ValueError):
+        b.set_policy("/", "bad", ".*", {"max-age": "soon"})

@@ -28,7 +28,13 @@ def test_missing_or_wrong_credentials_get_401(admin_broker: AdminBroker) -> None
         is_error(r, 401)
         assert r.headers["www-authenticate"].startswith("Basic ")
     with admin_broker.api(auth=("guest", "wrong")) as bad:
-        is_error(bad.get("/api/overview"), 401)
+        r = bad.get("/api/overview")
+        is_error(r, 401)
+        assert r.headers["www-authenticate"].startswith("Basic ")
+        # a script that says so (the dashboard) gets no challenge: no browser dialog
+        r = bad.get("/api/overview", headers={"X-Requested-With": "XMLHttpRequest"})
+        is_error(r, 401)
+        assert "www-authenticate" not in r.headers
     with admin_broker.api(auth=("nobody", "x")) as bad:
         is_error(bad.put("/api/queues/%2F/x", json={}), 401)
 

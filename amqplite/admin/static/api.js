@@ -35,7 +35,9 @@ export function setUnauthorisedHandler(fn) {
 export const enc = encodeURIComponent;
 
 export async function api(path, { method = "GET", body } = {}) {
-  const headers = { Accept: "application/json" };
+  // X-Requested-With: the API then answers a failed login without
+  // WWW-Authenticate, so the browser shows our form, not its own dialog
+  const headers = { Accept: "application/json", "X-Requested-With": "XMLHttpRequest" };
   const auth = sessionStorage.getItem(KEY);
   if (auth !== null) headers.Authorization = `Basic ${auth}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 DURABILITY = ("fsync", "os")
+STORE_WRITERS = ("process", "thread")
 LOG_LEVELS = ("off", "lifecycle", "full")
 #: SASL mechanisms a client may be offered (EXTERNAL: TLS client certificates)
 AUTH_MECHANISMS = ("PLAIN", "AMQPLAIN", "EXTERNAL")
@@ -147,6 +148,9 @@ class Settings:
     database_url: str = ""
     durability: str = attrs.field(default="fsync", validator=_choice(DURABILITY))
     delivery_log: str = attrs.field(default="lifecycle", validator=_choice(LOG_LEVELS))
+    #: where SQLite's work runs: "process" (a child process, the second core) or
+    #: "thread" (a thread of the broker, sharing the event loop's GIL)
+    store_writer: str = attrs.field(default="process", validator=_choice(STORE_WRITERS))
     #: Delivery-log rows older than this (and already exported) are pruned.
     log_retention_days: float = attrs.field(default=7.0, validator=_positive)
     #: seconds between retention passes over the delivery log

@@ -237,7 +237,8 @@ class Paging(BrokerBase):
         if not keys:
             return
         by_id = {q.id: q for vh in self.vhosts.values() for q in vh.queues.values()}
-        unstored = {op.key for op in ops if type(op) in (P.ops.PutMessage, P.ops.CopyMessage)}
+        unstored = {op.message_id for op in ops
+                    if type(op) in (P.ops.PutMessage, P.ops.CopyMessage)}
         for qid in {k[0] for k in keys}:
             q = by_id.get(qid)
             if q is None:

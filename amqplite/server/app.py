@@ -38,6 +38,7 @@ from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
 from amqplite.store.engine import CLEAN_KEY, Store
 from amqplite.store.ops import EXPORTED_KEY
+from amqplite.store.writer import ProcessStore
 
 log = logging.getLogger("amqplite.server")
 
@@ -128,9 +129,7 @@ class Server:
         assert self.store is not None
         rows: list[Any] = []
         try:
-            await self.persist.committed()
-            rows = await trio.to_thread.run_sync(self.store.fetch_entries, e.queue.id, e.lo,
-                                                 e.hi, e.limit)
+            rows = await self.persist.read("fetch_entries", e.queue.id, e.lo, e.hi, e.limit)
         except Exception:
             log.exception("loading spilled entries of queue %s failed; will retry",
                           e.queue.name)
@@ -150,9 +149,7 @@ class Server:
         (so the appends up to ``e.hi`` are all there, or failed for good)."""
         assert self.store is not None
         try:
-            await self.persist.committed()
-            rows = await trio.to_thread.run_sync(self.store.fetch_stream, e.queue.id, e.lo,
-                                                 e.limit)
+            rows = await self.persist.read("fetch_stream", e.queue.id, e.lo, e.limit)
         except Exception:
             log.exception("reading stream %s failed; will retry", e.queue.name)
             with trio.move_on_after(1):
@@ -173,8 +170,7 @@ class Server:
         keys = [x.message.key for x in e.entries if x.message.body is None]
         bodies: dict[int, bytes] = {}
         try:
-            await self.persist.committed()
-            bodies = await trio.to_thread.run_sync(self.store.fetch_bodies, keys)
+            bodies = await self.persist.read("fetch_bodies", keys)
         except Exception:
             log.exception("page-in failed for queue %s; will retry", e.queue.name)
             self.execute(self.broker.paged_in, e.queue, {}, ())  # asks again on next dispatch
@@ -221,7 +217,8 @@ class Server:
         s = self.settings
         if s.tls_port is not None:
             self._tls = server_context(s)  # a bad certificate stops us before the store opens
-        self.store = Store(s.db_url, durability=s.durability)
+        self.store = (ProcessStore(s.db_url, durability=s.durability)
+                      if s.store_writer == "process" else Store(s.db_url, durability=s.durability))
         store = self.store
         await trio.to_thread.run_sync(store.create)
         recovered = await trio.to_thread.run_sync(store.load, s.body_window)
@@ -257,6 +254,7 @@ class Server:
                 self.tls_ports = _ports(secure)
                 nursery.start_soon(self._serve, listeners, secure)
                 nursery.start_soon(self._watch_signals)
+                nursery.start_soon(self.persistence.pump)
                 nursery.start_soon(self._timers)
                 nursery.start_soon(self._retention)
                 if self.disk is not None:

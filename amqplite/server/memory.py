@@ -20,6 +20,7 @@ backlog has fallen a lot, the monitor calls ``malloc_trim(0)`` to hand them back
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -77,10 +78,23 @@ def available_memory(root: Path = CGROUP_ROOT) -> int:
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def rss_bytes() -> int:
-    """Resident set size of this process, now (not the peak getrusage reports)."""
-    with open("/proc/self/statm", "rb") as f:
+def rss_bytes(pid: int | None = None) -> int:
+    """Resident set size of this process (or ``pid``), now (not the peak getrusage
+    reports)."""
+    with open("/proc/self/statm" if pid is None else f"/proc/{pid}/statm", "rb") as f:
         return int(f.read().split()[1]) * _PAGE
+
+
+def broker_rss(store: object) -> int:
+    """The broker's memory: this process plus its store-writer process, if any
+    (the watermark is about what the broker as a whole takes from the machine)."""
+    used = rss_bytes()
+    pid = getattr(store, "writer_pid", None)
+    if pid is not None:
+        # between writers (a crash): count this process alone
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            used += rss_bytes(pid)
+    return used
 
 
 def _load_malloc_trim() -> Callable[[int], int] | None:
@@ -178,7 +192,8 @@ class MemoryMonitor:
     def check(self) -> None:
         """Measure now and apply the verdict."""
         try:
-            used = rss_bytes()
+            used = (rss_bytes() if self.persistence is None
+                    else broker_rss(self.persistence.store))
         except (OSError, ValueError, IndexError) as exc:
             if not self._failed:
                 log.warning("cannot measure memory use (%s): no memory alarm", exc)

@@ -9,7 +9,9 @@ the submission and runs back on the event loop once it has committed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +21,7 @@ import trio
 from amqplite.broker.core import Broker
 from amqplite.server.counters import Counters
 from amqplite.store.engine import Store
+from amqplite.store.writer import ProcessStore
 
 Waiter = Callable[[BaseException | None], None]
 
@@ -44,6 +47,9 @@ class Persistence:
         #: commit latency, group sizes and dead-lettering for the metrics
         self.counters = counters or Counters()
         self._token: trio.lowlevel.TrioToken | None = None
+        self._loop_thread: int | None = None
+        #: set when frames wait for the writer process's socket to take them
+        self._output = trio.Event()
         self._ops: list[Any] = []
         self._waiters: list[Waiter] = []
         self.inflight = 0  # submissions handed to the store, not yet called back
@@ -63,7 +69,58 @@ class Persistence:
     def bind_loop(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
         token = self._token
-        self.store.on_failing = lambda reason: token.run_sync_soon(self._store_failing, reason)
+        self._loop_thread = threading.get_ident()
+        self._output = trio.Event()
+        store = self.store
+        if isinstance(store, ProcessStore):
+            # the writer process's socket is pumped by this loop (see ``pump``)
+            store.on_failing = self._store_failing
+            store.on_output = self._output_waiting
+            store.on_socket_closing = trio.lowlevel.notify_closing
+        else:
+            store.on_failing = lambda reason: token.run_sync_soon(self._store_failing, reason)
+
+    def _output_waiting(self) -> None:
+        """Frames wait for the writer's socket: wake ``_pump_out`` (from any thread)."""
+        if threading.get_ident() == self._loop_thread:
+            self._output.set()
+        else:
+            token = self._token
+            assert token is not None
+            token.run_sync_soon(self._output.set)
+
+    async def pump(self) -> None:
+        """Carry frames to and acknowledgements from the writer process (if there is one).
+
+        Runs for the life of the server, in its nursery."""
+        store = self.store
+        if not isinstance(store, ProcessStore):
+            return
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._pump_out, store)
+            while True:
+                sock = store.sock
+                if sock is None:
+                    await trio.sleep(store.respawn_delay)
+                    store.respawn()
+                    self._output.set()
+                    continue
+                try:
+                    await trio.lowlevel.wait_readable(sock)
+                except trio.ClosedResourceError:
+                    continue
+                store.receive_some()
+
+    async def _pump_out(self, store: ProcessStore) -> None:
+        while True:
+            await self._output.wait()
+            self._output = trio.Event()
+            while store.send_some():
+                sock = store.sock
+                if sock is None:
+                    break  # the next writer gets them; ``pump`` wakes us
+                with contextlib.suppress(trio.ClosedResourceError):
+                    await trio.lowlevel.wait_writable(sock)
 
     def _store_failing(self, reason: str | None) -> None:
         """The writer retries a failing commit: block publishers until it passes."""
@@ -146,12 +203,18 @@ class Persistence:
         assert token is not None, "bind_loop() first"
         store, started = self.store, time.monotonic()
 
-        def committed(err: BaseException | None) -> None:
-            # writer thread -> event loop; every submission of a group sees the same
-            # ``groups`` (the writer counts the group once all its callbacks ran)
-            token.run_sync_soon(self._done, waiters, ops, err, started, store.groups)
+        loop_thread = self._loop_thread
 
-        self.store.submit(ops, committed)
+        def committed(err: BaseException | None) -> None:
+            # every submission of a group sees the same ``groups`` (the writer
+            # counts the group once all its callbacks ran)
+            if threading.get_ident() == loop_thread:  # the writer process's ack
+                self._done(waiters, ops, err, started, store.groups)
+            else:  # writer thread -> event loop
+                token.run_sync_soon(self._done, waiters, ops, err, started, store.groups)
+
+        # a waiter (a confirm, a read-after-write) must not wait for a log linger
+        self.store.submit(ops, committed, urgent=bool(waiters))
 
     def _done(self, waiters: list[Waiter], ops: list[Any], err: BaseException | None,
               started: float, group: int) -> None:
@@ -175,6 +238,33 @@ class Persistence:
         self.add_waiter(lambda _err: done.set())
         self.flush()
         await done.wait()
+
+    async def read(self, name: str, *args: Any) -> Any:
+        """One of the store's reads, once everything submitted so far has committed.
+
+        With the writer process, the writer itself reads, in order with the
+        submissions (no commit round trip first, and no rows built under this
+        loop's GIL); with the writer thread, a worker thread of this process
+        reads after ``committed()``.
+        """
+        store = self.store
+        if not isinstance(store, ProcessStore):
+            await self.committed()
+            return await trio.to_thread.run_sync(getattr(store, name), *args)
+        self.flush()  # the batch gathered so far goes first: the read must see it
+        done = trio.Event()
+        box: list[tuple[Any, BaseException | None]] = []
+
+        def answered(result: Any, err: BaseException | None) -> None:
+            box.append((result, err))
+            done.set()
+
+        store.read(name, args, answered)
+        await done.wait()
+        result, err = box[0]
+        if err is not None:
+            raise err
+        return result
 
     @property
     def has_capacity(self) -> bool:

@@ -49,6 +49,10 @@ RETRY_MIN_S = 0.05
 RETRY_MAX_S = 1.0
 #: Once close() is called, a store that keeps failing is given up on after this.
 GIVE_UP_ON_STOP_S = 10.0
+#: A group of delivery-log rows alone waits this long for more work before it
+#: commits: nobody waits on those rows, and one commit per 50 ms instead of one
+#: per message is what makes a trickle of transient traffic cheap.
+LOG_LINGER_S = 0.05
 
 
 def _may_pass(exc: BaseException) -> bool:
@@ -102,7 +106,8 @@ class Store(StoreReads):
     of their own and may run concurrently with the writer.
     """
 
-    def __init__(self, url: str, durability: str = "fsync", *, busy_timeout_ms: int = 10_000):
+    def __init__(self, url: str, durability: str = "fsync", *, busy_timeout_ms: int = 10_000,
+                 log_linger_s: float = LOG_LINGER_S):
         if durability not in DURABILITY_SYNCHRONOUS:
             raise ValueError(f"durability must be 'fsync' or 'os', not {durability!r}")
         self.url = url
@@ -163,6 +168,13 @@ class Store(StoreReads):
         self._relaxable = self._is_sqlite and durability == "fsync"
         #: the writer connection's synchronous setting (None: as connected, FULL)
         self._sync: bool | None = None
+        #: called on the writer thread after each group's callbacks (the writer
+        #: process sends its acknowledgements in one frame from here)
+        self.on_group: Callable[[], None] | None = None
+        #: how long a log-only group waits for company (0: commit at once)
+        self.log_linger_s = log_linger_s
+        self._lingering = False
+        self._urgent = False
 
     # --- set-up ---------------------------------------------------------------
 
@@ -189,31 +201,55 @@ class Store(StoreReads):
             if missing:
                 conn.execute(insert(s.meta), missing)
 
+    def prepare(self) -> None:
+        """Read what the writer needs to know before its first group (the id marks)."""
+        with self.engine.connect() as conn:
+            self._applier.read_marks(conn)
+
+    def commit_group(self, group: list[tuple[Sequence[Any], Callback | None]],
+                     ) -> list[BaseException | None]:
+        """Commit one group on the caller's thread (for a writer that is not ours:
+        the writer process); the error or None of each submission. Callbacks are
+        not called."""
+        return self._commit_group(group)
+
     def start(self) -> None:
         """Start the writer thread (once)."""
         if self._thread is not None:
             raise RuntimeError("store already started")
         if self._closed:
             raise RuntimeError("store is closed")
-        with self.engine.connect() as conn:
-            self._applier.read_marks(conn)
+        self.prepare()
         self._thread = threading.Thread(target=self._run, name="amqplite-store-writer", daemon=True)
         self._thread.start()
 
+    @property
+    def failed_submissions(self) -> int:
+        """Submissions whose commit failed for good (a clean stop needs none)."""
+        return self._failed
+
     # --- writing --------------------------------------------------------------
 
-    def submit(self, ops: Sequence[Op], callback: Callback | None = None) -> None:
+    def submit(self, ops: Sequence[Op], callback: Callback | None = None, *,
+               urgent: bool = False) -> None:
         """Queue ops for the next group; ``callback(None | error)`` runs after its commit.
 
-        Never blocks on I/O. Do not mutate ``ops`` after submitting it.
+        ``urgent``: someone waits on this commit (a confirm, a read), so a group
+        of log rows must not linger for it. Never blocks on I/O. Do not mutate
+        ``ops`` after submitting it.
         """
         with self._lock:
             if self._stopping:
                 raise RuntimeError("store is closed")
             self._pending.append((ops, callback))
             self._submitted += 1
+            if urgent:
+                self._urgent = True
             if self._idle:
                 self._idle = False
+                self._wake.notify()
+            elif self._lingering and (self._urgent or _needs_fsync(((ops, callback),))):
+                self._urgent = True  # someone waits on this one: stop lingering
                 self._wake.notify()
 
     def flush(self, timeout: float | None = None) -> None:
@@ -263,7 +299,11 @@ class Store(StoreReads):
                 clean = False
             if self._failed:
                 clean = False
-        if clean and self._thread is not None:
+        self._finish(clean and self._thread is not None)
+
+    def _finish(self, clean: bool) -> None:
+        """Record a clean stop if there was one, and let the database go."""
+        if clean:
             try:
                 with self.engine.begin() as conn:
                     upsert(conn, s.meta, {"key": CLEAN_KEY}, {"value": "1"})
@@ -283,6 +323,10 @@ class Store(StoreReads):
                 if not self._pending:
                     break
                 group, self._pending = self._pending, []
+                if (self.log_linger_s > 0 and not self._stopping and not self._urgent
+                        and not _needs_fsync(group)):
+                    group += self._linger()
+                self._urgent = False
             errors = self._commit_group(group)
             for (_ops, callback), error in zip(group, errors, strict=True):
                 if callback is not None:
@@ -295,9 +339,31 @@ class Store(StoreReads):
                 self.groups += 1
                 self.last_group_size = len(group)
                 done.notify_all()
+            if self.on_group is not None:
+                try:
+                    self.on_group()
+                except Exception:
+                    log.exception("store group hook raised")
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def _linger(self) -> list[tuple[Sequence[Op], Callback | None]]:
+        """Called with the lock held, for a group of log rows only: wait up to
+        ``log_linger_s`` for more, unless work someone waits on (or close) comes
+        first; then take everything that arrived meanwhile."""
+        deadline = time.monotonic() + self.log_linger_s
+        self._lingering = True
+        try:
+            while not self._stopping and not self._urgent:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._wake.wait(remaining)
+        finally:
+            self._lingering = self._urgent = False
+        more, self._pending = self._pending, []
+        return more
 
     def _commit_group(self, group: list[tuple[Sequence[Any], Callback | None]],
                       ) -> list[BaseException | None]:

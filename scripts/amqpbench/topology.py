@@ -81,7 +81,11 @@ def broker_process(url: str) -> psutil.Process | None:
 
 
 class Sampler:
-    """Peak RSS and CPU time of the broker while a run lasts (a thread, every 50 ms)."""
+    """Peak RSS and CPU time of the broker while a run lasts (a thread, every 50 ms).
+
+    The broker is its process and every process under it: amqplite's store
+    writer, RabbitMQ's helper ports. CPU and RSS are the sums over all of them.
+    """
 
     def __init__(self, proc: psutil.Process | None) -> None:
         self.proc = proc
@@ -91,19 +95,34 @@ class Sampler:
         self._cpu0 = self._cpu()
         self._t0 = time.monotonic()
 
-    def _cpu(self) -> float:
+    def _tree(self) -> list[psutil.Process]:
         if self.proc is None:
-            return 0.0
-        t = self.proc.cpu_times()
-        return float(t.user + t.system)
+            return []
+        try:
+            return [self.proc, *self.proc.children(recursive=True)]
+        except psutil.Error:
+            return [self.proc]
+
+    def _cpu(self) -> float:
+        total = 0.0
+        for p in self._tree():
+            try:
+                t = p.cpu_times()
+            except psutil.Error:
+                continue
+            total += t.user + t.system
+        return total
 
     def _run(self) -> None:
         while not self._stop.wait(0.05):
             if self.proc is not None:
-                try:
-                    self.peak = max(self.peak, self.proc.memory_info().rss)
-                except psutil.Error:
-                    return
+                rss = 0
+                for p in self._tree():
+                    try:
+                        rss += p.memory_info().rss
+                    except psutil.Error:
+                        continue
+                self.peak = max(self.peak, rss)
 
     @property
     def started(self) -> bool:

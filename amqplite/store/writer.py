@@ -1,0 +1,402 @@
+"""The store with its writer in a child process: SQLite's work on the second core.
+
+Why: with a writer thread, every row the writer binds and every page SQLite
+touches holds or fights for the GIL the event loop needs, so the broker never
+uses more than one core, and each hand-over of the GIL between the loop and
+the writer can cost the loop up to a switch interval (5 ms). Here the event
+loop pickles each submission (a few microseconds per message, see
+:mod:`.wire`) and writes it to a socketpair without blocking; the child
+(:mod:`.writer_main`) commits groups and answers with one frame of
+acknowledgements per group, which the loop reads when the socket is readable.
+No thread of this process takes part, so no GIL hand-over is on the path.
+
+This module knows no event loop: the broker's loop calls :meth:`send_some`
+when the socket is writable and :meth:`receive_some` when it is readable
+(see ``server.persistence``), and sets the two hooks.
+
+Reads (recovery, page-ins, the admin API) stay in this process on pooled
+connections of their own: SQLite in WAL mode lets them run beside the
+child's writes.
+
+If the child dies, the submissions it had are failed (publishers get a nack,
+exactly as for a failed commit), store writes are reported failing (which
+blocks publishers), and a new child takes over the submissions not yet sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .apply import PruneRange
+from .engine import LOG_LINGER_S, Callback, Store
+from .ops import Op
+from .wire import RECV_SIZE, FrameBuffer, encode
+
+log = logging.getLogger(__name__)
+
+#: a child that keeps dying is restarted after this, doubling up to the max
+RESPAWN_MIN_S = 0.1
+RESPAWN_MAX_S = 5.0
+#: buffers handed to one sendmsg
+MAX_IOV = 256
+
+
+#: ``callback(result, error)`` of :meth:`ProcessStore.read`
+ReadCallback = Callable[[Any, BaseException | None], None]
+
+
+class StoreWriterError(Exception):
+    """A commit failed in the writer process (its text names the original error)."""
+
+
+class ProcessStore(Store):
+    """:class:`Store` whose writer is ``python -m amqplite.store.writer_main``.
+
+    Thread model: :meth:`start`, :meth:`send_some` and :meth:`receive_some`
+    belong to one thread (the event loop's), which must live as long as the
+    store (the child's death signal follows the thread that started it).
+    :meth:`submit` may be called from any thread; callbacks run on the loop's.
+    """
+
+    def __init__(self, url: str, durability: str = "fsync", *, busy_timeout_ms: int = 10_000,
+                 log_linger_s: float = LOG_LINGER_S) -> None:
+        super().__init__(url, durability, busy_timeout_ms=busy_timeout_ms,
+                         log_linger_s=log_linger_s)
+        self._busy_timeout_ms = busy_timeout_ms
+        #: frames not yet written whole: (sid, frame); sid -1 for init and stop
+        self._out: deque[tuple[int, bytes]] = deque()
+        #: bytes of ``_out[0]`` already written
+        self._head_off = 0
+        self._callbacks: dict[int, tuple[Callback | None, Sequence[Op]]] = {}
+        self._reads: dict[int, ReadCallback] = {}
+        self._next_sid = 0
+        self._sock: socket.socket | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._frames = FrameBuffer()
+        self._started = False
+        self._owner: int | None = None
+        self._stop_acked = False
+        self._last_spawn = 0.0
+        self._respawn_delay = RESPAWN_MIN_S
+        #: the writer process's pid (for memory accounting and operators)
+        self.writer_pid: int | None = None
+        #: writer processes started after the first (each one a crash)
+        self.restarts = 0
+        #: called (on any thread) when frames wait for the socket to be writable
+        self.on_output: Callable[[], None] | None = None
+        #: called with the old socket before it is closed (the loop may wait on it)
+        self.on_socket_closing: Callable[[socket.socket], None] | None = None
+
+    # --- life cycle -------------------------------------------------------------
+
+    @property
+    def sock(self) -> socket.socket | None:
+        """The socket to the current writer process (None while there is none)."""
+        return self._sock
+
+    def start(self) -> None:
+        """Start the writer process (once), on the thread that will pump it."""
+        if self._started:
+            raise RuntimeError("store already started")
+        if self._closed:
+            raise RuntimeError("store is closed")
+        self._started = True
+        self._owner = threading.get_ident()
+        self._spawn()
+
+    def _spawn(self) -> None:
+        mine, theirs = socket.socketpair()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "amqplite.store.writer_main", str(theirs.fileno()),
+                 str(os.getpid())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        mine.setblocking(False)
+        init = encode(("i", self.url, self.durability, self._busy_timeout_ms,
+                       self.log_linger_s, logging.getLogger().getEffectiveLevel()))
+        with self._lock:
+            # the init frame goes first; frames still queued go to this child
+            self._out.appendleft((-1, init))
+            self._head_off = 0
+            self._sock, self._proc, self.writer_pid = mine, proc, proc.pid
+            self._frames = FrameBuffer()
+        self._last_spawn = time.monotonic()
+        self.send_some()
+
+    @property
+    def respawn_delay(self) -> float:
+        """How long to wait before :meth:`respawn`: longer while children die young."""
+        return self._respawn_delay
+
+    def respawn(self) -> None:
+        """Start a new writer after :meth:`receive_some` reported the last one gone."""
+        if self._sock is None and not self._stopping:
+            self.restarts += 1
+            self._spawn()
+
+    def close(self, timeout: float | None = None, *, clean: bool = False) -> None:
+        """Let the child commit everything, stop it, and record a clean stop if asked.
+
+        Drives the socket itself: by now the event loop pumps it no more.
+        """
+        if self._closed:
+            return
+        if self._started:
+            with self._lock:
+                self._stopping = True
+                self._out.append((-1, encode(("x",))))
+            deadline = None if timeout is None else time.monotonic() + timeout
+            if not self._drive(lambda: self._stop_acked, deadline):
+                self._kill()
+                self._fail(list(self._callbacks), "store writer process did not stop in time")
+                raise TimeoutError("store writer process did not stop in time")
+            if self._proc is not None:
+                try:
+                    self._proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    self._kill()
+            self._fail(list(self._callbacks), "store writer process stopped")
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+        with self._lock:
+            self._stopping = True
+            if self._failed:
+                clean = False
+        self._finish(clean and self._started)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until everything submitted so far has committed (or failed),
+        pumping the socket on this thread (call it only where the loop is not)."""
+        target = self._submitted
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._drive(lambda: self._completed >= target, deadline):
+            raise TimeoutError("store flush timed out")
+
+    def _drive(self, done: Callable[[], bool], deadline: float | None) -> bool:
+        while not done():
+            sock = self._sock
+            if sock is None:
+                return done()
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            r, w, _x = select.select([sock], [sock] if self._out else [], [], remaining)
+            if w:
+                self.send_some()
+            if r and not self.receive_some():
+                return done()
+        return True
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+    # --- writing ------------------------------------------------------------------
+
+    def submit(self, ops: Sequence[Op], callback: Callback | None = None, *,
+               urgent: bool = False) -> None:
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError("store is closed")
+            sid = self._next_sid
+            self._next_sid = sid + 1
+            self._callbacks[sid] = (callback, ops)
+            self._submitted += 1
+            queued = self._send_or_queue(sid, encode(("s", sid, ops, urgent)))
+        if queued and self.on_output is not None:
+            self.on_output()
+
+    def _send_or_queue(self, sid: int, frame: bytes) -> bool:
+        """With the lock held: write the frame now if nothing waits before it and
+        the socket takes it whole; else queue (the rest of) it. True if queued."""
+        sock = self._sock
+        if not self._out and sock is not None:
+            try:
+                n = sock.send(frame)
+            except OSError:  # would block, or the child is gone (the loop sees it)
+                n = 0
+            if n == len(frame):
+                return False
+            self._head_off = n
+        self._out.append((sid, frame))
+        return True
+
+    def read(self, name: str, args: tuple[Any, ...], callback: ReadCallback) -> None:
+        """Ask the writer for one of the store's reads (``fetch_entries``,
+        ``fetch_bodies``, ``fetch_stream``); ``callback(result, error)`` runs on the
+        loop's thread.
+
+        Why the writer reads: it answers after every submission sent before the
+        request has committed (no round trip to wait for that first), and the
+        rows are built on its core, not under the event loop's GIL.
+        """
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError("store is closed")
+            rid = self._next_sid
+            self._next_sid = rid + 1
+            self._reads[rid] = callback
+            queued = self._send_or_queue(rid, encode(("r", rid, name, args)))
+        if queued and self.on_output is not None:
+            self.on_output()
+
+    def send_some(self) -> bool:
+        """Write queued frames until the socket would block; True if some remain."""
+        with self._lock:
+            out, sock = self._out, self._sock
+            while out:
+                if sock is None:
+                    return True
+                bufs = [memoryview(out[0][1])[self._head_off:]]
+                for i in range(1, min(len(out), MAX_IOV)):
+                    bufs.append(memoryview(out[i][1]))
+                try:
+                    n = sock.sendmsg(bufs)
+                except OSError:
+                    return True
+                n += self._head_off
+                while out and n >= len(out[0][1]):
+                    n -= len(out.popleft()[1])
+                self._head_off = n
+            return False
+
+    def receive_some(self) -> bool:
+        """Take what the writer sent and run the callbacks of what it committed.
+
+        False when the writer is gone: its submissions have been failed, and
+        :meth:`respawn` (after :attr:`respawn_delay`) starts the next one.
+        """
+        sock = self._sock
+        if sock is None:
+            return False
+        frames = self._frames
+        eof = False
+        while True:
+            try:
+                chunk = sock.recv(RECV_SIZE)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                eof = True
+                break
+            frames.feed(chunk)
+            if len(chunk) < RECV_SIZE:
+                break
+        while (msg := frames.next()) is not None:
+            self._handle(msg)
+        if eof:
+            self._writer_gone(sock)
+            return False
+        return True
+
+    def _handle(self, msg: Any) -> None:
+        kind = msg[0]
+        if kind == "d":
+            _kind, batch, groups, size = msg
+            with self._lock:
+                calls = [(self._callbacks.pop(sid), err, res) for sid, err, res in batch]
+            self.groups, self.last_group_size = groups, size
+            if self.failing is not None and not self._stopping:
+                self._set_failing(None)  # a (new) writer commits again
+            for (cb, ops), err, res in calls:
+                if res:
+                    prunes: list[Any] = [op for op in ops if type(op) is PruneRange]
+                    for prune, n in zip(prunes, res, strict=True):
+                        prune.deleted = n
+                if cb is not None:
+                    try:
+                        cb(None if err is None else StoreWriterError(err))
+                    except Exception:
+                        log.exception("store callback raised")
+            with self._lock:
+                self._completed += len(calls)
+                self._done.notify_all()
+        elif kind == "r":
+            _kind, rid, result, err = msg
+            with self._lock:
+                read_cb = self._reads.pop(rid)
+            try:
+                read_cb(result, None if err is None else StoreWriterError(err))
+            except Exception:
+                log.exception("store read callback raised")
+        elif kind == "f":
+            self._set_failing(msg[1])
+        elif kind == "x":
+            with self._lock:
+                self._failed += msg[1]
+            self._stop_acked = True
+
+    def _writer_gone(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sock = None
+            queued = {sid for sid, _f in self._out}
+            if self._head_off and self._out:
+                queued.discard(self._out[0][0])  # half written to the dead child
+                self._out.popleft()
+            self._head_off = 0
+            self._out = deque((sid, f) for sid, f in self._out if sid >= 0)
+            lost = [sid for sid in self._callbacks if sid not in queued]
+            lost_reads = [(rid, self._reads.pop(rid)) for rid in list(self._reads)
+                          if rid not in queued]
+        hook = self.on_socket_closing
+        if hook is not None:
+            hook(sock)
+        sock.close()
+        code = self._proc.wait() if self._proc is not None else None
+        for _rid, read_cb in lost_reads:
+            try:
+                read_cb(None, StoreWriterError(f"store writer process exited with code {code}"))
+            except Exception:
+                log.exception("store read callback raised")
+        if self._stopping:
+            self._fail(lost, "store writer process stopped")
+            return
+        young = time.monotonic() - self._last_spawn < 1.0
+        self._respawn_delay = (min(self._respawn_delay * 2, RESPAWN_MAX_S) if young
+                               else RESPAWN_MIN_S)
+        log.error("store writer process exited with code %s: %d submissions failed; "
+                  "starting a new one", code, len(lost))
+        self._fail(lost, f"store writer process exited with code {code}")
+        self._set_failing(f"store writer process exited with code {code}")
+
+    def _fail(self, sids: list[int], why: str) -> None:
+        if not sids:
+            return
+        err = StoreWriterError(why)
+        with self._lock:
+            calls = [self._callbacks.pop(sid) for sid in sids if sid in self._callbacks]
+            self._failed += len(calls)
+        for cb, _ops in calls:
+            if cb is not None:
+                try:
+                    cb(err)
+                except Exception:
+                    log.exception("store callback raised")
+        with self._lock:
+            self._completed += len(calls)
+            self._done.notify_all()
+
+    def prune_delivery_log(self, max_id: int, older_than_us: int, batch_size: int = 5000) -> int:
+        if threading.get_ident() == self._owner:
+            raise RuntimeError("prune_delivery_log would deadlock on the event loop's thread")
+        return super().prune_delivery_log(max_id, older_than_us, batch_size)
+
+    def _commit_group(self, group: list[tuple[Sequence[Any], Callback | None]],
+                      ) -> list[BaseException | None]:
+        raise RuntimeError("the writer process commits, not this one")

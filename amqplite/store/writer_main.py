@@ -1,0 +1,211 @@
+"""Entry point of the store-writer process (``python -m amqplite.store.writer_main``).
+
+The broker starts it with one end of a socketpair and its own pid. It runs an
+ordinary :class:`~amqplite.store.engine.Store`'s group commit (retries,
+per-submission isolation): submissions in, one frame of acknowledgements out
+per committed group; reads (page-ins) are answered in order with the writes.
+It dies with the broker: ``PR_SET_PDEATHSIG`` kills it the moment the broker
+exits, and end-of-stream on the socket ends it without
+committing anything more, so a broker killed with -9 leaves no writer behind to
+race the next one on the database.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .apply import PruneRange
+from .engine import Store, _needs_fsync
+from .wire import RECV_SIZE, FrameBuffer, encode, recv_into
+
+PR_SET_PDEATHSIG = 1
+#: the reads the broker may ask the writer to do (in order with its writes)
+READS = frozenset({"fetch_entries", "fetch_bodies", "fetch_stream"})
+
+log = logging.getLogger(__name__)
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: end-of-stream still stops us
+        pass
+    if os.getppid() != parent:  # the broker died before prctl took effect
+        os._exit(0)
+
+
+def error_text(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"
+
+
+class _Writer:
+    """Read what arrived, commit it as one group, acknowledge, repeat.
+
+    A reader thread only moves bytes off the socket (the GIL is free while it
+    waits in recv); this thread parses, commits and answers. The next group is
+    everything that arrived during the last commit (group commit, as the
+    threaded store).
+    """
+
+    def __init__(self, sock: socket.socket, store: Store) -> None:
+        self.sock = sock
+        self.store = store
+        self.frames = FrameBuffer()
+        self.pending: list[tuple[Any, ...]] = []
+        self.urgent = False
+        self.stop = False
+        self.eof = False
+        #: what the reader thread received, not yet parsed
+        self.chunks: list[bytes] = []
+        self.arrived = threading.Condition()
+
+    def send(self, obj: Any) -> None:
+        self.sock.sendall(encode(obj))
+
+    def _take(self) -> None:
+        """Move every whole frame received so far into ``pending``."""
+        while (msg := self.frames.next()) is not None:
+            if msg[0] == "s":
+                self.pending.append(msg)
+                if not self.urgent and (msg[3] or _needs_fsync(((msg[2], None),))):
+                    self.urgent = True
+            elif msg[0] == "r":
+                self.pending.append(msg)
+                self.urgent = True  # someone waits for the answer
+            elif msg[0] == "x":
+                self.stop = True
+
+    def _fill(self, timeout: float | None) -> None:
+        """Wait up to ``timeout`` (None: for ever) for bytes, then take all that came."""
+        with self.arrived:
+            if not self.chunks and not self.eof:
+                self.arrived.wait(timeout)
+            chunks, self.chunks = self.chunks, []
+        for chunk in chunks:
+            self.frames.feed(chunk)
+        self._take()
+
+    def receive(self) -> None:
+        """The reader thread: drain the socket as fast as the broker writes, so a
+        group is everything that arrived during the last commit (the socket's own
+        buffer holds only a few hundred KiB, which would cap the group size)."""
+        sock = self.sock
+        while True:
+            try:
+                chunk = sock.recv(RECV_SIZE)
+            except OSError:
+                chunk = b""
+            with self.arrived:
+                if chunk:
+                    self.chunks.append(chunk)
+                else:
+                    self.eof = True
+                self.arrived.notify()
+            if not chunk:
+                return
+
+    def _commit(self, group: list[tuple[Any, ...]]) -> None:
+        if not group:
+            return
+        store = self.store
+        errors = store.commit_group([(item[2], None) for item in group])
+        acks = []
+        for item, err in zip(group, errors, strict=True):
+            results = None
+            ops = item[2]
+            if err is None and len(ops) == 1 and type(ops[0]) is PruneRange:
+                results = [ops[0].deleted]  # prune_delivery_log submits them alone
+            acks.append((item[1], None if err is None else error_text(err), results))
+        store.groups += 1
+        store.last_group_size = len(group)
+        self.send(("d", acks, store.groups, store.last_group_size))
+
+    def _read(self, item: tuple[Any, ...]) -> None:
+        _kind, rid, name, args = item
+        result, err = None, None
+        try:
+            if name not in READS:
+                raise ValueError(f"not a store read: {name!r}")
+            result = getattr(self.store, name)(*args)
+        except Exception as exc:
+            log.exception("store read %s failed", name)
+            err = error_text(exc)
+        self.send(("r", rid, result, err))
+
+    def run(self) -> int:
+        store = self.store
+        while True:
+            if not self.pending and not self.stop:
+                self._fill(None)
+            if self.eof:
+                os._exit(0)  # the broker is gone: nothing more is committed for it
+            if self.pending and not self.urgent and not self.stop and store.log_linger_s > 0:
+                deadline = time.monotonic() + store.log_linger_s
+                while not self.urgent and not self.stop and not self.eof:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._fill(remaining)
+                if self.eof:
+                    os._exit(0)
+            items, self.pending, self.urgent = self.pending, [], False
+            group: list[tuple[Any, ...]] = []
+            for item in items:
+                if item[0] == "s":
+                    group.append(item)
+                else:  # a read sees every submission before it committed
+                    self._commit(group)
+                    group = []
+                    self._read(item)
+            self._commit(group)
+            if self.stop and not self.pending:
+                store.close()
+                self.send(("x", store.failed_submissions))
+                return 0
+
+
+def serve(sock: socket.socket) -> int:
+    frames = FrameBuffer()
+    init = None
+    while init is None:
+        if not recv_into(sock, frames):
+            return 0
+        init = frames.next()
+    _kind, url, durability, busy_timeout_ms, linger, level = init
+    logging.basicConfig(level=level,
+                        format="%(asctime)s %(levelname)s %(name)s[writer]: %(message)s")
+    store = Store(url, durability, busy_timeout_ms=busy_timeout_ms, log_linger_s=linger)
+    writer = _Writer(sock, store)
+    writer.frames = frames
+    store.on_failing = lambda reason: writer.send(("f", reason))
+    store.prepare()
+    writer._take()
+    threading.Thread(target=writer.receive, name="amqplite-writer-recv", daemon=True).start()
+    return writer.run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    fd, parent = int(args[0]), int(args[1])
+    _die_with_parent(parent)
+    # Ctrl-C or a service manager's SIGTERM to the whole group is the broker's to
+    # handle: it stops this writer once its own shutdown has flushed the store
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(True)
+    return serve(sock)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

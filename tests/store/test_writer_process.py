@@ -1,0 +1,197 @@
+"""The store with its writer in a child process, driven from this thread (no event loop)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from amqplite.store import schema as s
+from amqplite.store.engine import Store
+from amqplite.store.ops import PutMessage, PutMeta, PutQueue
+from amqplite.store.wire import FrameBuffer, encode
+from amqplite.store.writer import ProcessStore, StoreWriterError
+from tests.brokerproc import wait_for
+
+
+def _row(i: int) -> tuple[object, ...]:
+    return (i, "published", "/", "", "q", None, None, i, None, None, 10, None)
+
+
+def _log_rows(store: Store) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(s.delivery_log)).scalar_one())
+
+
+def _pump_until(store: ProcessStore, cond: object, timeout: float = 20.0) -> None:
+    """What the broker's loop does: send when writable, read when readable."""
+    def step() -> bool:
+        store.send_some()
+        sock = store.sock
+        if sock is None:
+            store.respawn()
+        elif not store.receive_some():
+            pass
+        return bool(cond())  # type: ignore[operator]
+    wait_for(step, timeout, interval=0.005, what="the writer process")
+
+
+@pytest.fixture
+def pstore(tmp_path: Path):  # type: ignore[no-untyped-def]
+    store = ProcessStore(f"sqlite:///{tmp_path / 'w.db'}", log_linger_s=0)
+    store.create()
+    store.start()
+    yield store
+    store.close(20)
+
+
+def test_frames_round_trip_hot_ops_and_log_rows() -> None:
+    ops = [PutMessage(1, "ex", "rk", b"\x00\x01", b"body"), _row(1), PutQueue(3, "/", "q")]
+    frames = FrameBuffer()
+    data = encode(("s", 7, ops)) + encode(("x",))
+    frames.feed(data[:5])
+    assert frames.next() is None  # half a frame is no frame
+    frames.feed(data[5:])
+    assert frames.next() == ("s", 7, ops)
+    assert frames.next() == ("x",)
+    assert frames.next() is None
+
+
+def test_submissions_commit_in_the_child_and_callbacks_run_here(pstore: ProcessStore) -> None:
+    assert pstore.writer_pid is not None and pstore.writer_pid != os.getpid()
+    results: list[BaseException | None] = []
+    threads: set[int] = set()
+
+    def cb(err: BaseException | None) -> None:
+        results.append(err)
+        threads.add(threading.get_ident())
+
+    for i in range(50):
+        pstore.submit([_row(i), _row(i + 1000)], cb)
+    pstore.flush(20)
+    assert results == [None] * 50
+    assert threads == {threading.get_ident()}
+    assert _log_rows(pstore) == 100
+
+
+def test_a_failing_submission_fails_alone(pstore: ProcessStore) -> None:
+    got: dict[str, BaseException | None] = {}
+    pstore.submit([PutMessage(1, "", "q", b"", b"x")], lambda e: got.__setitem__("a", e))
+    pstore.flush(20)
+    # the same message id again violates the key: only this submission fails
+    pstore.submit([PutMessage(1, "", "q", b"", b"y")], lambda e: got.__setitem__("b", e))
+    pstore.submit([PutQueue(2, "/", "q2")], lambda e: got.__setitem__("c", e))
+    pstore.flush(20)
+    assert got["a"] is None and got["c"] is None
+    assert isinstance(got["b"], StoreWriterError) and "IntegrityError" in str(got["b"])
+
+
+def test_a_killed_writer_fails_what_it_had_and_a_new_one_takes_over(
+        pstore: ProcessStore) -> None:
+    pstore.submit([_row(1)])
+    pstore.flush(20)
+    first = pstore.writer_pid
+    assert first is not None
+    os.kill(first, signal.SIGSTOP)  # it holds the next submission, then dies with it
+    got: list[BaseException | None] = []
+    pstore.submit([PutMeta("k", "v")], got.append)
+    pstore.send_some()
+    os.kill(first, signal.SIGKILL)
+    _pump_until(pstore, lambda: got)
+    assert isinstance(got[0], StoreWriterError)
+    assert pstore.failing is not None  # publishers are blocked until a writer commits
+    _pump_until(pstore, lambda: pstore.sock is not None)
+    assert pstore.writer_pid not in (None, first)
+    assert pstore.restarts == 1
+    later: list[BaseException | None] = []
+    pstore.submit([_row(2)], later.append)
+    _pump_until(pstore, lambda: later)
+    assert later == [None]
+    assert pstore.failing is None
+    assert _log_rows(pstore) == 2
+
+
+def test_close_stops_the_writer_and_records_a_clean_stop(tmp_path: Path) -> None:
+    store = ProcessStore(f"sqlite:///{tmp_path / 'c.db'}")
+    store.create()
+    store.mark_open()
+    store.start()
+    pid = store.writer_pid
+    assert pid is not None
+    for i in range(10):
+        store.submit([_row(i)])
+    store.close(20, clean=True)
+    assert not os.path.exists(f"/proc/{pid}") or _zombie(pid)
+    again = Store(f"sqlite:///{tmp_path / 'c.db'}")
+    assert _log_rows(again) == 10
+    assert again.get_meta("clean_shutdown") == "1"
+    again.close()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+def test_log_rows_linger_but_work_someone_waits_on_does_not(tmp_path: Path) -> None:
+    """A group of log rows alone waits for company; a metadata op ends the wait."""
+    store = Store(f"sqlite:///{tmp_path / 'l.db'}", log_linger_s=30)
+    store.create()
+    store.start()
+    try:
+        logged = threading.Event()
+        store.submit([_row(1)], lambda _e: logged.set())
+        wait_for(lambda: store._lingering, 10, what="the writer to linger")
+        done = threading.Event()
+        store.submit([PutMeta("k", "v")], lambda _e: done.set())
+        assert done.wait(10), "a metadata op waited for the log linger"
+        assert logged.is_set()
+        assert store.groups == 1 and store.last_group_size == 2
+    finally:
+        store.close(20)
+
+
+@pytest.mark.parametrize("kind", [Store, ProcessStore])
+def test_an_urgent_submission_ends_the_linger(tmp_path: Path, kind: type[Store]) -> None:
+    """Log rows someone waits on (a confirm of a transient message) commit at once."""
+    store = kind(f"sqlite:///{tmp_path / 'u.db'}", log_linger_s=30)
+    store.create()
+    store.start()
+    try:
+        got: list[BaseException | None] = []
+        store.submit([_row(1)])
+        store.submit([_row(2)], got.append, urgent=True)
+        if isinstance(store, ProcessStore):
+            _pump_until(store, lambda: got, 10)
+        else:
+            wait_for(lambda: got, 10, what="the urgent commit")
+        assert got == [None]
+        assert _log_rows(store) == 2
+    finally:
+        store.close(20)
+
+
+def test_a_read_sees_every_submission_sent_before_it(pstore: ProcessStore) -> None:
+    """No flush in between: the writer commits what came first, then reads."""
+    from amqplite.store.ops import PutEntry
+
+    pstore.submit([PutQueue(1, "/", "q"), *[PutMessage(i, "", "q", b"", b"m%d" % i)
+                                            for i in range(1, 6)],
+                   *[PutEntry(1, i, i) for i in range(1, 6)]])
+    got: list[tuple[object, BaseException | None]] = []
+    pstore.read("fetch_entries", (1, 2, 4, 10), lambda r, e: got.append((r, e)))
+    pstore.read("fetch_bodies", ([1, 5, 99],), lambda r, e: got.append((r, e)))
+    pstore.read("drop_everything", (), lambda r, e: got.append((r, e)))
+    _pump_until(pstore, lambda: len(got) == 3)
+    (entries, err1), (bodies, err2), (nothing, err3) = got
+    assert err1 is None and [row[0] for row in entries] == [2, 3, 4]  # type: ignore[union-attr]
+    assert err2 is None and bodies == {1: b"m1", 5: b"m5"}
+    assert nothing is None and isinstance(err3, StoreWriterError)
+    assert "not a store read" in str(err3)

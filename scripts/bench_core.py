@@ -19,16 +19,17 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from amqplite.broker.core import Broker  # noqa: E402
-from amqplite.broker.effects import Deliver  # noqa: E402
-from amqplite.protocol.codec import FieldTable  # noqa: E402
-from amqplite.protocol.connection import ServerConnection  # noqa: E402
-from amqplite.protocol.events import ContentReceived, MethodReceived  # noqa: E402
-from amqplite.protocol.frames import encode_frame  # noqa: E402
-from amqplite.protocol.methods import (  # noqa: E402
+from amqplite.broker.core import Broker
+from amqplite.broker.effects import Deliver
+from amqplite.protocol.codec import FieldTable
+from amqplite.protocol.connection import ServerConnection
+from amqplite.protocol.events import ContentReceived, MethodReceived
+from amqplite.protocol.frames import encode_frame
+from amqplite.protocol.methods import (
     BasicAck,
     BasicPublish,
     ChannelOpen,
@@ -37,7 +38,7 @@ from amqplite.protocol.methods import (  # noqa: E402
     ConnectionTuneOk,
     encode_method,
 )
-from amqplite.protocol.properties import BasicProperties, encode_properties  # noqa: E402
+from amqplite.protocol.properties import BasicProperties, encode_properties
 
 BODY = b"x" * 1024
 
@@ -103,6 +104,7 @@ def make_run(persistent: bool, count: int, batch: int) -> Callable[[], int]:
             for e in out.effects:
                 if type(e) is Deliver:
                     msg = e.message
+                    assert msg.body is not None
                     con_conn.send_deliver(e.channel.number, e.consumer_tag, e.delivery_tag,
                                           e.redelivered, msg.exchange, msg.routing_key,
                                           e.properties or msg.properties_raw, msg.body)
@@ -113,8 +115,8 @@ def make_run(persistent: bool, count: int, batch: int) -> Callable[[], int]:
                 con_conn.receive_data(_method(1, BasicAck(delivery_tag=acked, multiple=True)))
                 while (ev := con_conn.next_event()) is not None:
                     if type(ev) is MethodReceived:
-                        m = ev.method
-                        broker.basic_ack(con_channels[ev.channel], m.delivery_tag, m.multiple)
+                        ack: Any = ev.method
+                        broker.basic_ack(con_channels[ev.channel], ack.delivery_tag, ack.multiple)
                 broker.take_outcome()
         return written
 

@@ -285,17 +285,30 @@ class Dispatch(BrokerBase):
             ch.tx_acks.append(("ack", delivery_tag, multiple, False))
             return
         ds = self._take(ch, delivery_tag, multiple, BASIC_ACK)
-        touched: set[Queue] = set()
+        touched: dict[Queue, None] = {}  # in first-acked order, as the set it stands for
+        log_on = self._log_on
+        store_ops = self.store_ops
+        last = None
         for d in ds:
             q = d.queue
-            self._release(d)
+            c = d.consumer
+            if c is not None:  # _release, inlined
+                c.unacked -= 1
+            q.unacked -= 1
             if not q.deleted:
-                self.log_event("acked", q.vhost, d.entry.message, q.name,
-                          consumer_tag=d.consumer.tag if d.consumer else None,
-                          attempt=d.entry.delivery_count + 1)
-                self._entry_done(q, d.entry)
+                e = d.entry
+                if log_on:
+                    self._log_msg("acked", q.vhost, e.message, q.name,
+                                  c.tag if c else None, e.delivery_count + 1)
+                if e.stored:  # _entry_done, inlined
+                    e.stored = False
+                    store_ops.append(P.delete_entry(q, e))
+                else:
+                    e.message.pinned -= 1
                 q.stats["ack"] += 1
-                touched.add(q)
+                if q is not last:
+                    touched[q] = None
+                    last = q
         self.stats["acked"] += len(ds)
         for q in touched:
             self._dispatch(q)

@@ -106,7 +106,7 @@ class AMQPConnection:
         #: task that produced the bytes, without a wake-up of the writer (-1: TLS)
         self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
         #: the part of a direct write the socket did not take: the writer sends it first
-        self._carry = b""
+        self._carry: bytes | memoryview = b""
         #: the writer is between a wake-up and its next wait: it owns the socket
         self._writer_busy = False
         self._drained = trio.Event()
@@ -294,10 +294,11 @@ class AMQPConnection:
 
     async def _write_loop(self) -> None:
         proto = self.proto
+        data: bytes | memoryview
         while True:
             if self._finishing:
                 self._writer_busy = True
-                data = self._carry + proto.data_to_send()
+                data = bytes(self._carry) + proto.data_to_send()
                 self._carry = b""
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
                                          OSError):
@@ -366,7 +367,7 @@ class AMQPConnection:
             self.bytes_out += n
             self.last_send = time.monotonic()
         if n < len(data):
-            self._carry = data[n:]
+            self._carry = memoryview(data)[n:]  # no copy of what is left
             self._wake_writer()
         else:
             self._drained.set()

@@ -423,7 +423,7 @@ class AMQPConnection:
                     break
                 if now - self.last_send >= hb / 2:
                     self.proto.send_heartbeat()
-                    self._wake_writer()
+                    self.flush()  # written from here: no wake-up of the writer
         self.alive = False
         if self._cancel is not None:
             self._cancel.cancel()

@@ -154,6 +154,14 @@ class BrokerBase:
                                msg.message_id, msg.key, consumer_tag, attempt, msg.body_size,
                                reason))
 
+    def _log_msg(self, event: str, vhost: str, msg: Message, queue: str | None,
+                 consumer_tag: str | None, attempt: int | None) -> None:
+        """log_event's row for a message event without a reason, positional only: the
+        hot path's three rows per message; the caller checks ``_log_on`` first."""
+        self.store_ops.append((int(self.now() * 1_000_000), event, vhost, msg.exchange,
+                               msg.routing_key, queue, msg._mid or msg.message_id, msg.key,
+                               consumer_tag, attempt, msg.body_size, None))
+
     def vhost(self, name: str) -> VHost:
         return self.vhosts[name]
 

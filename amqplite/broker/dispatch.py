@@ -190,8 +190,9 @@ class Dispatch(BrokerBase):
         if q.paging or q.deleted:
             return
         ready = q.ready
+        consumers = q.consumers  # changed in place only
         now = 0.0
-        while ready and q.consumers:
+        while ready and consumers:
             if ready.disk_count and ready.needs_load:
                 self._request_load(q)
                 return
@@ -204,11 +205,19 @@ class Dispatch(BrokerBase):
             if head.message.body is None:
                 self._request_page_in(q)
                 return
-            c = q.pick_consumer()
-            if c is None:
-                return
-            entry = ready.popleft()
-            self._deliver(q, entry, c)
+            if len(consumers) == 1 and not q.single_active and not q.prioritised:
+                # q.pick_consumer() with nothing to choose: Consumer.has_room, inlined
+                c = consumers[0]
+                ch = c.channel
+                if not ch.flow or not ch.session.writable or (not c.no_ack and (
+                        (c.prefetch and c.unacked >= c.prefetch)
+                        or (ch.global_prefetch and len(ch.unacked) >= ch.global_prefetch))):
+                    return
+            else:
+                c = q.pick_consumer()  # type: ignore[assignment]
+                if c is None:
+                    return
+            self._deliver(q, ready.popleft(), c)
         if ready.disk_count and q.consumers and ready.head_count < LOAD_AHEAD:
             self._request_load(q)  # read the next spilled entries before the head runs dry
 
@@ -216,21 +225,27 @@ class Dispatch(BrokerBase):
         ch = c.channel
         tag = ch.next_tag
         ch.next_tag = tag + 1
-        if self.log_level == "full":
-            self.log_event("delivered", q.vhost, entry.message, q.name, consumer_tag=c.tag,
-                      attempt=entry.delivery_count + 1)
+        msg = entry.message
+        if self._log_on:
+            if self._log_full:
+                self._log_msg("delivered", q.vhost, msg, q.name, c.tag, entry.delivery_count + 1)
+            if c.no_ack:
+                self._log_msg("acked", q.vhost, msg, q.name, c.tag, entry.delivery_count + 1)
         if c.no_ack:
-            self.log_event("acked", q.vhost, entry.message, q.name, consumer_tag=c.tag,
-                      attempt=entry.delivery_count + 1)
-            self._entry_done(q, entry)
+            if entry.stored:  # _entry_done, inlined
+                entry.stored = False
+                self.store_ops.append(P.delete_entry(q, entry))
+            else:
+                msg.pinned -= 1
         else:
             ch.unacked[tag] = Delivery(tag, q, entry, c)
             c.unacked += 1
             q.unacked += 1
-            self._mark_delivered(q, entry)
+            if entry.stored and not entry.redelivered:  # _mark_delivered, inlined
+                self.store_ops.append(P.update_entry(q, entry, redelivered=True))
         self.stats["delivered"] += 1
         q.stats["deliver_get"] += 1
-        self.effects.append(Deliver(ch, c.tag, tag, entry.redelivered, entry.message,
+        self.effects.append(Deliver(ch, c.tag, tag, entry.redelivered, msg,
                                     self._delivery_props(q, entry)
                                     if entry.delivery_count or q.quorum else None))
 
@@ -270,17 +285,30 @@ class Dispatch(BrokerBase):
             ch.tx_acks.append(("ack", delivery_tag, multiple, False))
             return
         ds = self._take(ch, delivery_tag, multiple, BASIC_ACK)
-        touched: set[Queue] = set()
+        touched: dict[Queue, None] = {}  # in first-acked order, as the set it stands for
+        log_on = self._log_on
+        store_ops = self.store_ops
+        last = None
         for d in ds:
             q = d.queue
-            self._release(d)
+            c = d.consumer
+            if c is not None:  # _release, inlined
+                c.unacked -= 1
+            q.unacked -= 1
             if not q.deleted:
-                self.log_event("acked", q.vhost, d.entry.message, q.name,
-                          consumer_tag=d.consumer.tag if d.consumer else None,
-                          attempt=d.entry.delivery_count + 1)
-                self._entry_done(q, d.entry)
+                e = d.entry
+                if log_on:
+                    self._log_msg("acked", q.vhost, e.message, q.name,
+                                  c.tag if c else None, e.delivery_count + 1)
+                if e.stored:  # _entry_done, inlined
+                    e.stored = False
+                    store_ops.append(P.delete_entry(q, e))
+                else:
+                    e.message.pinned -= 1
                 q.stats["ack"] += 1
-                touched.add(q)
+                if q is not last:
+                    touched[q] = None
+                    last = q
         self.stats["acked"] += len(ds)
         for q in touched:
             self._dispatch(q)

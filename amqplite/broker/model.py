@@ -94,10 +94,14 @@ class Message:
         """
         mid = self._mid
         if mid is None:
-            try:
-                mid = message_id_of(self.properties_raw)
-            except FrameSyntaxError:  # only messages stored before publish checked them
+            raw = self.properties_raw
+            if len(raw) < 2 or not raw[1] & 0x80:  # no message-id flag: no walk
                 mid = None
+            else:
+                try:
+                    mid = message_id_of(raw)
+                except FrameSyntaxError:  # only messages stored before publish checked them
+                    mid = None
             if not mid:
                 mid = f"amq-{self.key}"
             elif not mid.isascii():

@@ -30,6 +30,11 @@ from amqplite.protocol.properties import (
     with_reply_to,
 )
 
+#: the results of a publish to one queue, shared: nobody changes a result
+_ROUTED = PublishResult(True, False)
+_ROUTED_STORED = PublishResult(True, True)
+_ROUTED_REJECTED = PublishResult(True, False, True)
+
 
 class Publishing(BrokerBase):
     """basic.publish: checks, routes, enqueues, and counts the publish for confirms."""
@@ -50,7 +55,8 @@ class Publishing(BrokerBase):
         cm = BASIC_PUBLISH
         if immediate:
             raise E.not_implemented("immediate=true", cm)
-        self._authorize(ch, "write", "exchange", exchange, cm)
+        if self.access_control:  # else _authorize has nothing to check
+            self._authorize(ch, "write", "exchange", exchange, cm)
         ex = vh.exchanges.get(exchange)
         if ex is None:
             raise E.no_exchange(exchange, vh.name, cm)
@@ -60,7 +66,8 @@ class Publishing(BrokerBase):
             )
         if properties_raw != ch.last_props and properties_raw != b"\x00\x00":
             self._check_properties(ch, properties_raw)
-        if reply_to_of(properties_raw) == REPLY_TO:
+        # past the check the flags are there; reply_to is flag bit 9 (first octet)
+        if properties_raw[0] & 0x02 and reply_to_of(properties_raw) == REPLY_TO:
             if ch.reply_name is None:
                 raise E.precondition("fast reply consumer does not exist", cm)
             properties_raw = with_reply_to(properties_raw, ch.reply_name)
@@ -123,9 +130,12 @@ class Publishing(BrokerBase):
         mandatory: bool = False,
         ch: ChannelState | None = None,
     ) -> PublishResult:
-        msg = Message(self.new_message_key(), ex.name, routing_key, properties_raw, body)
+        key = self._next_message_key
+        self._next_message_key = key + 1
+        msg = Message(key, ex.name, routing_key, properties_raw, body)
         self.stats["published"] += 1
-        self.log_event("published", vh.name, msg)
+        if self._log_on:
+            self._log_msg("published", vh.name, msg, None, None, None)
         if not ex.name and routing_key.startswith(REPLY_PREFIX):
             target = self.reply_channels.get(routing_key)
             if target is not None and target.session.vhost == vh.name:
@@ -139,6 +149,14 @@ class Publishing(BrokerBase):
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
                 self.log_event("returned", vh.name, msg, reason="NO_ROUTE")
             return PublishResult(False, False)
+        if len(queues) == 1:
+            q = queues[0]
+            r = self.enqueue(q, msg)
+            if q.consumers or q.stream is not None:  # else nobody to hand to
+                self._dispatch(q)
+            if r == NOT_STORED:
+                return _ROUTED
+            return _ROUTED_STORED if r == STORED else _ROUTED_REJECTED
         stored = rejected = False
         for q in queues:
             r = self.enqueue(q, msg)
@@ -177,25 +195,32 @@ class Publishing(BrokerBase):
             if q.overflow == "reject-publish-dlx":
                 self._dead_letter_message(q, msg, "maxlen")
             return REJECTED
-        e = Entry(q.take_position(), msg)
-        if type(q.ready) is PriorityReadyList:
-            e.priority = priority_of(msg.properties_raw) or 0
-        self.arm_ttl(q, e)
-        persist = msg.persistent and q.durable and not q.exclusive
+        pos = q.next_position
+        q.next_position = pos + 1
+        e = Entry(pos, msg)
+        ready = q.ready
+        raw = msg.properties_raw
+        if type(ready) is PriorityReadyList:
+            e.priority = priority_of(raw) or 0
+        # a TTL only when the queue has one or the expiration flag (bit 8) is set
+        if q.ttl is not None or len(raw) < 2 or raw[0] & 0x01:
+            self.arm_ttl(q, e)
+        persist = msg.persistent and q.durable and q.exclusive_owner is None
         if persist:
             if not msg.stored:
                 msg.stored = True
                 self.store_ops.append(P.put_message(msg))
             e.stored = True
             self.store_ops.append(P.put_entry(q, e))
-            if len(q.ready) >= self.body_window:
+            if len(ready) >= self.body_window:
                 self.evictable.append((q, e))
         else:
             msg.pinned += 1
-        self.log_event("routed", q.vhost, msg, q.name)
-        q.ready.append(e)
+        if self._log_on:
+            self._log_msg("routed", q.vhost, msg, q.name, None, None)
+        ready.append(e)
         if (not persist and self.memory_pressure and e.expires_at is None
-                and len(q.ready) > self.body_window and self.spills(q)):
+                and len(ready) > self.body_window and self.spills(q)):
             self._store_entry(q, e)  # deep and short of memory: it spills once written
         if limited:
             self._enforce_limits(q)

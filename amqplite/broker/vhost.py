@@ -48,6 +48,24 @@ class VHost:
 
     def route(self, ex: Exchange, routing_key: str, msg: Message) -> list[Queue]:
         """Follow exchange-to-exchange bindings and alternate exchanges to queues."""
+        if type(ex) is DefaultExchange:  # by name, no bindings, no alternate
+            q = self.queues.get(routing_key)
+            return [] if q is None else [q]
+        dests = ex.route(routing_key, msg.headers)
+        if dests:  # one hop to queues only (the common case): no walk
+            queues = self.queues
+            found: dict[str, Queue] = {}
+            for kind, name in dests:
+                if kind != "queue":
+                    return self._walk(ex, routing_key, msg)
+                q = queues.get(name)
+                if q is not None:
+                    found[name] = q
+            return list(found.values())
+        return self._walk(ex, routing_key, msg)
+
+    def _walk(self, ex: Exchange, routing_key: str, msg: Message) -> list[Queue]:
+        """The general route: a walk over exchange bindings and alternate exchanges."""
         seen: set[str] = set()
         found: dict[str, Queue] = {}
         stack = [ex]

@@ -300,9 +300,15 @@ def _str_of(raw: Any, bit: int) -> str | None:
 
 def delivery_mode_of(raw: bytes | bytearray | memoryview) -> int | None:
     """delivery_mode (2 = persistent) without a full decode."""
-    # Fast path: only content_type/content_encoding/headers can precede it.
-    if len(raw) >= 3 and not raw[0] & 0xE0 and not raw[1] & 1:
-        return int(raw[2]) if raw[0] & 0x10 else None
+    # Fast paths: only content_type/content_encoding/headers can precede it, and
+    # most publishers send at most content_type before it (a shortstr to skip).
+    n = len(raw)
+    if n >= 3 and not raw[0] & 0x60 and not raw[1] & 1:
+        if not raw[0] & 0x10:
+            return None
+        at = 3 + raw[2] if raw[0] & 0x80 else 2
+        if at < n:
+            return int(raw[at])
     return _octet_of(raw, _BIT["delivery_mode"])
 
 

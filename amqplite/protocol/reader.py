@@ -171,6 +171,29 @@ class FrameReader:
                     elif ftype == 1 and chan.method is None and chan.state == CH_OPEN:
                         publish = cache.get(buf[start:end])
                         if publish is not None:
+                            # the whole publish (method, header, one body frame) is
+                            # usually in the buffer: take it in one step when every
+                            # check the frame-by-frame path makes passes, else go on
+                            # frame by frame from the header
+                            hpos = pos
+                            if n - hpos >= 7:
+                                ht, hch, hsize = unpack(buf, hpos)
+                                hstart = hpos + 7
+                                hend = hstart + hsize
+                                if (ht == 2 and hch == ch and hsize >= 12 and hend + 7 < n
+                                        and (not fmax or hsize <= fmax) and buf[hend] == 0xCE):
+                                    class_id, weight, body_size = unpack_header(buf, hstart)
+                                    bt, bch, bsize = unpack(buf, hend + 1)
+                                    bstart = hend + 8
+                                    bend = bstart + bsize
+                                    if (class_id == 60 and not weight and bt == 3 and bch == ch
+                                            and bsize == body_size and 0 < body_size <= max_size
+                                            and (not fmax or bsize <= fmax) and bend < n
+                                            and buf[bend] == 0xCE):
+                                        emit(ContentReceived(ch, publish, buf[hstart + 12 : hend],
+                                                             buf[bstart:bend]))
+                                        pos = bend + 1
+                                        continue
                             chan.method = publish
                             continue
             try:

@@ -49,6 +49,10 @@ class Interpreter:
         persistence.submit(outcome.store_ops)
         if outcome.evictable:
             persistence.add_waiter(functools.partial(self._evict, outcome.evictable))
+        # connections written to, flushed once each after the whole outcome (in
+        # the order first written): a batch of deliveries becomes one write
+        written: dict[Any, None] = {}
+        last: Any = None
         for e in outcome.effects:
             t = type(e)
             if t is Deliver:
@@ -56,27 +60,37 @@ class Interpreter:
                 if tr is not None:
                     tr.deliver(e.channel, e.consumer_tag, e.delivery_tag, e.redelivered,
                                e.message, e.properties)
+                    if tr is not last:
+                        written[tr] = last = tr
             elif t is Confirm:
                 if e.after_commit:
                     persistence.add_waiter(functools.partial(self._committed, e))
                 else:
-                    self._send_confirm(e, e.nack)
+                    tr = self._send_confirm(e, e.nack)
+                    if tr is not None and tr is not last:
+                        written[tr] = last = tr
                     if not e.nack:
                         self.counters.confirmed += e.covered
             elif t is Return:
                 tr = e.channel.session.transport
                 if tr is not None:
                     tr.send_return(e.channel, e.reply_code, e.reply_text, e.message)
+                    if tr is not last:
+                        written[tr] = last = tr
             elif t is CancelNotify:
                 tr = e.channel.session.transport
                 if tr is not None:
                     tr.send_cancel(e.channel, e.consumer_tag)
+                    if tr is not last:
+                        written[tr] = last = tr
             elif t is PageIn or t is LoadEntries or t is ReadStream:
                 self._read(e)
             elif t is CloseConnection:
                 tr = e.session.transport
                 if tr is not None:
                     tr.force_close(e.reply_code, e.reply_text)
+        for tr in written:
+            tr.flush()
         if flush:
             persistence.flush()
 
@@ -91,14 +105,19 @@ class Interpreter:
         """The submission a Confirm waited for has ended: a failed commit turns it to nack."""
         self.broker.confirm_landed(c)
         nack = c.nack or err is not None
-        self._send_confirm(c, nack)
+        tr = self._send_confirm(c, nack)
+        if tr is not None:
+            tr.wake()  # the writer coalesces the confirms of one commit
         if not nack:
             self.counters.confirmed += c.covered
 
     @staticmethod
-    def _send_confirm(c: Confirm, nack: bool) -> None:
+    def _send_confirm(c: Confirm, nack: bool) -> Any:
+        """Queue the confirm; returns the connection to flush, or None."""
         ch = c.channel
         tr: Any = ch.session.transport
         # a closed channel's confirms die with it, even when its number is reused
         if tr is not None and ch.open:
             tr.send_confirm(ch, c.upto, c.multiple, nack)
+            return tr
+        return None

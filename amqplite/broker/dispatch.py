@@ -126,9 +126,9 @@ class Dispatch(BrokerBase):
         q = c.queue
         handed_over = False
         if q.stream is not None:
-            q.stream.cursors.pop(c, None)
+            handed_over = self.stream_detach(q, c)
         if c in q.consumers:
-            handed_over = q.remove_consumer(c)
+            handed_over = q.remove_consumer(c) or handed_over
             q.last_used = self.now()
         if q.auto_delete and q.had_consumer and not q.consumers and not q.deleted:
             vh = self.vhosts.get(q.vhost)

@@ -59,11 +59,14 @@ class Cursor:
     """One consumer's place in a stream: the next offset to read from the store and
     the entries read ahead but not yet delivered."""
 
-    __slots__ = ("buffer", "consumer", "min_ts", "offset", "reading")
+    __slots__ = ("buffer", "consumer", "min_ts", "offset", "reading", "unsettled")
 
     def __init__(self, consumer: Consumer, offset: int, min_ts: int | None = None) -> None:
         self.consumer = consumer
         self.offset = offset
+        #: lowest offset delivered and not acked when its channel closed (a group's
+        #: next member resumes there)
+        self.unsettled: int | None = None
         #: attached by timestamp: entries older than this (µs) are skipped on reading
         self.min_ts = min_ts
         self.buffer: deque[Entry] = deque()
@@ -71,16 +74,37 @@ class Cursor:
         self.reading = False
 
 
+class Group:
+    """A consumer group (amqplite's single active consumer on streams): members in
+    registration order, the one active reading, and where the group goes on.
+
+    ``offset`` is None until a member first attached; after a hand-over it is the
+    first offset the group has not seen acked (in memory only: a restart forgets it).
+    """
+
+    __slots__ = ("active", "members", "name", "offset")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.members: list[Consumer] = []
+        self.active: Consumer | None = None
+        self.offset: int | None = None
+
+
 class StreamLog:
     """Segments in offset order (the last one open), the next offset, the cursors."""
 
-    __slots__ = ("bytes", "cursors", "next_offset", "segments")
+    __slots__ = ("bytes", "cursors", "groups", "member_of", "next_offset", "segments")
 
     def __init__(self) -> None:
         self.segments: deque[Segment] = deque()
         self.next_offset = 0
         self.bytes = 0
+        #: one per consumer reading; a waiting group member has none
         self.cursors: dict[Consumer, Cursor] = {}
+        #: consumer groups by name ("" = the stream itself as one group)
+        self.groups: dict[str, Group] = {}
+        self.member_of: dict[Consumer, Group] = {}
 
     @property
     def first_offset(self) -> int:
@@ -138,6 +162,19 @@ class StreamLog:
                 break
         return n
 
+    def resume_point(self, cur: Cursor, unacked: list[int]) -> int:
+        """Where a group goes on after its active member ``cur`` left: its lowest
+        unsettled offset, else the first entry it was not given (all it was given
+        was acked); never below the log's first offset."""
+        lows = [o for o in (*unacked, cur.unsettled) if o is not None]
+        if lows:
+            at = min(lows)
+        elif cur.buffer:
+            at = cur.buffer[0].position
+        else:
+            at = cur.offset
+        return max(at, self.first_offset)
+
     def drop(self, n: int) -> int:
         """Remove the ``n`` oldest segments; cursors below move to the new first
         offset, which is returned."""
@@ -149,6 +186,9 @@ class StreamLog:
                 cur.offset = first
             while cur.buffer and cur.buffer[0].position < first:
                 cur.buffer.popleft()
+        for g in self.groups.values():
+            if g.offset is not None and g.offset < first:
+                g.offset = first
         return first
 
     def resolve(self, spec: Any, now: float) -> tuple[int, int | None]:

@@ -244,3 +244,67 @@ def test_policy_sets_the_limits(tmp_path: Path) -> None:
     assert st is not None and st.first_offset > 0 and st.bytes <= 40 + 20
     with pytest.raises(ValueError):
         b.set_policy("/", "bad", ".*", {"max-age": "soon"})
+
+
+# ------------------------------------------------ consumer groups (amqplite's extension)
+def deliveries_by_tag(shell: Shell) -> list[tuple[str, int]]:
+    out = [(d.consumer_tag, decode_properties(d.message.properties_raw).headers[  # type: ignore[index]
+        "x-stream-offset"]) for d in shell.deliveries]
+    shell.deliveries.clear()
+    return out
+
+
+def group_consume(b: Broker, shell: Shell, ch: Any, tag: str, group: Any = "g",
+                  offset: Any = "first", prefetch: int = 4) -> None:
+    b.basic_qos(ch, 0, prefetch, False)
+    args: dict[str, Any] = {"x-stream-offset": offset}
+    if group is True:
+        args["x-single-active-consumer"] = True
+    else:
+        args["x-stream-consumer-group"] = group
+    b.basic_consume(ch, "s", tag, arguments=args)
+    b.start_consumer(ch, tag)
+    shell.settle()
+
+
+def test_group_has_one_active_member_and_hands_over_after_the_last_ack(tmp_path: Path) -> None:
+    b, shell, ch1, _ = setup(tmp_path, 10)
+    _, ch2 = session_channel(b, 2)
+    group_consume(b, shell, ch1, "a")
+    group_consume(b, shell, ch2, "b", offset="last")  # waits; its own offset is not used
+    assert deliveries_by_tag(shell) == [("a", 0), ("a", 1), ("a", 2), ("a", 3)]
+    b.basic_ack(ch1, 2, multiple=True)  # 0 and 1 acked, 2 and 3 outstanding
+    shell.settle()
+    assert deliveries_by_tag(shell) == [("a", 4), ("a", 5)]
+    b.close_channel(ch1)  # 2..5 unsettled: the group resumes at 2
+    shell.settle()
+    assert deliveries_by_tag(shell) == [("b", 2), ("b", 3), ("b", 4), ("b", 5)]
+    q = b.vhost("/").queues["s"]
+    (g,) = b.stream_info(q)["consumer_groups"]  # type: ignore[index]
+    assert g == {"name": "g", "members": 1, "active": "b", "offset": 2}
+
+
+def test_group_resumes_after_everything_acked_and_remembers_when_empty(tmp_path: Path) -> None:
+    b, shell, ch1, _ = setup(tmp_path, 6)
+    group_consume(b, shell, ch1, "a", group=True, prefetch=3)
+    assert [o for _, o in deliveries_by_tag(shell)] == [0, 1, 2]
+    b.basic_ack(ch1, 3, multiple=True)
+    shell.settle()
+    assert [o for _, o in deliveries_by_tag(shell)] == [3, 4, 5]
+    b.basic_ack(ch1, 5, multiple=False)  # 3 and 4 still out
+    b.basic_cancel(ch1, "a")
+    shell.settle()
+    _, ch2 = session_channel(b, 2)
+    group_consume(b, shell, ch2, "b", group=True, offset="next")  # the group goes on at 3
+    assert deliveries_by_tag(shell) == [("b", 3), ("b", 4), ("b", 5)]
+    _, ch3 = session_channel(b, 3)
+    group_consume(b, shell, ch3, "other", group="h", offset="first", prefetch=10)
+    assert [o for _, o in deliveries_by_tag(shell)] == list(range(6)), "groups are separate"
+
+
+def test_group_name_must_be_a_string(tmp_path: Path) -> None:
+    b, _shell, ch, _ = setup(tmp_path, 1)
+    b.basic_qos(ch, 0, 5, False)
+    with pytest.raises(ChannelError) as exc:
+        b.basic_consume(ch, "s", "x", arguments={"x-stream-consumer-group": 5})
+    assert exc.value.reply_code == 406

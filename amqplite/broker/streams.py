@@ -106,7 +106,9 @@ class Streams(BrokerBase):
         self.store_ops.append(P.ops.AppendStream(
             q.id, off, seg.number, ts, msg.key, msg.exchange, msg.routing_key,
             msg.properties_raw, msg.body))
-        self.log_event("routed", q.vhost, msg, q.name)
+        # "appended", not "routed": a stream entry is never settled, so the audit's
+        # per-message states (in flight, stuck) must not count it
+        self.log_event("appended", q.vhost, msg, q.name, reason=f"offset:{off}")
         return STORED
 
     def _put_segment(self, q: Queue, s: Segment) -> None:

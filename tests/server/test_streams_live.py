@@ -136,7 +136,7 @@ def test_offsets_and_independent_consumers_and_the_log(tmp_path: Path) -> None:
         "SELECT event, count(*) FROM delivery_log WHERE queue = 'ev' OR "
         "(event = 'published' AND routing_key = 'ev') GROUP BY event").fetchall())
     db.close()
-    assert events["published"] == 51 and events["routed"] == 51
+    assert events["published"] == 51 and events["appended"] == 51 and "routed" not in events
     assert events["attached"] == 5
 
 
@@ -170,3 +170,42 @@ def test_reading_a_large_stream_keeps_memory_bounded(tmp_path: Path) -> None:
             c.process_data_events(time_limit=0.1)
             peak = max(peak, b.rss_bytes())
         assert peak - base < 25 * 1024 * 1024, (base, peak)
+
+
+def test_consumer_group_one_active_member_takes_over_on_disconnect(tmp_path: Path) -> None:
+    """amqplite's consumer groups: one member of x-stream-consumer-group reads; when its
+    connection drops the next (registration order) resumes at its first unacked entry."""
+    bodies = [b"g%02d" % i for i in range(20)]
+    with stream_broker(tmp_path, "grp", bodies) as (b, _c):
+        got: dict[str, list[int]] = {"a": [], "b": []}
+        conns = {"a": connect(b), "b": connect(b)}
+        chans: dict[str, BlockingChannel] = {}
+        for name, conn in conns.items():
+            ch = conn.channel()
+            ch.basic_qos(prefetch_count=5)
+
+            def on(ch_: BlockingChannel, m: Any, p: Any, _b: bytes, name: str = name) -> None:
+                got[name].append(p.headers["x-stream-offset"])
+                if name == "b" or p.headers["x-stream-offset"] < 7:
+                    ch_.basic_ack(m.delivery_tag)  # "a" leaves 7.. unacked
+
+            ch.basic_consume("grp", on, arguments={"x-stream-offset": "first",
+                                                   "x-stream-consumer-group": "billing"})
+            chans[name] = ch
+
+        def pump(until: Any) -> None:
+            deadline = time.monotonic() + 20
+            while not until():
+                assert time.monotonic() < deadline, got
+                for conn in conns.values():
+                    if conn.is_open:
+                        conn.process_data_events(time_limit=0.02)
+
+        pump(lambda: len(got["a"]) >= 12)  # 0..6 acked, 7..11 fill its window
+        assert got["a"] == list(range(12)) and got["b"] == []
+        groups = admin_queue(b, "grp")["stream"]["consumer_groups"]
+        assert [(g["name"], g["members"]) for g in groups] == [("billing", 2)]
+        conns["a"].close()
+        pump(lambda: len(got["b"]) >= 13)
+        assert got["b"] == list(range(7, 20))
+        conns["b"].close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -209,3 +210,44 @@ def test_consumer_group_one_active_member_takes_over_on_disconnect(tmp_path: Pat
         pump(lambda: len(got["b"]) >= 13)
         assert got["b"] == list(range(7, 20))
         conns["b"].close()
+
+
+def test_reading_a_gigabyte_stream_from_first_keeps_rss_bounded(tmp_path: Path) -> None:
+    """256 KiB entries (AMQPLITE_STREAM_BIG_MB MiB of them; 256 by default to keep CI
+    short, 1024 = 1 GiB took 36 s here with a peak 115 MiB above idle) read from first
+    by one consumer while the broker's RSS is sampled: it stays within 300 MiB of its
+    idle figure, whatever the log's size."""
+    total_mb = int(os.environ.get("AMQPLITE_STREAM_BIG_MB", "256"))
+    size = 256 * 1024
+    n = total_mb * 1024 * 1024 // size
+    with stream_broker(tmp_path, "huge", []) as (b, c):
+        idle = b.rss_bytes()
+        ch = c.channel()
+        ch.confirm_delivery()
+        body = os.urandom(size)  # incompressible, as real payloads often are
+        started = time.monotonic()
+        for _ in range(n):
+            ch.basic_publish("", "huge", body)
+        published = time.monotonic()
+        rch = c.channel()
+        rch.basic_qos(prefetch_count=50)
+        count = [0]
+        offsets_ok = [True]
+
+        def on(ch_: BlockingChannel, m: Any, p: Any, b_: bytes) -> None:
+            offsets_ok[0] &= p.headers["x-stream-offset"] == count[0] and len(b_) == size
+            count[0] += 1
+            ch_.basic_ack(m.delivery_tag)
+
+        rch.basic_consume("huge", on, arguments={"x-stream-offset": "first"})
+        peak = b.rss_bytes()
+        deadline = time.monotonic() + 600
+        while count[0] < n:
+            assert time.monotonic() < deadline, count
+            c.process_data_events(time_limit=0.05)
+            peak = max(peak, b.rss_bytes())
+        done = time.monotonic()
+        assert offsets_ok[0]
+        print(f"\n{total_mb} MiB: publish {published - started:.1f}s, read {done - published:.1f}s, "
+              f"RSS idle {idle / 2**20:.0f} MiB, peak {peak / 2**20:.0f} MiB")
+        assert peak - idle < 300 * 1024 * 1024, (idle, peak)

@@ -7,10 +7,11 @@ builds exactly this, so its tooling sees the same shape). Publishers route by
 routing key as through any direct exchange. amqplite adds an opt-in exchange
 argument, ``x-super-stream-routing: hash``, for AMQP publishers that cannot
 pick a partition: the exchange routes each message to partition
-``(murmur3_32(routing_key, seed 104729) & 0x7fffffff) mod N`` in partition
-order, which is what RabbitMQ's stream clients compute on their side
-(``HashRoutingStrategy`` of the Java client), so one key always lands in one
-partition and its order holds there.
+``murmur3_32(utf8(routing_key), seed 104729) mod N`` (the hash as an unsigned
+32-bit integer) in partition order, which is what RabbitMQ's stream clients
+compute on their side (the Java client's ``HashRoutingStrategy`` with
+``Integer.remainderUnsigned`` since 2022, the Go client's ``HashRoutingStrategy``),
+so one key always lands in one partition and its order holds there.
 """
 
 from __future__ import annotations
@@ -35,8 +36,7 @@ def is_hash_routing(arguments: Mapping[str, Any]) -> bool:
 def hash_partition(routing_key: str | bytes, partitions: int) -> int:
     """The partition index a stream client's hash strategy picks for ``routing_key``."""
     data = routing_key.encode("utf-8") if isinstance(routing_key, str) else routing_key
-    h = mmh3.hash(data, HASH_SEED, signed=False)
-    return (h & 0x7FFFFFFF) % partitions
+    return int(mmh3.hash(data, HASH_SEED, signed=False)) % partitions
 
 
 def layout(name: str, partitions: int | None = None,

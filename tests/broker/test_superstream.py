@@ -43,7 +43,16 @@ def murmur3_32_reference(data: bytes, seed: int) -> int:
 @given(st.text(max_size=40), st.integers(1, 64))
 def test_hash_partition_matches_the_stream_clients_formula(key: str, n: int) -> None:
     h = murmur3_32_reference(key.encode("utf-8"), HASH_SEED)
-    assert hash_partition(key, n) == (h & 0x7FFFFFFF) % n
+    assert hash_partition(key, n) == h % n  # unsigned, as the stream clients since 2022
+
+
+def test_unsigned_remainder_where_it_differs_from_a_masked_one() -> None:
+    # a key whose hash has the top bit set: a signed or masked remainder would differ
+    key = next(k for k in (f"k{i}" for i in range(1000))
+               if murmur3_32_reference(k.encode(), HASH_SEED) >> 31
+               and murmur3_32_reference(k.encode(), HASH_SEED) % 3
+               != (murmur3_32_reference(k.encode(), HASH_SEED) & 0x7FFFFFFF) % 3)
+    assert hash_partition(key, 3) == murmur3_32_reference(key.encode(), HASH_SEED) % 3
 
 
 def test_reference_agrees_with_published_murmur3_vectors() -> None:

@@ -80,15 +80,18 @@ class Group:
 
     ``offset`` is None until a member first attached; after a hand-over it is the
     first offset the group has not seen acked (in memory only: a restart forgets it).
+    ``leaving`` is an active member cancelled with deliveries outstanding: the
+    next one waits until they are acked or its channel closes.
     """
 
-    __slots__ = ("active", "members", "name", "offset")
+    __slots__ = ("active", "leaving", "members", "name", "offset")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.members: list[Consumer] = []
         self.active: Consumer | None = None
         self.offset: int | None = None
+        self.leaving: tuple[Consumer, Cursor] | None = None
 
 
 class StreamLog:

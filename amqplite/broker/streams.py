@@ -168,7 +168,7 @@ class Streams(BrokerBase):
             g = st.groups[name] = Group(name)
         g.members.append(c)
         st.member_of[c] = g
-        if g.active is not None:
+        if g.active is not None or g.leaving is not None:
             self.log_event("attached", q.vhost, None, q.name, consumer_tag=c.tag,
                            reason=f"waiting spec={spec} group={name}")
             return
@@ -200,14 +200,37 @@ class Streams(BrokerBase):
         if g.active is not c:
             return False
         g.active = None
-        if cur is not None:
-            unacked = [d.entry.position for d in c.channel.unacked.values()
-                       if d.consumer is c]
-            g.offset = st.resume_point(cur, unacked)
+        if cur is None:
+            return self._hand_over(q, g)
+        if c.channel.open and c.unacked:
+            g.leaving = (c, cur)  # cancelled: its successor waits for those to settle
+            return False
+        g.offset = st.resume_point(cur, [])
+        return self._hand_over(q, g)
+
+    def _hand_over(self, q: Queue, g: Group) -> bool:
+        st = q.stream
+        assert st is not None
         if not g.members or q.deleted:
             return False
-        self._activate(q, g, g.members[0], (g.offset or st.first_offset, None), "takeover")
+        start = st.first_offset if g.offset is None else max(g.offset, st.first_offset)
+        self._activate(q, g, g.members[0], (start, None), "takeover")
         return True
+
+    def _settle_leaving(self, q: Queue) -> None:
+        """Groups whose cancelled member's deliveries are now all acked (or its channel
+        closed): the group goes on after what it acked, with the next member."""
+        st = q.stream
+        assert st is not None
+        for g in st.groups.values():
+            if g.leaving is None:
+                continue
+            c, cur = g.leaving
+            if c.channel.open and c.unacked:
+                continue
+            g.leaving = None
+            g.offset = st.resume_point(cur, [])
+            self._hand_over(q, g)
 
     def stream_channel_closing(self, ch: ChannelState) -> None:
         """Before a closing channel's deliveries are forgotten: note each reading
@@ -217,6 +240,9 @@ class Streams(BrokerBase):
             if st is None or d.consumer is None:
                 continue
             cur = st.cursors.get(d.consumer)
+            if cur is None:  # a cancelled group member its successor waits for
+                cur = next((g.leaving[1] for g in st.groups.values()
+                            if g.leaving is not None and g.leaving[0] is d.consumer), None)
             if cur is not None and (cur.unsettled is None or d.entry.position < cur.unsettled):
                 cur.unsettled = d.entry.position
 
@@ -227,6 +253,8 @@ class Streams(BrokerBase):
         assert st is not None
         if q.deleted:
             return
+        if st.groups:
+            self._settle_leaving(q)
         for c, cur in st.cursors.items():
             buf = cur.buffer
             while buf and c.has_room():

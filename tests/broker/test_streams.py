@@ -291,15 +291,42 @@ def test_group_resumes_after_everything_acked_and_remembers_when_empty(tmp_path:
     b.basic_ack(ch1, 3, multiple=True)
     shell.settle()
     assert [o for _, o in deliveries_by_tag(shell)] == [3, 4, 5]
-    b.basic_ack(ch1, 5, multiple=False)  # 3 and 4 still out
-    b.basic_cancel(ch1, "a")
+    b.basic_ack(ch1, 6, multiple=True)
+    b.basic_cancel(ch1, "a")  # everything acked: the group goes on at 6
     shell.settle()
     _, ch2 = session_channel(b, 2)
-    group_consume(b, shell, ch2, "b", group=True, offset="next")  # the group goes on at 3
-    assert deliveries_by_tag(shell) == [("b", 3), ("b", 4), ("b", 5)]
+    group_consume(b, shell, ch2, "b", group=True, offset="first")  # the group's, not "first"
+    assert deliveries_by_tag(shell) == []
+    publish(b, shell, ch1, 2, start=6)
+    assert deliveries_by_tag(shell) == [("b", 6), ("b", 7)]
     _, ch3 = session_channel(b, 3)
     group_consume(b, shell, ch3, "other", group="h", offset="first", prefetch=10)
-    assert [o for _, o in deliveries_by_tag(shell)] == list(range(6)), "groups are separate"
+    assert [o for _, o in deliveries_by_tag(shell)] == list(range(8)), "groups are separate"
+
+
+def test_successor_waits_for_a_cancelled_members_outstanding_deliveries(tmp_path: Path,
+                                                                         ) -> None:
+    b, shell, ch1, _ = setup(tmp_path, 10)
+    group_consume(b, shell, ch1, "a", prefetch=3)
+    assert [o for _, o in deliveries_by_tag(shell)] == [0, 1, 2]
+    b.basic_cancel(ch1, "a")  # 0, 1, 2 outstanding
+    _, ch2 = session_channel(b, 2)
+    group_consume(b, shell, ch2, "b", prefetch=3)
+    assert deliveries_by_tag(shell) == [], "waits while a's deliveries are unsettled"
+    b.basic_ack(ch1, 1)  # acked after the cancel: still counts for the group
+    shell.settle()
+    assert deliveries_by_tag(shell) == []
+    b.close_channel(ch1)  # 1 and 2 were never acked
+    shell.settle()
+    assert deliveries_by_tag(shell) == [("b", 1), ("b", 2), ("b", 3)]
+    _, ch3 = session_channel(b, 3)
+    group_consume(b, shell, ch3, "c", prefetch=3)
+    b.basic_cancel(ch2, "b")
+    shell.settle()
+    assert deliveries_by_tag(shell) == []
+    b.basic_ack(ch2, 3, multiple=True)  # all of b's acked: c goes on at 4
+    shell.settle()
+    assert deliveries_by_tag(shell) == [("c", 4), ("c", 5), ("c", 6)]
 
 
 def test_group_name_must_be_a_string(tmp_path: Path) -> None:

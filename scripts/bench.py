@@ -123,6 +123,8 @@ def print_table(keys: list[str], labels: list[str],
             rate = med(r.rate for r in runs)
             base = base or rate
             extra = ", ".join(sorted({r.extra for r in runs if r.extra}))[:60]
+            if key == STREAM.key:
+                extra = f"read {med(r.read_rate for r in runs):.0f} msg/s per consumer"
             print(f"| {key:<10} | {label:<12} | {rate:>8.0f} | {med(r.p50_ms for r in runs):>8.2f}"
                   f" | {med(r.p99_ms for r in runs):>8.2f} | {med(r.cpu_pct for r in runs):>6.0f}"
                   f" | {med(r.rss_mib for r in runs):>7.0f} | {rate / base:>6.2f} | {extra}")

@@ -127,6 +127,7 @@ def run_stream(url: str, count: int, size: int, timeout: float = 180.0) -> Topol
         errors.append(f"{READERS - len(reads)} readers gave no result")
     rates = sorted(float(r.get("rate", 0.0)) for r in reads.values())
     per = "/".join(f"{r:.0f}" for r in rates)
+    median = statistics.median(rates or [0])
     return TopologyResult(rate=float(p.get("rate", 0.0)), cpu_pct=cpu, rss_mib=rss,
-                          extra=f"read median {statistics.median(rates or [0]):.0f} msg/s "
-                                f"({per})", error="; ".join(errors))
+                          extra=f"read median {median:.0f} msg/s ({per})",
+                          error="; ".join(errors), read_rate=median)

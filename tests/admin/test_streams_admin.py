@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -125,3 +128,26 @@ def test_tail_prints_entries_without_consuming(admin_broker: AdminBroker, api: h
     err = api.get(f"/api/streams/%2F/{s}/entries", params={"from": "yesterday"})
     assert err.status_code == 400 and "invalid from" in err.json()["reason"]
     assert api.get(f"/api/streams/%2F/{s}/entries", params={"count": 5000}).status_code == 400
+
+
+def test_tail_follow_prints_new_entries(admin_broker: AdminBroker,
+                                        conn: pika.BlockingConnection) -> None:
+    s = qname("follow")
+    ch = conn.channel()
+    ch.queue_declare(s, durable=True, arguments={"x-queue-type": "stream"})
+    confirm_publish(ch, "", [(s, b"old")])
+    env = dict(os.environ, AMQPLITE_ADMIN_URL=admin_broker.admin_url)
+    # from offset 1, the next to come: what it prints can only be appended later
+    proc = subprocess.Popen([sys.executable, "-m", "amqplite", "stream", "tail", s,
+                             "--from", "1", "--follow", "--count", "3"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        confirm_publish(ch, "", [(s, b"new%d" % i) for i in range(3)])
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    lines = out.splitlines()
+    assert [ln.split()[0] for ln in lines] == ["1", "2", "3"]
+    assert [ln.rsplit(" ", 1)[1] for ln in lines] == ["new0", "new1", "new2"]

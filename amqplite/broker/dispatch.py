@@ -216,7 +216,7 @@ class Dispatch(BrokerBase):
         ch = c.channel
         tag = ch.next_tag
         ch.next_tag = tag + 1
-        if self.log_level == "full":
+        if self.log_level == "full" and q.stream is None:  # stream reads: see streams.py
             self.log_event("delivered", q.vhost, entry.message, q.name, consumer_tag=c.tag,
                       attempt=entry.delivery_count + 1)
         if c.no_ack:
@@ -275,7 +275,8 @@ class Dispatch(BrokerBase):
             q = d.queue
             self._release(d)
             if not q.deleted:
-                self.log_event("acked", q.vhost, d.entry.message, q.name,
+                if q.stream is None:  # a stream read settles nothing: see streams.py
+                    self.log_event("acked", q.vhost, d.entry.message, q.name,
                           consumer_tag=d.consumer.tag if d.consumer else None,
                           attempt=d.entry.delivery_count + 1)
                 self._entry_done(q, d.entry)

@@ -20,8 +20,13 @@ if TYPE_CHECKING:
 
 #: x-stream-max-segment-size-bytes when neither argument nor policy sets it (RabbitMQ's)
 DEFAULT_SEGMENT_SIZE = 500_000_000
-#: entries one store read brings back for a cursor (its read-ahead is at most 1.5x)
-READ_BATCH = 200
+#: most entries one store read brings back for a cursor
+READ_BATCH = 1000
+#: what one read aims at in bytes: a log of large entries reads fewer at a time, so a
+#: cursor's read-ahead (at most two reads' worth) stays a few MiB whatever their size
+READ_BYTES = 4 * 1024 * 1024
+#: fewest entries one read brings back
+MIN_READ = 8
 
 _AGE = re.compile(r"^([0-9]+)([YMDhms])$")
 _UNIT_SECONDS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
@@ -120,6 +125,15 @@ class StreamLog:
     @property
     def count(self) -> int:
         return self.next_offset - self.first_offset
+
+    def read_limit(self) -> int:
+        """Entries per store read: about READ_BYTES of this log's average entry, within
+        [MIN_READ, READ_BATCH]; a cursor asks for the next read when its read-ahead falls
+        below this, so it holds at most twice as many."""
+        n = self.count
+        if n <= 0 or self.bytes <= 0:
+            return READ_BATCH
+        return max(MIN_READ, min(READ_BATCH, READ_BYTES * n // self.bytes))
 
     def restore(self, segments: list[tuple[int, int, int, int, int, int]]) -> None:
         """Segments as the store recovered them (in order)."""

@@ -29,7 +29,7 @@ from amqplite.broker.effects import ReadStream
 from amqplite.broker.model import ChannelState, Consumer, Entry, Message
 from amqplite.broker.policy import NOT_FOR_STREAMS
 from amqplite.broker.queue import Queue
-from amqplite.broker.streamlog import READ_BATCH, Cursor, Group, Segment
+from amqplite.broker.streamlog import Cursor, Group, Segment
 from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.properties import with_header
 
@@ -255,14 +255,14 @@ class Streams(BrokerBase):
             return
         if st.groups:
             self._settle_leaving(q)
+        limit = st.read_limit()
         for c, cur in st.cursors.items():
             buf = cur.buffer
             while buf and c.has_room():
                 self._deliver(q, buf.popleft(), c)
-            if not cur.reading and len(buf) < READ_BATCH // 2 and cur.offset < st.next_offset:
+            if not cur.reading and len(buf) < limit and cur.offset < st.next_offset:
                 cur.reading = True
-                self.effects.append(ReadStream(q, cur, cur.offset, st.next_offset - 1,
-                                               READ_BATCH))
+                self.effects.append(ReadStream(q, cur, cur.offset, st.next_offset - 1, limit))
 
     def stream_loaded(self, q: Queue, cur: Cursor, rows: list[tuple[Any, ...]], hi: int) -> None:
         """Entries read for ``cur`` (rows as ``Store.fetch_stream`` gives them).

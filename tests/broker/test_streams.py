@@ -13,7 +13,7 @@ import pytest
 
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import Confirm, ReadStream
-from amqplite.broker.streamlog import READ_BATCH, StreamLog, parse_age
+from amqplite.broker.streamlog import MIN_READ, READ_BATCH, READ_BYTES, StreamLog, parse_age
 from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.errors import ChannelError, ConnectionError_
 from amqplite.protocol.properties import decode_properties
@@ -91,7 +91,19 @@ def test_read_ahead_is_bounded(tmp_path: Path) -> None:
     st = b.vhost("/").queues["s"].stream
     assert st is not None
     (cur,) = st.cursors.values()
-    assert len(cur.buffer) <= READ_BATCH and cur.offset <= 10 + READ_BATCH * 3 // 2
+    limit = st.read_limit()
+    assert limit == READ_BATCH, "small entries: the most rows per read"
+    assert len(cur.buffer) <= 2 * limit and cur.offset <= 10 + 2 * limit
+
+
+def test_read_size_follows_the_entry_size() -> None:
+    st = StreamLog()
+    for _ in range(100):
+        st.append(0, 256 * 1024, 1 << 40)
+    assert st.read_limit() == READ_BYTES // (256 * 1024)  # 16 entries, 4 MiB
+    for _ in range(10):
+        st.append(0, 64 * 1024 * 1024, 1 << 40)
+    assert st.read_limit() == MIN_READ
 
 
 def test_waiting_consumer_is_woken_by_appends_not_by_polling(tmp_path: Path) -> None:

@@ -138,6 +138,7 @@ def test_offsets_and_independent_consumers_and_the_log(tmp_path: Path) -> None:
         "(event = 'published' AND routing_key = 'ev') GROUP BY event").fetchall())
     db.close()
     assert events["published"] == 51 and events["appended"] == 51 and "routed" not in events
+    assert "acked" not in events and "delivered" not in events, "stream reads settle nothing"
     assert events["attached"] == 5
 
 

@@ -113,10 +113,12 @@ def tail(ctx: Ctx, name: str, from_: str, count: int | None, follow: bool,
                                       "truncate": str(max(width * 4, 64))})
         entries = page["entries"]
         for e in entries:
-            if ctx.as_json:
-                out.append(e) if not follow else click.echo(json.dumps(e))
-            else:
+            if not ctx.as_json:
                 click.echo(_line(e, width))
+            elif follow:
+                click.echo(json.dumps(e))  # one object per line as they come
+            else:
+                out.append(e)
         shown += len(entries)
         start = str(page["next"])
         if count is not None and shown >= count:

@@ -114,6 +114,15 @@ def test_tail_prints_entries_without_consuming(admin_broker: AdminBroker, api: h
     assert [ln.split()[0] for ln in r.stdout.splitlines()] == ["11"]
     page = api.get(f"/api/streams/%2F/{s}/entries", params={"from": "first", "count": 4}).json()
     assert ([e["offset"] for e in page["entries"]], page["next"]) == ([0, 1, 2, 3], 4)
+    def offsets(frm: str) -> list[int]:
+        page = api.get(f"/api/streams/%2F/{s}/entries", params={"from": frm}).json()
+        return [e["offset"] for e in page["entries"]]
+
+    assert offsets("10m") == list(range(12))
+    assert offsets(f"@{int(time.time()) - 600}") == list(range(12))
+    assert offsets(f"@{int(time.time()) + 600}") == []
+    assert offsets("2000-01-01T00:00:00Z") == list(range(12))
+    assert offsets("next") == [] and offsets("-5") == list(range(12))
     q = api.get(f"/api/queues/%2F/{s}").json()
     assert q["consumers"] == 0 and q["stream"]["messages"] == 12  # nothing attached or taken
     missing = admin_broker.cli("stream", "tail", qname("nope"))

@@ -94,6 +94,8 @@ class StreamHandlers(HandlerBase):
                 continue
             out.append(self._entry(off, ts, key, exchange, rk, props, body, encoding,
                                    None if truncate < 0 else truncate))
+        if lo <= hi and (len(rows) < count or rows[-1][0] > hi):
+            nxt = hi + 1  # nothing more up to hi (a failed commit leaves a gap): go past it
         return Response({"entries": out, "next": max(nxt, lo),
                          "first_offset": st.first_offset, "last_offset": st.next_offset - 1})
 

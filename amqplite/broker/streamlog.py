@@ -179,13 +179,12 @@ class StreamLog:
                 break
         return n
 
-    def resume_point(self, cur: Cursor, unacked: list[int]) -> int:
-        """Where a group goes on after its active member ``cur`` left: its lowest
-        unsettled offset, else the first entry it was not given (all it was given
-        was acked); never below the log's first offset."""
-        lows = [o for o in (*unacked, cur.unsettled) if o is not None]
-        if lows:
-            at = min(lows)
+    def resume_point(self, cur: Cursor) -> int:
+        """Where a group goes on after its active member ``cur`` left and its deliveries
+        settled: the lowest offset never acked, else the first entry it was not given
+        (all it was given was acked); never below the log's first offset."""
+        if cur.unsettled is not None:
+            at = cur.unsettled
         elif cur.buffer:
             at = cur.buffer[0].position
         else:

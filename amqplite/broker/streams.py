@@ -205,7 +205,7 @@ class Streams(BrokerBase):
         if c.channel.open and c.unacked:
             g.leaving = (c, cur)  # cancelled: its successor waits for those to settle
             return False
-        g.offset = st.resume_point(cur, [])
+        g.offset = st.resume_point(cur)
         return self._hand_over(q, g)
 
     def _hand_over(self, q: Queue, g: Group) -> bool:
@@ -229,7 +229,7 @@ class Streams(BrokerBase):
             if c.channel.open and c.unacked:
                 continue
             g.leaving = None
-            g.offset = st.resume_point(cur, [])
+            g.offset = st.resume_point(cur)
             self._hand_over(q, g)
 
     def stream_channel_closing(self, ch: ChannelState) -> None:

@@ -160,3 +160,24 @@ def test_tail_follow_prints_new_entries(admin_broker: AdminBroker,
     lines = out.splitlines()
     assert [ln.split()[0] for ln in lines] == ["1", "2", "3"]
     assert [ln.rsplit(" ", 1)[1] for ln in lines] == ["new0", "new1", "new2"]
+
+
+def test_add_super_stream_is_all_or_nothing(api: httpx.Client,
+                                            admin_broker: AdminBroker) -> None:
+    name = qname("undo")
+    r = api.put(f"/api/super-streams/%2F/{name}", json={"partitions": 2,
+                                                         "arguments": {"x-max-age": "7X"}})
+    assert r.status_code == 400 and r.json()["reason"].startswith("invalid arg 'x-max-age'")
+    assert api.get(f"/api/exchanges/%2F/{name}").status_code == 404
+    # an administrator who may configure the exchange and the first partition only
+    user = qname("ss-admin")
+    assert api.put(f"/api/users/{user}", json={"password": "pw", "tags": "administrator"}
+                   ).status_code == 201
+    assert api.put(f"/api/permissions/%2F/{user}", json={
+        "configure": f"^{name}(-0)?$", "write": ".*", "read": ".*"}).status_code == 201
+    with admin_broker.api(auth=(user, "pw")) as limited:
+        r = limited.put(f"/api/super-streams/%2F/{name}", json={"partitions": 2})
+    assert r.status_code == 403, r.text
+    assert api.get(f"/api/exchanges/%2F/{name}").status_code == 404
+    assert api.get(f"/api/queues/%2F/{name}-0").status_code == 404
+    api.delete(f"/api/users/{user}")

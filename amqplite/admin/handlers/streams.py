@@ -25,6 +25,7 @@ from amqplite.admin.plumbing import (
     not_found,
 )
 from amqplite.broker import superstream as ss
+from amqplite.broker.policy import validate_queue_args
 from amqplite.broker.streamlog import parse_age
 from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.errors import AMQPError
@@ -132,6 +133,9 @@ class StreamHandlers(HandlerBase):
             if a not in PARTITION_ARGS:
                 raise bad_request(f"argument '{a}' is not a stream argument for a partition "
                                   f"({', '.join(PARTITION_ARGS)})")
+        bad = validate_queue_args(args)
+        if bad is not None:
+            raise bad_request(f"invalid arg '{bad[0]}': {bad[1]}")
         try:
             parts = ss.layout(name, partitions, keys)
         except ValueError as exc:
@@ -145,20 +149,37 @@ class StreamHandlers(HandlerBase):
         if routing == "hash":
             xargs[ss.ROUTING_ARG] = "hash"
         ch = self._channel(vh.name, self._actor(req))
+        made: list[str] = []
         try:
             self.server.execute(self.broker.exchange_declare, ch, name, "direct", durable=True,
                                 arguments=xargs)
             for qname, key, order in parts:
                 self.server.execute(self.broker.queue_declare, ch, qname, durable=True,
                                     arguments={"x-queue-type": "stream", **args})
+                made.append(qname)
                 self.server.execute(self.broker.queue_bind, ch, qname, name, key,
                                     {ss.PARTITION_ORDER_ARG: order})
         except AMQPError as exc:
+            self._undo(vh.name, name, made)  # all or nothing, as the CLI promises
             raise from_amqp(exc) from None
         finally:
             self._close(ch)
         await moves.committed(self.server)
         return Response(self._super_info(vh.name, name), 201)
+
+    def _undo(self, vhost: str, name: str, queues: list[str]) -> None:
+        """Remove what a failed add-super-stream created (as the broker itself)."""
+        vh = self._vhost(vhost)
+        for qname in queues:
+            q = vh.queues.get(qname)
+            if q is not None:
+                self.server.execute(self.broker.delete_queue, vh, q)
+        ch = self._channel(vhost, None)
+        try:
+            if name in vh.exchanges:
+                self.server.execute(self.broker.exchange_delete, ch, name)
+        finally:
+            self._close(ch)
 
     def _partitions(self, vhost: str, name: str) -> list[tuple[int, str, str]]:
         vh = self._vhost(vhost)

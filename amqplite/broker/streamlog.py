@@ -23,8 +23,8 @@ DEFAULT_SEGMENT_SIZE = 500_000_000
 #: most entries one store read brings back for a cursor
 READ_BATCH = 1000
 #: what one read aims at in bytes: a log of large entries reads fewer at a time, so a
-#: cursor's read-ahead (at most two reads' worth) stays a few MiB whatever their size
-READ_BYTES = 4 * 1024 * 1024
+#: cursor's read-ahead (at most two reads' worth) stays about 2 MiB whatever their size
+READ_BYTES = 1024 * 1024
 #: fewest entries one read brings back
 MIN_READ = 8
 

@@ -215,7 +215,7 @@ def test_consumer_group_one_active_member_takes_over_on_disconnect(tmp_path: Pat
 
 def test_reading_a_gigabyte_stream_from_first_keeps_rss_bounded(tmp_path: Path) -> None:
     """256 KiB entries (AMQPLITE_STREAM_BIG_MB MiB of them; 256 by default to keep CI
-    short, 1024 = 1 GiB took 26 s here with a peak 52 MiB above idle) read from first
+    short, 1024 = 1 GiB took 20 s here with a peak 41 MiB above idle) read from first
     by one consumer while the broker's RSS is sampled: it stays within 300 MiB of its
     idle figure, whatever the log's size."""
     total_mb = int(os.environ.get("AMQPLITE_STREAM_BIG_MB", "256"))

@@ -103,6 +103,9 @@ def test_stream_arguments_accepted(channel: BlockingChannel, names: Names) -> No
     ("x-max-priority", 5, " of queue type rabbit_stream_queue"),
     ("x-message-ttl", 1000, " of queue type rabbit_stream_queue"),
     ("x-dead-letter-exchange", "dlx", " of queue type rabbit_stream_queue"),
+    # no single active consumer on streams over AMQP in 3.10 (amqplite's consumer groups
+    # are consumer arguments instead, see docs/streams.md)
+    ("x-single-active-consumer", True, " of queue type rabbit_stream_queue"),
 ])
 def test_bad_or_queue_only_arguments_refused(channel: BlockingChannel, names: Names, arg: str,
                                              value: Any, tail: str) -> None:
@@ -350,3 +353,30 @@ def test_prefetch_bounds_unacked_deliveries(channel: BlockingChannel, names: Nam
     wait(channel, lambda: len(got) >= 3)
     settle(channel, 0.3)
     assert len(got) == 3
+
+
+def test_super_stream_layout_routes_by_partition_key(connection: pika.BlockingConnection,
+                                                     names: Names) -> None:
+    """The layout rabbitmq-streams add_super_stream builds, declared over AMQP: a direct
+    exchange with x-super-stream, streams bound by key with x-stream-partition-order;
+    messages reach their partition by routing key, in order per partition."""
+    ch = connection.channel()
+    x = names.exchange("super")
+    ch.exchange_declare(x, "direct", durable=True, arguments={"x-super-stream": True})
+    parts = [names.queue(f"super-{i}") for i in range(3)]
+    for i, q in enumerate(parts):
+        declare(ch, q)
+        ch.queue_bind(q, x, str(i), arguments={"x-stream-partition-order": i})
+    ch.confirm_delivery()
+    for n in range(12):
+        ch.basic_publish(x, str(n % 3), b"p%d" % n, mandatory=True)
+    with pytest.raises(pika.exceptions.UnroutableError):
+        ch.basic_publish(x, "3", b"nowhere", mandatory=True)
+    ch.basic_qos(prefetch_count=10)
+    got: dict[str, Got] = {q: [] for q in parts}
+    for q in parts:
+        consume(ch, q, got[q], "first")
+    wait(ch, lambda: all(len(v) >= 4 for v in got.values()))
+    for i, q in enumerate(parts):
+        assert [b for _, b in got[q]] == [b"p%d" % n for n in range(i, 12, 3)]
+        assert [o for o, _ in got[q]] == sorted(o for o, _ in got[q])

@@ -21,9 +21,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from amqpbench.scenario import SCENARIOS, RunResult, run_once
+from amqpbench.streambench import STREAM, run_stream
 from amqpbench.topology import TOPOLOGIES, Sampler, TopologyResult, broker_process, run_topology
 
-ALL = [*SCENARIOS, *TOPOLOGIES]
+ALL = [*SCENARIOS, *TOPOLOGIES, STREAM.key]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -37,7 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--size", type=int, default=1024, help="body size in bytes (>= 16)")
     parser.add_argument("--scenario", choices=[*ALL, "all"], action="append",
                         help="repeatable; default all: persistent (S1), transient (S2), "
-                             "fanout (S3), topic (S4), backlog (S5), idle200 (S6)")
+                             "fanout (S3), topic (S4), backlog (S5), idle200 (S6), "
+                             "stream")
     parser.add_argument("--idle-seconds", type=float, default=10.0,
                         help="idle200: how long the 1,000 msg/s run lasts")
     parser.add_argument("--inflight", type=int, default=1000,
@@ -63,6 +65,8 @@ def describe_machine() -> str:
 
 def run(url: str, key: str, args: argparse.Namespace) -> TopologyResult:
     """One run of one scenario, with the broker's CPU and peak RSS around it."""
+    if key == STREAM.key:
+        return run_stream(url, args.count, args.size, args.timeout)
     if key in TOPOLOGIES:
         tp = TOPOLOGIES[key]
         count = int(tp.rate * args.idle_seconds) if tp.rate else args.count
@@ -119,11 +123,14 @@ def print_table(keys: list[str], labels: list[str],
             rate = med(r.rate for r in runs)
             base = base or rate
             extra = ", ".join(sorted({r.extra for r in runs if r.extra}))[:60]
+            if key == STREAM.key:
+                extra = f"read {med(r.read_rate for r in runs):.0f} msg/s per consumer"
             print(f"| {key:<10} | {label:<12} | {rate:>8.0f} | {med(r.p50_ms for r in runs):>8.2f}"
                   f" | {med(r.p99_ms for r in runs):>8.2f} | {med(r.cpu_pct for r in runs):>6.0f}"
                   f" | {med(r.rss_mib for r in runs):>7.0f} | {rate / base:>6.2f} | {extra}")
     for key in keys:
-        title = SCENARIOS[key].title if key in SCENARIOS else TOPOLOGIES[key].title
+        title = SCENARIOS[key].title if key in SCENARIOS else (
+            STREAM.title if key == STREAM.key else TOPOLOGIES[key].title)
         print(f"\n{key}: {title}")
 
 

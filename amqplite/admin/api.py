@@ -20,11 +20,12 @@ from amqplite.admin.handlers.nodes import NodeHandlers
 from amqplite.admin.handlers.policies import PolicyHandlers
 from amqplite.admin.handlers.queues import QueueHandlers
 from amqplite.admin.handlers.security import SecurityHandlers
+from amqplite.admin.handlers.streams import StreamHandlers
 
 __all__ = ["AdminAPI"]
 
 
 class AdminAPI(MetaHandlers, ConnectionHandlers, ExchangeHandlers, QueueHandlers,
                MessageHandlers, BindingHandlers, PolicyHandlers, MetricsHandlers,
-               NodeHandlers, SecurityHandlers):
+               NodeHandlers, SecurityHandlers, StreamHandlers):
     """One instance per server; handler names match ``Route.handler``."""

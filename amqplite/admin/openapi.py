@@ -161,11 +161,42 @@ SCHEMAS: dict[str, S] = {
         "message_bytes": INT, "message_bytes_ready": INT, "message_bytes_unacknowledged": INT,
         "policy": NSTR, "effective_policy_definition": ANYOBJ, "message_stats": STATS,
         "stream": _obj({"first_offset": INT, "last_offset": INT, "messages": INT,
-                        "segments": INT, "size_bytes": INT},
+                        "segments": INT, "size_bytes": INT,
+                        "consumer_groups": {"type": "array", "items": _obj(
+                            {"name": STR, "members": INT, "active": NSTR, "offset": NINT},
+                            ["name", "members", "active", "offset"])}},
                        ["first_offset", "last_offset", "messages", "segments", "size_bytes"]),
     }, ["name", "vhost", "durable", "auto_delete", "exclusive", "arguments", "messages",
         "messages_ready", "messages_unacknowledged", "consumers", "message_bytes", "policy",
         "effective_policy_definition", "message_stats"]),
+    "StreamEntries": _obj({
+        "entries": {"type": "array", "items": _obj({
+            "offset": INT, "timestamp": STR, "exchange": STR, "routing_key": STR,
+            "message_id": NSTR, "properties": ANYOBJ, "payload": NSTR,
+            "payload_bytes": INT, "payload_encoding": STR,
+        }, ["offset", "timestamp", "exchange", "routing_key", "properties", "payload",
+            "payload_bytes", "payload_encoding"])},
+        "next": {"type": "integer", "description": "the offset to read from next"},
+        "first_offset": INT, "last_offset": INT,
+    }, ["entries", "next", "first_offset", "last_offset"]),
+    "SuperStream": _obj({
+        "name": STR, "vhost": STR, "routing": {"enum": ["key", "hash"]},
+        "partitions": {"type": "array", "items": _obj(
+            {"name": STR, "routing_key": STR, "order": INT}, ["name", "routing_key", "order"])},
+    }, ["name", "vhost", "routing", "partitions"]),
+    "SuperStreamPut": _obj({
+        "partitions": {"type": "integer", "minimum": 1,
+                       "description": "NAME-0..NAME-(N-1), routing keys 0..N-1"},
+        "routing_keys": {"type": "array", "items": STR,
+                         "description": "one partition NAME-<key> per key (instead of "
+                                        "partitions)"},
+        "arguments": {"type": "object", "description": "stream arguments for every "
+                      "partition: x-max-length-bytes, x-max-age, "
+                      "x-stream-max-segment-size-bytes"},
+        "routing": {"enum": ["key", "hash"], "default": "key",
+                    "description": "hash: the exchange routes by murmur3 of the routing "
+                                   "key over the partitions (x-super-stream-routing)"},
+    }),
     "QueuePut": _obj({"durable": BOOL, "auto_delete": BOOL, "arguments": ANYOBJ}),
     "PurgeResult": _obj({"purged": INT}, ["purged"]),
     "Binding": _obj({
@@ -252,6 +283,10 @@ _QUERY: dict[str, S] = {
     "offset": {"type": "integer", "minimum": 0, "default": 0},
     "encoding": {"enum": ["auto", "base64"], "default": "auto"},
     "truncate": {"type": "integer", "minimum": 0},
+    "from": {"type": "string", "default": "first",
+             "description": "first, last, next, an offset, an interval (10m) or a time "
+                            "(ISO 8601, or @<unix seconds>)"},
+    "count": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
     "filter": {"type": "string", "description": "field=glob (repeatable or comma-separated)"},
     "columns": {"type": "string", "description": "comma-separated fields to keep; dotted "
                 "paths reach nested ones (message_stats.publish)"},

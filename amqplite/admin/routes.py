@@ -214,6 +214,21 @@ ROUTES: list[Route] = [
     _r("POST", "/api/queues/{vhost}/{name}/replay", "replay_messages",
        "Send dead-lettered messages back to where they died (or to a chosen queue)",
        write=True, body="ReplayRequest", response="MoveResult", tag="messages"),
+    _r("GET", "/api/streams/{vhost}/{name}/entries", "stream_entries",
+       "Read a stream's entries from an offset without consuming (no consumer, no "
+       "delivery-log row); 'next' in the answer continues the read (amqplite)",
+       response="StreamEntries", query=("from", "count", "encoding", "truncate"),
+       tag="streams"),
+    _r("GET", "/api/super-streams/{vhost}/{name}", "get_super_stream",
+       "A super stream's partitions in partition order (amqplite)", response="SuperStream",
+       tag="streams"),
+    _r("PUT", "/api/super-streams/{vhost}/{name}", "put_super_stream",
+       "Create a super stream as rabbitmq-streams add_super_stream does: a direct exchange "
+       "(x-super-stream) and one stream per partition (amqplite)", write=True,
+       body="SuperStreamPut", response="SuperStream", status=201, tag="streams"),
+    _r("DELETE", "/api/super-streams/{vhost}/{name}", "delete_super_stream",
+       "Delete a super stream: its partition streams and its exchange (amqplite)",
+       write=True, status=204, tag="streams"),
     _r("GET", "/api/trace/{message}", "trace_message",
        "A message's delivery-log history, oldest first (message id, or the broker's "
        "message key)", response="[TraceRow]", tag="messages"),

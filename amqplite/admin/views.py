@@ -266,6 +266,10 @@ def activity_status(c: Consumer) -> str:
     """RabbitMQ's consumer activity: "up", or on a single active consumer queue
     "single_active" for the one receiving and "waiting" for the rest."""
     q = c.queue
+    st = getattr(q, "stream", None)
+    g = st.member_of.get(c) if st is not None else None
+    if g is not None:  # a stream consumer group (amqplite's single active consumer)
+        return "single_active" if g.active is c else "waiting"
     if not getattr(q, "single_active", False):
         return "up"
     return "single_active" if q.active is c else "waiting"

@@ -362,6 +362,16 @@ def render_html(report: dict[str, Any], meta: dict[str, str] | None = None) -> s
             ],
         )
     )
+    parts.append("<h2>Streams</h2>")
+    parts.append(
+        _table(
+            ["stream", "messages appended", "bytes", "consumers attached"],
+            [
+                [queue_label(d["vhost"], d["queue"]), d["messages"], d["bytes"], d["attached"]]
+                for d in report.get("streams", [])
+            ],
+        )
+    )
     parts.append("<p class='meta'>Machine-readable: <a href='report.json'>report.json</a></p>")
     parts.append("</body></html>")
     return "\n".join(parts)

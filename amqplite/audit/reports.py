@@ -37,6 +37,8 @@ EVENTS = (
     "purged",
     "replayed",
 )
+#: stream queues' events: an entry appended, a consumer attached (at an offset)
+STREAM_EVENTS = ("appended", "attached")
 PAIR_EVENTS = tuple(e for e in EVENTS if e not in ("published", "returned"))
 OPEN_EVENTS = ("routed", "replayed", "delivered", "requeued")
 UNACKED_STATES = ("dead_lettered", "rejected", "expired", "purged", "in_flight", "stuck")
@@ -97,6 +99,7 @@ def _empty_report(kind: str, batch: Batch, day: str | None, stuck_after_us: int)
         "redelivered": {"count": 0, "by_queue": [], "messages": [], "truncated": False},
         "dead_letter_reasons": [],
         "top_routing_keys": [],
+        "streams": [],
     }
 
 
@@ -129,8 +132,11 @@ def _pairs(ds: DataFrame, as_of_us: int, stuck_after_us: int) -> DataFrame:
     acked = ev == "acked"
     redeliver = (ev == "requeued") | (F.col("attempt") > 1)
     has_tag = F.col("consumer_tag").isNotNull()
+    # a stream's reads settle nothing: its queues have no per-message states
+    streams = ds.where(ev.isin(*STREAM_EVENTS)).select("vhost", "queue").distinct()
     pairs = (
         ds.where(F.col("queue").isNotNull() & F.col("message_key").isNotNull() & ev.isin(*PAIR_EVENTS))
+        .join(F.broadcast(streams), ["vhost", "queue"], "left_anti")
         .groupBy("message_key", "vhost", "queue")
         .agg(
             F.max_by(ev, ident).alias("last_event"),
@@ -368,6 +374,26 @@ def compute(
             }
         )
     pairs.unpersist()
+
+    # Per stream: entries appended (messages, body bytes) and consumers attached.
+    appended = F.col("event") == "appended"
+    per_stream = (
+        _with_scope(ds.where(F.col("event").isin(*STREAM_EVENTS)), F.col("id"), F.col("ts_us"),
+                    batch, days)
+        .groupBy("scope", "vhost", "queue")
+        .agg(
+            F.sum(appended.cast("int")).alias("messages"),
+            F.sum(F.when(appended, F.col("size"))).alias("bytes"),
+            F.sum((F.col("event") == "attached").cast("int")).alias("attached"),
+        )
+        .orderBy("scope", "vhost", "queue")
+        .collect()
+    )
+    for r in per_stream:
+        reports[r.scope]["streams"].append(
+            {"vhost": r.vhost, "queue": r.queue, "messages": int(r.messages or 0),
+             "bytes": int(r.bytes or 0), "attached": int(r.attached or 0)}
+        )
 
     for rep in reports.values():
         rep["batch"]["rows"] = run.get("events", 0)

@@ -81,6 +81,7 @@ class Broker(
             return
         ch.open = False
         ch.session.channels.pop(ch.number, None)
+        self.stream_channel_closing(ch)
         touched = self._requeue_deliveries(ch, list(ch.unacked.values()))
         ch.unacked.clear()
         self._drop_reply_consumer(ch)

@@ -126,9 +126,9 @@ class Dispatch(BrokerBase):
         q = c.queue
         handed_over = False
         if q.stream is not None:
-            q.stream.cursors.pop(c, None)
+            handed_over = self.stream_detach(q, c)
         if c in q.consumers:
-            handed_over = q.remove_consumer(c)
+            handed_over = q.remove_consumer(c) or handed_over
             q.last_used = self.now()
         if q.auto_delete and q.had_consumer and not q.consumers and not q.deleted:
             vh = self.vhosts.get(q.vhost)
@@ -226,7 +226,7 @@ class Dispatch(BrokerBase):
         tag = ch.next_tag
         ch.next_tag = tag + 1
         msg = entry.message
-        if self._log_on:
+        if self._log_on and q.stream is None:  # stream reads: see streams.py
             if self._log_full:
                 self._log_msg("delivered", q.vhost, msg, q.name, c.tag, entry.delivery_count + 1)
             if c.no_ack:
@@ -297,7 +297,7 @@ class Dispatch(BrokerBase):
             q.unacked -= 1
             if not q.deleted:
                 e = d.entry
-                if log_on:
+                if log_on and q.stream is None:  # a stream read settles nothing: streams.py
                     self._log_msg("acked", q.vhost, e.message, q.name,
                                   c.tag if c else None, e.delivery_count + 1)
                 if e.stored:  # _entry_done, inlined

@@ -20,8 +20,13 @@ if TYPE_CHECKING:
 
 #: x-stream-max-segment-size-bytes when neither argument nor policy sets it (RabbitMQ's)
 DEFAULT_SEGMENT_SIZE = 500_000_000
-#: entries one store read brings back for a cursor (its read-ahead is at most 1.5x)
-READ_BATCH = 200
+#: most entries one store read brings back for a cursor
+READ_BATCH = 1000
+#: what one read aims at in bytes: a log of large entries reads fewer at a time, so a
+#: cursor's read-ahead (at most two reads' worth) stays about 2 MiB whatever their size
+READ_BYTES = 1024 * 1024
+#: fewest entries one read brings back
+MIN_READ = 8
 
 _AGE = re.compile(r"^([0-9]+)([YMDhms])$")
 _UNIT_SECONDS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
@@ -59,11 +64,14 @@ class Cursor:
     """One consumer's place in a stream: the next offset to read from the store and
     the entries read ahead but not yet delivered."""
 
-    __slots__ = ("buffer", "consumer", "min_ts", "offset", "reading")
+    __slots__ = ("buffer", "consumer", "min_ts", "offset", "reading", "unsettled")
 
     def __init__(self, consumer: Consumer, offset: int, min_ts: int | None = None) -> None:
         self.consumer = consumer
         self.offset = offset
+        #: lowest offset delivered and not acked when its channel closed (a group's
+        #: next member resumes there)
+        self.unsettled: int | None = None
         #: attached by timestamp: entries older than this (µs) are skipped on reading
         self.min_ts = min_ts
         self.buffer: deque[Entry] = deque()
@@ -71,16 +79,40 @@ class Cursor:
         self.reading = False
 
 
+class Group:
+    """A consumer group (amqplite's single active consumer on streams): members in
+    registration order, the one active reading, and where the group goes on.
+
+    ``offset`` is None until a member first attached; after a hand-over it is the
+    first offset the group has not seen acked (in memory only: a restart forgets it).
+    ``leaving`` is an active member cancelled with deliveries outstanding: the
+    next one waits until they are acked or its channel closes.
+    """
+
+    __slots__ = ("active", "leaving", "members", "name", "offset")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.members: list[Consumer] = []
+        self.active: Consumer | None = None
+        self.offset: int | None = None
+        self.leaving: tuple[Consumer, Cursor] | None = None
+
+
 class StreamLog:
     """Segments in offset order (the last one open), the next offset, the cursors."""
 
-    __slots__ = ("bytes", "cursors", "next_offset", "segments")
+    __slots__ = ("bytes", "cursors", "groups", "member_of", "next_offset", "segments")
 
     def __init__(self) -> None:
         self.segments: deque[Segment] = deque()
         self.next_offset = 0
         self.bytes = 0
+        #: one per consumer reading; a waiting group member has none
         self.cursors: dict[Consumer, Cursor] = {}
+        #: consumer groups by name ("" = the stream itself as one group)
+        self.groups: dict[str, Group] = {}
+        self.member_of: dict[Consumer, Group] = {}
 
     @property
     def first_offset(self) -> int:
@@ -93,6 +125,15 @@ class StreamLog:
     @property
     def count(self) -> int:
         return self.next_offset - self.first_offset
+
+    def read_limit(self) -> int:
+        """Entries per store read: about READ_BYTES of this log's average entry, within
+        [MIN_READ, READ_BATCH]; a cursor asks for the next read when its read-ahead falls
+        below this, so it holds at most twice as many."""
+        n = self.count
+        if n <= 0 or self.bytes <= 0:
+            return READ_BATCH
+        return max(MIN_READ, min(READ_BATCH, READ_BYTES * n // self.bytes))
 
     def restore(self, segments: list[tuple[int, int, int, int, int, int]]) -> None:
         """Segments as the store recovered them (in order)."""
@@ -138,6 +179,18 @@ class StreamLog:
                 break
         return n
 
+    def resume_point(self, cur: Cursor) -> int:
+        """Where a group goes on after its active member ``cur`` left and its deliveries
+        settled: the lowest offset never acked, else the first entry it was not given
+        (all it was given was acked); never below the log's first offset."""
+        if cur.unsettled is not None:
+            at = cur.unsettled
+        elif cur.buffer:
+            at = cur.buffer[0].position
+        else:
+            at = cur.offset
+        return max(at, self.first_offset)
+
     def drop(self, n: int) -> int:
         """Remove the ``n`` oldest segments; cursors below move to the new first
         offset, which is returned."""
@@ -149,6 +202,9 @@ class StreamLog:
                 cur.offset = first
             while cur.buffer and cur.buffer[0].position < first:
                 cur.buffer.popleft()
+        for g in self.groups.values():
+            if g.offset is not None and g.offset < first:
+                g.offset = first
         return first
 
     def resolve(self, spec: Any, now: float) -> tuple[int, int | None]:

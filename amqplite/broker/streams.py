@@ -8,6 +8,12 @@ delivered), and acks only free its prefetch window. A consumer at the end of
 the log is woken by the next append: it asks for a read then, never polls.
 Retention drops whole oldest segments, checked when a segment rolls over
 (as RabbitMQ does); the open segment is never dropped.
+
+Consumer groups (an amqplite extension, RabbitMQ 3.10 has no single active
+consumer on streams over AMQP): consumers with the same
+``x-stream-consumer-group`` (or ``x-single-active-consumer: true``, the stream
+itself as one group) read one at a time; the next in registration order takes
+over where the group's acks stopped.
 """
 
 from __future__ import annotations
@@ -23,8 +29,39 @@ from amqplite.broker.effects import ReadStream
 from amqplite.broker.model import ChannelState, Consumer, Entry, Message
 from amqplite.broker.policy import NOT_FOR_STREAMS
 from amqplite.broker.queue import Queue
-from amqplite.broker.streamlog import READ_BATCH, Cursor, Segment
+from amqplite.broker.streamlog import Cursor, Group, Segment
+from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.properties import with_header
+
+#: consumer arguments of amqplite's stream consumer groups (RabbitMQ ignores them)
+GROUP_ARG = "x-stream-consumer-group"
+SAC_ARG = "x-single-active-consumer"
+
+
+def group_name(arguments: dict[str, Any] | None) -> str | None:
+    """The consumer group a consumer's arguments name: ``x-stream-consumer-group``, or
+    "" (the stream as one group) for ``x-single-active-consumer: true``; None if neither.
+    ValueError when the group name is not a string."""
+    args = arguments or {}
+    g = args.get(GROUP_ARG)
+    if g is not None:
+        if isinstance(g, bytes | bytearray):
+            g = g.decode("utf-8", "replace")
+        if not isinstance(g, str):
+            raise ValueError(GROUP_ARG)
+        return g
+    return "" if args.get(SAC_ARG) is True else None
+
+
+def describe_spec(spec: Any) -> str:
+    """An x-stream-offset value as the delivery log records it."""
+    if spec is None:
+        return "next"
+    if isinstance(spec, bytes | bytearray):
+        return spec.decode("utf-8", "replace")
+    if isinstance(spec, Timestamp):
+        return f"timestamp:{int(spec)}"
+    return str(spec)
 
 log = logging.getLogger("amqplite.broker")
 
@@ -69,7 +106,9 @@ class Streams(BrokerBase):
         self.store_ops.append(P.ops.AppendStream(
             q.id, off, seg.number, ts, msg.key, msg.exchange, msg.routing_key,
             msg.properties_raw, msg.body))
-        self.log_event("routed", q.vhost, msg, q.name)
+        # "appended", not "routed": a stream entry is never settled, so the audit's
+        # per-message states (in flight, stuck) must not count it
+        self.log_event("appended", q.vhost, msg, q.name, reason=f"offset:{off}")
         return STORED
 
     def _put_segment(self, q: Queue, s: Segment) -> None:
@@ -102,17 +141,110 @@ class Streams(BrokerBase):
                                  f"'queue '{q.name}' in vhost '{q.vhost}''", cm)
         spec = (arguments or {}).get("x-stream-offset")
         try:
+            group_name(arguments)
+        except ValueError:
+            raise E.precondition(f"invalid arg '{GROUP_ARG}' for queue '{q.name}' in vhost "
+                                 f"'{q.vhost}': expected a string", cm) from None
+        try:
             return st.resolve(spec, self.now())
         except ValueError as exc:
             raise E.precondition(f"{exc} for queue '{q.name}' in vhost '{q.vhost}'", cm) \
                 from None
 
     def stream_add_cursor(self, q: Queue, c: Consumer, start: tuple[int, int | None]) -> None:
+        """A consumer reads from ``start``; a group member waits while another is
+        active, and a group that read before goes on where it stopped."""
         st = q.stream
         assert st is not None
+        spec = describe_spec(c.arguments.get("x-stream-offset"))
+        name = group_name(c.arguments)
+        if name is None:
+            st.cursors[c] = Cursor(c, *start)
+            self.log_event("attached", q.vhost, None, q.name, consumer_tag=c.tag,
+                           reason=f"offset:{start[0]} spec={spec}")
+            return
+        g = st.groups.get(name)
+        if g is None:
+            g = st.groups[name] = Group(name)
+        g.members.append(c)
+        st.member_of[c] = g
+        if g.active is not None or g.leaving is not None:
+            self.log_event("attached", q.vhost, None, q.name, consumer_tag=c.tag,
+                           reason=f"waiting spec={spec} group={name}")
+            return
+        if g.offset is not None:
+            start = (max(g.offset, st.first_offset), None)
+        self._activate(q, g, c, start, f"spec={spec}")
+
+    def _activate(self, q: Queue, g: Group, c: Consumer, start: tuple[int, int | None],
+                  how: str) -> None:
+        st = q.stream
+        assert st is not None
+        g.active = c
+        g.offset = start[0]
         st.cursors[c] = Cursor(c, *start)
         self.log_event("attached", q.vhost, None, q.name, consumer_tag=c.tag,
-                       reason=f"offset:{start[0]}")
+                       reason=f"offset:{start[0]} {how} group={g.name}")
+
+    def stream_detach(self, q: Queue, c: Consumer) -> bool:
+        """``c`` stops reading (cancel, channel or connection closed). When it was its
+        group's active member, the next member takes over at the group's resume point;
+        True then (the caller dispatches)."""
+        st = q.stream
+        assert st is not None
+        cur = st.cursors.pop(c, None)
+        g = st.member_of.pop(c, None)
+        if g is None:
+            return False
+        g.members.remove(c)
+        if g.active is not c:
+            return False
+        g.active = None
+        if cur is None:
+            return self._hand_over(q, g)
+        if c.channel.open and c.unacked:
+            g.leaving = (c, cur)  # cancelled: its successor waits for those to settle
+            return False
+        g.offset = st.resume_point(cur)
+        return self._hand_over(q, g)
+
+    def _hand_over(self, q: Queue, g: Group) -> bool:
+        st = q.stream
+        assert st is not None
+        if not g.members or q.deleted:
+            return False
+        start = st.first_offset if g.offset is None else max(g.offset, st.first_offset)
+        self._activate(q, g, g.members[0], (start, None), "takeover")
+        return True
+
+    def _settle_leaving(self, q: Queue) -> None:
+        """Groups whose cancelled member's deliveries are now all acked (or its channel
+        closed): the group goes on after what it acked, with the next member."""
+        st = q.stream
+        assert st is not None
+        for g in st.groups.values():
+            if g.leaving is None:
+                continue
+            c, cur = g.leaving
+            if c.channel.open and c.unacked:
+                continue
+            g.leaving = None
+            g.offset = st.resume_point(cur)
+            self._hand_over(q, g)
+
+    def stream_channel_closing(self, ch: ChannelState) -> None:
+        """Before a closing channel's deliveries are forgotten: note each reading
+        cursor's lowest unsettled offset (where its group resumes)."""
+        for d in ch.unacked.values():
+            st = d.queue.stream
+            if st is None or d.consumer is None:
+                continue
+            cur = st.cursors.get(d.consumer)
+            if cur is None:  # a cancelled group member its successor waits for
+                cur = next((g.leaving[1] for g in st.groups.values()
+                            if g.leaving is not None and g.leaving[0] is d.consumer), None)
+            if cur is not None and (cur.unsettled is None or d.entry.position < cur.unsettled):
+                cur.unsettled = d.entry.position
 
     def _stream_dispatch(self, q: Queue) -> None:
         """Deliver read-ahead entries to consumers with room; ask for the next batch
@@ -121,14 +253,16 @@ class Streams(BrokerBase):
         assert st is not None
         if q.deleted:
             return
+        if st.groups:
+            self._settle_leaving(q)
+        limit = st.read_limit()
         for c, cur in st.cursors.items():
             buf = cur.buffer
             while buf and c.has_room():
                 self._deliver(q, buf.popleft(), c)
-            if not cur.reading and len(buf) < READ_BATCH // 2 and cur.offset < st.next_offset:
+            if not cur.reading and len(buf) < limit and cur.offset < st.next_offset:
                 cur.reading = True
-                self.effects.append(ReadStream(q, cur, cur.offset, st.next_offset - 1,
-                                               READ_BATCH))
+                self.effects.append(ReadStream(q, cur, cur.offset, st.next_offset - 1, limit))
 
     def stream_loaded(self, q: Queue, cur: Cursor, rows: list[tuple[Any, ...]], hi: int) -> None:
         """Entries read for ``cur`` (rows as ``Store.fetch_stream`` gives them).
@@ -176,4 +310,8 @@ class Streams(BrokerBase):
         if st is None:
             return None
         return {"first_offset": st.first_offset, "last_offset": st.next_offset - 1,
-                "messages": st.count, "segments": len(st.segments), "size_bytes": st.bytes}
+                "messages": st.count, "segments": len(st.segments), "size_bytes": st.bytes,
+                "consumer_groups": [
+                    {"name": g.name, "members": len(g.members),
+                     "active": g.active.tag if g.active is not None else None,
+                     "offset": g.offset} for g in st.groups.values()]}

@@ -69,6 +69,7 @@ class TopologyResult:
     rss_mib: float = 0.0  # broker peak RSS over the run
     extra: str = ""
     error: str = ""
+    read_rate: float = 0.0  # stream: median consumer's read rate
 
 
 def broker_process(url: str) -> psutil.Process | None:

@@ -102,6 +102,9 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
     assert api.put(f"/api/vhosts/{oa_vh}", json={}).status_code == 201
     assert api.put(f"/api/users/{oa_user}", json={"password": "x"}).status_code == 201
     assert api.put(f"/api/permissions/{oa_vh}/{oa_user}", json={}).status_code == 201
+    qs, sup, sup_new = qname("oas"), qname("oass"), qname("oassn")
+    channel.queue_declare(qs, durable=True, arguments={"x-queue-type": "stream"})
+    assert api.put(f"/api/super-streams/%2F/{sup}", json={"partitions": 1}).status_code == 201
     values = {"vhost": "/", "name": q, "exchange": x, "queue": q, "props": "rk", "source": x,
               "destination": x2, "port": port, "protocol": "amqp091", "message": "m0",
               "user": oa_user}
@@ -117,6 +120,7 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
         "VHostPut": {"description": "openapi"}, "UserPut": {"password": "y", "tags": ""},
         "PermissionPut": {"configure": "^oa", "write": "^oa", "read": "^oa"},
         "Definitions": {"queues": [{"name": "oa-defs", "durable": False}]},
+        "SuperStreamPut": {"partitions": 2, "routing": "hash"},
     }
     order = {"GET": 0, "PUT": 1, "POST": 2, "DELETE": 3}
     # deeper DELETEs first: a binding goes before its exchange
@@ -133,6 +137,10 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
             v["name"] = x
         elif r.path.startswith("/api/channels/"):
             v["name"] = api.get("/api/channels").json()[0]["name"]
+        elif r.path.startswith("/api/streams/"):
+            v["name"] = qs
+        elif r.path.startswith("/api/super-streams/"):
+            v["name"] = sup_new if r.method == "PUT" else sup
         elif r.path.startswith(("/api/nodes/", "/api/healthchecks/node/")):
             v["name"] = "amqplite@localhost"
         if r.path.startswith(("/api/vhosts/", "/api/permissions/", "/api/definitions/")):

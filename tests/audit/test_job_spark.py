@@ -341,3 +341,34 @@ def test_cli_runs_without_the_jdbc_jar(spark: Any, tmp_path: Path) -> None:
     assert (summary["rows"], summary["watermark"]) == (3, 3)
     report = json.loads((Path(summary["report_dir"]) / "report.json").read_text())
     assert report["totals"] == {"published": 1, "routed": 1, "acked": 1}
+
+
+def test_streams_report_volume_and_are_never_stuck(spark: Any, tmp_path: Path) -> None:
+    """Stream entries are appended, read by any number of consumers, never settled: the
+    report counts messages and bytes per stream and lists none of them as stuck."""
+    db = LogDB(tmp_path / "data")
+    rows: list[dict[str, Any]] = []
+    for i in range(7):
+        _, _, r = db.message(T0 + i * US, [], routing_key="events", size=1000 + i)
+        rows += r
+        rows.append(db.ev(r[0], "appended", T0 + i * US, "events", reason=f"offset:{i}"))
+        rows.append(db.ev(r[0], "acked", T0 + i * US + MS, "events", consumer_tag="reader",
+                          attempt=1))
+    _, _, r = db.message(T0, [], routing_key="audit-log", size=50)
+    rows += [*r, db.ev(r[0], "appended", T0, "audit-log", reason="offset:0")]
+    for tag in ("reader", "replay"):
+        rows.append({**r[0], "event": "attached", "queue": "events", "message_id": None,
+                     "message_key": None, "size": None, "consumer_tag": tag,
+                     "reason": "offset:0 spec=first", "ts_us": T0})
+    db.add(rows)
+    res = run_audit(config_for(tmp_path), spark=spark, now_us=AS_OF)
+    rep = json.loads((res.report_dir / "report.json").read_text())
+    assert rep["streams"] == [
+        {"vhost": "/", "queue": "audit-log", "messages": 1, "bytes": 50, "attached": 0},
+        {"vhost": "/", "queue": "events", "messages": 7, "bytes": sum(1000 + i for i in range(7)),
+         "attached": 2},
+    ]
+    assert rep["stuck"]["count"] == 0 and rep["unacked"]["by_queue"] == []
+    assert rep["latency"] == []
+    html = (res.report_dir / "report.html").read_text()
+    assert "<h2>Streams</h2>" in html and "audit-log" in html

@@ -13,7 +13,7 @@ import pytest
 
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import Confirm, ReadStream
-from amqplite.broker.streamlog import READ_BATCH, StreamLog, parse_age
+from amqplite.broker.streamlog import MIN_READ, READ_BATCH, READ_BYTES, StreamLog, parse_age
 from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.errors import ChannelError, ConnectionError_
 from amqplite.protocol.properties import decode_properties
@@ -91,7 +91,19 @@ def test_read_ahead_is_bounded(tmp_path: Path) -> None:
     st = b.vhost("/").queues["s"].stream
     assert st is not None
     (cur,) = st.cursors.values()
-    assert len(cur.buffer) <= READ_BATCH and cur.offset <= 10 + READ_BATCH * 3 // 2
+    limit = st.read_limit()
+    assert limit == READ_BATCH, "small entries: the most rows per read"
+    assert len(cur.buffer) <= 2 * limit and cur.offset <= 10 + 2 * limit
+
+
+def test_read_size_follows_the_entry_size() -> None:
+    st = StreamLog()
+    for _ in range(100):
+        st.append(0, 64 * 1024, 1 << 40)
+    assert st.read_limit() == READ_BYTES // (64 * 1024) == 16
+    for _ in range(10):
+        st.append(0, 64 * 1024 * 1024, 1 << 40)
+    assert st.read_limit() == MIN_READ
 
 
 def test_waiting_consumer_is_woken_by_appends_not_by_polling(tmp_path: Path) -> None:
@@ -244,3 +256,94 @@ def test_policy_sets_the_limits(tmp_path: Path) -> None:
     assert st is not None and st.first_offset > 0 and st.bytes <= 40 + 20
     with pytest.raises(ValueError):
         b.set_policy("/", "bad", ".*", {"max-age": "soon"})
+
+
+# ------------------------------------------------ consumer groups (amqplite's extension)
+def deliveries_by_tag(shell: Shell) -> list[tuple[str, int]]:
+    out = [(d.consumer_tag, decode_properties(d.message.properties_raw).headers[  # type: ignore[index]
+        "x-stream-offset"]) for d in shell.deliveries]
+    shell.deliveries.clear()
+    return out
+
+
+def group_consume(b: Broker, shell: Shell, ch: Any, tag: str, group: Any = "g",
+                  offset: Any = "first", prefetch: int = 4) -> None:
+    b.basic_qos(ch, 0, prefetch, False)
+    args: dict[str, Any] = {"x-stream-offset": offset}
+    if group is True:
+        args["x-single-active-consumer"] = True
+    else:
+        args["x-stream-consumer-group"] = group
+    b.basic_consume(ch, "s", tag, arguments=args)
+    b.start_consumer(ch, tag)
+    shell.settle()
+
+
+def test_group_has_one_active_member_and_hands_over_after_the_last_ack(tmp_path: Path) -> None:
+    b, shell, ch1, _ = setup(tmp_path, 10)
+    _, ch2 = session_channel(b, 2)
+    group_consume(b, shell, ch1, "a")
+    group_consume(b, shell, ch2, "b", offset="last")  # waits; its own offset is not used
+    assert deliveries_by_tag(shell) == [("a", 0), ("a", 1), ("a", 2), ("a", 3)]
+    b.basic_ack(ch1, 2, multiple=True)  # 0 and 1 acked, 2 and 3 outstanding
+    shell.settle()
+    assert deliveries_by_tag(shell) == [("a", 4), ("a", 5)]
+    b.close_channel(ch1)  # 2..5 unsettled: the group resumes at 2
+    shell.settle()
+    assert deliveries_by_tag(shell) == [("b", 2), ("b", 3), ("b", 4), ("b", 5)]
+    q = b.vhost("/").queues["s"]
+    (g,) = b.stream_info(q)["consumer_groups"]  # type: ignore[index]
+    assert g == {"name": "g", "members": 1, "active": "b", "offset": 2}
+
+
+def test_group_resumes_after_everything_acked_and_remembers_when_empty(tmp_path: Path) -> None:
+    b, shell, ch1, _ = setup(tmp_path, 6)
+    group_consume(b, shell, ch1, "a", group=True, prefetch=3)
+    assert [o for _, o in deliveries_by_tag(shell)] == [0, 1, 2]
+    b.basic_ack(ch1, 3, multiple=True)
+    shell.settle()
+    assert [o for _, o in deliveries_by_tag(shell)] == [3, 4, 5]
+    b.basic_ack(ch1, 6, multiple=True)
+    b.basic_cancel(ch1, "a")  # everything acked: the group goes on at 6
+    shell.settle()
+    _, ch2 = session_channel(b, 2)
+    group_consume(b, shell, ch2, "b", group=True, offset="first")  # the group's, not "first"
+    assert deliveries_by_tag(shell) == []
+    publish(b, shell, ch1, 2, start=6)
+    assert deliveries_by_tag(shell) == [("b", 6), ("b", 7)]
+    _, ch3 = session_channel(b, 3)
+    group_consume(b, shell, ch3, "other", group="h", offset="first", prefetch=10)
+    assert [o for _, o in deliveries_by_tag(shell)] == list(range(8)), "groups are separate"
+
+
+def test_successor_waits_for_a_cancelled_members_outstanding_deliveries(tmp_path: Path,
+                                                                         ) -> None:
+    b, shell, ch1, _ = setup(tmp_path, 10)
+    group_consume(b, shell, ch1, "a", prefetch=3)
+    assert [o for _, o in deliveries_by_tag(shell)] == [0, 1, 2]
+    b.basic_cancel(ch1, "a")  # 0, 1, 2 outstanding
+    _, ch2 = session_channel(b, 2)
+    group_consume(b, shell, ch2, "b", prefetch=3)
+    assert deliveries_by_tag(shell) == [], "waits while a's deliveries are unsettled"
+    b.basic_ack(ch1, 1)  # acked after the cancel: still counts for the group
+    shell.settle()
+    assert deliveries_by_tag(shell) == []
+    b.close_channel(ch1)  # 1 and 2 were never acked
+    shell.settle()
+    assert deliveries_by_tag(shell) == [("b", 1), ("b", 2), ("b", 3)]
+    _, ch3 = session_channel(b, 3)
+    group_consume(b, shell, ch3, "c", prefetch=3)
+    b.basic_cancel(ch2, "b")
+    shell.settle()
+    assert deliveries_by_tag(shell) == []
+    b.basic_ack(ch2, 3, multiple=True)  # all of b's acked: c goes on at 4
+    shell.settle()
+    assert deliveries_by_tag(shell) == [("c", 4), ("c", 5), ("c", 6)]
+
+
+def test_group_name_must_be_a_string(tmp_path: Path) -> None:
+    b, _shell, ch, _ = setup(tmp_path, 1)
+    b.basic_qos(ch, 0, 5, False)
+    with pytest.raises(ChannelError) as exc:
+        b.basic_consume(ch, "s", "x", arguments={"x-stream-consumer-group": 5})
+    assert exc.value.reply_code == 406

@@ -20,7 +20,7 @@ import trio
 
 from amqplite.broker.core import Broker
 from amqplite.server.counters import Counters
-from amqplite.store.engine import Store
+from amqplite.store.engine import LOG_LINGER_S, Store
 from amqplite.store.writer import ProcessStore
 
 Waiter = Callable[[BaseException | None], None]
@@ -33,6 +33,9 @@ def log_alarm(log: logging.Logger, was: bool, now: bool, raised: str, cleared: s
         log.warning(raised, *args)
     elif was and not now:
         log.warning(cleared, *args)
+
+#: Log rows held back (see ``Persistence.flush``) are handed over at this many.
+DEFER_MAX_OPS = 3000
 
 #: Stop reading from publishers while this many ops wait for the writer.
 HIGH_WATER_OPS = 200_000
@@ -50,6 +53,10 @@ class Persistence:
         self._loop_thread: int | None = None
         #: set when frames wait for the writer process's socket to take them
         self._output = trio.Event()
+        #: log rows only, held back until this (trio) time; see ``flush``
+        self._deferred_at: float | None = None
+        self._scanned = 0
+        self._can_defer = False
         self._ops: list[Any] = []
         self._waiters: list[Waiter] = []
         self.inflight = 0  # submissions handed to the store, not yet called back
@@ -77,6 +84,7 @@ class Persistence:
             store.on_failing = self._store_failing
             store.on_output = self._output_waiting
             store.on_socket_closing = trio.lowlevel.notify_closing
+            self._can_defer = True
         else:
             store.on_failing = lambda reason: token.run_sync_soon(self._store_failing, reason)
 
@@ -113,7 +121,14 @@ class Persistence:
 
     async def _pump_out(self, store: ProcessStore) -> None:
         while True:
-            await self._output.wait()
+            deadline = self._deferred_at
+            if deadline is None:
+                await self._output.wait()
+            else:
+                with trio.move_on_at(deadline):
+                    await self._output.wait()
+                if self._deferred_at is not None and trio.current_time() >= self._deferred_at:
+                    self.flush(force=True)
             self._output = trio.Event()
             while store.send_some():
                 sock = store.sock
@@ -185,10 +200,28 @@ class Persistence:
         if ops:
             self._ops.extend(ops)
 
-    def flush(self) -> None:
-        """Hand the gathered operations and waiters to the store (non-blocking)."""
+    def flush(self, force: bool = False) -> None:
+        """Hand the gathered operations and waiters to the store (non-blocking).
+
+        With the writer process, delivery-log rows that nobody waits for are
+        kept here up to ``LOG_LINGER_S`` (``_pump_out`` hands them over then, or
+        any flush with other work takes them along): one frame per 50 ms
+        instead of one per message, which is what an idle-ish broker spends
+        its CPU on. ``force``: hand everything over now (reads, shutdown).
+        """
         if not self._ops and not self._waiters:
             return
+        if not force and self._can_defer and not self._waiters:
+            ops = self._ops
+            if len(ops) < DEFER_MAX_OPS and all(type(op) is tuple
+                                                for op in ops[self._scanned:]):
+                self._scanned = len(ops)
+                if self._deferred_at is None:
+                    self._deferred_at = trio.current_time() + LOG_LINGER_S
+                    self._output.set()  # ``_pump_out`` keeps the time
+                return
+        self._deferred_at = None
+        self._scanned = 0
         ops, waiters = self._ops, self._waiters
         self._ops, self._waiters = [], []
         if not ops and self.inflight == 0:
@@ -251,7 +284,7 @@ class Persistence:
         if not isinstance(store, ProcessStore):
             await self.committed()
             return await trio.to_thread.run_sync(getattr(store, name), *args)
-        self.flush()  # the batch gathered so far goes first: the read must see it
+        self.flush(force=True)  # the batch gathered so far goes first: the read must see it
         done = trio.Event()
         box: list[tuple[Any, BaseException | None]] = []
 
@@ -275,5 +308,5 @@ class Persistence:
         await self._capacity.wait()
 
     async def wait_idle(self) -> None:
-        self.flush()
+        self.flush(force=True)
         await self._idle.wait()

@@ -27,7 +27,7 @@ from amqplite.broker.queue import Queue
 log = logging.getLogger("amqplite.broker")
 
 #: spilled entries are read back while fewer than this many wait in RAM
-LOAD_AHEAD = 500
+LOAD_AHEAD = 1000
 
 
 class Dispatch(BrokerBase):
@@ -167,7 +167,6 @@ class Dispatch(BrokerBase):
         else:
             ch.unacked[tag] = Delivery(tag, q, entry, None)
             q.unacked += 1
-            self._mark_delivered(q, entry)
         self.stats["delivered"] += 1
         q.stats["deliver_get"] += 1
         return GetOk(tag, redelivered, entry.message, q.message_count,
@@ -187,8 +186,10 @@ class Dispatch(BrokerBase):
         if q.stream is not None:
             self._stream_dispatch(q)
             return
-        if q.paging or q.deleted:
+        if q.deleted:
             return
+        # a read in flight (q.paging) does not stop the entries already in RAM: the
+        # checks below stop at the head that needs it (no body, or spilled)
         ready = q.ready
         consumers = q.consumers  # changed in place only
         now = 0.0
@@ -212,14 +213,17 @@ class Dispatch(BrokerBase):
                 if not ch.flow or not ch.session.writable or (not c.no_ack and (
                         (c.prefetch and c.unacked >= c.prefetch)
                         or (ch.global_prefetch and len(ch.unacked) >= ch.global_prefetch))):
-                    return
+                    break
             else:
                 c = q.pick_consumer()  # type: ignore[assignment]
                 if c is None:
-                    return
+                    break
             self._deliver(q, ready.popleft(), c)
-        if ready.disk_count and q.consumers and ready.head_count < LOAD_AHEAD:
-            self._request_load(q)  # read the next spilled entries before the head runs dry
+        # read the next spilled entries before the head runs dry: checked on every
+        # way out, above all "consumers are full", the usual one while draining (the
+        # read then overlaps the deliveries instead of stalling them when it is empty)
+        if ready.disk_count and consumers and ready.head_count < LOAD_AHEAD:
+            self._request_load(q)
 
     def _deliver(self, q: Queue, entry: Entry, c: Consumer) -> None:
         ch = c.channel
@@ -241,22 +245,12 @@ class Dispatch(BrokerBase):
             ch.unacked[tag] = Delivery(tag, q, entry, c)
             c.unacked += 1
             q.unacked += 1
-            if entry.stored and not entry.redelivered:  # _mark_delivered, inlined
-                self.store_ops.append(P.update_entry(q, entry, redelivered=True))
+            # no "delivered" row: see _requeue_deliveries for where that is written
         self.stats["delivered"] += 1
         q.stats["deliver_get"] += 1
         self.effects.append(Deliver(ch, c.tag, tag, entry.redelivered, msg,
                                     self._delivery_props(q, entry)
                                     if entry.delivery_count or q.quorum else None))
-
-    def _mark_delivered(self, q: Queue, e: Entry) -> None:
-        """Persist "may have reached a consumer" so a restart sets redelivered only there.
-
-        The store merges this into a same-group insert, and an ack in the same
-        group cancels both, so the common fast path writes nothing extra.
-        """
-        if e.stored and not e.redelivered:
-            self.store_ops.append(P.update_entry(q, e, redelivered=True))
 
     def _take(self, ch: ChannelState, tag: int, multiple: bool, cm: tuple[int, int]) -> list[Delivery]:
         un = ch.unacked
@@ -364,6 +358,16 @@ class Dispatch(BrokerBase):
         d.queue.unacked -= 1
 
     def _requeue_deliveries(self, ch: ChannelState, ds: list[Delivery]) -> set[Queue]:
+        """Unacked deliveries go back to their queues, flagged redelivered.
+
+        This is the only place the store learns that an entry was delivered: a
+        delivery itself writes nothing. A clean stop closes every channel first,
+        which lands here, so each delivered entry is stored redelivered before
+        the store closes; after an unclean stop recovery flags every entry
+        (``mark_redelivered``), as RabbitMQ does. A per-delivery row would
+        cost an UPDATE per message on the drain path and tell recovery nothing
+        more.
+        """
         touched: set[Queue] = set()
         # put back highest position first so each insert lands at the front cheaply
         for d in sorted(ds, key=lambda d: d.entry.position, reverse=True):

@@ -173,15 +173,22 @@ class Paging(BrokerBase):
         q.paging = False
         self._dispatch(q)
 
-    def entries_loaded(self, q: Queue, rows: list[tuple[Any, ...]], limit: int) -> None:
-        """Spilled entries read back, in order (rows as ``Store.fetch_entries`` gives them)."""
+    def entries_loaded(self, q: Queue, rows: list[tuple[Any, ...]], limit: int,
+                       hi: int | None = None) -> None:
+        """Spilled entries read back, in order (rows as ``Store.fetch_entries`` gives them).
+
+        ``hi`` is the last position the read asked for: entries spilled while it
+        was in flight lie beyond it and stay on disk for the next read.
+        """
         q.paging = False
         if q.deleted:
             return
         entries, bad = self._entries_from_rows(q, rows)
         r = q.ready
-        next_lo = rows[-1][0] + 1 if rows else r.disk_hi + 1
-        exhausted = len(rows) < limit
+        hi = r.disk_hi if hi is None else hi
+        short = len(rows) < limit  # nothing more in lo..hi
+        next_lo = hi + 1 if short else rows[-1][0] + 1
+        exhausted = short and r.disk_hi <= hi
         if exhausted and r.disk_count > len(rows):
             log.error("queue '%s' in vhost '%s': %d spilled entries missing from the store",
                       q.name, q.vhost, r.disk_count - len(rows))

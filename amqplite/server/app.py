@@ -141,7 +141,7 @@ class Server:
         else:
             self.counters.page_ins += 1
             self.counters.paged_in_messages += len(rows)
-            self.execute(self.broker.entries_loaded, e.queue, rows, e.limit)
+            self.execute(self.broker.entries_loaded, e.queue, rows, e.limit, e.hi)
         ev = self._paging.pop((e.queue.vhost, e.queue.name), None)
         if ev is not None:
             ev.set()

@@ -77,7 +77,7 @@ class Shell:
                 elif isinstance(e, LoadEntries):
                     self.loads += 1
                     rows = self.store.fetch_entries(e.queue.id, e.lo, e.hi, e.limit)
-                    self.b.entries_loaded(e.queue, rows, e.limit)
+                    self.b.entries_loaded(e.queue, rows, e.limit, e.hi)
                 elif isinstance(e, ReadStream):
                     self.reads += 1
                     rows = self.store.fetch_stream(e.queue.id, e.lo, e.limit)
@@ -188,3 +188,90 @@ def test_queue_that_cannot_spill_is_read_in_full_at_restart(tmp_path: Path) -> N
     assert q2.message_count == 300 and q2.ready.disk_count == 0
     assert [e.message.body for e in q2.ready][:2] == [b"m00000", b"m00001"]
     assert q2.ready.bytes == 300 * 6
+
+
+class HoldingShell(Shell):
+    """A shell whose store reads stay in flight until the test answers them."""
+
+    def __init__(self, b: Broker, store: Store) -> None:
+        super().__init__(b, store)
+        self.held: list[LoadEntries] = []
+
+    def settle(self) -> None:
+        while True:
+            out = self.b.take_outcome()
+            if not out:
+                return
+            self.store.submit(out.store_ops)
+            self.store.flush()
+            self.b.commit_done(out.evictable)
+            for e in out.effects:
+                if isinstance(e, Deliver):
+                    self.deliveries.append(e)
+                    self.delivered.append(e.message.body or b"")
+                elif isinstance(e, LoadEntries):
+                    self.held.append(e)
+
+    def answer(self) -> None:
+        e = self.held.pop(0)
+        rows = self.store.fetch_entries(e.queue.id, e.lo, e.hi, e.limit)
+        self.b.entries_loaded(e.queue, rows, e.limit, e.hi)
+        self.settle()
+
+
+def _ack_all(b: Broker, ch: Any, shell: Shell) -> None:
+    b.basic_ack(ch, shell.deliveries[-1].delivery_tag, multiple=True)
+    shell.settle()
+
+
+def test_deliveries_go_on_while_the_next_spilled_batch_is_read(store: Store) -> None:
+    """The read-ahead overlaps the deliveries: a consumer acking keeps getting the
+    entries already in RAM while the store read is in flight (it used to stall
+    the whole queue until the read came back)."""
+    b = Broker(now=FakeClock(), body_window=WINDOW)
+    shell = HoldingShell(b, store)
+    ch = _fill(b, shell, "d", 3000, PERSISTENT, durable=True)
+    q = b.vhost("/").queues["d"]
+    assert q.ready.disk_count > 2500 and not shell.held
+    b.basic_qos(ch, 0, 10, False)
+    b.basic_consume(ch, "d", "c", no_ack=False)
+    b.start_consumer(ch, "c")
+    shell.settle()
+    assert len(shell.delivered) == 10
+    assert len(shell.held) == 1, "the head is short of LOAD_AHEAD: the next batch is asked for"
+    head = q.ready.head_count
+    assert head == WINDOW - 10
+    while q.ready.head_count:
+        _ack_all(b, ch, shell)
+    assert len(shell.delivered) == WINDOW, "the whole head went out, read still in flight"
+    assert len(shell.held) == 1, "one read at a time"
+    for _ in range(10_000):
+        if len(shell.delivered) == 3000:
+            break
+        if shell.held:
+            shell.answer()
+        _ack_all(b, ch, shell)
+    assert shell.delivered == [b"m%05d" % i for i in range(3000)]
+
+
+def test_entries_spilled_while_a_read_is_in_flight_are_not_lost(store: Store) -> None:
+    """A read asks for lo..hi; entries spilled meanwhile lie beyond hi. A short answer
+    means "nothing more up to hi", not "nothing more on disk"."""
+    b = Broker(now=FakeClock(), body_window=WINDOW)
+    shell = HoldingShell(b, store)
+    ch = _fill(b, shell, "d", 1500, PERSISTENT, durable=True)
+    q = b.vhost("/").queues["d"]
+    b.basic_consume(ch, "d", "c", no_ack=True)
+    b.start_consumer(ch, "c")
+    shell.settle()
+    assert len(shell.held) == 1
+    first = shell.held[0]
+    assert first.hi == q.ready.disk_hi
+    for i in range(1500, 2500):  # more arrive, commit and spill behind the read
+        b.basic_publish(ch, "", "d", PERSISTENT, b"m%05d" % i)
+    shell.settle()
+    assert q.ready.disk_hi > first.hi, "new entries spilled while the read was out"
+    while shell.held:
+        shell.answer()
+    assert shell.delivered == [b"m%05d" % i for i in range(2500)]
+    assert q.message_count == 0 and q.ready.disk_count == 0 and q.ready.bytes == 0

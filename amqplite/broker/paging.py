@@ -27,7 +27,7 @@ from amqplite.broker.effects import LoadEntries, PageIn
 from amqplite.broker.model import Entry, Message, PriorityReadyList, ReadyList
 from amqplite.broker.queue import Queue
 from amqplite.protocol.errors import FrameSyntaxError
-from amqplite.protocol.properties import check_properties, priority_of
+from amqplite.protocol.properties import check_properties, expiration_of, priority_of
 
 log = logging.getLogger("amqplite.broker")
 
@@ -211,6 +211,10 @@ class Paging(BrokerBase):
         exchange, routing_key, properties, body, body_size) rows, and the malformed ones."""
         entries: list[Entry] = []
         bad: list[tuple[Entry, str]] = []
+        # runs of messages share their properties' bytes (one publisher, one
+        # template): those are checked and looked at for a TTL once per run
+        checked: bytes | None = None
+        ttl_free = False
         for pos, key, count, redelivered, exchange, rk, props, body, size in rows:
             m = Message(key, exchange, rk, props, body, body_size=size)
             m.stored = True
@@ -218,11 +222,16 @@ class Paging(BrokerBase):
             e.committed = True
             e.delivery_count = count
             e.redelivered = bool(redelivered or count)
-            try:
-                check_properties(props)
-            except FrameSyntaxError as exc:  # stored by a version that did not check
-                bad.append((e, exc.detail))
-            else:
+            if props != checked:
+                try:
+                    check_properties(props)
+                except FrameSyntaxError as exc:  # stored by a version that did not check
+                    bad.append((e, exc.detail))
+                    entries.append(e)
+                    continue
+                checked = props
+                ttl_free = q.ttl is None and expiration_of(props) is None
+            if not ttl_free:
                 self.arm_ttl(q, e)
             entries.append(e)
         return entries, bad

@@ -26,8 +26,6 @@ from amqplite.broker.queue import Queue
 
 log = logging.getLogger("amqplite.broker")
 
-#: spilled entries are read back while fewer than this many wait in RAM
-LOAD_AHEAD = 1000
 
 
 class Dispatch(BrokerBase):
@@ -219,10 +217,11 @@ class Dispatch(BrokerBase):
                 if c is None:
                     break
             self._deliver(q, ready.popleft(), c)
-        # read the next spilled entries before the head runs dry: checked on every
-        # way out, above all "consumers are full", the usual one while draining (the
-        # read then overlaps the deliveries instead of stalling them when it is empty)
-        if ready.disk_count and consumers and ready.head_count < LOAD_AHEAD:
+        # read the next spilled entries before the head runs dry (fewer than one
+        # read's worth left): checked on every way out, above all "consumers are
+        # full", the usual one while draining; the read then overlaps the
+        # deliveries instead of stalling them once the head is empty
+        if ready.disk_count and consumers and ready.head_count < self.load_batch(ready):
             self._request_load(q)
 
     def _deliver(self, q: Queue, entry: Entry, c: Consumer) -> None:

@@ -35,6 +35,12 @@ log = logging.getLogger("amqplite.broker")
 PAGE_IN_BATCH = 500
 #: entries one LoadEntries reads back, and transient entries written per step
 SPILL_BATCH = 1000
+#: most spilled entries one read brings back
+LOAD_BATCH = 1000
+#: what one read of spilled entries aims at in bytes (bodies)
+LOAD_BYTES = 1024 * 1024
+#: fewest entries one read brings back, however large
+MIN_LOAD = 8
 
 
 class Paging(BrokerBase):
@@ -161,12 +167,20 @@ class Paging(BrokerBase):
         if gone:
             q.spilled = True
 
+    @staticmethod
+    def load_batch(r: ReadyList) -> int:
+        """How many spilled entries one read brings back: up to LOAD_BATCH, fewer when
+        they are large, so a read (and the read-ahead, under two reads' worth) is
+        about LOAD_BYTES whatever the message size."""
+        avg = r.disk_bytes // r.disk_count if r.disk_count else 0
+        return max(MIN_LOAD, min(LOAD_BATCH, LOAD_BYTES // max(1, avg)))
+
     def _request_load(self, q: Queue) -> None:
         if q.paging:
             return
         r = q.ready
         q.paging = True
-        self.effects.append(LoadEntries(q, r.disk_lo, r.disk_hi, SPILL_BATCH))
+        self.effects.append(LoadEntries(q, r.disk_lo, r.disk_hi, self.load_batch(r)))
 
     def load_failed(self, q: Queue) -> None:
         """The store read failed (logged by the shell): dispatching asks again."""

@@ -269,17 +269,21 @@ class LogEvent:
 
 @attrs.frozen
 class AppendStream:
-    """Append one entry to a stream's log at a broker-assigned offset (hot path)."""
+    """Append one entry to a stream's log at a broker-assigned offset (hot path).
+
+    ``record`` is the entry as stored (``amqplite.protocol.streamrecord``: route,
+    properties with x-stream-offset, body); ``size`` is what the segment counts
+    for it (body + properties as published). The writer packs consecutive
+    appends of one stream into one chunk row.
+    """
 
     queue_id: int
     offset: int
     segment: int
     ts_us: int
     message_key: int
-    exchange: str
-    routing_key: str
-    properties: bytes
-    body: bytes
+    size: int
+    record: bytes
 
 
 @attrs.frozen

@@ -122,7 +122,10 @@ class Streams(BrokerBase):
                                                  record))
         # "appended", not "routed": a stream entry is never settled, so the audit's
         # per-message states (in flight, stuck) must not count it
-        self.log_event("appended", q.vhost, msg, q.name, reason=f"offset:{off}")
+        if self._log_on:
+            self.store_ops.append((ts, "appended", q.vhost, msg.exchange, msg.routing_key,
+                                   q.name, msg._mid or msg.message_id, msg.key, None, None,
+                                   len(body), f"offset:{off}"))
         return STORED
 
     def _put_segment(self, q: Queue, s: Segment) -> None:
@@ -269,6 +272,8 @@ class Streams(BrokerBase):
             return
         if st.groups:
             self._settle_leaving(q)
+        if not st.cursors:  # every append dispatches: no reader, nothing to do
+            return
         limit = st.read_limit()
         for c, cur in st.cursors.items():
             buf = cur.buffer

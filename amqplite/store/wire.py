@@ -29,6 +29,8 @@ MAX_FRAME = 1 << 31
 
 
 def _reducer(cls: type) -> Callable[[Any], tuple[type, tuple[Any, ...]]]:
+    if not attrs.has(cls):  # a NamedTuple: its fields are its items
+        return lambda op: (cls, tuple(op))
     names = [f.name for f in attrs.fields(cls)]
     get = operator.attrgetter(*names)
     if len(names) == 1:

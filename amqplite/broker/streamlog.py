@@ -82,7 +82,7 @@ class Cursor:
     """One consumer's place in a stream: the next offset to read from the store and
     the entries read ahead but not yet delivered."""
 
-    __slots__ = ("buffer", "consumer", "min_ts", "offset", "reading", "unsettled")
+    __slots__ = ("buffer", "consumer", "min_ts", "offset", "pending", "reading", "unsettled")
 
     def __init__(self, consumer: Consumer, offset: int, min_ts: int | None = None) -> None:
         self.consumer = consumer
@@ -95,6 +95,11 @@ class Cursor:
         self.buffer: deque[StreamEntry] = deque()
         #: a store read for this cursor is outstanding
         self.reading = False
+        #: the rest of the last chunk read, not yet taken into ``buffer``: (chunk, record
+        #: start, its offset, end offset). Taken before the next store read, so a read
+        #: ends at a chunk boundary and no chunk crosses the process boundary twice; it
+        #: costs no memory of its own (the buffer's last entries hold the same chunk)
+        self.pending: tuple[bytes, int, int, int] | None = None
 
 
 class Group:

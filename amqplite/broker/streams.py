@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from amqplite.broker import errors as E
@@ -30,7 +31,7 @@ from amqplite.broker.effects import ReadStream, StreamDeliver
 from amqplite.broker.model import ChannelState, Consumer, Delivery, Message
 from amqplite.broker.policy import NOT_FOR_STREAMS
 from amqplite.broker.queue import Queue
-from amqplite.broker.streamlog import Cursor, Group, Segment, StreamEntry
+from amqplite.broker.streamlog import Cursor, Group, Segment, StreamEntry, StreamLog
 from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.properties import with_long_header
@@ -277,9 +278,13 @@ class Streams(BrokerBase):
         limit = st.read_limit()
         for c, cur in st.cursors.items():
             buf = cur.buffer
+            self._take_pending(st, cur, limit)
             if buf:
                 self._stream_deliver(q, c, buf)
-            if not cur.reading and len(buf) < limit and cur.offset < st.next_offset:
+                if self._take_pending(st, cur, limit):
+                    self._stream_deliver(q, c, buf)
+            if (not cur.reading and cur.pending is None and len(buf) < limit
+                    and cur.offset < st.next_offset):
                 cur.reading = True
                 self.effects.append(ReadStream(q, cur, cur.offset, st.next_offset - 1, limit))
 
@@ -327,6 +332,29 @@ class Streams(BrokerBase):
         st = q.stream
         if q.deleted or st is None or st.cursors.get(cur.consumer) is not cur:
             return
+        found = self._take_entries(st, cur, [(first, count, data, 0)
+                                             for first, count, data in chunks], limit)
+        if not found:
+            cur.offset = max(cur.offset, hi + 1)
+        self._stream_dispatch(q)
+
+    def _take_pending(self, st: StreamLog, cur: Cursor, limit: int) -> bool:
+        """Top the read-ahead up from the rest of the last chunk read, if it runs low
+        (no store read: the chunk is in memory); True if entries were taken."""
+        p = cur.pending
+        if p is None or len(cur.buffer) >= limit:
+            return False
+        data, at, off, end = p
+        return self._take_entries(st, cur, ((off, end - off, data, at),), limit)
+
+    @staticmethod
+    def _take_entries(st: StreamLog, cur: Cursor, chunks: Iterable[tuple[int, int, bytes, int]],
+                      limit: int | None) -> bool:
+        """Walk ``chunks`` (first offset, entries, data, start of the first record) into
+        the cursor's read-ahead from its offset on, at most ``limit``; what is left of
+        the chunk where it stops becomes ``cur.pending``. True if any entry was at or
+        past the cursor."""
+        cur.pending = None
         lo = max(cur.offset, st.first_offset)
         left = limit if limit is not None else -1
         buf = cur.buffer
@@ -334,9 +362,9 @@ class Streams(BrokerBase):
         head = streamrecord.HEAD.unpack_from
         size = streamrecord.HEAD_SIZE
         found = False
-        for first, count, data in chunks:
-            at = 0
-            for off in range(first, first + count):
+        for first, count, data, at in chunks:
+            end = first + count
+            for off in range(first, end):
                 ts, _key, rl, pl, bl = head(data, at)
                 if off >= lo:
                     found = True
@@ -348,13 +376,11 @@ class Streams(BrokerBase):
                         buf.append(StreamEntry(off, data, at))
                     left -= 1
                     if not left:
-                        break
+                        if off + 1 < end:
+                            cur.pending = (data, at + size + rl + pl + bl, off + 1, end)
+                        return True
                 at += size + rl + pl + bl
-            if not left:
-                break
-        if not found:
-            cur.offset = max(cur.offset, hi + 1)
-        self._stream_dispatch(q)
+        return found
 
     def stream_load_failed(self, q: Queue, cur: Cursor) -> None:
         """The read failed (logged by the shell): the next dispatch asks again."""

@@ -59,6 +59,8 @@ class Shell:
         self.delivered: list[bytes] = []
         self.deliveries: list[Deliver] = []
         self.reads = 0
+        #: entries in the chunks stream reads brought back
+        self.read_entries = 0
         self.loads = 0
         self.ops: list[Any] = []
 
@@ -90,6 +92,7 @@ class Shell:
                 elif isinstance(e, ReadStream):
                     self.reads += 1
                     chunks = self.store.fetch_stream(e.queue.id, e.lo, e.limit)
+                    self.read_entries += sum(count for _, count, _ in chunks)
                     self.b.stream_loaded(e.queue, e.cursor, chunks, e.hi, e.limit)
 
 

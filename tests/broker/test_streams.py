@@ -104,6 +104,27 @@ def test_read_ahead_is_bounded(tmp_path: Path) -> None:
     assert len(cur.buffer) <= 2 * limit and cur.offset <= 10 + 2 * limit
 
 
+def test_each_chunk_crosses_from_the_store_once_per_reader(tmp_path: Path) -> None:
+    """Chunks of 700 entries, reads of 1000: a read ends inside a chunk, and the rest of
+    that chunk is taken from memory later, never read again; every offset arrives once,
+    in order, and the read-ahead bound holds throughout."""
+    b, shell, ch, _ = setup(tmp_path, 0)
+    for start in range(0, 3500, 700):
+        publish(b, shell, ch, 700, start=start)  # one group, so one chunk, each
+    consume(b, shell, ch, "a", "first", prefetch=300)
+    st = b.vhost("/").queues["s"].stream
+    assert st is not None
+    (cur,) = st.cursors.values()
+    got: list[int] = []
+    while len(got) < 3500:
+        got += offsets(shell)
+        assert len(cur.buffer) <= 2 * st.read_limit()
+        b.basic_ack(ch, 0, multiple=True)
+        shell.settle()
+    assert got == list(range(3500))
+    assert shell.read_entries == 3500
+
+
 def test_read_size_follows_the_entry_size() -> None:
     st = StreamLog()
     for _ in range(100):

@@ -62,7 +62,7 @@ class FrameBuffer:
     def __init__(self) -> None:
         self._buf = bytearray()
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         self._buf += data
 
     def next(self) -> Any | None:

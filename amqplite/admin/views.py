@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from amqplite import __version__
 from amqplite.admin.messages import death_summary, encode_payload, iso, jsonable
 from amqplite.admin.nodes import CLUSTER_NAME, EXCHANGE_TYPES, NODE
+from amqplite.broker.streamlog import StreamEntry
 
 if TYPE_CHECKING:
     from amqplite.broker.exchanges import Binding, Exchange
@@ -319,7 +320,9 @@ def unacked_bytes(server: Server) -> dict[int, int]:
     for sess in server.broker.sessions.values():
         for ch in sess.channels.values():
             for d in ch.unacked.values():
-                out[d.queue.id] = out.get(d.queue.id, 0) + d.entry.message.body_size
+                e = d.entry
+                size = e.body_size if isinstance(e, StreamEntry) else e.message.body_size
+                out[d.queue.id] = out.get(d.queue.id, 0) + size
     return out
 
 

@@ -290,14 +290,16 @@ class Dispatch(BrokerBase):
             q.unacked -= 1
             if not q.deleted:
                 e = d.entry
-                if log_on and q.stream is None:  # a stream read settles nothing: streams.py
-                    self._log_msg("acked", q.vhost, e.message, q.name,
-                                  c.tag if c else None, e.delivery_count + 1)
-                if e.stored:  # _entry_done, inlined
-                    e.stored = False
-                    store_ops.append(P.delete_entry(q, e))
-                else:
-                    e.message.pinned -= 1
+                # a stream read (StreamEntry) settles nothing and logs nothing: streams.py
+                if isinstance(e, Entry):
+                    if log_on:
+                        self._log_msg("acked", q.vhost, e.message, q.name,
+                                      c.tag if c else None, e.delivery_count + 1)
+                    if e.stored:  # _entry_done, inlined
+                        e.stored = False
+                        store_ops.append(P.delete_entry(q, e))
+                    else:
+                        e.message.pinned -= 1
                 q.stats["ack"] += 1
                 if q is not last:
                     touched[q] = None
@@ -340,12 +342,13 @@ class Dispatch(BrokerBase):
             for d in ds:
                 q = d.queue
                 self._release(d)
-                if q.deleted:
+                e = d.entry
+                if q.deleted or not isinstance(e, Entry):  # stream reads were refused above
                     continue
-                self.log_event("rejected", q.vhost, d.entry.message, q.name,
+                self.log_event("rejected", q.vhost, e.message, q.name,
                           consumer_tag=d.consumer.tag if d.consumer else None,
-                          attempt=d.entry.delivery_count + 1, reason="rejected")
-                self.dead_letter(q, d.entry, "rejected")
+                          attempt=e.delivery_count + 1, reason="rejected")
+                self.dead_letter(q, e, "rejected")
                 touched.add(q)
         for q in touched:
             self._dispatch(q)
@@ -374,10 +377,10 @@ class Dispatch(BrokerBase):
             self._release(d)
             if q.deleted:
                 continue
-            if q.stream is not None:  # a closed channel's: the log keeps every entry
+            e = d.entry
+            if not isinstance(e, Entry):  # a stream read: the log keeps every entry
                 touched.add(q)
                 continue
-            e = d.entry
             e.redelivered = True
             e.delivery_count += 1
             q.stats["redeliver"] += 1

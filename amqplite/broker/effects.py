@@ -15,7 +15,7 @@ import attrs
 if TYPE_CHECKING:
     from amqplite.broker.model import ChannelState, Entry, Message, Session
     from amqplite.broker.queue import Queue
-    from amqplite.broker.streamlog import Cursor
+    from amqplite.broker.streamlog import Cursor, StreamEntry
 
 
 @attrs.define(slots=True)
@@ -29,6 +29,18 @@ class Deliver:
     message: Message
     #: replacement property bytes (x-delivery-count on redeliveries), else None
     properties: bytes | None = None
+
+
+@attrs.define(slots=True)
+class StreamDeliver:
+    """Send basic.deliver for stream entries read ahead, delivery tags ``first_tag``
+    up, one per entry: a batch, so the shell writes them in one go from the stored
+    records (``amqplite.protocol.streamrecord``)."""
+
+    channel: ChannelState
+    consumer_tag: str
+    first_tag: int
+    entries: list[StreamEntry]
 
 
 @attrs.define(slots=True)

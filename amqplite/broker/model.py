@@ -16,6 +16,7 @@ from amqplite.protocol.properties import delivery_mode_of, headers_of, message_i
 
 if TYPE_CHECKING:
     from amqplite.broker.queue import Queue
+    from amqplite.broker.streamlog import StreamEntry
     from amqplite.protocol.properties import BasicProperties
 
 
@@ -175,11 +176,14 @@ class Consumer:
 
 
 class Delivery:
-    """An unacked delivery, keyed by its delivery tag on its channel."""
+    """An unacked delivery, keyed by its delivery tag on its channel. A stream read's
+    ``entry`` is a :class:`~amqplite.broker.streamlog.StreamEntry` (an offset and its
+    stored record), never requeued or dead-lettered."""
 
     __slots__ = ("consumer", "entry", "queue", "tag")
 
-    def __init__(self, tag: int, queue: Queue, entry: Entry, consumer: Consumer | None) -> None:
+    def __init__(self, tag: int, queue: Queue, entry: Entry | StreamEntry,
+                 consumer: Consumer | None) -> None:
         self.tag = tag
         self.queue = queue
         self.entry = entry

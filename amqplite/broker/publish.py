@@ -152,7 +152,7 @@ class Publishing(BrokerBase):
         if len(queues) == 1:
             q = queues[0]
             r = self.enqueue(q, msg)
-            if q.consumers or q.stream is not None:  # else nobody to hand to
+            if q.consumers:  # else nobody to hand to (a stream's readers are consumers too)
                 self._dispatch(q)
             if r == NOT_STORED:
                 return _ROUTED

@@ -1,9 +1,9 @@
 """A stream's log as the broker sees it: segments, offsets, and consumer cursors.
 
 Pure data with the arithmetic of offsets and retention; the entries
-themselves live in the store (``stream_entries``) and are read back in
-bounded batches per cursor, so a stream of any length costs RAM for its
-segment list and each consumer's read-ahead only. The part that drives it
+themselves live in the store (chunk rows of ``stream_chunks``) and are read
+back in bounded batches per cursor, so a stream of any length costs RAM for
+its segment list and each consumer's read-ahead only. The part that drives it
 (commands in, effects out) is ``broker/streams.py``.
 """
 
@@ -13,10 +13,11 @@ import re
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
 
 if TYPE_CHECKING:
-    from amqplite.broker.model import Consumer, Entry
+    from amqplite.broker.model import Consumer
 
 #: x-stream-max-segment-size-bytes when neither argument nor policy sets it (RabbitMQ's)
 DEFAULT_SEGMENT_SIZE = 500_000_000
@@ -60,11 +61,28 @@ class Segment:
         return self.number, self.first, self.last, self.first_ts, self.last_ts
 
 
+class StreamEntry:
+    """One entry read ahead or delivered: its offset and where its record lies in the
+    chunk read from the store (``amqplite.protocol.streamrecord``). The frames are
+    written from those bytes as they are; nothing of the entry is decoded."""
+
+    __slots__ = ("at", "data", "position")
+
+    def __init__(self, position: int, data: bytes, at: int) -> None:
+        self.position = position
+        self.data = data
+        self.at = at
+
+    @property
+    def body_size(self) -> int:
+        return int(streamrecord.HEAD.unpack_from(self.data, self.at)[4])
+
+
 class Cursor:
     """One consumer's place in a stream: the next offset to read from the store and
     the entries read ahead but not yet delivered."""
 
-    __slots__ = ("buffer", "consumer", "min_ts", "offset", "reading", "unsettled")
+    __slots__ = ("buffer", "consumer", "min_ts", "offset", "pending", "reading", "unsettled")
 
     def __init__(self, consumer: Consumer, offset: int, min_ts: int | None = None) -> None:
         self.consumer = consumer
@@ -74,9 +92,14 @@ class Cursor:
         self.unsettled: int | None = None
         #: attached by timestamp: entries older than this (µs) are skipped on reading
         self.min_ts = min_ts
-        self.buffer: deque[Entry] = deque()
+        self.buffer: deque[StreamEntry] = deque()
         #: a store read for this cursor is outstanding
         self.reading = False
+        #: the rest of the last chunk read, not yet taken into ``buffer``: (chunk, record
+        #: start, its offset, end offset). Taken before the next store read, so a read
+        #: ends at a chunk boundary and no chunk crosses the process boundary twice; it
+        #: costs no memory of its own (the buffer's last entries hold the same chunk)
+        self.pending: tuple[bytes, int, int, int] | None = None
 
 
 class Group:
@@ -102,9 +125,11 @@ class Group:
 class StreamLog:
     """Segments in offset order (the last one open), the next offset, the cursors."""
 
-    __slots__ = ("bytes", "cursors", "groups", "member_of", "next_offset", "segments")
+    __slots__ = ("bytes", "cursors", "groups", "member_of", "next_offset", "routes", "segments")
 
     def __init__(self) -> None:
+        #: (exchange, routing key) -> its route bytes in a record (publishers repeat them)
+        self.routes: dict[tuple[str, str], bytes] = {}
         self.segments: deque[Segment] = deque()
         self.next_offset = 0
         self.bytes = 0
@@ -210,7 +235,8 @@ class StreamLog:
     def resolve(self, spec: Any, now: float) -> tuple[int, int | None]:
         """Where ``x-stream-offset`` = ``spec`` attaches: (offset, skip-older-than µs).
 
-        ``first``, ``last`` (the newest entry: amqplite has no chunks), ``next``
+        ``first``, ``last`` (the newest entry: amqplite skips to it inside its chunk,
+        where RabbitMQ starts at the chunk), ``next``
         (default), an integer (clamped into the log, as RabbitMQ does), an AMQP
         timestamp or an interval string (``1h`` ago): from the first segment
         holding entries at or after that time, skipping older ones on reading.

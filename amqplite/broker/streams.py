@@ -19,20 +19,25 @@ over where the group's acks stopped.
 from __future__ import annotations
 
 import logging
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from amqplite.broker import errors as E
 from amqplite.broker import persist as P
 from amqplite.broker.base import STORED, BrokerBase
 from amqplite.broker.commands import BASIC_CONSUME, QUEUE_DECLARE
-from amqplite.broker.effects import ReadStream
-from amqplite.broker.model import ChannelState, Consumer, Entry, Message
+from amqplite.broker.effects import ReadStream, StreamDeliver
+from amqplite.broker.model import ChannelState, Consumer, Delivery, Message
 from amqplite.broker.policy import NOT_FOR_STREAMS
 from amqplite.broker.queue import Queue
-from amqplite.broker.streamlog import Cursor, Group, Segment
+from amqplite.broker.streamlog import Cursor, Group, Segment, StreamEntry, StreamLog
+from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
-from amqplite.protocol.properties import with_header
+from amqplite.protocol.properties import with_long_header
 
+#: the header every stream delivery carries its offset in (a long, as RabbitMQ)
+OFFSET_HEADER = "x-stream-offset"
 #: consumer arguments of amqplite's stream consumer groups (RabbitMQ ignores them)
 GROUP_ARG = "x-stream-consumer-group"
 SAC_ARG = "x-single-active-consumer"
@@ -94,21 +99,34 @@ class Streams(BrokerBase):
     def stream_append(self, q: Queue, msg: Message) -> int:
         """Append ``msg`` at the next offset; its confirm waits for the commit."""
         st = q.stream
-        assert st is not None and msg.body is not None
+        body = msg.body
+        assert st is not None and body is not None
         ts = int(self.now() * 1_000_000)
-        size = len(msg.body) + len(msg.properties_raw)
+        props = msg.properties_raw
+        size = len(body) + len(props)
         off, seg, sealed, opened = st.append(ts, size, q.segment_size)
         if sealed is not None:
             self._put_segment(q, sealed)
         if opened:
             self._put_segment(q, seg)
             self._apply_retention(q, ts)
-        self.store_ops.append(P.ops.AppendStream(
-            q.id, off, seg.number, ts, msg.key, msg.exchange, msg.routing_key,
-            msg.properties_raw, msg.body))
+        # stored as it will be delivered: the offset header spliced in once, here
+        route = st.routes.get((msg.exchange, msg.routing_key))
+        if route is None:
+            if len(st.routes) >= 256:
+                st.routes.clear()
+            route = st.routes[(msg.exchange, msg.routing_key)] = streamrecord.route(
+                msg.exchange, msg.routing_key)
+        record = streamrecord.pack(ts, msg.key, route,
+                                   with_long_header(props, OFFSET_HEADER, off), body)
+        self.store_ops.append(P.ops.AppendStream(q.id, off, seg.number, ts, msg.key, size,
+                                                 record))
         # "appended", not "routed": a stream entry is never settled, so the audit's
         # per-message states (in flight, stuck) must not count it
-        self.log_event("appended", q.vhost, msg, q.name, reason=f"offset:{off}")
+        if self._log_on:
+            self.store_ops.append((ts, "appended", q.vhost, msg.exchange, msg.routing_key,
+                                   q.name, msg._mid or msg.message_id, msg.key, None, None,
+                                   len(body), f"offset:{off}"))
         return STORED
 
     def _put_segment(self, q: Queue, s: Segment) -> None:
@@ -255,41 +273,114 @@ class Streams(BrokerBase):
             return
         if st.groups:
             self._settle_leaving(q)
+        if not st.cursors:  # every append dispatches: no reader, nothing to do
+            return
         limit = st.read_limit()
         for c, cur in st.cursors.items():
             buf = cur.buffer
-            while buf and c.has_room():
-                self._deliver(q, buf.popleft(), c)
-            if not cur.reading and len(buf) < limit and cur.offset < st.next_offset:
+            self._take_pending(st, cur, limit)
+            if buf:
+                self._stream_deliver(q, c, buf)
+                if self._take_pending(st, cur, limit):
+                    self._stream_deliver(q, c, buf)
+            if (not cur.reading and cur.pending is None and len(buf) < limit
+                    and cur.offset < st.next_offset):
                 cur.reading = True
                 self.effects.append(ReadStream(q, cur, cur.offset, st.next_offset - 1, limit))
 
-    def stream_loaded(self, q: Queue, cur: Cursor, rows: list[tuple[Any, ...]], hi: int) -> None:
-        """Entries read for ``cur`` (rows as ``Store.fetch_stream`` gives them).
+    def _stream_deliver(self, q: Queue, c: Consumer, buf: deque[StreamEntry]) -> None:
+        """As many read-ahead entries as ``c`` has room for, as one batch effect.
 
-        The read ran after every append up to ``hi`` had committed (or failed), so
-        an empty answer means nothing below ``hi`` is coming: the cursor moves on.
+        What ``_deliver`` does per entry, minus what a stream never needs (no
+        store row to mark, no message to pin, no log row): the unacked
+        bookkeeping acks, channel closes and group hand-overs rely on stays.
+        """
+        ch = c.channel
+        if not ch.flow or not ch.session.writable:
+            return
+        room = c.prefetch - c.unacked if c.prefetch else len(buf)
+        if ch.global_prefetch:
+            room = min(room, ch.global_prefetch - len(ch.unacked))
+        n = min(room, len(buf))
+        if n <= 0:
+            return
+        first = tag = ch.next_tag
+        unacked = ch.unacked
+        batch = [buf.popleft() for _ in range(n)]
+        for se in batch:
+            unacked[tag] = Delivery(tag, q, se, c)
+            tag += 1
+        ch.next_tag = tag
+        c.unacked += n
+        q.unacked += n
+        self.stats["delivered"] += n
+        q.stats["deliver_get"] += n
+        self.effects.append(StreamDeliver(ch, c.tag, first, batch))
+
+    def stream_loaded(self, q: Queue, cur: Cursor, chunks: list[tuple[int, int, bytes]],
+                      hi: int, limit: int | None = None) -> None:
+        """Chunks read for ``cur`` (as ``Store.fetch_stream`` gives them): their entries
+        from the cursor's offset on, at most ``limit``, join its read-ahead.
+
+        A chunk may start below the cursor: the entries before it are skipped here
+        (RabbitMQ sends the whole chunk and leaves the skipping to the client), so
+        a consumer never receives an offset below the one it asked for. The read ran
+        after every append up to ``hi`` had committed (or failed), so an empty answer
+        means nothing below ``hi`` is coming: the cursor moves on.
         """
         cur.reading = False
         st = q.stream
         if q.deleted or st is None or st.cursors.get(cur.consumer) is not cur:
             return
-        first = st.first_offset
-        for off, ts, key, exchange, routing_key, props, body in rows:
-            if off < cur.offset or off < first:
-                continue  # retention went past it meanwhile
-            cur.offset = off + 1
-            if cur.min_ts is not None:
-                if ts < cur.min_ts:
-                    continue
-                cur.min_ts = None
-            m = Message(key, exchange, routing_key,
-                        with_header(props, "x-stream-offset", off, "l"), body)
-            m.pinned = 1  # not stored as a message: an ack unpins it, nothing else
-            cur.buffer.append(Entry(off, m))
-        if not rows:
+        found = self._take_entries(st, cur, [(first, count, data, 0)
+                                             for first, count, data in chunks], limit)
+        if not found:
             cur.offset = max(cur.offset, hi + 1)
         self._stream_dispatch(q)
+
+    def _take_pending(self, st: StreamLog, cur: Cursor, limit: int) -> bool:
+        """Top the read-ahead up from the rest of the last chunk read, if it runs low
+        (no store read: the chunk is in memory); True if entries were taken."""
+        p = cur.pending
+        if p is None or len(cur.buffer) >= limit:
+            return False
+        data, at, off, end = p
+        return self._take_entries(st, cur, ((off, end - off, data, at),), limit)
+
+    @staticmethod
+    def _take_entries(st: StreamLog, cur: Cursor, chunks: Iterable[tuple[int, int, bytes, int]],
+                      limit: int | None) -> bool:
+        """Walk ``chunks`` (first offset, entries, data, start of the first record) into
+        the cursor's read-ahead from its offset on, at most ``limit``; what is left of
+        the chunk where it stops becomes ``cur.pending``. True if any entry was at or
+        past the cursor."""
+        cur.pending = None
+        lo = max(cur.offset, st.first_offset)
+        left = limit if limit is not None else -1
+        buf = cur.buffer
+        min_ts = cur.min_ts
+        head = streamrecord.HEAD.unpack_from
+        size = streamrecord.HEAD_SIZE
+        found = False
+        for first, count, data, at in chunks:
+            end = first + count
+            for off in range(first, end):
+                ts, _key, rl, pl, bl = head(data, at)
+                if off >= lo:
+                    found = True
+                    cur.offset = off + 1
+                    if min_ts is None:
+                        buf.append(StreamEntry(off, data, at))
+                    elif ts >= min_ts:
+                        min_ts = cur.min_ts = None
+                        buf.append(StreamEntry(off, data, at))
+                    left -= 1
+                    if not left:
+                        if off + 1 < end:
+                            cur.pending = (data, at + size + rl + pl + bl, off + 1, end)
+                        return True
+                at += size + rl + pl + bl
+        return found
 
     def stream_load_failed(self, q: Queue, cur: Cursor) -> None:
         """The read failed (logged by the shell): the next dispatch asks again."""

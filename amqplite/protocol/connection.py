@@ -27,8 +27,8 @@ handle ``next_event()`` until None, then ``data_to_send()``; call
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from amqplite.protocol import frames as _frames
 from amqplite.protocol.codec import FieldTable
@@ -74,6 +74,9 @@ from amqplite.protocol.reader import (
 )
 from amqplite.protocol.sasl import MECHANISMS, offered, parse_credentials
 from amqplite.protocol.spec import FRAME_MIN_SIZE, PROTOCOL_HEADER, ReplyCode, is_soft_error
+
+if TYPE_CHECKING:
+    from amqplite.protocol.frames import StoredEntry
 
 __all__ = ["ServerConnection"]
 
@@ -329,6 +332,24 @@ class ServerConnection(FrameReader):
             self._out, channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key,
             properties_raw, body, self._frame_max,
         )
+        return True
+
+    def send_stream_deliveries(
+        self,
+        channel: int,
+        consumer_tag: str | bytes,
+        first_tag: int,
+        entries: Sequence[StoredEntry],
+    ) -> bool:
+        """basic.deliver + content for stream records (tags from ``first_tag`` up);
+        False if the channel is not open."""
+        if self._tx_state is not _OPEN:
+            return False
+        chan = self._channels.get(channel)
+        if chan is None or chan.state > CH_SENDABLE:
+            return False
+        _frames.write_stream_deliveries(self._out, channel, consumer_tag, first_tag, entries,
+                                        self._frame_max)
         return True
 
     def send_get_ok(

@@ -9,6 +9,8 @@ Every ``write_*`` appends to ``out``; the ``encode_*`` twins return bytes.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
+from typing import Protocol
 
 from amqplite.protocol.spec import (
     BASIC,
@@ -16,6 +18,8 @@ from amqplite.protocol.spec import (
     FRAME_HEARTBEAT,
     FRAME_OVERHEAD,
 )
+from amqplite.protocol.streamrecord import HEAD as RECORD_HEAD
+from amqplite.protocol.streamrecord import HEAD_SIZE as RECORD_HEAD_SIZE
 
 __all__ = [
     "HEARTBEAT_FRAME",
@@ -29,6 +33,7 @@ __all__ = [
     "write_frame",
     "write_get_ok",
     "write_return",
+    "write_stream_deliveries",
 ]
 
 _FRAME_HEAD = struct.Struct(">BHI")
@@ -284,3 +289,75 @@ def encode_return(
     write_return(out, channel, reply_code, reply_text, exchange, routing_key,
                  properties_raw, body, frame_max)
     return bytes(out)
+
+
+class StoredEntry(Protocol):
+    """What :func:`write_stream_deliveries` needs of an entry: a stream record
+    (``amqplite.protocol.streamrecord``) at ``at`` in ``data``."""
+
+    data: bytes
+    at: int
+
+
+_RECORD_HEAD = RECORD_HEAD.unpack_from
+# frame-end of the method frame + the header frame's head, class, weight, body size
+_END_HEADER = struct.Struct(">BBHIHHQ")
+
+
+def write_stream_deliveries(
+    out: bytearray,
+    channel: int,
+    consumer_tag: str | bytes,
+    first_tag: int,
+    entries: Sequence[StoredEntry],
+    frame_max: int,
+) -> None:
+    """Append basic.deliver + content for stream records, delivery tags from
+    ``first_tag`` up (redelivered is never set on a stream read).
+
+    The route, properties and body go out as slices of the stored chunk: per
+    entry this is a few struct packs and one join for the whole batch.
+    """
+    ct = _b(consumer_tag)
+    ctag = bytes((len(ct),)) + ct
+    heads: dict[int, bytes] = {}  # method frame head by route length
+    body_max = frame_max - FRAME_OVERHEAD if frame_max else 0
+    parts: list[bytes | memoryview] = []
+    add = parts.append
+    qb, end_header, qb_end = _QB.pack, _END_HEADER.pack, _QB_END.pack
+    data: bytes | None = None
+    view = memoryview(b"")
+    tag = first_tag
+    for e in entries:
+        if e.data is not data:
+            data = e.data
+            view = memoryview(data)
+        at = e.at
+        _ts, _key, rl, pl, bl = _RECORD_HEAD(data, at)
+        r = at + RECORD_HEAD_SIZE
+        p = r + rl
+        b = p + pl
+        head = heads.get(rl)
+        if head is None:
+            size = 13 + len(ctag) + rl
+            head = heads[rl] = _METHOD_HEAD.pack(1, channel, size, BASIC, 60) + ctag
+        add(head)
+        add(qb(tag, 0))
+        add(view[r:p])
+        add(end_header(0xCE, 2, channel, 12 + pl, BASIC, 0, bl))
+        add(view[p:b])
+        if not bl:
+            add(_END)
+        elif not body_max or bl <= body_max:
+            add(qb_end(0xCE, FRAME_BODY, channel, bl))
+            add(view[b : b + bl])
+            add(_END)
+        else:
+            add(_END)
+            for start in range(b, b + bl, body_max):
+                piece = view[start : min(start + body_max, b + bl)]
+                add(_FRAME_HEAD.pack(FRAME_BODY, channel, len(piece)))
+                add(piece)
+                add(_END)
+        tag += 1
+    out += b"".join(parts)

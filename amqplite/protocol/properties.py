@@ -40,6 +40,7 @@ __all__ = [
     "priority_of",
     "reply_to_of",
     "user_id_of",
+    "with_long_header",
     "with_reply_to",
 ]
 
@@ -341,6 +342,53 @@ def with_header(raw: bytes, name: str, value: Any, tag: str) -> bytes:
     headers.set(name, value, tag)
     props.headers = headers
     return encode_properties(props)
+
+
+_Q_SIGNED = struct.Struct(">q")
+#: name -> its encoded key and the long tag (a stream names one key for every entry)
+_LONG_KEYS: dict[str, tuple[bytes, bytes]] = {}
+_HEADERS_BIT = 1 << 13
+_BEFORE_HEADERS = (1 << 15) | (1 << 14)  # content_type, content_encoding
+
+
+def with_long_header(raw: bytes, name: str, value: int) -> bytes:
+    """``with_header(raw, name, value, "l")`` by splicing bytes, without a decode.
+
+    Every stream entry gets its ``x-stream-offset`` this way at append time, so
+    it must be cheap: the new field is appended to the headers table (its
+    length fixed), or a one-field table is inserted after content-type and
+    content-encoding. Everything else keeps its bytes. When the key may already
+    be there, or the flags are unusual (continuation words), or the bytes are
+    malformed, the full decode and re-encode of :func:`with_header` decides.
+    """
+    known = _LONG_KEYS.get(name)
+    if known is None:
+        k = name.encode()
+        known = _LONG_KEYS[name] = (k, bytes((len(k),)) + k + b"l")
+    key = known[0]
+    field = known[1] + _Q_SIGNED.pack(value)
+    try:
+        flags = raw[0] << 8 | raw[1]
+        if flags & 1:
+            raise IndexError
+        off = 2
+        if flags & (1 << 15):
+            off += 1 + raw[off]
+        if flags & (1 << 14):
+            off += 1 + raw[off]
+        if flags & _HEADERS_BIT:
+            size = _I.unpack_from(raw, off)[0]
+            end = off + 4 + size
+            if end > len(raw) or raw.find(key, off + 4, end) >= 0:
+                raise IndexError
+            return b"".join((raw[:off], _I.pack(size + len(field)), raw[off + 4:end], field,
+                             raw[end:]))
+        if off > len(raw):
+            raise IndexError
+    except (IndexError, struct.error):
+        return with_header(raw, name, value, "l")
+    flags |= _HEADERS_BIT
+    return b"".join((_H.pack(flags), raw[2:off], _I.pack(len(field)), field, raw[off:]))
 
 
 def with_reply_to(raw: bytes, value: str) -> bytes:

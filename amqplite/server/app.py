@@ -151,7 +151,7 @@ class Server:
         (so the appends up to ``e.hi`` are all there, or failed for good)."""
         assert self.store is not None
         try:
-            rows = await self.persist.read("fetch_stream", e.queue.id, e.lo, e.limit)
+            chunks = await self.persist.read("fetch_stream", e.queue.id, e.lo, e.limit)
         except Exception:
             log.exception("reading stream %s failed; will retry", e.queue.name)
             with trio.move_on_after(1):
@@ -159,8 +159,8 @@ class Server:
             self.execute(self.broker.stream_load_failed, e.queue, e.cursor)
         else:
             self.counters.page_ins += 1
-            self.counters.paged_in_messages += len(rows)
-            self.execute(self.broker.stream_loaded, e.queue, e.cursor, rows, e.hi)
+            self.counters.paged_in_messages += sum(c[1] for c in chunks)
+            self.execute(self.broker.stream_loaded, e.queue, e.cursor, chunks, e.hi, e.limit)
 
     async def _page_in(self, e: PageIn) -> None:
         """Read paged-out bodies once every earlier submission has committed.

@@ -493,6 +493,13 @@ class AMQPConnection:
             message.routing_key, properties or message.properties_raw, message.body,
         )
 
+    def deliver_stream(self, ch: ChannelState, consumer_tag: str, first_tag: int,
+                       entries: list[Any]) -> None:
+        """Stream entries (``StreamEntry``), written from their stored records."""
+        if not self.alive or ch.number not in self.channels:
+            return
+        self.proto.send_stream_deliveries(ch.number, consumer_tag, first_tag, entries)
+
     def send_return(self, ch: ChannelState, code: int, text: str, message: Any) -> None:
         if not self.alive or ch.number not in self.channels:
             return

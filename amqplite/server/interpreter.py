@@ -26,6 +26,7 @@ from amqplite.broker.effects import (
     PageIn,
     ReadStream,
     Return,
+    StreamDeliver,
 )
 from amqplite.server.counters import Counters
 from amqplite.server.persistence import Persistence
@@ -60,6 +61,12 @@ class Interpreter:
                 if tr is not None:
                     tr.deliver(e.channel, e.consumer_tag, e.delivery_tag, e.redelivered,
                                e.message, e.properties)
+                    if tr is not last:
+                        written[tr] = last = tr
+            elif t is StreamDeliver:
+                tr = e.channel.session.transport
+                if tr is not None:
+                    tr.deliver_stream(e.channel, e.consumer_tag, e.first_tag, e.entries)
                     if tr is not last:
                         written[tr] = last = tr
             elif t is Confirm:

@@ -64,7 +64,7 @@ from .ops import (
     UpdateEntry,
 )
 
-__all__ = ["ROWS_PER_INSERT", "Applier", "PruneRange", "storable_logs", "upsert"]
+__all__ = ["ROWS_PER_INSERT", "Applier", "PruneRange", "storable_logs", "stream_chunks", "upsert"]
 
 # Rows per multi-row INSERT (x 12 columns stays far below bound-parameter limits).
 ROWS_PER_INSERT = 32
@@ -75,10 +75,47 @@ _log_row = attrgetter(*LOG_FIELDS)
 _MESSAGE_KEY_INDEX = LOG_FIELDS.index("message_key")
 
 
-#: stream_entries columns in AppendStream's field order
-STREAM_COLS = ("queue_id", "offset", "segment", "ts_us", "message_key", "exchange",
-               "routing_key", "properties", "body")
-_stream_row = attrgetter(*STREAM_COLS)
+#: stream_chunks columns, in the order chunk rows are built
+CHUNK_COLS = ("queue_id", "first_offset", "last_offset", "segment", "first_ts_us",
+              "last_ts_us", "count", "size", "data")
+
+
+def stream_chunks(appends: Iterable[AppendStream], max_bytes: int = s.CHUNK_BYTES,
+                  max_entries: int = s.CHUNK_ENTRIES) -> list[tuple[Any, ...]]:
+    """Chunk rows (CHUNK_COLS order) of appends in commit order: consecutive offsets
+    of one stream in one segment share a chunk, up to ``max_bytes`` of records or
+    ``max_entries``; appends of other streams in between do not break it.
+
+    One row of ~1 MiB instead of a thousand narrow ones is most of what makes an
+    append cheap for the writer, and a read is then a few blobs, not 1000 rows.
+    """
+    rows: list[tuple[Any, ...]] = []
+    # queue_id -> [first, last, segment, first_ts, last_ts, records, bytes, size]
+    open_: dict[int, list[Any]] = {}
+    for op in appends:
+        rec = op.record
+        c = open_.get(op.queue_id)
+        if c is not None and (op.offset != c[1] + 1 or op.segment != c[2]
+                              or c[6] + len(rec) > max_bytes or len(c[5]) >= max_entries):
+            rows.append(_chunk_row(op.queue_id, c))
+            c = None
+        if c is None:
+            open_[op.queue_id] = [op.offset, op.offset, op.segment, op.ts_us, op.ts_us, [rec],
+                                  len(rec), op.size]
+            continue
+        c[1] = op.offset
+        c[4] = op.ts_us
+        c[5].append(rec)
+        c[6] += len(rec)
+        c[7] += op.size
+    rows.extend(_chunk_row(qid, c) for qid, c in open_.items())
+    return rows
+
+
+def _chunk_row(queue_id: int, c: list[Any]) -> tuple[Any, ...]:
+    first, last, segment, first_ts, last_ts, records, _n, size = c
+    return (queue_id, first, last, segment, first_ts, last_ts, len(records), size,
+            b"".join(records))
 
 
 class _Stmt:
@@ -202,7 +239,7 @@ class _Segment:
         self.dels: dict[tuple[int, int], int] = {}  # key -> message_id
         self.cancelled: list[int] = []  # message ids of cancelled PutEntry
         self.logs: list[tuple[Any, ...]] = []
-        self.streams: list[tuple[Any, ...]] = []  # stream entries, appended in order
+        self.streams: list[AppendStream] = []  # stream appends, in order
 
     def __bool__(self) -> bool:
         return bool(self.msgs or self.entries or self.upds or self.dels or self.logs
@@ -244,7 +281,8 @@ class Applier:
             ("k_q", "k_p"),
         )
         self._ins_log = _InsertStmt(dl, eng, LOG_FIELDS, ROWS_PER_INSERT)
-        self._ins_stream = _InsertStmt(s.stream_entries, eng, STREAM_COLS, ROWS_PER_INSERT // 2)
+        self._ins_chunk = _Stmt(insert(s.stream_chunks).values(_bound(CHUNK_COLS)), eng,
+                                CHUNK_COLS)
         # Set-based orphan removal: messages among these ids that no entry references.
         self._del_orphans = delete(m).where(
             m.c.id.in_(bindparam("ids", expanding=True)),
@@ -315,7 +353,9 @@ class Applier:
                     if mid > hw_message:
                         hw_message = mid
                 elif t is AppendStream:
-                    seg.streams.append(_stream_row(op))
+                    seg.streams.append(op)
+                    if op.message_key > hw_message:
+                        hw_message = op.message_key
                 elif t is UpdateEntry:
                     key = (op.queue_id, op.position)
                     row = entries.get(key)
@@ -367,7 +407,7 @@ class Applier:
         if seg.logs:
             self._ins_log.run(conn, seg.logs)
         if seg.streams:
-            self._ins_stream.run(conn, seg.streams)
+            self._ins_chunk.run(conn, stream_chunks(seg.streams))
 
     def _delete_orphans(self, conn: Connection, message_ids: list[int]) -> None:
         stmt = self._del_orphans
@@ -470,9 +510,9 @@ class Applier:
                     "first_ts_us": op.first_ts_us, "last_ts_us": op.last_ts_us,
                     "size": op.size})
         elif t is DeleteStreamSegments:
-            se, sg = s.stream_entries, s.stream_segments
-            conn.execute(delete(se).where(se.c.queue_id == op.queue_id,
-                                          se.c.offset < op.first_offset))
+            sc, sg = s.stream_chunks, s.stream_segments
+            conn.execute(delete(sc).where(sc.c.queue_id == op.queue_id,
+                                          sc.c.last_offset < op.first_offset))
             conn.execute(delete(sg).where(sg.c.queue_id == op.queue_id,
                                           sg.c.segment < op.segment))
         elif t is PruneRange:
@@ -510,7 +550,7 @@ class Applier:
             ~exists().where(e2.c.message_id == m.c.id, e2.c.queue_id != queue_id),
         ))
         conn.execute(delete(e).where(e.c.queue_id == queue_id))
-        for t in (s.stream_entries, s.stream_segments):
+        for t in (s.stream_chunks, s.stream_segments):
             conn.execute(delete(t).where(t.c.queue_id == queue_id))
         conn.execute(delete(q).where(q.c.id == queue_id))
 

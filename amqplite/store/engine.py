@@ -37,6 +37,7 @@ from .apply import Applier, PruneRange, storable_logs, upsert
 from .ops import LogEvent, Op
 from .reads import StoreReads
 from .recovery import Recovered
+from .upgrade import stream_entries_to_chunks
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +186,10 @@ class Store(StoreReads):
             rows = dict(conn.execute(select(s.meta.c.key, s.meta.c.value)).all())
             version = rows.get("schema_version")
             if version is not None and int(version) in s.UPGRADABLE_VERSIONS:
-                # create_all above added the missing tables: the upgrade is done
+                # create_all above added the missing tables; version 2's stream rows
+                # move into chunks (store/upgrade.py), in this same transaction
+                if int(version) == 2:
+                    stream_entries_to_chunks(conn)
                 conn.execute(update(s.meta).where(s.meta.c.key == "schema_version")
                              .values(value=str(s.SCHEMA_VERSION)))
             elif version is not None and int(version) != s.SCHEMA_VERSION:

@@ -50,20 +50,28 @@ class StoreReads:
         with self.engine.connect() as conn:
             return [tuple(r) for r in conn.execute(stmt)]
 
-    def fetch_stream(self, queue_id: int, lo: int, limit: int) -> list[tuple[Any, ...]]:
-        """A stream's first ``limit`` entries at offsets ``>= lo``, in order, as (offset,
-        ts_us, message_key, exchange, routing_key, properties, body): one range scan of
-        the primary key, so a consumer's read costs its batch, not the log."""
-        se = s.stream_entries
+    def fetch_stream(self, queue_id: int, lo: int, limit: int) -> list[tuple[int, int, bytes]]:
+        """The chunks of a stream holding its first ``limit`` entries at offsets ``>= lo``,
+        in order, as (first offset, count, data); the first may start below ``lo`` (the
+        caller skips inside it: ``streamrecord.walk``). One range scan of an index from
+        the chunk holding ``lo``, so a read costs its batch, not the log; a gap (a
+        failed commit's offsets) is skipped as if absent."""
+        sc = s.stream_chunks
         stmt = (
-            select(se.c.offset, se.c.ts_us, se.c.message_key, se.c.exchange,
-                   se.c.routing_key, se.c.properties, se.c.body)
-            .where(se.c.queue_id == queue_id, se.c.offset >= lo)
-            .order_by(se.c.offset)
-            .limit(limit)
+            select(sc.c.first_offset, sc.c.count, sc.c.data)
+            .where(sc.c.queue_id == queue_id, sc.c.last_offset >= lo)
+            .order_by(sc.c.last_offset)
+            .limit(max(1, limit))
         )
+        out: list[tuple[int, int, bytes]] = []
+        n = 0
         with self.engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(stmt)]
+            for first, count, data in conn.execute(stmt):
+                out.append((first, count, data))
+                n += first + count - max(first, lo)
+                if n >= limit:
+                    break
+        return out
 
     def read_delivery_log(
         self,

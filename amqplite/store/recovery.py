@@ -76,7 +76,7 @@ def clean_up(conn: Connection) -> None:
     """
     e, m, q, b = s.queue_entries, s.messages, s.queues, s.bindings
     conn.execute(delete(e).where(~exists().where(q.c.id == e.c.queue_id)))
-    for t in (s.stream_entries, s.stream_segments):
+    for t in (s.stream_chunks, s.stream_segments):
         conn.execute(delete(t).where(~exists().where(q.c.id == t.c.queue_id)))
     meta = s.meta
     if conn.execute(select(meta.c.value).where(meta.c.key == TRANSIENT_KEY)).first():
@@ -183,25 +183,27 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
     hw = rec.meta
     rec.max_queue_id = max(_int(conn, select(func.max(s.queues.c.id))),
                            int(hw.get("max_queue_id", 0)))
+    # stream appends raise meta.max_message_id in their own transaction (their keys
+    # live inside chunk blobs)
     rec.max_message_id = max(_int(conn, select(func.max(m.c.id))),
-                             _int(conn, select(func.max(s.stream_entries.c.message_key))),
                              int(hw.get("max_message_id", 0)))
     rec.max_log_id = _int(conn, select(func.max(s.delivery_log.c.id)))
     return rec
 
 
 def _load_streams(conn: Connection, rec: Recovered) -> None:
-    """Each stream's segment rows; only the open segment's entries are scanned."""
-    sg, se = s.stream_segments, s.stream_entries
+    """Each stream's segment rows; only the open segment's chunk rows are read (not
+    their data): its row is written only when it opens and when it is sealed."""
+    sg, sc = s.stream_segments, s.stream_chunks
     for r in conn.execute(select(sg).order_by(sg.c.queue_id, sg.c.segment)):
         rec.streams.setdefault(r.queue_id, []).append(
             (r.segment, r.first_offset, r.last_offset, r.first_ts_us, r.last_ts_us, r.size))
     for qid, segs in rec.streams.items():
         seg, first, _last, first_ts, _lts, _size = segs[-1]
         n, last, last_ts, size = conn.execute(
-            select(func.count(), func.max(se.c.offset), func.max(se.c.ts_us),
-                   func.sum(func.length(se.c.body) + func.length(se.c.properties)))
-            .where(se.c.queue_id == qid, se.c.offset >= first)
+            select(func.sum(sc.c.count), func.max(sc.c.last_offset), func.max(sc.c.last_ts_us),
+                   func.sum(sc.c.size))
+            .where(sc.c.queue_id == qid, sc.c.first_offset >= first)
         ).one()
         if n:
             segs[-1] = (seg, first, int(last), first_ts, int(last_ts), int(size or 0))

@@ -29,10 +29,11 @@ from sqlalchemy.types import TypeEngine
 from .ops import LOG_FIELDS
 
 #: Bumped when a table changes shape; stored in ``meta`` under ``schema_version``.
-SCHEMA_VERSION = 2
-#: Versions ``Store.create`` upgrades in place (2 added the stream tables, which
-#: ``create_all`` adds to an existing database).
-UPGRADABLE_VERSIONS = (1,)
+SCHEMA_VERSION = 3
+#: Versions ``Store.create`` upgrades in place: 2 added the stream tables (which
+#: ``create_all`` adds to an existing database), 3 replaced one row per stream
+#: entry (``stream_entries``) by chunk rows (``store/upgrade.py`` moves them).
+UPGRADABLE_VERSIONS = (1, 2)
 
 #: Ids per statement for IN (...) lists; well under SQLite's and PostgreSQL's limits.
 IN_CHUNK = 900
@@ -157,25 +158,32 @@ queue_entries = Table(
 )
 Index("ix_queue_entries_message_id", queue_entries.c.message_id)
 
-# Streams: one row per entry, clustered by (queue_id, offset) so a consumer's
-# sequential read is a range scan and retention a range delete; segments are
-# ranges of offsets with their sizes and times, so retention and the admin
-# figures cost O(segments), never a scan of the log.
-stream_entries = Table(
-    "stream_entries",
+# Streams: chunks of consecutive entries (as RabbitMQ's osiris chunks), one row
+# per stream per group commit (capped at CHUNK_BYTES / CHUNK_ENTRIES), keyed by
+# (queue_id, first_offset). ``data`` is the entries' records back to back
+# (amqplite.protocol.streamrecord); ``size`` sums what the segments count for
+# them. A chunk never spans two segments, so retention is a range delete by
+# offset; a read finds the chunk holding its offset by ``last_offset``.
+# Segments are ranges of offsets with their sizes and times, so retention and
+# the admin figures cost O(segments), never a scan of the log.
+stream_chunks = Table(
+    "stream_chunks",
     metadata,
     Column("queue_id", Integer, nullable=False),
-    Column("offset", BigInteger, nullable=False),
+    Column("first_offset", BigInteger, nullable=False),
+    Column("last_offset", BigInteger, nullable=False),
     Column("segment", Integer, nullable=False),
-    Column("ts_us", BigInteger, nullable=False),
-    Column("message_key", BigInteger, nullable=False),
-    Column("exchange", String(255), nullable=False),
-    Column("routing_key", String(255), nullable=False),
-    Column("properties", LargeBinary, nullable=False),
-    Column("body", LargeBinary, nullable=False),
-    PrimaryKeyConstraint("queue_id", "offset"),
-    sqlite_with_rowid=False,
+    Column("first_ts_us", BigInteger, nullable=False),
+    Column("last_ts_us", BigInteger, nullable=False),
+    Column("count", Integer, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("queue_id", "first_offset"),
 )
+Index("ix_stream_chunks_last_offset", stream_chunks.c.queue_id, stream_chunks.c.last_offset)
+#: a chunk closes at this many bytes of records, or entries (whichever first)
+CHUNK_BYTES = 1024 * 1024
+CHUNK_ENTRIES = 1000
 
 stream_segments = Table(
     "stream_segments",

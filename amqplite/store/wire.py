@@ -29,6 +29,8 @@ MAX_FRAME = 1 << 31
 
 
 def _reducer(cls: type) -> Callable[[Any], tuple[type, tuple[Any, ...]]]:
+    if not attrs.has(cls):  # a NamedTuple: its fields are its items
+        return lambda op: (cls, tuple(op))
     names = [f.name for f in attrs.fields(cls)]
     get = operator.attrgetter(*names)
     if len(names) == 1:
@@ -60,7 +62,7 @@ class FrameBuffer:
     def __init__(self) -> None:
         self._buf = bytearray()
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         self._buf += data
 
     def next(self) -> Any | None:

@@ -83,6 +83,9 @@ class ProcessStore(Store):
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._frames = FrameBuffer()
+        #: one receive buffer, reused: a fresh RECV_SIZE bytes per recv costs an
+        #: allocation of that size each time, and stream reads answer in megabytes
+        self._scratch = memoryview(bytearray(RECV_SIZE))
         self._started = False
         self._owner: int | None = None
         self._stop_acked = False
@@ -284,19 +287,20 @@ class ProcessStore(Store):
         if sock is None:
             return False
         frames = self._frames
+        view = self._scratch
         eof = False
         while True:
             try:
-                chunk = sock.recv(RECV_SIZE)
+                n = sock.recv_into(view)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
-                chunk = b""
-            if not chunk:
+                n = 0
+            if not n:
                 eof = True
                 break
-            frames.feed(chunk)
-            if len(chunk) < RECV_SIZE:
+            frames.feed(view[:n])
+            if n < RECV_SIZE:
                 break
         while (msg := frames.next()) is not None:
             self._handle(msg)

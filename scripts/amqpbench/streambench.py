@@ -49,7 +49,7 @@ async def _read(url: str, queue: str, expect: int, ready: Event, go: Event,
                 deadline: float) -> dict[str, Any]:
     conn = await Connection.open(url)
     now = time.perf_counter_ns
-    state = {"n": 0, "first": 0, "last": 0, "tag": 0}
+    state = {"n": 0, "first": 0, "last": 0, "tag": 0, "acked": 0}
     done = asyncio.get_running_loop().create_future()
 
     def on_deliver(dtag: int, _stamp: int) -> None:
@@ -62,7 +62,10 @@ async def _read(url: str, queue: str, expect: int, ready: Event, go: Event,
             done.set_result(None)
 
     def after_batch() -> None:
-        if state["tag"]:
+        # only a tag not acked yet: a read that ends inside a delivery brings no new
+        # tag, and acking the same tag twice is a 406 (on RabbitMQ too)
+        if state["tag"] > state["acked"]:
+            state["acked"] = state["tag"]
             conn.write(wire.ack(1, state["tag"], multiple=True))
 
     conn.protocol.on_deliver = on_deliver

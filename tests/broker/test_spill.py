@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from amqplite.broker.core import Broker
-from amqplite.broker.effects import Deliver, LoadEntries, ReadStream
+from amqplite.broker.effects import Deliver, LoadEntries, ReadStream, StreamDeliver
+from amqplite.broker.model import Message
+from amqplite.protocol import streamrecord
 from amqplite.server.recovery import restore
 from amqplite.store import ops
 from amqplite.store.engine import Store
@@ -57,6 +59,8 @@ class Shell:
         self.delivered: list[bytes] = []
         self.deliveries: list[Deliver] = []
         self.reads = 0
+        #: entries in the chunks stream reads brought back
+        self.read_entries = 0
         self.loads = 0
         self.ops: list[Any] = []
 
@@ -78,10 +82,18 @@ class Shell:
                     self.loads += 1
                     rows = self.store.fetch_entries(e.queue.id, e.lo, e.hi, e.limit)
                     self.b.entries_loaded(e.queue, rows, e.limit, e.hi)
+                elif isinstance(e, StreamDeliver):  # as the frames carry them
+                    for i, se in enumerate(e.entries):
+                        _ts, key, ex, rk, props, body = streamrecord.decode(se.data, se.at)
+                        self.delivered.append(body)
+                        self.deliveries.append(Deliver(e.channel, e.consumer_tag,
+                                                       e.first_tag + i, False,
+                                                       Message(key, ex, rk, props, body)))
                 elif isinstance(e, ReadStream):
                     self.reads += 1
-                    rows = self.store.fetch_stream(e.queue.id, e.lo, e.limit)
-                    self.b.stream_loaded(e.queue, e.cursor, rows, e.hi)
+                    chunks = self.store.fetch_stream(e.queue.id, e.lo, e.limit)
+                    self.read_entries += sum(count for _, count, _ in chunks)
+                    self.b.stream_loaded(e.queue, e.cursor, chunks, e.hi, e.limit)
 
 
 def _fill(b: Broker, shell: Shell, queue: str, n: int, props: bytes, **declare: Any) -> Any:

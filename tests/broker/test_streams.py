@@ -14,10 +14,11 @@ import pytest
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import Confirm, ReadStream
 from amqplite.broker.streamlog import MIN_READ, READ_BATCH, READ_BYTES, StreamLog, parse_age
+from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.errors import ChannelError, ConnectionError_
 from amqplite.protocol.properties import decode_properties
-from amqplite.store import ops
+from amqplite.store import ops, schema, upgrade
 from amqplite.store.engine import Store
 from tests.broker.conftest import PERSISTENT, FakeClock, session_channel
 from tests.broker.test_spill import Shell, _reopen, _store
@@ -30,6 +31,13 @@ def offsets(shell: Shell) -> list[int]:
            for d in shell.deliveries]
     shell.deliveries.clear()
     return out
+
+
+def stored_offsets(store: Store, queue_id: int, lo: int = 0, limit: int = 1000) -> list[int]:
+    """Offsets of the entries a store read from ``lo`` returns (whole chunks: those
+    below ``lo`` in the first one are skipped, as the broker does)."""
+    return [off for off, _, _ in streamrecord.entries(store.fetch_stream(queue_id, lo, limit),
+                                                      lo)][:limit]
 
 
 def setup(tmp_path: Path, n: int, **args: Any) -> tuple[Broker, Shell, Any, FakeClock]:
@@ -67,7 +75,7 @@ def test_appends_take_consecutive_offsets_and_confirm_after_commit(tmp_path: Pat
     assert confirms and confirms[0].after_commit
     shell.store.submit(out.store_ops)
     shell.store.flush()
-    assert [r[0] for r in shell.store.fetch_stream(b.vhost("/").queues["s"].id, 0, 10)] == [0]
+    assert stored_offsets(shell.store, b.vhost("/").queues["s"].id) == [0]
 
 
 def test_consumers_read_independently_and_acks_delete_nothing(tmp_path: Path) -> None:
@@ -82,7 +90,7 @@ def test_consumers_read_independently_and_acks_delete_nothing(tmp_path: Path) ->
     assert offsets(shell) == list(range(490, 500))
     q = b.vhost("/").queues["s"]
     assert q.stream is not None and q.stream.count == 500
-    assert len(shell.store.fetch_stream(q.id, 0, 1000)) == 500
+    assert stored_offsets(shell.store, q.id) == list(range(500))
 
 
 def test_read_ahead_is_bounded(tmp_path: Path) -> None:
@@ -94,6 +102,27 @@ def test_read_ahead_is_bounded(tmp_path: Path) -> None:
     limit = st.read_limit()
     assert limit == READ_BATCH, "small entries: the most rows per read"
     assert len(cur.buffer) <= 2 * limit and cur.offset <= 10 + 2 * limit
+
+
+def test_each_chunk_crosses_from_the_store_once_per_reader(tmp_path: Path) -> None:
+    """Chunks of 700 entries, reads of 1000: a read ends inside a chunk, and the rest of
+    that chunk is taken from memory later, never read again; every offset arrives once,
+    in order, and the read-ahead bound holds throughout."""
+    b, shell, ch, _ = setup(tmp_path, 0)
+    for start in range(0, 3500, 700):
+        publish(b, shell, ch, 700, start=start)  # one group, so one chunk, each
+    consume(b, shell, ch, "a", "first", prefetch=300)
+    st = b.vhost("/").queues["s"].stream
+    assert st is not None
+    (cur,) = st.cursors.values()
+    got: list[int] = []
+    while len(got) < 3500:
+        got += offsets(shell)
+        assert len(cur.buffer) <= 2 * st.read_limit()
+        b.basic_ack(ch, 0, multiple=True)
+        shell.settle()
+    assert got == list(range(3500))
+    assert shell.read_entries == 3500
 
 
 def test_read_size_follows_the_entry_size() -> None:
@@ -154,8 +183,8 @@ def test_retention_by_bytes_drops_whole_oldest_segments(tmp_path: Path) -> None:
     assert st is not None
     assert st.bytes <= 60 + 30 and st.first_offset > 0
     assert st.first_offset % per_segment == 0
-    rows = shell.store.fetch_stream(q.id, 0, 1000)
-    assert rows[0][0] == st.first_offset and rows[-1][0] == 39
+    kept = stored_offsets(shell.store, q.id)
+    assert kept[0] == st.first_offset and kept[-1] == 39
     assert offsets(shell) == [0], "delivered before retention passed it"
     b.basic_ack(ch, 1)
     shell.settle()
@@ -236,15 +265,68 @@ def test_store_upgrade_from_schema_1(tmp_path: Path) -> None:
     st = Store(f"sqlite:///{path}")
     st.create()
     with st.engine.begin() as conn:
-        conn.exec_driver_sql("DROP TABLE stream_entries")
+        conn.exec_driver_sql("DROP TABLE stream_chunks")
         conn.exec_driver_sql("DROP TABLE stream_segments")
         conn.exec_driver_sql("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     st.close()
     st = Store(f"sqlite:///{path}")
     st.create()
     assert st.fetch_stream(1, 0, 10) == []
-    assert st.get_meta("schema_version") == "2"
+    assert st.get_meta("schema_version") == "3"
     st.close()
+
+
+def test_store_upgrade_from_schema_2_moves_entries_into_chunks(tmp_path: Path) -> None:
+    """A version-2 database (one stream_entries row per entry) opens as version 3: every
+    entry reads back at its offset with its body, time and properties (plus the offset
+    header), the stream goes on after it, and message keys stay above the old ones."""
+    n, per_segment = 2500, 1000
+    b, shell, _, _ = setup(tmp_path, 0)
+    qid = b.vhost("/").queues["s"].id
+    shell.store.close()
+    path = tmp_path / "s.db"
+    st = Store(f"sqlite:///{path}")
+    legacy = upgrade.legacy_stream_entries
+    with st.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE stream_chunks")
+        legacy.create(conn)
+        conn.execute(legacy.insert(), [
+            {"queue_id": qid, "offset": i, "segment": 1 + i // per_segment, "ts_us": 1000 + i,
+             "message_key": 10_000 + i, "exchange": "", "routing_key": "s",
+             "properties": PERSISTENT, "body": b"e%04d" % i} for i in range(n)])
+        size = len(PERSISTENT) + 5
+        for seg in range(1 + (n - 1) // per_segment):
+            first = seg * per_segment
+            last = min(n, first + per_segment) - 1
+            conn.execute(schema.stream_segments.insert().values(
+                queue_id=qid, segment=seg + 1, first_offset=first, last_offset=last,
+                first_ts_us=1000 + first, last_ts_us=1000 + last, size=size * (last - first + 1)))
+        conn.exec_driver_sql("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    st.close()
+    store, b2 = _reopen(path)
+    store.start()
+    assert store.get_meta("schema_version") == "3"
+    assert int(store.get_meta("max_message_id") or 0) >= 10_000 + n - 1
+    with store.engine.connect() as conn:
+        assert not conn.exec_driver_sql(
+            "SELECT name FROM sqlite_master WHERE name = 'stream_entries'").all()
+    got = list(streamrecord.entries(store.fetch_stream(qid, 0, n), 0))
+    assert [off for off, _, _ in got] == list(range(n))
+    for off, data, at in got[:3] + got[-3:]:
+        ts, key, ex, rk, props, body = streamrecord.decode(data, at)
+        assert (ts, key, ex, rk, body) == (1000 + off, 10_000 + off, "", "s", b"e%04d" % off)
+        headers = decode_properties(props).headers
+        assert headers is not None and headers["x-stream-offset"] == off
+        assert decode_properties(props).delivery_mode == 2
+    assert stored_offsets(store, qid, lo=1234, limit=5) == [1234, 1235, 1236, 1237, 1238]
+    q = b2.vhost("/").queues["s"]
+    assert q.stream is not None and (q.stream.first_offset, q.stream.next_offset) == (0, n)
+    shell2 = Shell(b2, store)
+    _, ch2 = session_channel(b2)
+    publish(b2, shell2, ch2, 1, start=n)
+    consume(b2, shell2, ch2, "a", 2490, prefetch=100)
+    assert offsets(shell2) == list(range(2490, n + 1))
+    store.close()
 
 
 def test_policy_sets_the_limits(tmp_path: Path) -> None:

@@ -27,6 +27,8 @@ from amqplite.protocol.properties import (
     headers_of,
     message_id_of,
     priority_of,
+    with_header,
+    with_long_header,
 )
 from tests.protocol.strategies import FAST, FAST_PER_METHOD, method_instances, properties
 
@@ -207,3 +209,24 @@ def test_binary_shortstr_properties_survive() -> None:
 def test_malformed_properties(raw: bytes) -> None:
     with pytest.raises(FrameSyntaxError):
         decode_properties(raw)
+
+
+@FAST
+@given(properties(), st.integers(-(2**63), 2**63 - 1),
+       st.sampled_from(["x-stream-offset", "x-other"]), st.booleans())
+def test_spliced_long_header_equals_the_full_re_encode(
+        props: BasicProperties, value: int, name: str, present: bool) -> None:
+    """The splice used at every stream append gives the bytes with_header gives, also
+    when the key is already there (then it is with_header)."""
+    if present:
+        props.headers = (props.headers or FieldTable()).copy()
+        props.headers.set(name, 7, "l")
+    raw = encode_properties(props)
+    assert with_long_header(raw, name, value) == with_header(raw, name, value, "l")
+    assert decode_properties(with_long_header(raw, name, value)).headers[name] == value
+
+
+def test_spliced_long_header_leaves_odd_bytes_to_the_full_decode() -> None:
+    with pytest.raises(FrameSyntaxError):
+        with_long_header(b"\x20\x00\x00\x00\x00\x09", "x-stream-offset", 1)  # table overruns
+    assert with_long_header(b"\x00\x00", "k", 1) == with_header(b"\x00\x00", "k", 1, "l")

@@ -27,9 +27,9 @@ from amqplite.admin.plumbing import (
 from amqplite.broker import superstream as ss
 from amqplite.broker.policy import validate_queue_args
 from amqplite.broker.streamlog import parse_age
+from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.errors import AMQPError
-from amqplite.protocol.properties import with_header
 
 #: entries one page of ``/entries`` returns at most
 MAX_ENTRIES = 1000
@@ -83,19 +83,26 @@ class StreamHandlers(HandlerBase):
         hi = st.next_offset - 1
         assert self.server.store is not None
         await moves.committed(self.server)
-        rows = await trio.to_thread.run_sync(self.server.store.fetch_stream, q.id, lo,
-                                             count) if lo <= hi else []
+        chunks = await trio.to_thread.run_sync(self.server.store.fetch_stream, q.id, lo,
+                                               count) if lo <= hi else []
         out: list[dict[str, Any]] = []
         nxt = lo
-        for off, ts, key, exchange, rk, props, body in rows:
+        seen = 0
+        beyond = False
+        for off, data, at in streamrecord.entries(chunks, lo):
             if off > hi:
+                beyond = True
                 break
+            if seen == count:
+                break
+            seen += 1
             nxt = off + 1
+            ts, key, exchange, rk, props, body = streamrecord.decode(data, at)
             if min_ts is not None and ts < min_ts:
                 continue
             out.append(self._entry(off, ts, key, exchange, rk, props, body, encoding,
                                    None if truncate < 0 else truncate))
-        if lo <= hi and (len(rows) < count or rows[-1][0] > hi):
+        if lo <= hi and (seen < count or beyond):
             nxt = hi + 1  # nothing more up to hi (a failed commit leaves a gap): go past it
         return Response({"entries": out, "next": max(nxt, lo),
                          "first_offset": st.first_offset, "last_offset": st.next_offset - 1})
@@ -103,9 +110,10 @@ class StreamHandlers(HandlerBase):
     @staticmethod
     def _entry(off: int, ts: int, key: int, exchange: str, rk: str, props: bytes, body: bytes,
                encoding: str, truncate: int | None) -> dict[str, Any]:
+        """One entry as JSON; ``props`` as stored (with x-stream-offset, as delivered)."""
         from amqplite.broker.model import Message
 
-        m = Message(key, exchange, rk, with_header(props, "x-stream-offset", off, "l"), body)
+        m = Message(key, exchange, rk, props, body)
         info = views.message_info(m, body, redelivered=False, encoding=encoding,
                                   truncate=truncate)
         info.pop("redelivered", None)

@@ -1,0 +1,106 @@
+"""In-place upgrades of older databases, run by ``Store.create`` in its transaction.
+
+Version 2 kept one ``stream_entries`` row per stream entry; version 3 keeps
+chunk rows (``stream_chunks``, see ``schema.py``). The move keeps every entry
+at its offset, in its segment, with its time and message key; the properties
+gain ``x-stream-offset`` as new appends store them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    and_,
+    insert,
+    inspect,
+    or_,
+    select,
+    update,
+)
+
+from amqplite.protocol import streamrecord
+from amqplite.protocol.properties import with_long_header
+
+from . import schema as s
+from .apply import CHUNK_COLS, stream_chunks
+from .ops import AppendStream
+
+__all__ = ["stream_entries_to_chunks"]
+
+log = logging.getLogger(__name__)
+
+#: rows read per step of the move (the whole move is still one transaction)
+_PAGE = 5000
+
+_legacy = MetaData()
+#: the version-2 table, as it was (only the upgrade reads it)
+legacy_stream_entries = Table(
+    "stream_entries",
+    _legacy,
+    Column("queue_id", Integer, primary_key=True),
+    Column("offset", BigInteger, primary_key=True),
+    Column("segment", Integer, nullable=False),
+    Column("ts_us", BigInteger, nullable=False),
+    Column("message_key", BigInteger, nullable=False),
+    Column("exchange", String(255), nullable=False),
+    Column("routing_key", String(255), nullable=False),
+    Column("properties", LargeBinary, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+
+def stream_entries_to_chunks(conn: Connection) -> int:
+    """Move a version-2 database's stream entries into chunk rows and drop the old
+    table; the number of entries moved. Runs inside the caller's transaction."""
+    if not inspect(conn).has_table("stream_entries"):
+        return 0
+    se = legacy_stream_entries
+    ins = insert(s.stream_chunks)
+    moved = 0
+    max_key = 0
+    last: tuple[int, int] | None = None
+    while True:
+        stmt = select(se).order_by(se.c.queue_id, se.c.offset).limit(_PAGE)
+        if last is not None:
+            stmt = stmt.where(or_(se.c.queue_id > last[0],
+                                  and_(se.c.queue_id == last[0], se.c.offset > last[1])))
+        rows = conn.execute(stmt).all()
+        if not rows:
+            break
+        appends = []
+        for r in rows:
+            try:
+                props = with_long_header(r.properties, "x-stream-offset", r.offset)
+            except Exception:  # checked at publish; never let one entry stop the start
+                log.warning("stream entry %s of queue %s: properties not decodable, moved "
+                            "without the offset header", r.offset, r.queue_id)
+                props = r.properties
+            record = streamrecord.pack(r.ts_us, r.message_key,
+                                       streamrecord.route(r.exchange, r.routing_key), props,
+                                       r.body)
+            appends.append(AppendStream(r.queue_id, r.offset, r.segment, r.ts_us, r.message_key,
+                                        len(r.body) + len(r.properties), record))
+            max_key = max(max_key, r.message_key)
+        chunks: list[dict[str, Any]] = [dict(zip(CHUNK_COLS, row, strict=True))
+                                        for row in stream_chunks(appends)]
+        conn.execute(ins, chunks)
+        moved += len(rows)
+        last = (rows[-1].queue_id, rows[-1].offset)
+    se.drop(conn)
+    meta = s.meta
+    current = conn.execute(select(meta.c.value).where(meta.c.key == "max_message_id")).scalar()
+    if current is not None and int(current) < max_key:
+        conn.execute(update(meta).where(meta.c.key == "max_message_id")
+                     .values(value=str(max_key)))
+    return moved

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, insert
+from sqlalchemy import create_engine, event
 
-from amqplite.store.schema import delivery_log, metadata
+from amqplite.store.logbatch import create_views, insert_log_rows
+from amqplite.store.schema import metadata
 
 MS = 1_000
 QUEUES = {  # queue: (routing key, median latency ms, redelivery %, reject %, ttl %)
@@ -41,6 +42,8 @@ def generate(data_dir: Path, messages: int, seed: int = 7) -> int:
         conn.execute("PRAGMA journal_mode=WAL")
 
     metadata.create_all(engine)
+    with engine.begin() as conn:
+        create_views(conn)
     now = time.time_ns() // 1000
     start = now - 2 * 86_400_000_000
     rows: list[dict[str, Any]] = []
@@ -90,7 +93,7 @@ def generate(data_dir: Path, messages: int, seed: int = 7) -> int:
     rows.sort(key=lambda r: r["ts_us"])
     with engine.begin() as conn:
         for i in range(0, len(rows), 5000):
-            conn.execute(insert(delivery_log), rows[i : i + 5000])
+            insert_log_rows(conn, rows[i : i + 5000])
     return len(rows)
 
 

@@ -187,8 +187,8 @@ def fix_high_id(spark: SparkSession, config: AuditConfig, now_us: int) -> int | 
     not skipped.
     """
     lag_us = int((config.settle_lag_s or 0) * 1_000_000)
-    where = f" WHERE ts_us <= {now_us - lag_us}" if lag_us > 0 else ""
-    query = f"SELECT MAX(id) AS hi FROM delivery_log{where}"
+    where = f" WHERE last_ts_us <= {now_us - lag_us}" if lag_us > 0 else ""
+    query = f"SELECT MAX(last_id) AS hi FROM log_batches{where}"
     path = config.db.sqlite_path
     if path is not None:
         # Read-only sqlite3 on the driver: no Spark job, and sqlite-jdbc fails on
@@ -204,18 +204,35 @@ def fix_high_id(spark: SparkSession, config: AuditConfig, now_us: int) -> int | 
 
 
 def read_log_batch(spark: SparkSession, config: AuditConfig, lo: int, hi: int) -> DataFrame:
-    """Rows ``lo < id <= hi`` over JDBC, with pinned types and the partition columns."""
-    cols = ", ".join(f'"{name}"' for name, _ in LOG_COLUMNS)
-    query = f"SELECT {cols} FROM delivery_log WHERE id > {lo} AND id <= {hi}"
+    """Events ``lo < id <= hi`` over JDBC, with pinned types and the partition columns.
+
+    The log is stored as batch rows (``amqplite.store.logbatch``): JDBC reads
+    the batches that overlap the range, and Spark explodes their JSON events
+    (parsed as strings, then cast) into one row per event, whatever the
+    database, so no SQL here depends on its JSON functions.
+    """
+    from pyspark.sql import functions as F
+
+    query = ("SELECT first_id, events FROM log_batches "
+             f"WHERE last_id > {lo} AND first_id <= {hi}")
     reader = _jdbc_reader(spark, config.db, query)
     if config.jdbc_partitions > 1 and hi - lo > config.jdbc_partitions:
         reader = (
-            reader.option("partitionColumn", "id")
+            reader.option("partitionColumn", "first_id")
             .option("lowerBound", str(lo + 1))
             .option("upperBound", str(hi + 1))
             .option("numPartitions", str(config.jdbc_partitions))
         )
-    return with_partition_columns(reader.load(), hi)
+    batches = reader.load()
+    exploded = batches.select(
+        F.col("first_id").cast("bigint").alias("first_id"),
+        F.posexplode(F.from_json(F.col("events"), "array<array<string>>")).alias("n", "e"),
+    )
+    events = exploded.select(
+        (F.col("first_id") + F.col("n")).alias("id"),
+        *(F.col("e").getItem(i).alias(name) for i, (name, _kind) in enumerate(LOG_COLUMNS[1:])),
+    ).where((F.col("id") > lo) & (F.col("id") <= hi))
+    return with_partition_columns(events, hi)
 
 
 def with_partition_columns(df: DataFrame, hi: int) -> DataFrame:

@@ -1,8 +1,9 @@
 """Read a SQLite delivery log on the driver, page by page, without a JDBC jar.
 
-Python's sqlite3 reads pages of at most ``page_rows`` rows (keyset on ``id``);
-each page goes to Spark as a pyarrow table with the job's column types. A batch
-of one page is handed over as it is; a longer batch is first staged as Parquet
+Python's sqlite3 reads the log's batch rows and yields pages of at most
+``page_rows`` events; each page goes to Spark as a pyarrow table with the
+job's column types. An export of one page is handed over as it is; a longer
+one is first staged as Parquet
 next to the dataset (``DATASET/_staging/batch=HI``, hidden from readers by its
 ``_`` prefix) and read back, so neither Python nor the JVM ever holds more than
 a page or two. pyarrow and pyspark are imported inside functions only.
@@ -37,31 +38,48 @@ def arrow_schema(columns: Columns) -> pa.Schema:
 
 
 def iter_log_pages(path: Path, columns: Columns, lo: int, hi: int, page_rows: int) -> Iterator[pa.Table]:
-    """Rows ``lo < id <= hi`` in id order, as tables of at most ``page_rows`` rows.
+    """Events ``lo < id <= hi`` in id order, as tables of at most ``page_rows`` rows.
 
-    Each page is its own short read (no transaction spans the batch), so the
-    broker's WAL can checkpoint between pages. Yields nothing for no rows.
+    The log is stored as batches of events (``amqplite.store.logbatch``); each
+    read takes the next few batches (keyset on ``last_id``) in a short read of
+    its own (no transaction spans the export), so the broker's WAL can
+    checkpoint between them. Yields nothing for no rows.
     """
+    import orjson
     import pyarrow as pa
 
     schema = arrow_schema(columns)
-    cols = ", ".join(f'"{name}"' for name, _ in columns)
-    query = f"SELECT {cols} FROM delivery_log WHERE id > ? AND id <= ? ORDER BY id LIMIT ?"
+    width = len(columns)
+    query = ("SELECT first_id, last_id, events FROM log_batches "
+             "WHERE last_id > ? AND first_id <= ? ORDER BY first_id LIMIT ?")
+    per_read = max(1, page_rows // 1000 + 1)  # batches hold up to 1,000 events
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
+    page: list[tuple[Any, ...]] = []
+
+    def table(rows: list[tuple[Any, ...]]) -> pa.Table:
+        values = zip(*rows, strict=True)
+        return pa.Table.from_arrays(
+            [pa.array(col, type=f.type) for col, f in zip(values, schema, strict=True)],
+            schema=schema,
+        )
+
     try:
         last = lo
         while last < hi:
-            rows = conn.execute(query, (last, hi, page_rows)).fetchall()
-            if not rows:
-                return
-            values = zip(*rows, strict=True)
-            yield pa.Table.from_arrays(
-                [pa.array(col, type=f.type) for col, f in zip(values, schema, strict=True)],
-                schema=schema,
-            )
-            if len(rows) < page_rows:
-                return
-            last = rows[-1][0]
+            batches = conn.execute(query, (last, hi, per_read)).fetchall()
+            for first, _last, text in batches:
+                for i, event in enumerate(orjson.loads(text)):
+                    eid = first + i
+                    if lo < eid <= hi:
+                        page.append((eid, *event[: width - 1]))
+                        if len(page) == page_rows:
+                            yield table(page)
+                            page = []
+            if len(batches) < per_read:
+                break
+            last = batches[-1][1]
+        if page:
+            yield table(page)
     finally:
         conn.close()
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, or_, select
+from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from amqplite.audit.config import DB_FILENAME
 from amqplite.audit.reports import iso_us
 from amqplite.store.ops import LOG_FIELDS
 
-#: Every delivery_log column, ``id`` first.
+#: Every delivery-log column, ``id`` first.
 TRACE_COLUMNS = ("id", *LOG_FIELDS)
 
 
@@ -35,20 +35,20 @@ def open_log(data_dir: str | Path | None = None, db_url: str | None = None) -> E
 
 
 def message_history(engine: Engine, message: str) -> list[dict[str, Any]]:
-    """Every log row of ``message`` (a message id, or a broker message key), oldest first.
+    """Every log event of ``message`` (a message id, or a broker message key), oldest first.
 
-    Rows are matched on ``message_id`` (kept across dead-lettering and replay);
-    a number also matches the broker's ``message_key``.
+    Events are matched on ``message_id`` (kept across dead-lettering and replay);
+    a number also matches the broker's ``message_key``. The batches are decoded
+    here (``iter_log_rows``), which is faster than filtering the view in SQL.
     """
-    from amqplite.store.schema import delivery_log as log
+    from amqplite.store.logbatch import iter_log_rows
 
-    cond = log.c.message_id == message
-    if message.isdigit():
-        cond = or_(cond, log.c.message_key == int(message))
-    query = select(*(log.c[name] for name in TRACE_COLUMNS)).where(cond).order_by(log.c.id)
+    key = int(message) if message.isdigit() else None
+    mid, mkey = TRACE_COLUMNS.index("message_id"), TRACE_COLUMNS.index("message_key")
     try:
         with engine.connect() as conn:
-            rows = [dict(r._mapping) for r in conn.execute(query)]
+            rows = [dict(zip(TRACE_COLUMNS, r, strict=True)) for r in iter_log_rows(conn)
+                    if r[mid] == message or (key is not None and r[mkey] == key)]
     except Exception as exc:  # sqlalchemy.exc.DBAPIError and friends
         raise TraceError(f"cannot read the delivery log: {exc.__class__.__name__}: {exc}") from None
     for row in rows:

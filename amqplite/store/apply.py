@@ -35,6 +35,7 @@ from sqlalchemy.sql.expression import ClauseElement
 
 from . import cbor
 from . import schema as s
+from .logbatch import BATCH_COLS, MAX_LOG_ID_KEY, batch_rows, max_log_id, storable_value
 from .ops import (
     LOG_FIELDS,
     AppendStream,
@@ -183,30 +184,14 @@ def _bound(names: Sequence[str], suffix: str = "") -> dict[str, Any]:
 
 
 class PruneRange:
-    """Internal op: delete delivery_log rows with ``lo < id <= hi`` older than a time."""
+    """Internal op: delete the log batches within ``lo < id <= hi`` whose every event
+    is older than a time; ``deleted`` is their number of events."""
 
     __slots__ = ("deleted", "hi", "lo", "older_than_us")
 
     def __init__(self, lo: int, hi: int, older_than_us: int) -> None:
         self.lo, self.hi, self.older_than_us = lo, hi, older_than_us
         self.deleted = 0
-
-
-_INT64 = 1 << 63
-
-
-def _storable_value(v: Any) -> Any:
-    """A log-row value the driver can bind: text encodable as UTF-8, ints in 64 bits."""
-    if v is None or type(v) is bool:
-        return v
-    if isinstance(v, int):
-        return v if -_INT64 <= v < _INT64 else None
-    text = v if isinstance(v, str) else str(v)
-    try:
-        text.encode()
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode()
 
 
 def storable_logs(ops: Sequence[Any]) -> list[Any] | None:
@@ -220,7 +205,7 @@ def storable_logs(ops: Sequence[Any]) -> list[Any] | None:
             t = tuple
             changed = True
         if t is tuple:
-            fixed = tuple(_storable_value(v) for v in op)
+            fixed = tuple(storable_value(v) for v in op)
             changed = changed or fixed != op
             op = fixed
         out.append(op)
@@ -262,7 +247,7 @@ class Applier:
     def __init__(self, engine: Engine) -> None:
         self.hw_message = 0
         self.hw_queue = 0
-        m, e, dl = s.messages, s.queue_entries, s.delivery_log
+        m, e = s.messages, s.queue_entries
         eng = engine  # statements are compiled for this engine's dialect
         msg_cols = ("id", "exchange", "routing_key", "properties", "body", "body_size")
         self._ins_msg = _InsertStmt(m, eng, msg_cols, ROWS_PER_INSERT)
@@ -280,7 +265,9 @@ class Applier:
             eng,
             ("k_q", "k_p"),
         )
-        self._ins_log = _InsertStmt(dl, eng, LOG_FIELDS, ROWS_PER_INSERT)
+        self._ins_batch = _Stmt(insert(s.log_batches).values(_bound(BATCH_COLS)), eng, BATCH_COLS)
+        #: the highest delivery-log id assigned (ids are the writer's, see logbatch.py)
+        self.hw_log = 0
         self._ins_chunk = _Stmt(insert(s.stream_chunks).values(_bound(CHUNK_COLS)), eng,
                                 CHUNK_COLS)
         # Set-based orphan removal: messages among these ids that no entry references.
@@ -303,6 +290,7 @@ class Applier:
             int(meta.get("max_queue_id", 0)),
             int(conn.execute(select(func.max(s.queues.c.id))).scalar() or 0),
         )
+        self.hw_log = max_log_id(conn)
 
     def apply(self, conn: Connection, group: Iterable[Sequence[Any]]) -> None:
         """Apply one group's op lists in order: hot ops batched per table, metadata
@@ -405,7 +393,11 @@ class Applier:
             self._del_entry.run(conn, list(seg.dels))
             self._delete_orphans(conn, list(set(seg.dels.values())))
         if seg.logs:
-            self._ins_log.run(conn, seg.logs)
+            # one batch row per (at most BATCH_EVENTS) events; ids continue the
+            # last batch's. A group that fails leaves a gap, never a reuse.
+            first = self.hw_log + 1
+            self.hw_log += len(seg.logs)
+            self._ins_batch.run(conn, batch_rows(first, seg.logs))
         if seg.streams:
             self._ins_chunk.run(conn, stream_chunks(seg.streams))
 
@@ -516,11 +508,13 @@ class Applier:
             conn.execute(delete(sg).where(sg.c.queue_id == op.queue_id,
                                           sg.c.segment < op.segment))
         elif t is PruneRange:
-            dl = s.delivery_log
-            result = conn.execute(delete(dl).where(
-                dl.c.id > op.lo, dl.c.id <= op.hi, dl.c.ts_us < op.older_than_us,
-            ))
-            op.deleted = result.rowcount
+            b = s.log_batches
+            which = and_(b.c.first_id > op.lo, b.c.last_id <= op.hi,
+                         b.c.last_ts_us < op.older_than_us)
+            op.deleted = int(conn.execute(select(func.sum(b.c.count)).where(which)).scalar() or 0)
+            conn.execute(delete(b).where(which))
+            # the newest batch may go: remember its ids so they are never reused
+            upsert(conn, s.meta, {"key": MAX_LOG_ID_KEY}, {"value": str(self.hw_log)})
         else:
             raise TypeError(f"not a store op: {op!r}")
 

@@ -24,7 +24,6 @@ from sqlalchemy import (
     bindparam,
     create_engine,
     event,
-    func,
     insert,
     select,
     update,
@@ -34,10 +33,11 @@ from sqlalchemy.exc import OperationalError
 from . import recovery
 from . import schema as s
 from .apply import Applier, PruneRange, storable_logs, upsert
+from .logbatch import create_views
 from .ops import LogEvent, Op
 from .reads import StoreReads
 from .recovery import Recovered
-from .upgrade import stream_entries_to_chunks
+from .upgrade import delivery_log_to_batches, stream_entries_to_chunks
 
 log = logging.getLogger(__name__)
 
@@ -187,9 +187,11 @@ class Store(StoreReads):
             version = rows.get("schema_version")
             if version is not None and int(version) in s.UPGRADABLE_VERSIONS:
                 # create_all above added the missing tables; version 2's stream rows
-                # move into chunks (store/upgrade.py), in this same transaction
+                # move into chunks, and older delivery-log rows into batches
+                # (store/upgrade.py), in this same transaction
                 if int(version) == 2:
                     stream_entries_to_chunks(conn)
+                delivery_log_to_batches(conn)
                 conn.execute(update(s.meta).where(s.meta.c.key == "schema_version")
                              .values(value=str(s.SCHEMA_VERSION)))
             elif version is not None and int(version) != s.SCHEMA_VERSION:
@@ -204,6 +206,7 @@ class Store(StoreReads):
             missing = [{"key": k, "value": v} for k, v in defaults.items() if k not in rows]
             if missing:
                 conn.execute(insert(s.meta), missing)
+            create_views(conn)
 
     def prepare(self) -> None:
         """Read what the writer needs to know before its first group (the id marks)."""
@@ -475,27 +478,33 @@ class Store(StoreReads):
     # --- pruning ------------------------------------------------------------------
 
     def prune_delivery_log(self, max_id: int, older_than_us: int, batch_size: int = 5000) -> int:
-        """Delete log rows with ``id <= max_id`` and ``ts_us < older_than_us``.
+        """Delete the log's events with ``id <= max_id`` and ``ts_us < older_than_us``,
+        a whole batch at a time (``logbatch``): a batch goes once all its events
+        qualify, so a few events past the cutoff may stay until the next prune.
+        The number of events deleted.
 
-        Works in id ranges of at most ``batch_size`` rows, each deleted by the
+        Works in id ranges of about ``batch_size`` events, each deleted by the
         writer inside an ordinary group, so publishing never waits behind one
         long delete. Blocks the calling thread (not the writer's) until done.
         """
         if threading.current_thread() is self._thread:
             raise RuntimeError("prune_delivery_log would deadlock on the writer thread")
-        dl = s.delivery_log
-        ids = (
-            select(dl.c.id)
-            .where(dl.c.id > bindparam("lo"), dl.c.id <= max_id, dl.c.ts_us < older_than_us)
-            .order_by(dl.c.id)
-            .limit(batch_size)
-            .subquery()
+        b = s.log_batches
+        find = (
+            select(b.c.last_id, b.c.count)
+            .where(b.c.first_id > bindparam("lo"), b.c.last_id <= max_id,
+                   b.c.last_ts_us < older_than_us)
+            .order_by(b.c.first_id)
+            .limit(max(1, batch_size))
         )
-        find_hi = select(func.max(ids.c.id))
         total, lo = 0, 0
         while True:
+            hi, n = None, 0
             with self.engine.connect() as conn:
-                hi = conn.execute(find_hi, {"lo": lo}).scalar()
+                for last_id, count in conn.execute(find, {"lo": lo}):
+                    hi, n = last_id, n + count
+                    if n >= batch_size:
+                        break
             if hi is None:
                 return total
             op = PruneRange(lo, int(hi), older_than_us)

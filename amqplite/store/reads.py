@@ -12,8 +12,15 @@ from typing import Any
 from sqlalchemy import Engine, bindparam, select
 
 from . import schema as s
+from .logbatch import iter_log_rows
+from .ops import LOG_FIELDS
 
 __all__ = ["StoreReads"]
+
+# positions in an ``(id, *LOG_FIELDS)`` row
+_MID = 1 + LOG_FIELDS.index("message_id")
+_MKEY = 1 + LOG_FIELDS.index("message_key")
+_QUEUE = 1 + LOG_FIELDS.index("queue")
 
 
 class StoreReads:
@@ -82,18 +89,26 @@ class StoreReads:
         message_key: int | None = None,
         queue: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Log rows with ``id > after_id`` in id order, optionally for one message/queue."""
-        dl = s.delivery_log
-        stmt = select(dl).where(dl.c.id > after_id)
-        if message_id is not None:
-            stmt = stmt.where(dl.c.message_id == message_id)
-        if message_key is not None:
-            stmt = stmt.where(dl.c.message_key == message_key)
-        if queue is not None:
-            stmt = stmt.where(dl.c.queue == queue)
-        stmt = stmt.order_by(dl.c.id).limit(limit)
+        """Log events with ``id > after_id`` in id order, optionally for one message/queue.
+
+        Decoded here from the batches rather than filtered by SQL over the
+        ``delivery_log`` view: JSON is parsed faster in Python than json_each
+        extracts it, and the batch keyset skips everything up to ``after_id``.
+        """
+        names = ("id", *LOG_FIELDS)
+        out: list[dict[str, Any]] = []
+        if limit <= 0:
+            return out
         with self.engine.connect() as conn:
-            return [dict(row._mapping) for row in conn.execute(stmt)]
+            for row in iter_log_rows(conn, after_id):
+                if ((message_id is not None and row[_MID] != message_id)
+                        or (message_key is not None and row[_MKEY] != message_key)
+                        or (queue is not None and row[_QUEUE] != queue)):
+                    continue
+                out.append(dict(zip(names, row, strict=True)))
+                if len(out) >= limit:
+                    break
+        return out
 
     def get_meta(self, key: str) -> str | None:
         """A value from the ``meta`` table (e.g. the audit watermark mirror)."""

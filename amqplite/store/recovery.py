@@ -13,6 +13,7 @@ from amqplite.protocol.properties import delivery_mode_of
 
 from . import cbor
 from . import schema as s
+from .logbatch import max_log_id
 from .ops import (
     TRANSIENT_KEY,
     PutBinding,
@@ -187,7 +188,7 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
     # live inside chunk blobs)
     rec.max_message_id = max(_int(conn, select(func.max(m.c.id))),
                              int(hw.get("max_message_id", 0)))
-    rec.max_log_id = _int(conn, select(func.max(s.delivery_log.c.id)))
+    rec.max_log_id = max_log_id(conn)
     return rec
 
 

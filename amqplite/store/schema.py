@@ -2,7 +2,7 @@
 
 Portable types only (the same tables run on PostgreSQL). Times are integer
 microseconds since the epoch, UTC. The hot tables (``messages``,
-``queue_entries``, ``delivery_log``) have no foreign keys on purpose: the
+``queue_entries``, ``log_batches``) have no foreign keys on purpose: the
 writer flushes them as independent executemany batches, and referential
 clean-up (orphan messages) is done set-based by the writer and at load.
 """
@@ -22,6 +22,7 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     String,
     Table,
+    Text,
     UniqueConstraint,
 )
 from sqlalchemy.types import TypeEngine
@@ -29,11 +30,12 @@ from sqlalchemy.types import TypeEngine
 from .ops import LOG_FIELDS
 
 #: Bumped when a table changes shape; stored in ``meta`` under ``schema_version``.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Versions ``Store.create`` upgrades in place: 2 added the stream tables (which
 #: ``create_all`` adds to an existing database), 3 replaced one row per stream
-#: entry (``stream_entries``) by chunk rows (``store/upgrade.py`` moves them).
-UPGRADABLE_VERSIONS = (1, 2)
+#: entry (``stream_entries``) by chunk rows, 4 one row per delivery-log event
+#: (the ``delivery_log`` table) by batch rows (``store/upgrade.py`` moves both).
+UPGRADABLE_VERSIONS = (1, 2, 3)
 
 #: Ids per statement for IN (...) lists; well under SQLite's and PostgreSQL's limits.
 IN_CHUNK = 900
@@ -214,18 +216,55 @@ _LOG_COLUMN_TYPES: dict[str, tuple[TypeEngine[Any], bool]] = {
     "reason": (String(64), True),
 }
 
+#: The delivery log, stored as batches of events (``store/logbatch.py`` says why):
+#: ``events`` is a JSON array of event arrays in LOG_FIELDS order, whose ids are
+#: ``first_id`` + their index, up to ``last_id``.
+log_batches = Table(
+    "log_batches",
+    metadata,
+    Column("first_id", BigIntPK, primary_key=True, autoincrement=False),  # writer-assigned
+    Column("last_id", BigInteger, nullable=False),
+    Column("first_ts_us", BigInteger, nullable=False),
+    Column("last_ts_us", BigInteger, nullable=False),
+    Column("count", Integer, nullable=False),
+    Column("events", Text, nullable=False),
+)
+Index("ix_log_batches_last_id", log_batches.c.last_id)
+
+#: One row per event, as a view over ``log_batches`` (created by ``Store.create``,
+#: not by ``create_all``): for ad-hoc SQL and the humans who write it. Programs
+#: read the batches (``logbatch.iter_log_rows``): a filter on the view decodes
+#: every batch.
+views = MetaData()
 delivery_log = Table(
     "delivery_log",
-    metadata,
-    Column("id", BigIntPK, primary_key=True, autoincrement=True),
+    views,
+    Column("id", BigInteger, primary_key=True),
     *(
         Column(name, _LOG_COLUMN_TYPES[name][0], nullable=_LOG_COLUMN_TYPES[name][1])
         for name in LOG_FIELDS
     ),
-    # AUTOINCREMENT: ids are never reused after pruning, so the audit
-    # watermark stays monotonic.
-    sqlite_autoincrement=True,
 )
+
+
+def delivery_log_view_sql(dialect: str) -> str:
+    """``CREATE VIEW delivery_log`` for SQLite (json_each) or PostgreSQL
+    (json_array_elements); the columns of the old table, in its order."""
+    if dialect == "postgresql":
+        cols = ",\n  ".join(
+            f"(e.v ->> {i})::{_PG_TYPES[name]} AS {name}" for i, name in enumerate(LOG_FIELDS))
+        return ("CREATE OR REPLACE VIEW delivery_log AS SELECT b.first_id + e.n - 1 AS id,\n  "
+                f"{cols}\nFROM log_batches AS b CROSS JOIN LATERAL "
+                "json_array_elements(b.events::json) WITH ORDINALITY AS e(v, n)")
+    cols = ",\n  ".join(f"json_extract(j.value, '$[{i}]') AS {name}"
+                         for i, name in enumerate(LOG_FIELDS))
+    return ("CREATE VIEW IF NOT EXISTS delivery_log AS SELECT b.first_id + j.key AS id,\n  "
+            f"{cols}\nFROM log_batches AS b, json_each(b.events) AS j")
+
+
+_PG_TYPES = {name: ("bigint" if isinstance(kind, BigInteger) else
+                    "integer" if isinstance(kind, Integer) else "text")
+             for name, (kind, _null) in _LOG_COLUMN_TYPES.items()}
 
 meta = Table(
     "meta",

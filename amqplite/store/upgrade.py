@@ -4,6 +4,10 @@ Version 2 kept one ``stream_entries`` row per stream entry; version 3 keeps
 chunk rows (``stream_chunks``, see ``schema.py``). The move keeps every entry
 at its offset, in its segment, with its time and message key; the properties
 gain ``x-stream-offset`` as new appends store them.
+
+Version 3 kept one ``delivery_log`` row per event; version 4 keeps batches
+(``log_batches``, see ``logbatch.py``) and a view of that name. Every event
+keeps its id, so the audit job's watermark still points where it did.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from sqlalchemy import (
     String,
     Table,
     and_,
+    delete,
     insert,
     inspect,
     or_,
@@ -33,9 +38,10 @@ from amqplite.protocol.properties import with_long_header
 
 from . import schema as s
 from .apply import CHUNK_COLS, stream_chunks
-from .ops import AppendStream
+from .logbatch import BATCH_COLS, BATCH_EVENTS, MAX_LOG_ID_KEY, batch_rows
+from .ops import LOG_FIELDS, AppendStream
 
-__all__ = ["stream_entries_to_chunks"]
+__all__ = ["delivery_log_to_batches", "stream_entries_to_chunks"]
 
 log = logging.getLogger(__name__)
 
@@ -103,4 +109,45 @@ def stream_entries_to_chunks(conn: Connection) -> int:
     if current is not None and int(current) < max_key:
         conn.execute(update(meta).where(meta.c.key == "max_message_id")
                      .values(value=str(max_key)))
+    return moved
+
+
+def delivery_log_to_batches(conn: Connection) -> int:
+    """Move a version-3 database's ``delivery_log`` table into batch rows, drop it
+    and remember its highest id ever (AUTOINCREMENT's, which pruning may have
+    left above the rows); the number of events moved. In the caller's transaction."""
+    if "delivery_log" not in inspect(conn).get_table_names():  # absent, or already the view
+        return 0
+    dl = Table("delivery_log", MetaData(), autoload_with=conn)
+    cols = [dl.c.id, *(dl.c[name] for name in LOG_FIELDS)]
+    ins = insert(s.log_batches)
+    moved, last, high = 0, 0, 0
+    while True:
+        rows = conn.execute(select(*cols).where(dl.c.id > last).order_by(dl.c.id)
+                            .limit(_PAGE)).all()
+        if not rows:
+            break
+        # a batch holds consecutive ids: split where pruning left a gap
+        run: list[tuple[Any, ...]] = []
+        batches = []
+        for r in rows:
+            if run and (r[0] != run[-1][0] + 1 or len(run) == BATCH_EVENTS):
+                batches += batch_rows(run[0][0], [x[1:] for x in run])
+                run = []
+            run.append(tuple(r))
+        batches += batch_rows(run[0][0], [x[1:] for x in run])
+        conn.execute(ins, [dict(zip(BATCH_COLS, b, strict=True)) for b in batches])
+        moved += len(rows)
+        last = high = rows[-1][0]
+    if conn.dialect.name == "sqlite" and conn.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'").scalar():
+        seq = conn.exec_driver_sql(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'delivery_log'").scalar()
+        high = max(high, int(seq or 0))
+    dl.drop(conn)
+    if high:
+        meta = s.meta
+        conn.execute(delete(meta).where(meta.c.key == MAX_LOG_ID_KEY))
+        conn.execute(insert(meta).values(key=MAX_LOG_ID_KEY, value=str(high)))
+    log.info("moved %d delivery-log events into batches", moved)
     return moved

@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, func, insert, select
+from sqlalchemy import create_engine, event, func, select
 
+from amqplite.store.logbatch import create_views, insert_log_rows, max_log_id
 from amqplite.store.schema import delivery_log, metadata
 
 US = 1_000_000
@@ -33,13 +34,16 @@ class LogDB:
             dbapi_conn.execute("PRAGMA journal_mode=WAL")
 
         metadata.create_all(self.engine)
+        with self.engine.begin() as conn:
+            create_views(conn)
         self._keys = itertools.count(1)
         self.rows: list[dict[str, Any]] = []
 
-    def add(self, rows: list[dict[str, Any]]) -> None:
-        """Insert rows (one transaction), as the broker's writer would."""
+    def add(self, rows: list[dict[str, Any]], first_id: int | None = None) -> None:
+        """Append events (one transaction) as the broker's writer stores them, ids
+        from ``first_id`` (default: after the last one; a higher one leaves a gap)."""
         with self.engine.begin() as conn:
-            conn.execute(insert(delivery_log), rows)
+            insert_log_rows(conn, rows, first_id)
         self.rows.extend(rows)
 
     def count(self) -> int:
@@ -48,7 +52,7 @@ class LogDB:
 
     def max_id(self) -> int:
         with self.engine.connect() as conn:
-            return int(conn.execute(select(func.max(delivery_log.c.id))).scalar_one() or 0)
+            return max_log_id(conn)
 
     def message(
         self,

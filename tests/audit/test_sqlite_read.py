@@ -6,10 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import delete
 
 from amqplite.audit.job import LOG_COLUMNS
-from amqplite.store.schema import delivery_log
 from tests.audit.logdb import US, LogDB, ts
 
 pa = pytest.importorskip("pyarrow")
@@ -45,9 +43,13 @@ def test_pages_are_bounded_ordered_and_complete(tmp_path: Path, rows: int, page_
 
 
 def test_range_from_the_watermark_skips_gaps_and_keeps_values(tmp_path: Path) -> None:
-    db = _log(tmp_path, 10)  # ids 1..20
-    with db.engine.begin() as conn:  # retention pruned some rows
-        conn.execute(delete(delivery_log).where(delivery_log.c.id.between(8, 12)))
+    db = _log(tmp_path, 0)
+    rows: list[dict[str, Any]] = []
+    for i in range(10):
+        rows += db.message(T0 + i * US, ["q"], message_id=None if i % 2 else f"m-{i}")[2]
+    db.add(rows[:7])  # ids 1..7, then 13..20: as if retention pruned a batch of 8..12
+    db.add(rows[12:], first_id=13)
+    db.rows[7:7] = rows[7:12]  # keep db.rows indexable by id - 1
     pages = list(iter_log_pages(db.path, LOG_COLUMNS, 5, 17, 3))
     assert _ids(pages) == [6, 7, 13, 14, 15, 16, 17]
     assert [p.num_rows for p in pages] == [3, 3, 1]

@@ -272,7 +272,7 @@ def test_store_upgrade_from_schema_1(tmp_path: Path) -> None:
     st = Store(f"sqlite:///{path}")
     st.create()
     assert st.fetch_stream(1, 0, 10) == []
-    assert st.get_meta("schema_version") == "3"
+    assert st.get_meta("schema_version") == str(schema.SCHEMA_VERSION)
     st.close()
 
 
@@ -305,7 +305,7 @@ def test_store_upgrade_from_schema_2_moves_entries_into_chunks(tmp_path: Path) -
     st.close()
     store, b2 = _reopen(path)
     store.start()
-    assert store.get_meta("schema_version") == "3"
+    assert store.get_meta("schema_version") == str(schema.SCHEMA_VERSION)
     assert int(store.get_meta("max_message_id") or 0) >= 10_000 + n - 1
     with store.engine.connect() as conn:
         assert not conn.exec_driver_sql(

@@ -1,0 +1,138 @@
+"""The delivery log stored as batches: encoding, ids, the view, pruning, the upgrade."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from amqplite.store import LogEvent, Store
+from amqplite.store.logbatch import (
+    BATCH_EVENTS,
+    batch_rows,
+    decode_events,
+    encode_events,
+    storable_value,
+)
+from amqplite.store.ops import LOG_FIELDS
+from amqplite.store.schema import SCHEMA_VERSION
+
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),  # beyond 64 bits too: orjson refuses those
+    st.text(),  # lone surrogates included
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+
+
+@given(st.lists(st.lists(values, min_size=12, max_size=12), max_size=20))
+@settings(max_examples=300, deadline=None)
+def test_any_row_a_client_can_cause_encodes_and_reads_back(rows: list[list[object]]) -> None:
+    """Whatever a row holds, encoding never fails; a value stays as it was unless it
+    cannot be stored, and then it reads back as ``storable_value`` made it."""
+    back = decode_events(encode_events(rows))
+    assert len(back) == len(rows)
+    for got, sent in zip(back, rows, strict=True):
+        assert all(g == s or g == storable_value(s) for g, s in zip(got, sent, strict=True))
+    text = encode_events(rows)
+    text.encode("utf-8")  # valid UTF-8 for every reader
+
+
+def test_batches_hold_consecutive_ids_and_their_time_span() -> None:
+    rows = [(1000 + (i % 7), "published", "/", "", "q", None, None, i, None, None, 1, None)
+            for i in range(BATCH_EVENTS + 5)]
+    batches = batch_rows(41, rows)
+    assert [(b[0], b[1], b[4]) for b in batches] == [
+        (41, 40 + BATCH_EVENTS, BATCH_EVENTS), (41 + BATCH_EVENTS, 45 + BATCH_EVENTS, 5)]
+    assert (batches[0][2], batches[0][3]) == (1000, 1006)
+    assert [tuple(e) for b in batches for e in decode_events(b[5])] == rows
+
+
+def _events(n: int, start: int = 0) -> list[LogEvent]:
+    return [LogEvent(start + i, "acked", "/", "x", "rk", queue=f"q{i % 3}", message_id=f"m{i}",
+                     message_key=i, consumer_tag="c", attempt=1, size=10) for i in range(n)]
+
+
+def test_the_view_shows_one_row_per_event_as_the_table_did(store: Store, raw: Callable) -> None:
+    store.submit(_events(5))
+    store.submit(_events(3, start=100))
+    store.flush(10)
+    view = raw("SELECT * FROM delivery_log ORDER BY id")
+    assert [r[0] for r in view] == list(range(1, 9))
+    assert view[0] == (1, 0, "acked", "/", "x", "rk", "q0", "m0", 0, "c", 1, 10, None)
+    read = store.read_delivery_log(limit=100)
+    assert [tuple(r[c] for c in ("id", *LOG_FIELDS)) for r in read] == view
+    assert [r["id"] for r in store.read_delivery_log(queue="q1")] == [2, 5, 7]
+    assert [r["id"] for r in store.read_delivery_log(after_id=6)] == [7, 8]
+    # a group's events share a batch row: no row per event any more
+    assert raw("SELECT count(*) FROM log_batches")[0][0] <= 2
+
+
+def test_ids_continue_after_pruning_everything_and_a_restart(make_store: Callable[..., Store]) -> None:
+    first = make_store()
+    first.start()
+    first.submit(_events(10))
+    first.flush(10)
+    assert first.prune_delivery_log(max_id=10, older_than_us=10**18) == 10
+    first.close(timeout=10)
+    second = make_store()
+    second.prepare()
+    second.start()
+    second.submit(_events(2))
+    second.flush(10)
+    assert [r["id"] for r in second.read_delivery_log()] == [11, 12]
+
+
+def test_prune_keeps_a_batch_until_all_its_events_are_old(store: Store, raw: Callable) -> None:
+    store.submit(_events(10))  # one batch, times 0..9
+    store.flush(10)
+    assert store.prune_delivery_log(max_id=10, older_than_us=5) == 0
+    assert store.prune_delivery_log(max_id=9, older_than_us=10**18) == 0  # id 10 not exported
+    assert store.prune_delivery_log(max_id=10, older_than_us=10) == 10
+    assert raw("SELECT count(*) FROM delivery_log") == [(0,)]
+
+
+def _version3_database(path: Path) -> list[tuple[object, ...]]:
+    """A database as amqplite with schema 3 left it: one delivery_log row per event
+    (AUTOINCREMENT), rows 101..150 pruned and the newest ids (2501..2600) too."""
+    conn = sqlite3.connect(path)
+    cols = ", ".join(f'"{c}"' for c in LOG_FIELDS)
+    conn.executescript(
+        "CREATE TABLE meta (key VARCHAR(255) PRIMARY KEY, value VARCHAR NOT NULL);"
+        "INSERT INTO meta VALUES ('schema_version', '3'), ('max_message_id', '0'),"
+        " ('max_queue_id', '0');"
+        "CREATE TABLE delivery_log (id INTEGER PRIMARY KEY AUTOINCREMENT, ts_us BIGINT NOT NULL,"
+        " event VARCHAR(16) NOT NULL, vhost VARCHAR(255) NOT NULL, exchange VARCHAR(255) NOT NULL,"
+        " routing_key VARCHAR(255) NOT NULL, queue VARCHAR(255), message_id VARCHAR(255),"
+        " message_key BIGINT, consumer_tag VARCHAR(255), attempt INTEGER, size INTEGER,"
+        " reason VARCHAR(64));"
+    )
+    rows = [(i, 1_000 + i, "routed" if i % 2 else "published", "/", "amq.direct", f"rk{i}",
+             None if i % 2 == 0 else "q", f"m{i}", i, None, None, 10 + i, None)
+            for i in range(1, 2601)]
+    conn.executemany(f"INSERT INTO delivery_log (id, {cols}) VALUES ({', '.join('?' * 13)})", rows)
+    conn.execute("DELETE FROM delivery_log WHERE id BETWEEN 101 AND 150 OR id > 2500")
+    conn.commit()
+    conn.close()
+    return [r for r in rows if not (101 <= r[0] <= 150 or r[0] > 2500)]
+
+
+def test_a_version_3_log_moves_into_batches_keeping_every_id(db_path: Path,
+                                                              make_store: Callable[..., Store],
+                                                              raw: Callable) -> None:
+    kept = _version3_database(db_path)
+    store = make_store()  # Store.create upgrades in place
+    assert raw("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
+    assert raw("SELECT type FROM sqlite_master WHERE name = 'delivery_log'") == [("view",)]
+    assert raw("SELECT * FROM delivery_log ORDER BY id") == kept
+    # no batch spans the pruned gap
+    assert raw("SELECT count(*) FROM log_batches WHERE first_id <= 100 AND last_id >= 151") == [(0,)]
+    store.prepare()
+    store.start()
+    store.submit(_events(1))
+    store.flush(10)
+    assert [r["id"] for r in store.read_delivery_log(after_id=2450)][-1] == 2601  # AUTOINCREMENT's

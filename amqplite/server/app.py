@@ -219,7 +219,9 @@ class Server:
         s = self.settings
         if s.tls_port is not None:
             self._tls = server_context(s)  # a bad certificate stops us before the store opens
-        self.store = (ProcessStore(s.db_url, durability=s.durability)
+        # the writer process does not linger on log rows: Persistence holds them
+        # back on this side (LOG_DEFER_S), one frame and one commit per hand-over
+        self.store = (ProcessStore(s.db_url, durability=s.durability, log_linger_s=0)
                       if s.store_writer == "process" else Store(s.db_url, durability=s.durability))
         store = self.store
         await trio.to_thread.run_sync(store.create)

@@ -33,10 +33,10 @@ class HandlerBase:
         self._next_channel = itertools.count(1)
 
     async def run_sampler(self) -> None:
-        """Sample counters once a second for the message rates."""
+        """Sample counters for the message rates (every ``views.SAMPLE_INTERVAL``)."""
         while True:
             self.rates.sample(self.server)
-            await trio.sleep(1.0)
+            await trio.sleep(views.SAMPLE_INTERVAL)
 
     # ---------------------------------------------------------------- helpers
     def _vhosts(self, req: Request) -> list[VHost]:

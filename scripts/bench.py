@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 status = f"  ERROR {res.error}" if res.error else ""
                 print(f"run {n + 1} {key:<10} {label:<12} {res.rate:>9.0f} msg/s  "
                       f"p50 {res.p50_ms:8.2f} ms  p99 {res.p99_ms:8.2f} ms  "
-                      f"CPU {res.cpu_pct:5.0f}%  RSS {res.rss_mib:6.0f} MiB  {res.extra}{status}",
+                      f"CPU {res.cpu_pct:5.1f}%  RSS {res.rss_mib:6.0f} MiB  {res.extra}{status}",
                       flush=True)
     print()
     print_table(args.scenario, [label for label, _ in brokers], results)
@@ -113,7 +113,7 @@ def print_table(keys: list[str], labels: list[str],
     print(header)
     print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:]) + "|")
     for key in keys:
-        base = None
+        base = base_cpu = None
         for label in labels:
             runs = [r for r in results.get((key, label), []) if not r.error]
             if not runs:
@@ -123,10 +123,14 @@ def print_table(keys: list[str], labels: list[str],
             rate = med(r.rate for r in runs)
             base = base or rate
             extra = ", ".join(sorted({r.extra for r in runs if r.extra}))[:60]
+            cpu = med(r.cpu_pct for r in runs)
+            base_cpu = base_cpu or cpu
             if key == STREAM.key:
                 extra = f"read {med(r.read_rate for r in runs):.0f} msg/s per consumer"
+            elif key == "idle200" and base_cpu:  # the same rate for all: CPU is the figure
+                extra = f"CPU {cpu / base_cpu:.2f}x the first broker's"
             print(f"| {key:<10} | {label:<12} | {rate:>8.0f} | {med(r.p50_ms for r in runs):>8.2f}"
-                  f" | {med(r.p99_ms for r in runs):>8.2f} | {med(r.cpu_pct for r in runs):>6.0f}"
+                  f" | {med(r.p99_ms for r in runs):>8.2f} | {cpu:>6.1f}"
                   f" | {med(r.rss_mib for r in runs):>7.0f} | {rate / base:>6.2f} | {extra}")
     for key in keys:
         title = SCENARIOS[key].title if key in SCENARIOS else (

@@ -50,6 +50,7 @@ from .ops import (
     DeleteStreamSegments,
     DeleteUser,
     DeleteVHost,
+    EncodedLog,
     LogEvent,
     PutBinding,
     PutEntry,
@@ -215,7 +216,7 @@ def storable_logs(ops: Sequence[Any]) -> list[Any] | None:
 class _Segment:
     """Hot ops of one group gathered per table, between two metadata ops."""
 
-    __slots__ = ("cancelled", "dels", "entries", "logs", "msgs", "streams", "upds")
+    __slots__ = ("cancelled", "dels", "encoded", "entries", "logs", "msgs", "streams", "upds")
 
     def __init__(self) -> None:
         self.msgs: dict[int, tuple[Any, ...]] = {}
@@ -224,11 +225,12 @@ class _Segment:
         self.dels: dict[tuple[int, int], int] = {}  # key -> message_id
         self.cancelled: list[int] = []  # message ids of cancelled PutEntry
         self.logs: list[tuple[Any, ...]] = []
+        self.encoded: list[EncodedLog] = []  # batches encoded by the process store
         self.streams: list[AppendStream] = []  # stream appends, in order
 
     def __bool__(self) -> bool:
         return bool(self.msgs or self.entries or self.upds or self.dels or self.logs
-                    or self.streams)
+                    or self.encoded or self.streams)
 
 
 def upsert(conn: Connection, table: Any, key: dict[str, Any], values: dict[str, Any]) -> None:
@@ -310,6 +312,10 @@ class Applier:
                     mk = op[mk_index]
                     if mk is not None and mk > hw_message:
                         hw_message = mk
+                elif t is EncodedLog:
+                    seg.encoded.append(op)
+                    if op.max_message_key > hw_message:
+                        hw_message = op.max_message_key
                 elif t is LogEvent:
                     mk = op.message_key
                     logs.append(log_row(op))
@@ -392,12 +398,19 @@ class Applier:
         if seg.dels:
             self._del_entry.run(conn, list(seg.dels))
             self._delete_orphans(conn, list(set(seg.dels.values())))
-        if seg.logs:
+        if seg.logs or seg.encoded:
             # one batch row per (at most BATCH_EVENTS) events; ids continue the
             # last batch's. A group that fails leaves a gap, never a reuse.
-            first = self.hw_log + 1
-            self.hw_log += len(seg.logs)
-            self._ins_batch.run(conn, batch_rows(first, seg.logs))
+            batches = []
+            if seg.logs:
+                batches = batch_rows(self.hw_log + 1, seg.logs)
+                self.hw_log += len(seg.logs)
+            for enc in seg.encoded:
+                first = self.hw_log + 1
+                self.hw_log += enc.n_events
+                batches.append((first, self.hw_log, enc.first_ts_us, enc.last_ts_us, enc.n_events,
+                                enc.events))
+            self._ins_batch.run(conn, batches)
         if seg.streams:
             self._ins_chunk.run(conn, stream_chunks(seg.streams))
 

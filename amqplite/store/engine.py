@@ -34,7 +34,7 @@ from . import recovery
 from . import schema as s
 from .apply import Applier, PruneRange, storable_logs, upsert
 from .logbatch import create_views
-from .ops import LogEvent, Op
+from .ops import EncodedLog, LogEvent, Op
 from .reads import StoreReads
 from .recovery import Recovered
 from .upgrade import delivery_log_to_batches, stream_entries_to_chunks
@@ -75,7 +75,7 @@ def _needs_fsync(group: Sequence[tuple[Sequence[Any], Any]]) -> bool:
     for ops, _cb in group:
         for op in ops:
             t = type(op)
-            if t is not tuple and t is not LogEvent:
+            if t is not tuple and t is not LogEvent and t is not EncodedLog:
                 return True
     return False
 

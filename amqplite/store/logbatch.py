@@ -16,13 +16,14 @@ so that a range of ids touches only the batches that hold it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 import orjson
 from sqlalchemy import Connection, func, insert, select
 
 from . import schema as s
-from .ops import LOG_FIELDS
+from .ops import LOG_FIELDS, EncodedLog
 
 __all__ = [
     "BATCH_EVENTS",
@@ -30,6 +31,7 @@ __all__ = [
     "create_views",
     "decode_events",
     "encode_events",
+    "encode_log",
     "insert_log_rows",
     "iter_log_rows",
     "max_log_id",
@@ -83,6 +85,29 @@ def batch_rows(first_id: int, rows: Sequence[Sequence[Any]]) -> list[tuple[int, 
         lo_ts, hi_ts = _ts_bounds(ts)
         out.append((first_id + i, first_id + i + len(part) - 1, lo_ts, hi_ts, len(part),
                     encode_events(part)))
+    return out
+
+
+_ts_of = itemgetter(_TS)
+_key_of = itemgetter(LOG_FIELDS.index("message_key"))
+
+
+def encode_log(rows: Sequence[tuple[Any, ...]]) -> list[EncodedLog]:
+    """The broker's row tuples as batches ready to store (at most BATCH_EVENTS each),
+    encoded where the rows are made; the writer adds the ids. See EncodedLog."""
+    out = []
+    for i in range(0, len(rows), BATCH_EVENTS):
+        part = rows[i : i + BATCH_EVENTS]
+        try:
+            lo_ts, hi_ts = min(map(_ts_of, part)), max(map(_ts_of, part))
+            key = max(filter(None, map(_key_of, part)), default=0)
+        except TypeError:  # not the broker's rows (its times and keys are ints)
+            lo_ts, hi_ts = _ts_bounds([r[_TS] for r in part])
+            key = _INT64
+        if key >= _INT64:  # a key that is not storable must not raise the mark
+            key = max((k for k in map(_key_of, part)
+                       if type(k) is int and 0 < k < _INT64), default=0)
+        out.append(EncodedLog(encode_events(part), len(part), lo_ts, hi_ts, key))
     return out
 
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from .apply import PruneRange
 from .engine import LOG_LINGER_S, Callback, Store
+from .logbatch import encode_log
 from .ops import Op
 from .wire import RECV_SIZE, FrameBuffer, encode
 
@@ -57,6 +58,18 @@ ReadCallback = Callable[[Any, BaseException | None], None]
 
 class StoreWriterError(Exception):
     """A commit failed in the writer process (its text names the original error)."""
+
+
+def _encode_logs(ops: Sequence[Op]) -> Sequence[Any]:
+    """``ops`` with the delivery-log row tuples (the broker's fast path) replaced by
+    EncodedLog batches at the end: cheaper to build than to pickle row by row,
+    and stored by the writer as they come. Row order is kept; the rows have no
+    order to keep with the other ops (their table is on its own)."""
+    rows: list[Any] = [op for op in ops if type(op) is tuple]
+    if not rows:
+        return ops
+    rest: list[Any] = [op for op in ops if type(op) is not tuple] if len(rows) < len(ops) else []
+    return rest + encode_log(rows)
 
 
 class ProcessStore(Store):
@@ -219,7 +232,7 @@ class ProcessStore(Store):
             self._next_sid = sid + 1
             self._callbacks[sid] = (callback, ops)
             self._submitted += 1
-            queued = self._send_or_queue(sid, encode(("s", sid, ops, urgent)))
+            queued = self._send_or_queue(sid, encode(("s", sid, _encode_logs(ops), urgent)))
         if queued and self.on_output is not None:
             self.on_output()
 

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from amqplite.store import schema as s
 from amqplite.store.engine import Store
-from amqplite.store.ops import PutMessage, PutMeta, PutQueue
+from amqplite.store.ops import LogEvent, PutMessage, PutMeta, PutQueue
 from amqplite.store.wire import FrameBuffer, encode
 from amqplite.store.writer import ProcessStore, StoreWriterError
 from tests.brokerproc import wait_for
@@ -195,3 +195,24 @@ def test_a_read_sees_every_submission_sent_before_it(pstore: ProcessStore) -> No
     assert err2 is None and bodies == {1: b"m1", 5: b"m5"}
     assert nothing is None and isinstance(err3, StoreWriterError)
     assert "not a store read" in str(err3)
+
+
+def test_log_rows_cross_encoded_and_keep_their_order_ids_and_values(pstore: ProcessStore) -> None:
+    """The process store sends a submission's row tuples as JSON batches
+    (EncodedLog); what the view shows is what was submitted, in order, with
+    consecutive ids, odd values made storable, and the message-key mark raised."""
+    weird = (5, "published", "/", "", "q", None, "id-\udcff", 2**70, None, None, 10, None)
+    rows = [_row(i) for i in range(1, 1500)]  # more than one batch row
+    pstore.submit([rows[0], PutMessage(9_000, "ex", "rk", b"\x00\x00", b"b"), *rows[1:], weird,
+                   LogEvent(7, "acked", "/", "", "q", message_key=12_345)])
+    pstore.flush(20)
+    with pstore.engine.connect() as conn:
+        got = conn.execute(select(s.delivery_log).order_by(s.delivery_log.c.id)).all()
+        mark = conn.execute(select(s.meta.c.value).where(s.meta.c.key == "max_message_id")).scalar()
+    # the LogEvent (an attrs op) goes its own way: its row is there, after or before
+    assert [r.id for r in got] == list(range(1, 1502))
+    tuples = [tuple(r)[1:] for r in got if r.event == "published"]
+    assert tuples == [*rows, (5, "published", "/", "", "q", None, "id-\\udcff", None, None, None, 10,
+                              None)]
+    assert [r.message_key for r in got if r.event == "acked"] == [12_345]
+    assert int(mark) == 12_345

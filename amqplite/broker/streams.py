@@ -34,7 +34,7 @@ from amqplite.broker.queue import Queue
 from amqplite.broker.streamlog import Cursor, Group, Segment, StreamEntry, StreamLog
 from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
-from amqplite.protocol.properties import with_long_header
+from amqplite.protocol.properties import long_header_splice, with_header
 
 #: the header every stream delivery carries its offset in (a long, as RabbitMQ)
 OFFSET_HEADER = "x-stream-offset"
@@ -117,8 +117,17 @@ class Streams(BrokerBase):
                 st.routes.clear()
             route = st.routes[(msg.exchange, msg.routing_key)] = streamrecord.route(
                 msg.exchange, msg.routing_key)
-        record = streamrecord.pack(ts, msg.key, route,
-                                   with_long_header(props, OFFSET_HEADER, off), body)
+        # a publisher sends the same properties again and again: where the offset
+        # goes in them is worked out once per stream and properties
+        sp = st.splice
+        if sp is None or (sp[0] is not props and sp[0] != props):
+            parts = long_header_splice(props, OFFSET_HEADER)
+            sp = st.splice = None if parts is None else (props, *parts)
+        if sp is not None:
+            record = streamrecord.pack_spliced(ts, msg.key, route, sp[1], off, sp[2], body)
+        else:
+            record = streamrecord.pack(ts, msg.key, route,
+                                       with_header(props, OFFSET_HEADER, off, "l"), body)
         self.store_ops.append(P.ops.AppendStream(q.id, off, seg.number, ts, msg.key, size,
                                                  record))
         # "appended", not "routed": a stream entry is never settled, so the audit's

@@ -238,6 +238,8 @@ class Persistence:
         if not ops and self.inflight == 0:
             for w in waiters:
                 w(None)
+            if self.on_commits is not None and not self._in_acks:
+                self.on_commits()  # confirms released just now go out now too
             return
         self.inflight += 1
         self.inflight_ops += len(ops)

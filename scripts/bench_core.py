@@ -4,8 +4,10 @@ Drives what one server batch does for a publisher and a consumer: publish
 frames parsed by a ``ServerConnection``, ``Broker.basic_publish``, the Outcome's
 Deliver effects written as frames by the consumer's ``ServerConnection``, and
 (persistent) the consumer's ``basic.ack(multiple)`` parsed and applied. Store
-operations are taken and dropped (the writer is not measured here). Prints µs
-per message, best of ``--repeat``; never asserts on speed.
+operations are taken and dropped (the writer is not measured here). The stream
+case publishes with confirms to a stream and pickles each batch's store ops as
+the writer process's frames (``store.wire.encode``): the event loop's share of
+appending. Prints µs per message, best of ``--repeat``; never asserts on speed.
 
     python scripts/bench_core.py [--count 50000] [--batch 64] [--repeat 5] [--profile]
 """
@@ -39,6 +41,7 @@ from amqplite.protocol.methods import (
     encode_method,
 )
 from amqplite.protocol.properties import BasicProperties, encode_properties
+from amqplite.store.wire import encode
 
 BODY = b"x" * 1024
 
@@ -123,11 +126,41 @@ def make_run(persistent: bool, count: int, batch: int) -> Callable[[], int]:
     return run
 
 
-def measure(persistent: bool, count: int, batch: int, repeat: int) -> float:
-    """Best of ``repeat`` runs, µs per message (process CPU time)."""
+def make_stream_run(count: int, batch: int) -> Callable[[], int]:
+    """Publishes with confirms to a stream, each batch's store ops pickled as they
+    go to the writer process; returns the bytes pickled."""
+    broker = Broker()
+    conn = _open()
+    ch = broker.open_channel(broker.open_session("guest", "/"), 1)
+    broker.queue_declare(ch, "bench", durable=True, arguments={"x-queue-type": "stream"})
+    broker.confirm_select(ch)
+    broker.take_outcome()
+    chunk = _publish_frames(True, batch)
+    channels = {1: ch}
+
+    def run() -> int:
+        pickled = 0
+        for sid in range(count // batch):
+            conn.receive_data(chunk)
+            while (ev := conn.next_event()) is not None:
+                if type(ev) is ContentReceived:
+                    m = ev.method
+                    broker.basic_publish(channels[ev.channel], m.exchange, m.routing_key,
+                                         ev.properties_raw, ev.body, mandatory=m.mandatory,
+                                         immediate=m.immediate)
+            out = broker.take_outcome()
+            pickled += len(encode(("s", sid, out.store_ops, True)))
+        return pickled
+
+    return run
+
+
+def measure(persistent: bool | None, count: int, batch: int, repeat: int) -> float:
+    """Best of ``repeat`` runs, µs per message (process CPU time); None: the stream."""
     best = float("inf")
     for _ in range(repeat):
-        run = make_run(persistent, count, batch)
+        run = (make_stream_run(count, batch) if persistent is None
+               else make_run(persistent, count, batch))
         t = time.process_time()
         run()
         best = min(best, time.process_time() - t)
@@ -139,16 +172,18 @@ def main() -> None:
     p.add_argument("--count", type=int, default=50_000)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--profile", choices=["transient", "persistent"])
+    p.add_argument("--profile", choices=["transient", "persistent", "stream"])
     args = p.parse_args()
     if args.profile:
-        run = make_run(args.profile == "persistent", args.count, args.batch)
+        run = (make_stream_run(args.count, args.batch) if args.profile == "stream"
+               else make_run(args.profile == "persistent", args.count, args.batch))
         prof = cProfile.Profile()
         prof.runcall(run)
         pstats.Stats(prof).sort_stats("tottime").print_stats(30)
         return
     for name, persistent in (("transient publish -> no-ack deliver", False),
-                             ("persistent publish -> deliver -> ack", True)):
+                             ("persistent publish -> deliver -> ack", True),
+                             ("stream publish (confirms) -> store ops", None)):
         us = measure(persistent, args.count, args.batch, args.repeat)
         print(f"{name:40s} {us:6.2f} µs/msg")
 

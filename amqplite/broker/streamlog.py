@@ -125,11 +125,15 @@ class Group:
 class StreamLog:
     """Segments in offset order (the last one open), the next offset, the cursors."""
 
-    __slots__ = ("bytes", "cursors", "groups", "member_of", "next_offset", "routes", "segments")
+    __slots__ = ("bytes", "cursors", "groups", "member_of", "next_offset", "routes", "segments",
+                 "splice")
 
     def __init__(self) -> None:
         #: (exchange, routing key) -> its route bytes in a record (publishers repeat them)
         self.routes: dict[tuple[str, str], bytes] = {}
+        #: the last properties appended and where the offset header goes in them
+        #: (``properties.long_header_splice``), or None
+        self.splice: tuple[bytes, bytes, bytes] | None = None
         self.segments: deque[Segment] = deque()
         self.next_offset = 0
         self.bytes = 0

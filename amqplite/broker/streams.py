@@ -34,7 +34,12 @@ from amqplite.broker.queue import Queue
 from amqplite.broker.streamlog import Cursor, Group, Segment, StreamEntry, StreamLog
 from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
-from amqplite.protocol.properties import with_long_header
+from amqplite.protocol.properties import long_header_splice, with_header
+
+#: the hot path's callables, looked up once
+_AppendStream = P.ops.AppendStream
+_new_tuple = tuple.__new__
+_pack_spliced = streamrecord.pack_spliced
 
 #: the header every stream delivery carries its offset in (a long, as RabbitMQ)
 OFFSET_HEADER = "x-stream-offset"
@@ -111,21 +116,33 @@ class Streams(BrokerBase):
             self._put_segment(q, seg)
             self._apply_retention(q, ts)
         # stored as it will be delivered: the offset header spliced in once, here
-        route = st.routes.get((msg.exchange, msg.routing_key))
+        exchange, routing_key = msg.exchange, msg.routing_key
+        route = st.routes.get((exchange, routing_key))
         if route is None:
             if len(st.routes) >= 256:
                 st.routes.clear()
-            route = st.routes[(msg.exchange, msg.routing_key)] = streamrecord.route(
-                msg.exchange, msg.routing_key)
-        record = streamrecord.pack(ts, msg.key, route,
-                                   with_long_header(props, OFFSET_HEADER, off), body)
-        self.store_ops.append(P.ops.AppendStream(q.id, off, seg.number, ts, msg.key, size,
-                                                 record))
+            route = st.routes[(exchange, routing_key)] = streamrecord.route(exchange,
+                                                                             routing_key)
+        # a publisher sends the same properties again and again: where the offset
+        # goes in them is worked out once per stream and properties
+        sp = st.splice
+        if sp is None or (sp[0] is not props and sp[0] != props):
+            parts = long_header_splice(props, OFFSET_HEADER)
+            sp = st.splice = None if parts is None else (props, *parts)
+        key = msg.key
+        if sp is not None:
+            record = _pack_spliced(ts, key, route, sp[1], off, sp[2], body)
+        else:
+            record = streamrecord.pack(ts, key, route,
+                                       with_header(props, OFFSET_HEADER, off, "l"), body)
+        # built as the NamedTuple's own __new__ does, minus its Python-level frame
+        self.store_ops.append(_new_tuple(_AppendStream, (q.id, off, seg.number, ts, key, size,
+                                                         record)))
         # "appended", not "routed": a stream entry is never settled, so the audit's
         # per-message states (in flight, stuck) must not count it
         if self._log_on:
-            self.store_ops.append((ts, "appended", q.vhost, msg.exchange, msg.routing_key,
-                                   q.name, msg._mid or msg.message_id, msg.key, None, None,
+            self.store_ops.append((ts, "appended", q.vhost, exchange, routing_key,
+                                   q.name, msg._mid or msg.message_id, key, None, None,
                                    len(body), f"offset:{off}"))
         return STORED
 

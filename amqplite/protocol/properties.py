@@ -35,6 +35,7 @@ __all__ = [
     "encode_properties",
     "expiration_of",
     "headers_of",
+    "long_header_splice",
     "message_id_of",
     "printable",
     "priority_of",
@@ -355,22 +356,36 @@ def with_long_header(raw: bytes, name: str, value: int) -> bytes:
     """``with_header(raw, name, value, "l")`` by splicing bytes, without a decode.
 
     Every stream entry gets its ``x-stream-offset`` this way at append time, so
-    it must be cheap: the new field is appended to the headers table (its
-    length fixed), or a one-field table is inserted after content-type and
-    content-encoding. Everything else keeps its bytes. When the key may already
+    it must be cheap; see :func:`long_header_splice`. When the key may already
     be there, or the flags are unusual (continuation words), or the bytes are
     malformed, the full decode and re-encode of :func:`with_header` decides.
+    """
+    parts = long_header_splice(raw, name)
+    if parts is None:
+        return with_header(raw, name, value, "l")
+    return b"".join((parts[0], _Q_SIGNED.pack(value), parts[1]))
+
+
+def long_header_splice(raw: bytes, name: str) -> tuple[bytes, bytes] | None:
+    """(before, after): ``before + <value as >q> + after`` are ``raw`` with a long
+    header ``name`` set to that value; None when only a full decode can tell.
+
+    The new field is appended to the headers table (its length fixed), or a
+    one-field table is inserted after content-type and content-encoding;
+    everything else keeps its bytes. Apart from the value the result depends on
+    ``raw`` alone, so a stream computes it once for a publisher's properties and
+    splices each entry's offset in with one join.
     """
     known = _LONG_KEYS.get(name)
     if known is None:
         k = name.encode()
         known = _LONG_KEYS[name] = (k, bytes((len(k),)) + k + b"l")
-    key = known[0]
-    field = known[1] + _Q_SIGNED.pack(value)
+    key, field_head = known
+    field_size = len(field_head) + 8
     try:
         flags = raw[0] << 8 | raw[1]
         if flags & 1:
-            raise IndexError
+            return None
         off = 2
         if flags & (1 << 15):
             off += 1 + raw[off]
@@ -380,15 +395,15 @@ def with_long_header(raw: bytes, name: str, value: int) -> bytes:
             size = _I.unpack_from(raw, off)[0]
             end = off + 4 + size
             if end > len(raw) or raw.find(key, off + 4, end) >= 0:
-                raise IndexError
-            return b"".join((raw[:off], _I.pack(size + len(field)), raw[off + 4:end], field,
-                             raw[end:]))
+                return None
+            return (b"".join((raw[:off], _I.pack(size + field_size), raw[off + 4:end],
+                              field_head)), raw[end:])
         if off > len(raw):
-            raise IndexError
+            return None
     except (IndexError, struct.error):
-        return with_header(raw, name, value, "l")
+        return None
     flags |= _HEADERS_BIT
-    return b"".join((_H.pack(flags), raw[2:off], _I.pack(len(field)), field, raw[off:]))
+    return b"".join((_H.pack(flags), raw[2:off], _I.pack(field_size), field_head)), raw[off:]
 
 
 def with_reply_to(raw: bytes, value: str) -> bytes:

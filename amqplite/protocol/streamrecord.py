@@ -20,11 +20,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 
-__all__ = ["HEAD", "HEAD_SIZE", "decode", "entries", "pack", "route", "walk"]
+__all__ = ["HEAD", "HEAD_SIZE", "decode", "entries", "pack", "pack_spliced", "route",
+           "walk"]
 
 HEAD = struct.Struct(">qqHII")
 HEAD_SIZE = HEAD.size
 _unpack_head = HEAD.unpack_from
+_pack_head = HEAD.pack
+_pack_long = struct.Struct(">q").pack
 
 
 def route(exchange: str, routing_key: str) -> bytes:
@@ -40,6 +43,16 @@ def pack(ts_us: int, key: int, route_bytes: bytes, properties: bytes, body: byte
     """One record (``properties`` as they are to be delivered)."""
     return b"".join((HEAD.pack(ts_us, key, len(route_bytes), len(properties), len(body)),
                      route_bytes, properties, body))
+
+
+def pack_spliced(ts_us: int, key: int, route_bytes: bytes, before: bytes, value: int,
+                 after: bytes, body: bytes) -> bytes:
+    """``pack`` with the properties ``before + value (>q) + after``
+    (``properties.long_header_splice``): the offset header spliced in by the same
+    join that builds the record, the properties' bytes copied once."""
+    return b"".join((_pack_head(ts_us, key, len(route_bytes), len(before) + 8 + len(after),
+                                len(body)),
+                     route_bytes, before, _pack_long(value), after, body))
 
 
 def walk(data: bytes, first_offset: int, count: int, lo: int = 0,

@@ -41,6 +41,10 @@ class Interpreter:
         self.counters = counters or Counters()
         #: starts a store read (a page-in or a load of spilled entries) in the background
         self._read = read
+        #: connections holding confirms released by commits, flushed once the
+        #: acknowledgements read together have all run (``flush_confirmed``)
+        self._confirmed: dict[Any, None] = {}
+        persistence.on_commits = self.flush_confirmed
 
     def apply(self, outcome: Outcome, *, flush: bool = True) -> None:
         """Carry out ``outcome``; ``flush=False`` leaves the store batch open so the
@@ -114,9 +118,22 @@ class Interpreter:
         nack = c.nack or err is not None
         tr = self._send_confirm(c, nack)
         if tr is not None:
-            tr.wake()  # the writer coalesces the confirms of one commit
+            self._confirmed[tr] = None
         if not nack:
             self.counters.confirmed += c.covered
+
+    def flush_confirmed(self) -> None:
+        """Write the confirms the commits just acknowledged, one write per connection.
+
+        From the task that read the acknowledgements, at once: waking each
+        connection's writer task instead cost the publisher a scheduling round of
+        latency (the reader may run a whole batch of frames first), and with a
+        window of unconfirmed publishes, latency is throughput."""
+        confirmed = self._confirmed
+        if confirmed:
+            self._confirmed = {}
+            for tr in confirmed:
+                tr.flush()
 
     @staticmethod
     def _send_confirm(c: Confirm, nack: bool) -> Any:

@@ -78,6 +78,11 @@ class Persistence:
         #: counts the times capacity ran out: a connection is blocked only if it
         #: publishes during the current one (RabbitMQ's "blocking" state)
         self.alarm_epoch = 0
+        #: called once the waiters of the commits acknowledged together have run
+        #: (the interpreter writes the confirms they released then)
+        self.on_commits: Callable[[], None] | None = None
+        #: ``pump`` is running the callbacks of one read of acknowledgements
+        self._in_acks = False
 
     def bind_loop(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
@@ -123,7 +128,13 @@ class Persistence:
                     await trio.lowlevel.wait_readable(sock)
                 except trio.ClosedResourceError:
                     continue
-                store.receive_some()
+                self._in_acks = True
+                try:
+                    store.receive_some()
+                finally:
+                    self._in_acks = False
+                if self.on_commits is not None:
+                    self.on_commits()
 
     async def _pump_out(self, store: ProcessStore) -> None:
         while True:
@@ -233,6 +244,8 @@ class Persistence:
         if not ops and self.inflight == 0:
             for w in waiters:
                 w(None)
+            if self.on_commits is not None and not self._in_acks:
+                self.on_commits()  # confirms released just now go out now too
             return
         self.inflight += 1
         self.inflight_ops += len(ops)
@@ -268,6 +281,8 @@ class Persistence:
         self._update_capacity()
         if self.inflight == 0:
             self._idle.set()
+        if not self._in_acks and self.on_commits is not None:
+            self.on_commits()  # not called back from ``pump``: nobody else will
 
     async def committed(self) -> None:
         """Wait until everything submitted so far has committed (or failed)."""

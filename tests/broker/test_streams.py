@@ -15,9 +15,9 @@ from amqplite.broker.core import Broker
 from amqplite.broker.effects import Confirm, ReadStream
 from amqplite.broker.streamlog import MIN_READ, READ_BATCH, READ_BYTES, StreamLog, parse_age
 from amqplite.protocol import streamrecord
-from amqplite.protocol.codec import Timestamp
+from amqplite.protocol.codec import FieldTable, Timestamp
 from amqplite.protocol.errors import ChannelError, ConnectionError_
-from amqplite.protocol.properties import decode_properties
+from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
 from amqplite.store import ops, schema, upgrade
 from amqplite.store.engine import Store
 from tests.broker.conftest import PERSISTENT, FakeClock, session_channel
@@ -76,6 +76,32 @@ def test_appends_take_consecutive_offsets_and_confirm_after_commit(tmp_path: Pat
     shell.store.submit(out.store_ops)
     shell.store.flush()
     assert stored_offsets(shell.store, b.vhost("/").queues["s"].id) == [0]
+
+
+def test_each_record_holds_its_own_properties_when_publishers_change_them(
+        tmp_path: Path) -> None:
+    """Where the offset goes is cached per stream for the last properties seen: a
+    change of properties (or ones already naming the header) must not reuse it."""
+    b, _shell, ch, _ = setup(tmp_path, 0)
+    with_headers = encode_properties(BasicProperties(delivery_mode=2,
+                                                     headers=FieldTable({"k": "v"})))
+    own_offset = encode_properties(BasicProperties(
+        delivery_mode=2, headers=FieldTable({"x-stream-offset": "mine"})))
+    sent = [PERSISTENT, PERSISTENT, with_headers, own_offset, own_offset, PERSISTENT]
+    for raw in sent:
+        b.basic_publish(ch, "", "s", raw, b"body")
+    records = [op.record for op in b.take_outcome().store_ops
+               if type(op) is ops.AppendStream]
+    assert len(records) == len(sent)
+    for off, (raw, record) in enumerate(zip(sent, records, strict=True)):
+        _ts, _key, exchange, routing_key, props, body = streamrecord.decode(record, 0)
+        assert (exchange, routing_key, body) == ("", "s", b"body")
+        expected = decode_properties(raw)
+        got = decode_properties(props)
+        headers = dict(expected.headers or {})
+        headers["x-stream-offset"] = off
+        assert dict(got.headers or {}) == headers
+        assert got.delivery_mode == expected.delivery_mode == 2
 
 
 def test_consumers_read_independently_and_acks_delete_nothing(tmp_path: Path) -> None:

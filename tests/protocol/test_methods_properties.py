@@ -14,6 +14,7 @@ from pamqp import frame as pframe
 from pamqp import header as pheader
 
 from amqplite.protocol import methods as m
+from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import FieldTable, to_plain
 from amqplite.protocol.errors import AMQPError, FrameSyntaxError
 from amqplite.protocol.frames import encode_frame
@@ -25,6 +26,7 @@ from amqplite.protocol.properties import (
     encode_properties,
     expiration_of,
     headers_of,
+    long_header_splice,
     message_id_of,
     priority_of,
     with_header,
@@ -224,6 +226,17 @@ def test_spliced_long_header_equals_the_full_re_encode(
     raw = encode_properties(props)
     assert with_long_header(raw, name, value) == with_header(raw, name, value, "l")
     assert decode_properties(with_long_header(raw, name, value)).headers[name] == value
+    # the parts a stream caches per properties: any value spliced between them
+    parts = long_header_splice(raw, name)
+    if present:  # (a key's bytes inside the table also leave it to the full decode)
+        assert parts is None
+    if parts is not None:
+        before, after = parts
+        spliced = before + struct.pack(">q", value) + after
+        assert spliced == with_header(raw, name, value, "l")
+        route = streamrecord.route("ex", "rk")
+        assert streamrecord.pack_spliced(5, 6, route, before, value, after, b"body") == \
+            streamrecord.pack(5, 6, route, spliced, b"body")
 
 
 def test_spliced_long_header_leaves_odd_bytes_to_the_full_decode() -> None:

@@ -39,7 +39,6 @@ from amqplite.protocol.properties import long_header_splice, with_header
 #: the hot path's callables, looked up once
 _AppendStream = P.ops.AppendStream
 _new_tuple = tuple.__new__
-_pack_spliced = streamrecord.pack_spliced
 
 #: the header every stream delivery carries its offset in (a long, as RabbitMQ)
 OFFSET_HEADER = "x-stream-offset"
@@ -130,8 +129,9 @@ class Streams(BrokerBase):
             parts = long_header_splice(props, OFFSET_HEADER)
             sp = st.splice = None if parts is None else (props, *parts)
         key = msg.key
-        if sp is not None:
-            record = _pack_spliced(ts, key, route, sp[1], off, sp[2], body)
+        record: Any
+        if sp is not None:  # joined by the writer, off the event loop (see AppendStream)
+            record = (route, sp[1], sp[2], body)
         else:
             record = streamrecord.pack(ts, key, route,
                                        with_header(props, OFFSET_HEADER, off, "l"), body)

@@ -64,6 +64,7 @@ from .ops import (
     PutUser,
     PutVHost,
     UpdateEntry,
+    record_bytes,
 )
 
 __all__ = ["ROWS_PER_INSERT", "Applier", "PruneRange", "storable_logs", "stream_chunks", "upsert"]
@@ -96,6 +97,8 @@ def stream_chunks(appends: Iterable[AppendStream], max_bytes: int = s.CHUNK_BYTE
     open_: dict[int, list[Any]] = {}
     for op in appends:
         rec = op.record
+        if type(rec) is tuple:  # pieces from the broker (see AppendStream)
+            rec = record_bytes(op)
         c = open_.get(op.queue_id)
         if c is not None and (op.offset != c[1] + 1 or op.segment != c[2]
                               or c[6] + len(rec) > max_bytes or len(c[5]) >= max_entries):

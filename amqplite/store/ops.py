@@ -11,6 +11,8 @@ from typing import Any, NamedTuple
 
 import attrs
 
+from amqplite.protocol.streamrecord import pack_spliced
+
 Args = dict[str, Any]
 
 
@@ -288,11 +290,15 @@ class AppendStream(NamedTuple):
     """Append one entry to a stream's log at a broker-assigned offset (hot path).
 
     ``record`` is the entry as stored (``amqplite.protocol.streamrecord``: route,
-    properties with x-stream-offset, body); ``size`` is what the segment counts
-    for it (body + properties as published). The writer packs consecutive
-    appends of one stream into one chunk row. A NamedTuple, not a frozen attrs
-    class like the others: built once per entry on the event loop, where the
-    attrs initialiser cost a microsecond more.
+    properties with x-stream-offset, body), or its pieces ``(route, before,
+    after, body)`` with the offset to go between ``before`` and ``after``
+    (``properties.long_header_splice``): the broker sends the pieces and the
+    writer joins them (:func:`record_bytes`), because the event loop is the
+    busy side of an append and the join copies the whole entry. ``size`` is
+    what the segment counts for it (body + properties as published). The
+    writer packs consecutive appends of one stream into one chunk row. A
+    NamedTuple, not a frozen attrs class like the others: built once per entry
+    on the event loop, where the attrs initialiser cost a microsecond more.
     """
 
     queue_id: int
@@ -301,7 +307,16 @@ class AppendStream(NamedTuple):
     ts_us: int
     message_key: int
     size: int
-    record: bytes
+    record: bytes | tuple[bytes, bytes, bytes, bytes]
+
+
+def record_bytes(op: AppendStream) -> bytes:
+    """The stored record of an append, joined from its pieces if it came in pieces."""
+    rec = op.record
+    if type(rec) is tuple:
+        route, before, after, body = rec
+        return pack_spliced(op.ts_us, op.message_key, route, before, op.offset, after, body)
+    return rec  # type: ignore[return-value]
 
 
 @attrs.frozen

@@ -90,7 +90,7 @@ def test_each_record_holds_its_own_properties_when_publishers_change_them(
     sent = [PERSISTENT, PERSISTENT, with_headers, own_offset, own_offset, PERSISTENT]
     for raw in sent:
         b.basic_publish(ch, "", "s", raw, b"body")
-    records = [op.record for op in b.take_outcome().store_ops
+    records = [ops.record_bytes(op) for op in b.take_outcome().store_ops
                if type(op) is ops.AppendStream]
     assert len(records) == len(sent)
     for off, (raw, record) in enumerate(zip(sent, records, strict=True)):

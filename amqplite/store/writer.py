@@ -60,13 +60,6 @@ class StoreWriterError(Exception):
     """A commit failed in the writer process (its text names the original error)."""
 
 
-#: Send and receive buffers of the socketpair to the writer. The default (about
-#: 208 KiB) took only part of a 130 KiB hand-over in one try out of six during
-#: a stream publish, and the rest waited a loop round; the kernel caps this at
-#: net.core.wmem_max / rmem_max unless they are raised.
-SOCKET_BUFFER = 4 << 20
-
-
 def _encode_logs(ops: Sequence[Op]) -> Sequence[Any]:
     """``ops`` with the delivery-log row tuples (the broker's fast path) replaced by
     EncodedLog batches at the end: cheaper to build than to pickle row by row,
@@ -139,9 +132,6 @@ class ProcessStore(Store):
 
     def _spawn(self) -> None:
         mine, theirs = socket.socketpair()
-        for sock in (mine, theirs):  # see SOCKET_BUFFER
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "amqplite.store.writer_main", str(theirs.fileno()),

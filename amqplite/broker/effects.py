@@ -1,8 +1,9 @@
 """Effects and replies: what the pure broker asks of the server shell.
 
-Commands append wire effects to ``Broker.effects`` and store operations to
-``Broker.store_ops``; the shell takes both as one :class:`Outcome` per batch
-(``Broker.take_outcome``) and one interpreter carries it out. Replies a
+Commands append wire effects to ``Broker.effects``, store operations to
+``Broker.store_ops`` and delivery-log rows to ``Broker.log``; the shell takes
+them as one :class:`Outcome` per batch (``Broker.take_outcome``) and one
+interpreter carries it out. Replies a
 command returns (``GetOk``, ``PublishResult``) are plain values too.
 """
 
@@ -127,15 +128,17 @@ class Outcome:
 
     ``effects`` in order (a publish's Return precedes its Confirm), then
     ``store_ops`` handed to the store in one submission; ``evictable`` bodies
-    may leave RAM once that submission has committed.
+    may leave RAM once that submission has committed. ``log``: delivery-log
+    rows, which nothing waits for (the shell may hold them back a while).
     """
 
     effects: list[Any]
     store_ops: list[Any]
     evictable: list[tuple[Queue, Entry]]
+    log: list[tuple[Any, ...]] = attrs.field(factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.effects or self.store_ops or self.evictable)
+        return bool(self.effects or self.store_ops or self.evictable or self.log)
 
 
 @attrs.define(slots=True)

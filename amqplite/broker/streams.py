@@ -105,7 +105,7 @@ class Streams(BrokerBase):
         st = q.stream
         body = msg.body
         assert st is not None and body is not None
-        ts = int(self.now() * 1_000_000)
+        ts = self._log_ts or self.log_time()  # one time per batch, as a chunk's
         props = msg.properties_raw
         size = len(body) + len(props)
         off, seg, sealed, opened = st.append(ts, size, q.segment_size)
@@ -141,9 +141,9 @@ class Streams(BrokerBase):
         # "appended", not "routed": a stream entry is never settled, so the audit's
         # per-message states (in flight, stuck) must not count it
         if self._log_on:
-            self.store_ops.append((ts, "appended", q.vhost, exchange, routing_key,
-                                   q.name, msg._mid or msg.message_id, key, None, None,
-                                   len(body), f"offset:{off}"))
+            self.log.append((ts, "appended", q.vhost, exchange, routing_key,
+                             q.name, msg._mid or msg.message_id, key, None, None,
+                             len(body), f"offset:{off}"))
         return STORED
 
     def _put_segment(self, q: Queue, s: Segment) -> None:

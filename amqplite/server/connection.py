@@ -595,7 +595,7 @@ class AMQPConnection:
         disk refuses writes the reply waits (the writer retries). Later frames
         of this connection wait too, so replies keep their order.
         """
-        if all(type(op) is tuple for op in self.broker.store_ops):  # log rows only
+        if not self.broker.store_ops:  # log rows only, or nothing
             return
         self.server.interpret(flush=False)
         failed: list[BaseException] = []

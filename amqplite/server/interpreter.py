@@ -51,7 +51,7 @@ class Interpreter:
         caller can attach a waiter to it (tx.commit-ok, a held declare-ok)."""
         persistence = self.persistence
         # the ops first: a Confirm waiting for them joins the same submission
-        persistence.submit(outcome.store_ops)
+        persistence.submit(outcome.store_ops, outcome.log)
         if outcome.evictable:
             persistence.add_waiter(functools.partial(self._evict, outcome.evictable))
         # connections written to, flushed once each after the whole outcome (in

@@ -61,9 +61,9 @@ class Persistence:
         self._output = trio.Event()
         #: log rows only, held back until this (trio) time; see ``flush``
         self._deferred_at: float | None = None
-        self._scanned = 0
         self._can_defer = False
         self._ops: list[Any] = []
+        self._log: list[tuple[Any, ...]] = []
         self._waiters: list[Waiter] = []
         self.inflight = 0  # submissions handed to the store, not yet called back
         self.inflight_ops = 0
@@ -210,12 +210,15 @@ class Persistence:
 
     @property
     def batch_has_ops(self) -> bool:
-        return bool(self._ops)
+        return bool(self._ops or self._log)
 
-    def submit(self, ops: list[Any]) -> None:
-        """Add an Outcome's store operations to the batch being gathered."""
+    def submit(self, ops: list[Any], log: list[tuple[Any, ...]] | None = None) -> None:
+        """Add an Outcome's store operations and delivery-log rows to the batch
+        being gathered."""
         if ops:
             self._ops.extend(ops)
+        if log:
+            self._log.extend(log)
 
     def flush(self, force: bool = False) -> None:
         """Hand the gathered operations and waiters to the store (non-blocking).
@@ -227,28 +230,25 @@ class Persistence:
         its CPU on. ``force``: hand everything over now (reads, shutdown).
         """
         if not self._ops and not self._waiters:
-            return
-        if not force and self._can_defer and not self._waiters:
-            ops = self._ops
-            if len(ops) < DEFER_MAX_OPS and all(type(op) is tuple
-                                                for op in ops[self._scanned:]):
-                self._scanned = len(ops)
+            if not self._log:
+                return
+            if not force and self._can_defer and len(self._log) < DEFER_MAX_OPS:
                 if self._deferred_at is None:
                     self._deferred_at = trio.current_time() + LOG_DEFER_S
                     self._output.set()  # ``_pump_out`` keeps the time
                 return
         self._deferred_at = None
-        self._scanned = 0
-        ops, waiters = self._ops, self._waiters
-        self._ops, self._waiters = [], []
-        if not ops and self.inflight == 0:
+        ops, waiters, rows = self._ops, self._waiters, self._log
+        self._ops, self._waiters, self._log = [], [], []
+        if not ops and not rows and self.inflight == 0:
             for w in waiters:
                 w(None)
             if self.on_commits is not None and not self._in_acks:
                 self.on_commits()  # confirms released just now go out now too
             return
         self.inflight += 1
-        self.inflight_ops += len(ops)
+        n_ops = len(ops) + len(rows)
+        self.inflight_ops += n_ops
         self._idle = trio.Event() if self._idle.is_set() else self._idle
         self._update_capacity()
         token = self._token
@@ -261,18 +261,21 @@ class Persistence:
             # every submission of a group sees the same ``groups`` (the writer
             # counts the group once all its callbacks ran)
             if threading.get_ident() == loop_thread:  # the writer process's ack
-                self._done(waiters, ops, err, started, store.groups)
+                self._done(waiters, ops, n_ops, err, started, store.groups)
             else:  # writer thread -> event loop
-                token.run_sync_soon(self._done, waiters, ops, err, started, store.groups)
+                token.run_sync_soon(self._done, waiters, ops, n_ops, err, started,
+                                    store.groups)
 
-        # a waiter (a confirm, a read-after-write) must not wait for a log linger
-        self.store.submit(ops, committed, urgent=bool(waiters))
+        # a waiter (a confirm, a read-after-write) must not wait for a log linger;
+        # every message key in the rows is below the broker's next one
+        self.store.submit(ops, committed, urgent=bool(waiters), log=rows,
+                          log_key_mark=self.broker.message_key_mark)
 
-    def _done(self, waiters: list[Waiter], ops: list[Any], err: BaseException | None,
-              started: float, group: int) -> None:
+    def _done(self, waiters: list[Waiter], ops: list[Any], n_ops: int,
+              err: BaseException | None, started: float, group: int) -> None:
         self.counters.committed(time.monotonic() - started, group)
         self.inflight -= 1
-        self.inflight_ops -= len(ops)
+        self.inflight_ops -= n_ops
         if err is not None:
             # nacked publishes must not be delivered as well: take them back
             self.broker.commit_failed(ops)

@@ -216,6 +216,10 @@ def storable_logs(ops: Sequence[Any]) -> list[Any] | None:
     return out if changed else None
 
 
+#: message keys at or above this are not storable (SQLite integers are 64-bit)
+_KEY_LIMIT = 1 << 63
+
+
 class _Segment:
     """Hot ops of one group gathered per table, between two metadata ops."""
 
@@ -313,7 +317,8 @@ class Applier:
                 if t is tuple:  # a delivery_log row in column order (the broker's fast path)
                     logs.append(op)
                     mk = op[mk_index]
-                    if mk is not None and mk > hw_message:
+                    # a key that is not storable (not a 64-bit int) must not raise the mark
+                    if type(mk) is int and hw_message < mk < _KEY_LIMIT:
                         hw_message = mk
                 elif t is EncodedLog:
                     seg.encoded.append(op)

@@ -92,15 +92,18 @@ _ts_of = itemgetter(_TS)
 _key_of = itemgetter(LOG_FIELDS.index("message_key"))
 
 
-def encode_log(rows: Sequence[tuple[Any, ...]]) -> list[EncodedLog]:
+def encode_log(rows: Sequence[tuple[Any, ...]], key_mark: int | None = None) -> list[EncodedLog]:
     """The broker's row tuples as batches ready to store (at most BATCH_EVENTS each),
-    encoded where the rows are made; the writer adds the ids. See EncodedLog."""
+    encoded where the rows are made; the writer adds the ids. See EncodedLog.
+    ``key_mark``: at least every message key in ``rows`` (the broker's highest),
+    which saves looking; else each batch's highest key is found."""
     out = []
     for i in range(0, len(rows), BATCH_EVENTS):
         part = rows[i : i + BATCH_EVENTS]
         try:
             lo_ts, hi_ts = min(map(_ts_of, part)), max(map(_ts_of, part))
-            key = max(filter(None, map(_key_of, part)), default=0)
+            key = (max(filter(None, map(_key_of, part)), default=0) if key_mark is None
+                   else key_mark)
         except TypeError:  # not the broker's rows (its times and keys are ints)
             lo_ts, hi_ts = _ts_bounds([r[_TS] for r in part])
             key = _INT64

@@ -60,18 +60,6 @@ class StoreWriterError(Exception):
     """A commit failed in the writer process (its text names the original error)."""
 
 
-def _encode_logs(ops: Sequence[Op]) -> Sequence[Any]:
-    """``ops`` with the delivery-log row tuples (the broker's fast path) replaced by
-    EncodedLog batches at the end: cheaper to build than to pickle row by row,
-    and stored by the writer as they come. Row order is kept; the rows have no
-    order to keep with the other ops (their table is on its own)."""
-    rows: list[Any] = [op for op in ops if type(op) is tuple]
-    if not rows:
-        return ops
-    rest: list[Any] = [op for op in ops if type(op) is not tuple] if len(rows) < len(ops) else []
-    return rest + encode_log(rows)
-
-
 class ProcessStore(Store):
     """:class:`Store` whose writer is ``python -m amqplite.store.writer_main``.
 
@@ -224,7 +212,11 @@ class ProcessStore(Store):
     # --- writing ------------------------------------------------------------------
 
     def submit(self, ops: Sequence[Op], callback: Callback | None = None, *,
-               urgent: bool = False) -> None:
+               urgent: bool = False, log: Sequence[tuple[Any, ...]] = (),
+               log_key_mark: int | None = None) -> None:
+        # the log rows go as EncodedLog batches, JSON made here: cheaper to build
+        # than to pickle row by row, and stored by the writer as they come
+        payload = [*ops, *encode_log(log, log_key_mark)] if log else ops
         with self._lock:
             if self._stopping:
                 raise RuntimeError("store is closed")
@@ -232,7 +224,7 @@ class ProcessStore(Store):
             self._next_sid = sid + 1
             self._callbacks[sid] = (callback, ops)
             self._submitted += 1
-            queued = self._send_or_queue(sid, encode(("s", sid, _encode_logs(ops), urgent)))
+            queued = self._send_or_queue(sid, encode(("s", sid, payload, urgent)))
         if queued and self.on_output is not None:
             self.on_output()
 

@@ -197,10 +197,10 @@ def test_delivery_log_rows_follow_the_one_column_order(broker: Broker) -> None:
     from amqplite.broker.model import Message
 
     msg = Message(7, "ex", "rk", TRANSIENT, b"body")
-    broker.store_ops.clear()
+    broker.log.clear()
     broker.log_event("rejected", "/", msg, "q", consumer_tag="ctag", attempt=2, reason="why")
     broker.log_event("expired", "/", None, "q2", reason="queue_expired")
-    full, bare = (dict(zip(ops.LOG_FIELDS, row, strict=True)) for row in broker.store_ops)
+    full, bare = (dict(zip(ops.LOG_FIELDS, row, strict=True)) for row in broker.log)
     assert {k: v for k, v in full.items() if k != "ts_us"} == {
         "event": "rejected", "vhost": "/", "exchange": "ex", "routing_key": "rk", "queue": "q",
         "message_id": "amq-7", "message_key": 7, "consumer_tag": "ctag", "attempt": 2,

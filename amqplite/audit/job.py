@@ -228,9 +228,15 @@ def read_log_batch(spark: SparkSession, config: AuditConfig, lo: int, hi: int) -
         F.col("first_id").cast("bigint").alias("first_id"),
         F.posexplode(F.from_json(F.col("events"), "array<array<string>>")).alias("n", "e"),
     )
+    e = F.col("e")
+    names = [name for name, _kind in LOG_COLUMNS[1:]]
+    mid, key = e.getItem(names.index("message_id")), e.getItem(names.index("message_key"))
+    # a row stores "" for the broker-assigned id: written out as amq-KEY (with_message_ids)
+    full_mid = F.when((mid == "") & key.isNotNull(), F.concat(F.lit("amq-"), key)).otherwise(mid)
     events = exploded.select(
         (F.col("first_id") + F.col("n")).alias("id"),
-        *(F.col("e").getItem(i).alias(name) for i, (name, _kind) in enumerate(LOG_COLUMNS[1:])),
+        *((full_mid if name == "message_id" else e.getItem(i)).alias(name)
+          for i, name in enumerate(names)),
     ).where((F.col("id") > lo) & (F.col("id") <= hi))
     return with_partition_columns(events, hi)
 

@@ -48,6 +48,8 @@ def iter_log_pages(path: Path, columns: Columns, lo: int, hi: int, page_rows: in
     import orjson
     import pyarrow as pa
 
+    from amqplite.store.logbatch import with_message_ids
+
     schema = arrow_schema(columns)
     width = len(columns)
     query = ("SELECT first_id, last_id, events FROM log_batches "
@@ -68,7 +70,7 @@ def iter_log_pages(path: Path, columns: Columns, lo: int, hi: int, page_rows: in
         while last < hi:
             batches = conn.execute(query, (last, hi, per_read)).fetchall()
             for first, _last, text in batches:
-                for i, event in enumerate(orjson.loads(text)):
+                for i, event in enumerate(with_message_ids(orjson.loads(text))):
                     eid = first + i
                     if lo < eid <= hi:
                         page.append((eid, *event[: width - 1]))

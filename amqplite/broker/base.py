@@ -169,15 +169,15 @@ class BrokerBase:
                              attempt, None, reason))
             return
         self.log.append((ts, event, vhost, msg.exchange, msg.routing_key, queue,
-                         msg.message_id, msg.key, consumer_tag, attempt, msg.body_size,
-                         reason))
+                         msg.log_id, msg.key, consumer_tag, attempt, msg.body_size, reason))
 
     def _log_msg(self, event: str, vhost: str, msg: Message, queue: str | None,
                  consumer_tag: str | None, attempt: int | None) -> None:
         """log_event's row for a message event without a reason, positional only: the
         hot path's three rows per message; the caller checks ``_log_on`` first."""
         self.log.append((self._log_ts or self.log_time(), event, vhost, msg.exchange,
-                         msg.routing_key, queue, msg._mid or msg.message_id, msg.key,
+                         msg.routing_key, queue,
+                         msg._mid if msg._mid is not None else msg.log_id, msg.key,
                          consumer_tag, attempt, msg.body_size, None))
 
     def vhost(self, name: str) -> VHost:

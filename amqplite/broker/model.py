@@ -59,7 +59,12 @@ class Message:
         self.body = body
         self.body_size = len(body) if body_size is None and body is not None else (body_size or 0)
         self._props: BasicProperties | None = None
-        self._mid: str | None = None
+        #: the publisher's message-id: None until looked at, "" if there is none
+        #: (no flag: known without a walk), so the broker's ``amq-KEY`` applies;
+        #: delivery-log rows store "" for that (readers write ``amq-KEY``),
+        #: which saves a string per message on the hot path
+        self._mid: str | None = (
+            None if len(properties_raw) > 1 and properties_raw[1] & 0x80 else "")
         if persistent is None:
             persistent = delivery_mode_of(properties_raw) == 2
         self.persistent = persistent
@@ -93,6 +98,12 @@ class Message:
         Always valid UTF-8 (it goes into delivery-log rows and admin JSON):
         bytes of a non-UTF-8 id show as ``\\xNN``, at most 255 characters.
         """
+        return self.log_id or f"amq-{self.key}"
+
+    @property
+    def log_id(self) -> str:
+        """What a delivery-log row stores as message id: the publisher's (made
+        valid UTF-8), or "" for the one the broker assigns (``amq-KEY``)."""
         mid = self._mid
         if mid is None:
             raw = self.properties_raw
@@ -104,7 +115,7 @@ class Message:
                 except FrameSyntaxError:  # only messages stored before publish checked them
                     mid = None
             if not mid:
-                mid = f"amq-{self.key}"
+                mid = ""
             elif not mid.isascii():
                 mid = printable(mid)[:255]
             self._mid = mid

@@ -142,7 +142,8 @@ class Streams(BrokerBase):
         # per-message states (in flight, stuck) must not count it
         if self._log_on:
             self.log.append((ts, "appended", q.vhost, exchange, routing_key,
-                             q.name, msg._mid or msg.message_id, key, None, None,
+                             q.name, msg._mid if msg._mid is not None else msg.log_id,
+                             key, None, None,
                              len(body), f"offset:{off}"))
         return STORED
 

@@ -21,6 +21,7 @@ import trio
 from amqplite.broker.core import Broker
 from amqplite.server.counters import Counters
 from amqplite.store.engine import Store
+from amqplite.store.logbatch import LogBuffer
 from amqplite.store.writer import ProcessStore
 
 Waiter = Callable[[BaseException | None], None]
@@ -63,7 +64,8 @@ class Persistence:
         self._deferred_at: float | None = None
         self._can_defer = False
         self._ops: list[Any] = []
-        self._log: list[tuple[Any, ...]] = []
+        #: delivery-log rows, encoded as they come (see LogBuffer)
+        self._log = LogBuffer()
         self._waiters: list[Waiter] = []
         self.inflight = 0  # submissions handed to the store, not yet called back
         self.inflight_ops = 0
@@ -210,7 +212,7 @@ class Persistence:
 
     @property
     def batch_has_ops(self) -> bool:
-        return bool(self._ops or self._log)
+        return bool(self._ops or self._log.rows)
 
     def submit(self, ops: list[Any], log: list[tuple[Any, ...]] | None = None) -> None:
         """Add an Outcome's store operations and delivery-log rows to the batch
@@ -218,7 +220,7 @@ class Persistence:
         if ops:
             self._ops.extend(ops)
         if log:
-            self._log.extend(log)
+            self._log.add(log)
 
     def flush(self, force: bool = False) -> None:
         """Hand the gathered operations and waiters to the store (non-blocking).
@@ -230,24 +232,26 @@ class Persistence:
         its CPU on. ``force``: hand everything over now (reads, shutdown).
         """
         if not self._ops and not self._waiters:
-            if not self._log:
+            if not self._log.rows:
                 return
-            if not force and self._can_defer and len(self._log) < DEFER_MAX_OPS:
+            if not force and self._can_defer and self._log.rows < DEFER_MAX_OPS:
                 if self._deferred_at is None:
                     self._deferred_at = trio.current_time() + LOG_DEFER_S
                     self._output.set()  # ``_pump_out`` keeps the time
                 return
         self._deferred_at = None
-        ops, waiters, rows = self._ops, self._waiters, self._log
-        self._ops, self._waiters, self._log = [], [], []
-        if not ops and not rows and self.inflight == 0:
+        ops, waiters, rows = self._ops, self._waiters, self._log.rows
+        self._ops, self._waiters = [], []
+        n_ops = len(ops) + rows  # for the capacity: what the writer has yet to store
+        if rows:  # every message key in the rows is below the broker's next one
+            ops.extend(self._log.take(self.broker.message_key_mark))
+        if not ops and self.inflight == 0:
             for w in waiters:
                 w(None)
             if self.on_commits is not None and not self._in_acks:
                 self.on_commits()  # confirms released just now go out now too
             return
         self.inflight += 1
-        n_ops = len(ops) + len(rows)
         self.inflight_ops += n_ops
         self._idle = trio.Event() if self._idle.is_set() else self._idle
         self._update_capacity()
@@ -266,10 +270,8 @@ class Persistence:
                 token.run_sync_soon(self._done, waiters, ops, n_ops, err, started,
                                     store.groups)
 
-        # a waiter (a confirm, a read-after-write) must not wait for a log linger;
-        # every message key in the rows is below the broker's next one
-        self.store.submit(ops, committed, urgent=bool(waiters), log=rows,
-                          log_key_mark=self.broker.message_key_mark)
+        # a waiter (a confirm, a read-after-write) must not wait for a log linger
+        self.store.submit(ops, committed, urgent=bool(waiters))
 
     def _done(self, waiters: list[Waiter], ops: list[Any], n_ops: int,
               err: BaseException | None, started: float, group: int) -> None:

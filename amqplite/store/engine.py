@@ -238,19 +238,13 @@ class Store(StoreReads):
     # --- writing --------------------------------------------------------------
 
     def submit(self, ops: Sequence[Op], callback: Callback | None = None, *,
-               urgent: bool = False, log: Sequence[tuple[Any, ...]] = (),
-               log_key_mark: int | None = None) -> None:
+               urgent: bool = False) -> None:
         """Queue ops for the next group; ``callback(None | error)`` runs after its commit.
 
         ``urgent``: someone waits on this commit (a confirm, a read), so a group
-        of log rows must not linger for it. ``log``: delivery-log row tuples,
-        stored after ``ops``; ``log_key_mark``, if known, is at least every
-        message key in them (the process store then need not look).
-        Never blocks on I/O. Do not mutate ``ops`` after submitting it.
+        of log rows must not linger for it. Never blocks on I/O. Do not mutate
+        ``ops`` after submitting it.
         """
-        if log:  # the applier takes row tuples among the ops
-            merged: list[Any] = [*ops, *log]
-            ops = merged
         with self._lock:
             if self._stopping:
                 raise RuntimeError("store is closed")

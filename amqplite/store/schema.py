@@ -250,14 +250,23 @@ delivery_log = Table(
 def delivery_log_view_sql(dialect: str) -> str:
     """``CREATE VIEW delivery_log`` for SQLite (json_each) or PostgreSQL
     (json_array_elements); the columns of the old table, in its order."""
+    # a row stores "" for the broker-assigned message id: shown as amq-KEY (with_message_ids)
+    mid, key = LOG_FIELDS.index("message_id"), LOG_FIELDS.index("message_key")
     if dialect == "postgresql":
         cols = ",\n  ".join(
+            f"CASE WHEN e.v ->> {mid} = '' AND e.v ->> {key} IS NOT NULL "
+            f"THEN 'amq-' || (e.v ->> {key}) ELSE e.v ->> {mid} END"
+            f" AS {name}" if i == mid else
             f"(e.v ->> {i})::{_PG_TYPES[name]} AS {name}" for i, name in enumerate(LOG_FIELDS))
         return ("CREATE OR REPLACE VIEW delivery_log AS SELECT b.first_id + e.n - 1 AS id,\n  "
                 f"{cols}\nFROM log_batches AS b CROSS JOIN LATERAL "
                 "json_array_elements(b.events::json) WITH ORDINALITY AS e(v, n)")
-    cols = ",\n  ".join(f"json_extract(j.value, '$[{i}]') AS {name}"
-                         for i, name in enumerate(LOG_FIELDS))
+    cols = ",\n  ".join(
+        f"CASE WHEN json_extract(j.value, '$[{mid}]') = '' AND "
+        f"json_extract(j.value, '$[{key}]') IS NOT NULL THEN 'amq-' || "
+        f"json_extract(j.value, '$[{key}]') ELSE json_extract(j.value, '$[{mid}]') END AS {name}"
+        if i == mid else f"json_extract(j.value, '$[{i}]') AS {name}"
+        for i, name in enumerate(LOG_FIELDS))
     return ("CREATE VIEW IF NOT EXISTS delivery_log AS SELECT b.first_id + j.key AS id,\n  "
             f"{cols}\nFROM log_batches AS b, json_each(b.events) AS j")
 

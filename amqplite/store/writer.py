@@ -39,7 +39,6 @@ from typing import Any
 
 from .apply import PruneRange
 from .engine import LOG_LINGER_S, Callback, Store
-from .logbatch import encode_log
 from .ops import Op
 from .wire import RECV_SIZE, FrameBuffer, encode
 
@@ -212,11 +211,7 @@ class ProcessStore(Store):
     # --- writing ------------------------------------------------------------------
 
     def submit(self, ops: Sequence[Op], callback: Callback | None = None, *,
-               urgent: bool = False, log: Sequence[tuple[Any, ...]] = (),
-               log_key_mark: int | None = None) -> None:
-        # the log rows go as EncodedLog batches, JSON made here: cheaper to build
-        # than to pickle row by row, and stored by the writer as they come
-        payload = [*ops, *encode_log(log, log_key_mark)] if log else ops
+               urgent: bool = False) -> None:
         with self._lock:
             if self._stopping:
                 raise RuntimeError("store is closed")
@@ -224,7 +219,7 @@ class ProcessStore(Store):
             self._next_sid = sid + 1
             self._callbacks[sid] = (callback, ops)
             self._submitted += 1
-            queued = self._send_or_queue(sid, encode(("s", sid, payload, urgent)))
+            queued = self._send_or_queue(sid, encode(("s", sid, ops, urgent)))
         if queued and self.on_output is not None:
             self.on_output()
 

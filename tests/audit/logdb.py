@@ -65,14 +65,16 @@ class LogDB:
         size: int = 100,
         vhost: str = "/",
     ) -> tuple[int, str, list[dict[str, Any]]]:
-        """Rows for one publish at ``t0``: ``published`` + one ``routed`` per queue."""
+        """Rows for one publish at ``t0``: ``published`` + one ``routed`` per queue.
+        Without ``message_id`` the rows store "" as the broker does (readers show
+        ``amq-KEY``, the id returned)."""
         key = next(self._keys)
         mid = message_id or f"amq-{key}"
         base = {
             "vhost": vhost,
             "exchange": exchange,
             "routing_key": routing_key,
-            "message_id": mid,
+            "message_id": message_id or "",
             "message_key": key,
             "consumer_tag": None,
             "attempt": None,

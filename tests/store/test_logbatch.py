@@ -136,3 +136,85 @@ def test_a_version_3_log_moves_into_batches_keeping_every_id(db_path: Path,
     store.submit(_events(1))
     store.flush(10)
     assert [r["id"] for r in store.read_delivery_log(after_id=2450)][-1] == 2601  # AUTOINCREMENT's
+
+
+@given(st.lists(st.integers(min_value=0, max_value=1200), max_size=8), st.data())
+@settings(max_examples=60, deadline=None)
+def test_a_log_buffer_hands_over_every_row_in_order_in_bounded_batches(
+        sizes: list[int], data: st.DataObject) -> None:
+    """Rows added a command batch at a time (some larger than a batch row, some
+    with values orjson refuses) come out as EncodedLog batches of at most
+    BATCH_EVENTS rows, in order, with their time span and the key mark."""
+    from amqplite.store.logbatch import LogBuffer
+
+    buf = LogBuffer()
+    sent: list[tuple[object, ...]] = []
+    for n in sizes:
+        weird = data.draw(st.sampled_from(["q", "q\udcff", 2**70]))
+        rows = [(1000 + len(sent) + i, "routed", "/", "", "rk", weird, f"m{i}", i, None, None, 1,
+                 None) for i in range(n)]
+        buf.add(rows)
+        sent.extend(rows)
+    assert buf.rows == len(sent)
+    out = buf.take(key_mark=77)
+    assert buf.rows == 0 and buf.take(77) == []
+    assert all(0 < b.n_events <= BATCH_EVENTS for b in out)
+    assert all(b.max_message_key == 77 for b in out)
+    got = [tuple(e) for b in out for e in decode_events(b.events)]
+    assert len(got) == len(sent)
+    assert all(g == s or g == tuple(storable_value(v) for v in s)
+               for g, s in zip(got, sent, strict=True))
+    for b in out:
+        ts = [e[0] for e in decode_events(b.events)]
+        assert (b.first_ts_us, b.last_ts_us) == (min(ts), max(ts)) and len(ts) == b.n_events
+
+
+def test_log_buffer_batches_land_as_consecutive_ids(store: Store) -> None:
+    """What the buffer hands over is stored like any rows: ids in order, no gaps."""
+    from amqplite.store.logbatch import LogBuffer, iter_log_rows
+
+    buf = LogBuffer()
+    rows = [(5000 + i, "acked", "/", "", "rk", "q", f"m{i}", i + 1, "c", 1, 10, None)
+            for i in range(2500)]
+    for i in range(0, 2500, 700):
+        buf.add(rows[i : i + 700])
+    store.submit(buf.take(2500))
+    store.flush(20)
+    with store.engine.connect() as conn:
+        got = list(iter_log_rows(conn))
+    assert [r[0] for r in got] == list(range(1, 2501))
+    assert [tuple(r[1:]) for r in got] == rows
+
+
+def test_broker_assigned_ids_are_written_out_by_every_reader(
+        make_store: Callable[..., Store], raw: Callable, db_path: Path) -> None:
+    """The broker stores "" for the id it assigns (amq-KEY), saving a string per
+    message; the reads, the view (also one an older release created) and the
+    audit's driver-side reader all show amq-KEY, and a trace by that id finds it."""
+    from amqplite.audit.job import LOG_COLUMNS
+    from amqplite.audit.sqlite_read import iter_log_pages
+
+    store = make_store()
+    store.start()
+    store.submit([(1, "published", "/", "", "q", None, "", 7, None, None, 3, None),
+                  (2, "expired", "/", "", "", "q", "", None, None, None, None, "queue_expired"),
+                  (3, "published", "/", "", "q", None, "pub-id", 8, None, None, 3, None)])
+    store.flush(10)
+    want = ["amq-7", "", "pub-id"]
+    assert [r["message_id"] for r in store.read_delivery_log()] == want
+    assert [r["id"] for r in store.read_delivery_log(message_id="amq-7")] == [1]
+    assert [r[0] for r in raw("SELECT message_id FROM delivery_log ORDER BY id")] == want
+    pages = list(iter_log_pages(db_path, LOG_COLUMNS, 0, 3, page_rows=10))
+    assert pages[0].column("message_id").to_pylist() == want
+    store.close(timeout=10)
+    # a view as the previous release made it (ids as stored) is replaced on open
+    conn = sqlite3.connect(db_path)
+    conn.execute("DROP VIEW delivery_log")
+    conn.execute("CREATE VIEW delivery_log AS SELECT b.first_id + j.key AS id, "
+                 "json_extract(j.value, '$[6]') AS message_id "
+                 "FROM log_batches AS b, json_each(b.events) AS j")
+    conn.commit()
+    conn.close()
+    assert raw("SELECT message_id FROM delivery_log ORDER BY id")[0] == ("",)
+    make_store()
+    assert [r[0] for r in raw("SELECT message_id FROM delivery_log ORDER BY id")] == want

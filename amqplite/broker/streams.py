@@ -37,7 +37,7 @@ from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.properties import long_header_splice, with_header
 
 #: the hot path's callables, looked up once
-_AppendStream = P.ops.AppendStream
+_AppendStreams = P.ops.AppendStreams
 _new_tuple = tuple.__new__
 
 #: the header every stream delivery carries its offset in (a long, as RabbitMQ)
@@ -135,9 +135,15 @@ class Streams(BrokerBase):
         else:
             record = streamrecord.pack(ts, key, route,
                                        with_header(props, OFFSET_HEADER, off, "l"), body)
-        # built as the NamedTuple's own __new__ does, minus its Python-level frame
-        self.store_ops.append(_new_tuple(_AppendStream, (q.id, off, seg.number, ts, key, size,
-                                                         record)))
+        # appends to one stream in a row share one op (see AppendStreams), built as
+        # the NamedTuple's own __new__ does, minus its Python-level frame
+        ops = self.store_ops
+        last = ops[-1] if ops else None
+        if type(last) is _AppendStreams and last.queue_id == q.id:
+            last.entries.append((off, seg.number, ts, key, size, record))
+        else:
+            ops.append(_new_tuple(_AppendStreams, (q.id, [(off, seg.number, ts, key, size,
+                                                           record)])))
         # "appended", not "routed": a stream entry is never settled, so the audit's
         # per-message states (in flight, stuck) must not count it
         if self._log_on:

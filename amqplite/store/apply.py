@@ -10,9 +10,9 @@ ordinary Core statements. No threads and no transactions here: the caller
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain as _chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from sqlalchemy import (
@@ -39,6 +39,7 @@ from .logbatch import BATCH_COLS, MAX_LOG_ID_KEY, batch_rows, max_log_id, storab
 from .ops import (
     LOG_FIELDS,
     AppendStream,
+    AppendStreams,
     CopyMessage,
     DeleteBinding,
     DeleteEntries,
@@ -64,7 +65,7 @@ from .ops import (
     PutUser,
     PutVHost,
     UpdateEntry,
-    record_bytes,
+    entry_record,
 )
 
 __all__ = ["ROWS_PER_INSERT", "Applier", "PruneRange", "storable_logs", "stream_chunks", "upsert"]
@@ -83,7 +84,19 @@ CHUNK_COLS = ("queue_id", "first_offset", "last_offset", "segment", "first_ts_us
               "last_ts_us", "count", "size", "data")
 
 
-def stream_chunks(appends: Iterable[AppendStream], max_bytes: int = s.CHUNK_BYTES,
+def _entries(appends: Iterable[AppendStream | AppendStreams],
+             ) -> Iterator[tuple[int, tuple[Any, ...]]]:
+    """(queue_id, AppendStream's fields after queue_id) of every append, in order."""
+    for op in appends:
+        if type(op) is AppendStreams:
+            qid = op.queue_id
+            for e in op.entries:
+                yield qid, e
+        else:
+            yield op.queue_id, op[1:]
+
+
+def stream_chunks(appends: Iterable[AppendStream | AppendStreams], max_bytes: int = s.CHUNK_BYTES,
                   max_entries: int = s.CHUNK_ENTRIES) -> list[tuple[Any, ...]]:
     """Chunk rows (CHUNK_COLS order) of appends in commit order: consecutive offsets
     of one stream in one segment share a chunk, up to ``max_bytes`` of records or
@@ -95,24 +108,22 @@ def stream_chunks(appends: Iterable[AppendStream], max_bytes: int = s.CHUNK_BYTE
     rows: list[tuple[Any, ...]] = []
     # queue_id -> [first, last, segment, first_ts, last_ts, records, bytes, size]
     open_: dict[int, list[Any]] = {}
-    for op in appends:
-        rec = op.record
+    for qid, (offset, segment, ts_us, key, size, rec) in _entries(appends):
         if type(rec) is tuple:  # pieces from the broker (see AppendStream)
-            rec = record_bytes(op)
-        c = open_.get(op.queue_id)
-        if c is not None and (op.offset != c[1] + 1 or op.segment != c[2]
+            rec = entry_record(offset, ts_us, key, rec)
+        c = open_.get(qid)
+        if c is not None and (offset != c[1] + 1 or segment != c[2]
                               or c[6] + len(rec) > max_bytes or len(c[5]) >= max_entries):
-            rows.append(_chunk_row(op.queue_id, c))
+            rows.append(_chunk_row(qid, c))
             c = None
         if c is None:
-            open_[op.queue_id] = [op.offset, op.offset, op.segment, op.ts_us, op.ts_us, [rec],
-                                  len(rec), op.size]
+            open_[qid] = [offset, offset, segment, ts_us, ts_us, [rec], len(rec), size]
             continue
-        c[1] = op.offset
-        c[4] = op.ts_us
+        c[1] = offset
+        c[4] = ts_us
         c[5].append(rec)
         c[6] += len(rec)
-        c[7] += op.size
+        c[7] += size
     rows.extend(_chunk_row(qid, c) for qid, c in open_.items())
     return rows
 
@@ -216,6 +227,8 @@ def storable_logs(ops: Sequence[Any]) -> list[Any] | None:
     return out if changed else None
 
 
+#: an AppendStreams entry's message key
+_entry_key = itemgetter(3)
 #: message keys at or above this are not storable (SQLite integers are 64-bit)
 _KEY_LIMIT = 1 << 63
 
@@ -233,7 +246,7 @@ class _Segment:
         self.cancelled: list[int] = []  # message ids of cancelled PutEntry
         self.logs: list[tuple[Any, ...]] = []
         self.encoded: list[EncodedLog] = []  # batches encoded by the process store
-        self.streams: list[AppendStream] = []  # stream appends, in order
+        self.streams: list[AppendStream | AppendStreams] = []  # stream appends, in order
 
     def __bool__(self) -> bool:
         return bool(self.msgs or self.entries or self.upds or self.dels or self.logs
@@ -354,6 +367,11 @@ class Applier:
                     msgs[mid] = (mid, op.exchange, op.routing_key, op.properties, body, len(body))
                     if mid > hw_message:
                         hw_message = mid
+                elif t is AppendStreams:
+                    seg.streams.append(op)
+                    mk = max(map(_entry_key, op.entries))
+                    if mk > hw_message:
+                        hw_message = mk
                 elif t is AppendStream:
                     seg.streams.append(op)
                     if op.message_key > hw_message:

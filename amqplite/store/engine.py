@@ -34,7 +34,15 @@ from . import recovery
 from . import schema as s
 from .apply import Applier, PruneRange, storable_logs, upsert
 from .logbatch import create_views
-from .ops import EncodedLog, LogEvent, Op
+from .ops import (
+    AppendStream,
+    AppendStreams,
+    DeleteStreamSegments,
+    EncodedLog,
+    LogEvent,
+    Op,
+    PutStreamSegment,
+)
 from .reads import StoreReads
 from .recovery import Recovered
 from .upgrade import delivery_log_to_batches, stream_entries_to_chunks
@@ -65,19 +73,115 @@ def _may_pass(exc: BaseException) -> bool:
 CLEAN_KEY = "clean_shutdown"
 
 
+#: ops whose commit need not survive a power loss the moment it is confirmed
+_RELAXED = frozenset({tuple, LogEvent, EncodedLog, AppendStream, AppendStreams,
+                      PutStreamSegment, DeleteStreamSegments})
+
+
 def _needs_fsync(group: Sequence[tuple[Sequence[Any], Any]]) -> bool:
     """Does anything in the group need to survive a power loss the moment it commits?
 
-    Only delivery-log rows do not: no publisher, consumer or admin waits on
-    them, and a process crash loses nothing committed either way (the OS has
-    the pages). Everything else (messages, entries, acks, metadata) does.
+    Delivery-log rows do not: no publisher, consumer or admin waits on them.
+    Stream appends do not either, as in RabbitMQ, whose streams confirm an
+    entry once it is written to the file, never fsynced ("they rely on the
+    operating system"; docs/streams, Data Safety). Either way a process crash
+    (kill -9) loses nothing committed: the OS has the pages, and a later
+    fsynced commit carries them with it (one WAL, in order). Everything else
+    (messages, entries, acks, metadata) is fsynced before anyone hears of it.
     """
+    relaxed = _RELAXED
     for ops, _cb in group:
         for op in ops:
-            t = type(op)
-            if t is not tuple and t is not LogEvent and t is not EncodedLog:
+            if type(op) not in relaxed:
                 return True
     return False
+
+
+#: a committing connection checkpoints itself only this far behind (pages of
+#: 4 KiB): the Checkpointer normally keeps the WAL much shorter
+BACKSTOP_CHECKPOINT_PAGES = 32_768
+#: a WAL file that grew past this is cut back to it once checkpointed (bytes)
+WAL_SIZE_LIMIT = 64 << 20
+
+
+class Checkpointer:
+    """Copies the WAL into the database file on a thread of its own (SQLite).
+
+    Why: SQLite's automatic checkpoint runs in the connection that commits,
+    every 1,000 pages: the writer then copied 4 MiB and waited for two
+    fsyncs before its next group, every few dozen milliseconds under a
+    stream publish, and every publisher waiting on a confirm waited with it.
+    Here a passive checkpoint (it never blocks the writer or readers) runs
+    after commits, at most every ``busy_interval`` while there is much to
+    copy and every ``idle_interval`` while there is little, so a trickle
+    of traffic costs about one fsync a second. The sqlite3 module releases
+    the GIL while SQLite works, so the copy overlaps the writer's own work.
+    """
+
+    def __init__(self, engine: Engine, *, busy_interval: float = 0.05,
+                 idle_interval: float = 1.0, busy_pages: int = 1000) -> None:
+        self._engine = engine
+        self.busy_interval = busy_interval
+        self.idle_interval = idle_interval
+        self.busy_pages = busy_pages
+        self._cond = threading.Condition()
+        self._nudged = False
+        self._stopping = False
+        #: checkpoints run so far (tests, metrics)
+        self.runs = 0
+        self._thread = threading.Thread(target=self._run, name="amqplite-checkpointer",
+                                        daemon=True)
+        self._thread.start()
+
+    def nudge(self) -> None:
+        """Something was committed: checkpoint when the interval allows."""
+        if not self._nudged:
+            with self._cond:
+                self._nudged = True
+                self._cond.notify()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            raw = self._engine.raw_connection()
+        except Exception:
+            log.exception("checkpointer: no connection; the writer checkpoints itself")
+            return
+        copied_before = 0
+        try:
+            while True:
+                with self._cond:
+                    while not self._nudged and not self._stopping:
+                        self._cond.wait()
+                    if self._stopping:
+                        return
+                    self._nudged = False
+                try:
+                    cur = raw.cursor()
+                    _busy, frames, copied = cur.execute(
+                        "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    cur.close()
+                    self.runs += 1
+                except Exception as exc:  # a full disk, an I/O error: the writer sees it too
+                    log.debug("checkpoint failed: %s", exc)
+                    frames = copied = 0
+                # much copied, or much left (readers held it back): come back
+                # soon; else rest. A WAL that restarted counts from zero.
+                fresh = copied - copied_before if copied >= copied_before else copied
+                copied_before = copied
+                interval = (self.busy_interval
+                            if max(fresh, frames - copied) >= self.busy_pages
+                            else self.idle_interval)
+                with self._cond:
+                    if self._cond.wait_for(lambda: self._stopping, interval):
+                        return
+        finally:
+            raw.close()
 
 
 def _register_sqlite3_fast_adapters() -> None:
@@ -126,6 +230,10 @@ class Store(StoreReads):
                 # Debian/Ubuntu build SQLite with SECURE_DELETE on, which zeroes
                 # every deleted message body: extra page writes for nothing here.
                 cur.execute("PRAGMA secure_delete=OFF")
+                # the Checkpointer copies the WAL into the database on a thread
+                # of its own; a committing connection does it only far behind
+                cur.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_CHECKPOINT_PAGES}")
+                cur.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
                 cur.close()
 
             event.listen(self.engine, "connect", _sqlite_pragmas)
@@ -164,6 +272,8 @@ class Store(StoreReads):
         #: submissions in the most recent group
         self.last_group_size = 0
         self._applier = Applier(self.engine)
+        #: SQLite: copies the WAL into the database off the writer's path
+        self._checkpointer: Checkpointer | None = None
         #: SQLite with durability "fsync": a group of delivery-log rows alone commits
         #: without an fsync (see ``_needs_fsync``)
         self._relaxable = self._is_sqlite and durability == "fsync"
@@ -310,6 +420,9 @@ class Store(StoreReads):
 
     def _finish(self, clean: bool) -> None:
         """Record a clean stop if there was one, and let the database go."""
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+            self._checkpointer = None
         if clean:
             try:
                 with self.engine.begin() as conn:
@@ -382,14 +495,21 @@ class Store(StoreReads):
         is the content of some submission: each is then committed on its own,
         so only the culprit fails and other clients' work is untouched.
         """
-        if len(group) == 1:
-            return [self._commit_alone(group[0])]
-        error = self._commit_retrying(group)
-        if error is None:
-            return [None] * len(group)
-        log.error("store group of %d submissions failed (%r): committing them one by one",
-                  len(group), error)
-        return [self._commit_alone(sub) for sub in group]
+        try:
+            if len(group) == 1:
+                return [self._commit_alone(group[0])]
+            error = self._commit_retrying(group)
+            if error is None:
+                return [None] * len(group)
+            log.error("store group of %d submissions failed (%r): committing them one by one",
+                      len(group), error)
+            return [self._commit_alone(sub) for sub in group]
+        finally:
+            ckpt = self._checkpointer
+            if ckpt is None and self._is_sqlite and not self._closed:
+                ckpt = self._checkpointer = Checkpointer(self.engine)
+            if ckpt is not None:
+                ckpt.nudge()
 
     def _commit_alone(self, sub: tuple[Sequence[Any], Callback | None]) -> BaseException | None:
         """One submission in its own transaction; if it fails, once more with its

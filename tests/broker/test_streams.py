@@ -69,7 +69,7 @@ def test_appends_take_consecutive_offsets_and_confirm_after_commit(tmp_path: Pat
     b.confirm_select(ch)
     b.basic_publish(ch, "", "s", PERSISTENT, b"x")
     out = b.take_outcome()
-    appends = [op for op in out.store_ops if type(op) is ops.AppendStream]
+    appends = ops.stream_appends(out.store_ops)
     assert [a.offset for a in appends] == [0]
     confirms = [e for e in out.effects if isinstance(e, Confirm)]
     assert confirms and confirms[0].after_commit
@@ -90,8 +90,9 @@ def test_each_record_holds_its_own_properties_when_publishers_change_them(
     sent = [PERSISTENT, PERSISTENT, with_headers, own_offset, own_offset, PERSISTENT]
     for raw in sent:
         b.basic_publish(ch, "", "s", raw, b"body")
-    records = [ops.record_bytes(op) for op in b.take_outcome().store_ops
-               if type(op) is ops.AppendStream]
+    out = b.take_outcome().store_ops
+    assert sum(type(op) is ops.AppendStreams for op in out) == 1  # one op for the run
+    records = [ops.record_bytes(op) for op in ops.stream_appends(out)]
     assert len(records) == len(sent)
     for off, (raw, record) in enumerate(zip(sent, records, strict=True)):
         _ts, _key, exchange, routing_key, props, body = streamrecord.decode(record, 0)

@@ -1,4 +1,5 @@
-"""Only what someone waits for is fsynced: delivery-log rows alone commit without it."""
+"""Only what must survive a power loss is fsynced: delivery-log rows and stream
+appends (as RabbitMQ's streams) commit without it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,16 @@ from pathlib import Path
 
 from amqplite.store import engine
 from amqplite.store.engine import Store
-from amqplite.store.ops import LogEvent, PutEntry, PutMessage, PutQueue
+from amqplite.store.ops import (
+    AppendStream,
+    AppendStreams,
+    DeleteStreamSegments,
+    LogEvent,
+    PutEntry,
+    PutMessage,
+    PutQueue,
+    PutStreamSegment,
+)
 
 
 def _row(i: int) -> tuple[object, ...]:
@@ -18,6 +28,15 @@ def test_log_rows_alone_do_not_need_an_fsync() -> None:
                                                                             "q")], None)])
     assert engine._needs_fsync([([_row(1)], None), ([_row(2), PutQueue(1, "/", "q")], None)])
     assert engine._needs_fsync([([], None), ([PutMessage(1, "", "q", b"", b"x")], None)])
+
+
+def test_stream_appends_alone_do_not_need_an_fsync() -> None:
+    """RabbitMQ confirms a stream entry once written, never fsynced: so do we; a
+    classic queue's message in the same group still makes it an fsynced commit."""
+    appends = [PutStreamSegment(1, 2, 0, 0, 0, 0, 0), AppendStreams(1, [(0, 2, 5, 9, 1, b"r")]),
+               AppendStream(1, 1, 2, 5, 10, 1, b"r"), DeleteStreamSegments(1, 1, 0), _row(3)]
+    assert not engine._needs_fsync([(appends, None)])
+    assert engine._needs_fsync([(appends, None), ([PutEntry(1, 1, 1)], None)])
 
 
 def _synchronous(store: Store) -> int:
@@ -58,3 +77,36 @@ def test_durability_os_is_left_alone(tmp_path: Path) -> None:
         assert _synchronous(store) == 1  # NORMAL throughout, as configured
     finally:
         store.close()
+
+
+def test_the_wal_is_checkpointed_off_the_writer(tmp_path: Path) -> None:
+    """A checkpointer thread copies the WAL into the database after commits (the
+    writer's own automatic checkpoint is only a far backstop), and stops with
+    the store."""
+    from tests.brokerproc import wait_for
+
+    path = tmp_path / "s.db"
+    store = Store(f"sqlite:///{path}")
+    store.create()
+    store.start()
+    try:
+        store.submit([PutQueue(1, "/", "q")])
+        body = b"x" * 64 * 1024
+        for i in range(1, 200):  # about 13 MiB: well past SQLite's 1,000-page default
+            store.submit([PutMessage(i, "", "q", b"", body), PutEntry(1, i, i)])
+        store.flush(20)
+        assert store._conn is not None
+        raw = store._conn.connection.driver_connection
+        assert raw is not None
+        assert raw.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == \
+            engine.BACKSTOP_CHECKPOINT_PAGES
+        ckpt = store._checkpointer
+        assert ckpt is not None
+
+        # the database file itself grows only by checkpoints, and the writer's
+        # backstop (128 MiB of WAL) is far off: the checkpointer copied the pages
+        wait_for(lambda: ckpt.runs > 0 and path.stat().st_size > 12 << 20, 20,
+                 what="the checkpointer to copy the WAL into the database")
+    finally:
+        store.close(20)
+    assert store._checkpointer is None and not ckpt._thread.is_alive()

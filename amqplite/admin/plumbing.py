@@ -36,6 +36,8 @@ class Request:
             data = json.loads(self.body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise HTTPError(400, "bad_request", f"body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise HTTPError(400, "bad_request", "body nests too deep to read") from None
         if not isinstance(data, dict):
             raise HTTPError(400, "bad_request", "body must be a JSON object")
         return data

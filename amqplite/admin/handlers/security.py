@@ -6,9 +6,9 @@ from typing import Any
 
 from amqplite.admin import definitions as D
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, not_found
+from amqplite.admin.plumbing import Request, Response, bad_request, not_found
+from amqplite.admin.writes import Undo, write
 from amqplite.broker.auth import HASHING_ALGORITHM, User, parse_tags
-from amqplite.protocol.errors import AMQPError
 
 
 def user_info(u: User) -> dict[str, Any]:
@@ -143,17 +143,18 @@ class SecurityHandlers(HandlerBase):
         return Response(D.export(self.broker, vh.name))
 
     async def post_definitions(self, req: Request) -> Response:
-        self._import(req, None)
-        return Response(None, 204)
+        return await self._import(req, None)
 
     async def post_vhost_definitions(self, req: Request) -> Response:
-        self._import(req, self._vhost(req.params["vhost"]).name)
-        return Response(None, 204)
+        return await self._import(req, self._vhost(req.params["vhost"]).name)
 
-    def _import(self, req: Request, vhost: str | None) -> None:
-        """RabbitMQ's import order; a refusal is a 400 with the reason (what came
-        before it stays, as in RabbitMQ)."""
-        data = req.json()
+    async def _import(self, req: Request, vhost: str | None) -> Response:
+        """Validate the whole document, then apply it in one step and one commit: all
+        of it or, on any refusal or a failed commit, nothing (memory included).
+
+        RabbitMQ answers 204; so do we when everything was imported, else 200 with
+        what was ``ignored`` (no meaning here) and ``skipped`` (not supported)."""
+        plan = D.plan(self.broker, req.json(), vhost)
         opened: dict[str, Any] = {}
 
         def channel_for(name: str) -> Any:
@@ -161,18 +162,17 @@ class SecurityHandlers(HandlerBase):
                 opened[name] = self._channel(name, None)
             return opened[name]
 
-        def run() -> None:
-            if vhost is None:
-                D.import_users(self.broker, data)
-            D.import_objects(self.broker, data, channel_for, vhost)
+        undo = Undo(self.broker)
 
-        try:
-            self.server.execute(run)
-        except (ValueError, TypeError) as exc:
-            raise bad_request(f"definitions import failed: {exc}") from None
-        except AMQPError as exc:
-            raise HTTPError(400, "bad_request",
-                            f"definitions import failed: {exc.reply_text}") from None
-        finally:
-            for ch in opened.values():
-                self._close(ch)
+        def run() -> None:
+            try:
+                D.apply(self.broker, plan, channel_for, undo)
+            finally:
+                for ch in opened.values():
+                    self.broker.close_channel(ch)
+
+        await write(self.server, run, undo)
+        report = plan.report()
+        if not report["ignored"] and not report["skipped"]:
+            return Response(None, 204)
+        return Response(report, 200)

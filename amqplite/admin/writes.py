@@ -46,10 +46,12 @@ async def own_commit(server: Server) -> BaseException | None:
     return box[0]
 
 
-def commit_failed(err: BaseException) -> HTTPError:
-    """The answer to a write whose commit failed (after its undo ran)."""
+def commit_failed(err: BaseException, undone: bool) -> HTTPError:
+    """The answer to a write whose commit failed (``undone``: its journal ran)."""
+    what = ("so nothing was changed" if undone else
+            "it holds until a restart, which forgets it")
     return HTTPError(500, "internal_error",
-                     f"the store did not commit this change, so nothing was changed: {err!r}")
+                     f"the store did not commit this change, {what}: {err!r}")
 
 
 class Undo:
@@ -179,5 +181,5 @@ async def write(server: Server, step: Callable[[], _R], undo: Undo | None = None
     if err is not None:
         if undo is not None:
             server.execute(undo.run)
-        raise commit_failed(err)
+        raise commit_failed(err, undo is not None)
     return result

@@ -115,29 +115,25 @@ class Undo:
         self._steps.append(undo)
 
     def exchange(self, vhost: str, name: str) -> None:
-        b = self.broker
-        vh = b.vhosts.get(vhost)
-        if vh is None or name in vh.exchanges:
-            return  # an existing exchange is only checked for equivalence, never changed
-
-        def undo() -> None:
-            v = b.vhosts.get(vhost)
-            ex = v.exchanges.get(name) if v is not None else None
-            if v is not None and ex is not None:
-                b._delete_exchange(v, ex)
-        self._steps.append(undo)
+        self._created(vhost, name, "exchanges", self.broker._delete_exchange)
 
     def queue(self, vhost: str, name: str) -> None:
+        self._created(vhost, name, "queues", self.broker.delete_queue)
+
+    def _created(self, vhost: str, name: str, table: str,
+                 remove: Callable[[Any, Any], Any]) -> None:
+        """Journal an object the step may create; an existing one is only checked for
+        equivalence by a declare, never changed, so there is nothing to undo."""
         b = self.broker
         vh = b.vhosts.get(vhost)
-        if vh is None or name in vh.queues:
+        if vh is None or name in getattr(vh, table):
             return
 
         def undo() -> None:
             v = b.vhosts.get(vhost)
-            q = v.queues.get(name) if v is not None else None
-            if v is not None and q is not None:
-                b.delete_queue(v, q)
+            obj = getattr(v, table).get(name) if v is not None else None
+            if obj is not None:
+                remove(v, obj)
         self._steps.append(undo)
 
     def binding(self, vhost: str, binding: Any) -> None:

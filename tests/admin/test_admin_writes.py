@@ -273,3 +273,24 @@ def test_confirmed_messages_into_an_imported_queue_survive_restart(tmp_path: Pat
             assert api.get("/api/queues/%2F/imported").json()["messages_ready"] == 50
     finally:
         b.proc.stop()
+
+
+def test_cli_import_names_what_was_ignored(admin_broker: AdminBroker, tmp_path: Path) -> None:
+    """``amqplite definitions import`` prints what the broker ignored; a one-vhost import
+    is all or nothing too."""
+    vh = f"cli-{uid()}"
+    doc = {"vhosts": [{"name": vh}],
+           "policies": [{"vhost": vh, "name": "ha", "pattern": ".*",
+                         "definition": {"ha-mode": "all", "max-length": 3}}]}
+    f = tmp_path / "defs.json"
+    f.write_text(json.dumps(doc))
+    r = admin_broker.cli("definitions", "import", str(f))
+    assert r.returncode == 0, r.stderr
+    assert f"ignored: policies[0]: policy 'ha' in vhost '{vh}': ha-mode" in r.stdout
+    with admin_broker.api() as api:
+        assert api.get(f"/api/policies/{vh}/ha").json()["definition"] == {"max-length": 3}
+        r2 = api.post(f"/api/definitions/{vh}", json={"queues": [
+            {"name": "fine"}, {"name": "bad", "durable": "no"}]})
+        refused(r2, "queues[1].durable")
+        absent(api, f"/api/queues/{vh}/fine", f"/api/queues/{vh}/bad")
+        assert api.delete(f"/api/vhosts/{vh}").status_code == 204

@@ -62,16 +62,27 @@ class MessageHandlers(HandlerBase):
                                           properties_raw=r.properties)  # x-delivery-count
                 info["message_count"] = r.message_count
                 out.append(info)
-            if out:
-                if ackmode == "ack_requeue_false":
-                    self.server.execute(self.broker.basic_ack, ch, 0, multiple=True)
-                else:
-                    self.server.execute(self.broker.basic_nack, ch, 0, multiple=True,
-                                           requeue=ackmode.endswith("requeue_true"))
         except AMQPError as exc:
-            raise from_amqp(exc) from None
-        finally:
             self._close(ch)
+            raise from_amqp(exc) from None
+        except BaseException:
+            self._close(ch)
+            raise
+
+        def settle() -> None:
+            """Ack (the messages leave the queue) or requeue them; answered from this
+            step's own commit."""
+            try:
+                if not out:
+                    return
+                if ackmode == "ack_requeue_false":
+                    self.broker.basic_ack(ch, 0, multiple=True)
+                else:
+                    self.broker.basic_nack(ch, 0, multiple=True,
+                                           requeue=ackmode.endswith("requeue_true"))
+            finally:
+                self.broker.close_channel(ch)
+        await self._write(settle)
         return Response(out)
 
     async def peek_messages(self, req: Request) -> Response:

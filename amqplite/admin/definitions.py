@@ -107,6 +107,12 @@ def ignored_policy_key(key: str) -> bool:
     return key in IGNORED_POLICY_KEYS or key.startswith(IGNORED_POLICY_PREFIXES)
 
 
+def ignored_queue_arg(key: str) -> bool:
+    """``x-queue-mode`` and friends: the policy keys' twins as queue arguments (kept, so
+    an export gives them back, but without effect here)."""
+    return key.startswith("x-") and ignored_policy_key(key[2:])
+
+
 @attrs.frozen
 class _Step:
     """One validated change: where it came from (``queues[3]``), its vhost, its data."""
@@ -222,6 +228,10 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
         bad = validate_queue_args(args)
         if bad is not None:
             raise V.Invalid(f"{path}.arguments.{bad[0]}", f"is refused: {bad[1]}")
+        inert = sorted(k for k in args if ignored_queue_arg(k))
+        if inert:
+            out.ignored.append(f"{path}: queue '{name}' in vhost '{vh}': {', '.join(inert)} "
+                               "(kept in its arguments, without effect)")
         out.queues.append(_Step(path, vh, {
             "name": name,
             "durable": V.boolean(q.get("durable", True), f"{path}.durable"),

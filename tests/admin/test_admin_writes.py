@@ -150,12 +150,14 @@ def test_rabbitmq_ha_export_imports_whole(tmp_path: Path) -> None:
             assert "policy 'orders-dlx' in vhost 'legacy': ha-mode, ha-params" in ignored
             assert "policy 'ha-all'" in ignored and "queue-mode" in ignored
             assert "not created" in ignored  # ha-all holds nothing else
+            assert "queue 'orders' in vhost 'legacy': x-queue-mode" in ignored
             assert "topic_permissions[0]" in skipped and "vhost-limits" in skipped
         restart(b)
         with b.api() as api:
             assert api.get("/api/users/ops").json()["tags"] == ["monitoring"]
             assert api.get("/api/permissions/legacy/ops").json()["configure"] == "^ops-"
             q = api.get("/api/queues/legacy/orders").json()
+            assert q["arguments"] == {"x-queue-mode": "lazy"}
             assert q["policy"] == "orders-dlx"
             assert q["effective_policy_definition"] == {"dead-letter-exchange": "dlx",
                                                         "message-ttl": 60000}

@@ -94,40 +94,6 @@ def from_amqp(exc: AMQPError) -> HTTPError:
     return HTTPError(status, error, exc.reply_text)
 
 
-def _str(body: dict[str, Any], key: str, default: str | None = None) -> str | None:
-    from amqplite.admin import validate as V  # built on this module's HTTPError
-
-    v = body.get(key, default)
-    return None if v is None else V.text(v, key)
-
-
-def _bool(body: dict[str, Any], key: str, default: bool = False) -> bool:
-    """RabbitMQ's PUT endpoints take "true"/"false" too (rabbitmqadmin sends strings)."""
-    from amqplite.admin import validate as V
-
-    return V.boolean(body.get(key, default), key, lenient=True)
-
-
-def _int(body: dict[str, Any], key: str, default: int | None, lo: int = 0) -> int | None:
-    from amqplite.admin import validate as V
-
-    v = body.get(key, default)
-    return None if v is None else V.integer(v, key, lo=lo)
-
-
-def _obj(body: dict[str, Any], key: str) -> dict[str, Any]:
-    from amqplite.admin import validate as V
-
-    return V.obj(body.get(key), key)
-
-
-def _args(body: dict[str, Any], key: str = "arguments") -> dict[str, Any]:
-    """An argument table the store and AMQP can hold (see ``validate.arguments``)."""
-    from amqplite.admin import validate as V
-
-    return V.arguments(body.get(key), key)
-
-
 def _exchange_name(name: str) -> str:
     return "" if name == "amq.default" else name
 

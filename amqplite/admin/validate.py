@@ -140,6 +140,31 @@ def tags(value: Any, field: str) -> list[str]:
     return [t for t in out if t]
 
 
+# ------------------------------------------------- fields of a request body
+def body_str(body: dict[str, Any], key: str, default: str | None = None) -> str | None:
+    v = body.get(key, default)
+    return None if v is None else text(v, key)
+
+
+def body_bool(body: dict[str, Any], key: str, default: bool = False) -> bool:
+    """RabbitMQ's PUT endpoints take "true"/"false" too (rabbitmqadmin sends strings)."""
+    return boolean(body.get(key, default), key, lenient=True)
+
+
+def body_int(body: dict[str, Any], key: str, default: int | None, lo: int = 0) -> int | None:
+    v = body.get(key, default)
+    return None if v is None else integer(v, key, lo=lo)
+
+
+def body_obj(body: dict[str, Any], key: str) -> dict[str, Any]:
+    return obj(body.get(key), key)
+
+
+def body_args(body: dict[str, Any], key: str = "arguments") -> dict[str, Any]:
+    """An argument table the store and AMQP can hold (see :func:`arguments`)."""
+    return arguments(body.get(key), key)
+
+
 def _kind(value: Any) -> str:
     return {type(None): "null", bool: "a boolean", int: "a number", float: "a number",
             str: "a string", list: "a list", dict: "an object"}.get(type(value),

@@ -9,7 +9,8 @@ from urllib.parse import quote
 from amqplite.admin import validate as V
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import Request, Response, _args, _exchange_name, not_found
+from amqplite.admin.plumbing import Request, Response, _exchange_name, not_found
+from amqplite.admin.validate import body_args
 from amqplite.broker.exchanges import Binding
 from amqplite.broker.exchanges.base import freeze_args
 
@@ -75,7 +76,7 @@ class BindingHandlers(HandlerBase):
         vh, src, dst = self._edge(req, kind)
         body = req.json()
         rk = V.shortstr(body.get("routing_key", ""), "routing_key")
-        args = _args(body)
+        args = body_args(body)
         await self._bind(req, vh, src, kind, dst, rk, args)
         loc = "/api/bindings/{}/e/{}/{}/{}/{}".format(
             quote(vh.name, safe=""), quote(src, safe=""), kind[0], quote(dst, safe=""),

@@ -8,17 +8,8 @@ from amqplite.admin import validate as V
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
 from amqplite.admin.messages import decode_payload
-from amqplite.admin.plumbing import (
-    Request,
-    Response,
-    _args,
-    _bool,
-    _exchange_name,
-    _obj,
-    _str,
-    bad_request,
-    not_found,
-)
+from amqplite.admin.plumbing import Request, Response, _exchange_name, bad_request, not_found
+from amqplite.admin.validate import body_args, body_bool, body_obj, body_str
 
 
 class ExchangeHandlers(HandlerBase):
@@ -40,12 +31,12 @@ class ExchangeHandlers(HandlerBase):
         vh = self._vhost(req.params["vhost"])
         body = req.json()
         name = V.shortstr(req.params["name"], "name")
-        type_ = _str(body, "type")
+        type_ = body_str(body, "type")
         if not type_:
             raise bad_request("type is required (direct, fanout, topic or headers)")
-        flags = {k: _bool(body, k, k == "durable") for k in ("durable", "auto_delete",
-                                                              "internal")}
-        args = _args(body)
+        flags = {k: body_bool(body, k, k == "durable")
+                 for k in ("durable", "auto_delete", "internal")}
+        args = body_args(body)
         existed = name in vh.exchanges
         undo = self._journal()
         undo.exchange(vh.name, name)
@@ -69,16 +60,16 @@ class ExchangeHandlers(HandlerBase):
         vh = self._vhost(req.params["vhost"])
         exchange = _exchange_name(req.params["name"])
         body = req.json()
-        rk = _str(body, "routing_key", "") or ""
+        rk = body_str(body, "routing_key", "") or ""
         payload = body.get("payload", "")
-        encoding = _str(body, "payload_encoding", "string")
+        encoding = body_str(body, "payload_encoding", "string")
         if not isinstance(payload, str) or encoding not in ("string", "base64"):
             raise bad_request("payload must be a string and payload_encoding string or base64")
         try:
             data = decode_payload(payload, encoding)
         except ValueError:
             raise bad_request("payload is not valid base64") from None
-        props = _obj(body, "properties")
+        props = body_obj(body, "properties")
         fields: dict[str, Any] = {}
         for k, v in props.items():
             if k not in views.PROPERTY_FIELDS:

@@ -7,7 +7,8 @@ from typing import Any
 from amqplite.admin import validate as V
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import HTTPError, Request, Response, _str, bad_request, not_found
+from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, not_found
+from amqplite.admin.validate import body_str
 from amqplite.broker.policy import make_policy
 
 
@@ -53,7 +54,7 @@ class PolicyHandlers(HandlerBase):
         pols = self._policies()
         body = req.json()
         name = V.text(req.params["name"], "name", allow_empty=False)
-        pattern = _str(body, "pattern")
+        pattern = body_str(body, "pattern")
         if pattern is None:
             raise bad_request("pattern is required")
         definition = body.get("definition")
@@ -62,7 +63,7 @@ class PolicyHandlers(HandlerBase):
         definition = V.arguments(definition, "definition")
         # RabbitMQ refuses "priority": "3"; the store holds a signed 64-bit integer
         priority = V.integer(body.get("priority", 0), "priority")
-        apply_to = _str(body, "apply-to", "queues") or "queues"
+        apply_to = body_str(body, "apply-to", "queues") or "queues"
         try:
             make_policy(vh.name, name, pattern, definition, priority, apply_to)
         except ValueError as exc:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from amqplite.admin import validate as V
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import Request, Response, _args, _bool, bad_request
+from amqplite.admin.plumbing import Request, Response, bad_request
+from amqplite.admin.validate import body_args, body_bool
 from amqplite.broker.policy import validate_queue_args
 
 
@@ -26,11 +27,11 @@ class QueueHandlers(HandlerBase):
         vh = self._vhost(req.params["vhost"])
         name = V.shortstr(req.params["name"], "name", allow_empty=False)
         body = req.json()
-        args = _args(body)
+        args = body_args(body)
         bad = validate_queue_args(args)
         if bad is not None:
             raise bad_request(f"invalid arg '{bad[0]}': {bad[1]}")
-        durable, auto_delete = _bool(body, "durable", True), _bool(body, "auto_delete")
+        durable, auto_delete = body_bool(body, "durable", True), body_bool(body, "auto_delete")
         existed = name in vh.queues
         undo = self._journal()
         undo.queue(vh.name, name)

@@ -15,7 +15,8 @@ import trio
 from amqplite.admin import moves, views
 from amqplite.admin import validate as V
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import Request, Response, _args, _int, _str, bad_request, not_found
+from amqplite.admin.plumbing import Request, Response, bad_request, not_found
+from amqplite.admin.validate import body_args, body_int, body_str
 from amqplite.broker import superstream as ss
 from amqplite.broker.policy import validate_queue_args
 from amqplite.broker.streamlog import parse_age
@@ -119,15 +120,15 @@ class StreamHandlers(HandlerBase):
         vh = self._vhost(req.params["vhost"])
         name = V.shortstr(req.params["name"], "name", allow_empty=False)
         body = req.json()
-        partitions = _int(body, "partitions", None, lo=1)
+        partitions = body_int(body, "partitions", None, lo=1)
         keys = body.get("routing_keys")
         if keys is not None and (not isinstance(keys, list)
                                  or not all(isinstance(k, str) for k in keys)):
             raise bad_request("routing_keys must be a list of strings")
-        routing = _str(body, "routing", "key")
+        routing = body_str(body, "routing", "key")
         if routing not in ("key", "hash"):
             raise bad_request("routing must be key or hash")
-        args = _args(body)
+        args = body_args(body)
         for a in args:
             if a not in PARTITION_ARGS:
                 raise bad_request(f"argument '{a}' is not a stream argument for a partition "

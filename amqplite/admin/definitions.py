@@ -8,6 +8,15 @@ queues, the built-in ``amq.*`` exchanges and the default exchange's implicit
 bindings are left out, as RabbitMQ leaves them out. For one vhost
 (``/api/definitions/{vhost}``) only its policies, exchanges, queues and
 bindings are written, without vhost fields.
+
+An import is all or nothing: :func:`plan` validates the whole document
+(every value the store and AMQP can hold, every reference) without changing
+anything, then :func:`apply` carries it out in one synchronous step, which
+is one store submission and one commit, journalling an :class:`Undo` so a
+refusal half-way or a failed commit leaves memory as it was. What has no
+meaning in one process (mirroring policy keys, ...) is ``ignored`` and what
+is not supported (topic permissions, limits, parameters) is ``skipped``;
+both are listed in the answer, never dropped silently.
 """
 
 from __future__ import annotations

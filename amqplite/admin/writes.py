@@ -87,6 +87,13 @@ class Undo:
                 b.users.users[name] = old
         self._steps.append(undo)
 
+    def user_and_permissions(self, name: str) -> None:
+        """A user about to be deleted: it and every permission it holds."""
+        self.user(name)
+        for u, v in list(self.broker.permissions):
+            if u == name:
+                self.permission(u, v)
+
     def permission(self, user: str, vhost: str) -> None:
         b = self.broker
         old = b.permissions.get((user, vhost))
@@ -137,15 +144,21 @@ class Undo:
         self._steps.append(undo)
 
     def binding(self, vhost: str, binding: Any) -> None:
+        """A bind or an unbind of ``binding``: whichever it does is undone."""
         b = self.broker
         vh = b.vhosts.get(vhost)
-        if vh is None or vh.bound(binding):
+        if vh is None:
             return
+        was = vh.bound(binding)
 
         def undo() -> None:
             v = b.vhosts.get(vhost)
-            if v is not None and v.bound(binding):
+            if v is None or v.bound(binding) == was:
+                return
+            if not was:
                 b._drop_binding(v, binding)
+            elif binding.source in v.exchanges:  # its row is still in the store
+                b.restore_binding(v, v.exchanges[binding.source], binding)
         self._steps.append(undo)
 
     def discard_ops(self) -> None:

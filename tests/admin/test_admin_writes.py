@@ -198,15 +198,16 @@ def test_import_refused_half_way_leaves_nothing(tmp_path: Path) -> None:
         b.proc.stop()
 
 
-def _refuse_inserts(db: Path, table: str, name: str) -> None:
-    """A trigger in the real database file: the broker's commit of that row fails
-    (a constraint error, which the writer does not retry), as a full table or a
-    schema the store cannot satisfy would make it."""
+def _refuse(db: Path, table: str, name: str, what: str = "INSERT") -> None:
+    """A trigger in the real database file: the broker's commit that inserts (or
+    deletes) that row fails (a constraint error, which the writer does not retry),
+    as a schema the store cannot satisfy would make it."""
+    row = "OLD" if what == "DELETE" else "NEW"
     con = sqlite3.connect(db, timeout=30)
     try:
-        con.execute(f"CREATE TRIGGER refuse_{name.replace('-', '_')} BEFORE INSERT ON {table} "
-                    f"WHEN NEW.name = '{name}' BEGIN SELECT RAISE(ABORT, 'refused by test'); "
-                    "END")
+        con.execute(f"CREATE TRIGGER refuse_{what}_{name.replace('-', '_')} BEFORE {what} "
+                    f"ON {table} WHEN {row}.name = '{name}' "
+                    "BEGIN SELECT RAISE(ABORT, 'refused by test'); END")
         con.commit()
     finally:
         con.close()
@@ -217,9 +218,23 @@ def test_failed_commit_answers_500_and_changes_nothing(tmp_path: Path) -> None:
     so what the API shows is what a restart finds."""
     b = start_admin_broker(tmp_path / "d")
     try:
-        _refuse_inserts(b.proc.data_dir / "amqplite.db", "queues", "doomed")
-        _refuse_inserts(b.proc.data_dir / "amqplite.db", "policies", "doomed-pol")
+        db = b.proc.data_dir / "amqplite.db"
+        _refuse(db, "queues", "doomed")
+        _refuse(db, "policies", "doomed-pol")
         with b.api() as api:
+            # deletes that cannot commit: the user (with its permission) and the
+            # policy stay, in memory as in the store
+            assert api.put("/api/users/kept", json={"password": "pw"}).status_code == 201
+            assert api.put("/api/permissions/%2F/kept", json={"read": ".*"}).status_code == 201
+            kept_pol = "/api/policies/%2F/kept-pol"
+            assert api.put(kept_pol, json={"pattern": "^k", "definition": {"max-length": 1}}
+                           ).status_code == 201
+            _refuse(db, "users", "kept", "DELETE")
+            _refuse(db, "policies", "kept-pol", "DELETE")
+            assert api.delete("/api/users/kept").status_code == 500
+            assert api.delete(kept_pol).status_code == 500
+            assert api.get("/api/permissions/%2F/kept").json()["read"] == ".*"
+            assert api.get(kept_pol).status_code == 200
             doc = {"vhosts": [{"name": "doomed-vh"}],
                    "users": [{"name": "doomed-user", "password": "pw", "tags": []}],
                    "exchanges": [{"name": "doomed-x", "vhost": "/", "type": "direct"}],
@@ -242,6 +257,8 @@ def test_failed_commit_answers_500_and_changes_nothing(tmp_path: Path) -> None:
         with b.api() as api:
             absent(api, *gone, pol)
             assert api.get("/api/queues/%2F/fine").status_code == 200
+            assert api.get("/api/permissions/%2F/kept").json()["read"] == ".*"
+            assert api.get(kept_pol).status_code == 200
     finally:
         b.proc.stop()
 

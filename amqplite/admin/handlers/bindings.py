@@ -63,8 +63,7 @@ class BindingHandlers(HandlerBase):
     async def _bind(self, req: Request, vh: VHost, src: str, kind: str, dst: str, rk: str,
                     args: dict[str, Any], unbind: bool = False) -> None:
         undo = self._journal()
-        if not unbind:
-            undo.binding(vh.name, Binding(src, (kind, dst), rk, freeze_args(args)))
+        undo.binding(vh.name, Binding(src, (kind, dst), rk, freeze_args(args)))
         command = self.broker.queue_bind if kind == "queue" else self.broker.exchange_bind
         await self._write_as(req, vh.name, command, dst, src, rk, args, unbind=unbind,
                              undo=undo)

@@ -59,8 +59,9 @@ class SecurityHandlers(HandlerBase):
     async def vhost_permissions(self, req: Request) -> Response:
         return self._permissions(vhost=self._vhost(req.params["vhost"]).name)
 
-    async def _delete(self, command: Any, what: str, name: str) -> Response:
-        if not await self._write(lambda: command(name)):
+    async def _delete(self, command: Any, what: str, name: str,
+                      undo: Undo | None = None) -> Response:
+        if not await self._write(lambda: command(name), undo):
             raise not_found(f"no {what} '{name}'")
         return Response(None, 204)
 
@@ -100,7 +101,9 @@ class SecurityHandlers(HandlerBase):
         return Response(None, 204 if current is not None else 201)
 
     async def delete_user(self, req: Request) -> Response:
-        return await self._delete(self.broker.delete_user, "user", req.params["user"])
+        undo = self._journal()
+        undo.user_and_permissions(req.params["user"])
+        return await self._delete(self.broker.delete_user, "user", req.params["user"], undo)
 
     async def user_permissions(self, req: Request) -> Response:
         return self._permissions(user=self._user(req.params["user"]).name)

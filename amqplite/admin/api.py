@@ -1,7 +1,9 @@
 """The admin API handlers, modelled on RabbitMQ's management API.
 
 Handlers run on the broker's trio loop and read or mutate broker state
-directly; every mutation goes through ``server.execute()``. They live in
+directly; a write is one synchronous step answered from its own commit
+(:mod:`amqplite.admin.writes`), after its input passed
+:mod:`amqplite.admin.validate`. They live in
 :mod:`amqplite.admin.handlers`, one module per resource, and are combined
 here into the one object the router dispatches to. The route table lives in
 :mod:`amqplite.admin.routes`, the source of the OpenAPI document too; the

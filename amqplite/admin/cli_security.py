@@ -218,8 +218,14 @@ def definitions_import(ctx: Ctx, file: Any, only_vhost: bool) -> None:
     if not isinstance(data, dict):
         raise AdminError(f"{file.name} is not a definitions object")
     url = path("definitions", ctx.vhost) if only_vhost else path("definitions")
-    ctx.client.send("POST", url, data)
-    _done(ctx, "imported", file.name, f"Imported {file.name}.")
+    report = ctx.client.send("POST", url, data) or {}
+    if ctx.as_json:
+        return ctx.emit_json({"imported": file.name, "ignored": report.get("ignored", []),
+                              "skipped": report.get("skipped", [])})
+    click.echo(f"Imported {file.name}.")
+    for key in ("ignored", "skipped"):  # what has no meaning here, what is not supported
+        for line in report.get(key, []):
+            click.echo(f"  {key}: {line}")
 
 
 COMMANDS: list[click.Command] = [vhosts, users, permissions, definitions]

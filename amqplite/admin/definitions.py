@@ -8,6 +8,15 @@ queues, the built-in ``amq.*`` exchanges and the default exchange's implicit
 bindings are left out, as RabbitMQ leaves them out. For one vhost
 (``/api/definitions/{vhost}``) only its policies, exchanges, queues and
 bindings are written, without vhost fields.
+
+An import is all or nothing: :func:`plan` validates the whole document
+(every value the store and AMQP can hold, every reference) without changing
+anything, then :func:`apply` carries it out in one synchronous step, which
+is one store submission and one commit, journalling an :class:`Undo` so a
+refusal half-way or a failed commit leaves memory as it was. What has no
+meaning in one process (mirroring policy keys, ...) is ``ignored`` and what
+is not supported (topic permissions, limits, parameters) is ``skipped``;
+both are listed in the answer, never dropped silently.
 """
 
 from __future__ import annotations
@@ -15,12 +24,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from amqplite import __version__
+from amqplite.admin import validate as V
 from amqplite.admin.views import jsonable
-from amqplite.broker.auth import HASHING_ALGORITHM, hash_password, parse_tags, valid_hash
+from amqplite.admin.writes import Undo
+from amqplite.broker.auth import HASHING_ALGORITHM, hash_password, valid_hash
 from amqplite.broker.core import Broker
+from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding
+from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.model import ChannelState
-from amqplite.broker.permissions import FULL
+from amqplite.broker.permissions import FULL, validate_pattern
+from amqplite.broker.policy import make_policy, validate_queue_args
+from amqplite.protocol.errors import AMQPError
 
 #: AMQP-side failures of an import surface as ValueError with the broker's text
 ChannelFor = Callable[[str], ChannelState]
@@ -86,34 +103,270 @@ def export(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
     return out
 
 
+#: policy keys that only mean something in a RabbitMQ cluster (mirroring, lazy
+#: queues, queue placement) or in plugins we do not have (federation, shovels):
+#: accepted, and named in the import's ``ignored`` list
+IGNORED_POLICY_KEYS = ("queue-mode", "queue-master-locator", "federation-upstream",
+                       "federation-upstream-set", "federation-upstream-pattern",
+                       "queue-version")
+IGNORED_POLICY_PREFIXES = ("ha-", "shovel-", "federation-")
+
+
+def ignored_policy_key(key: str) -> bool:
+    return key in IGNORED_POLICY_KEYS or key.startswith(IGNORED_POLICY_PREFIXES)
+
+
+def ignored_queue_arg(key: str) -> bool:
+    """``x-queue-mode`` and friends: the policy keys' twins as queue arguments (kept, so
+    an export gives them back, but without effect here)."""
+    return key.startswith("x-") and ignored_policy_key(key[2:])
+
+
+@attrs.frozen
+class _Step:
+    """One validated change: where it came from (``queues[3]``), its vhost, its data."""
+    path: str
+    vhost: str
+    data: dict[str, Any]
+
+
+@attrs.define
+class Plan:
+    """A definitions document after validation: what to apply, in order, and what
+    of it has no effect here (``ignored``) or is not imported (``skipped``)."""
+    vhosts: list[_Step] = attrs.field(factory=list)
+    users: list[_Step] = attrs.field(factory=list)
+    permissions: list[_Step] = attrs.field(factory=list)
+    exchanges: list[_Step] = attrs.field(factory=list)
+    queues: list[_Step] = attrs.field(factory=list)
+    bindings: list[_Step] = attrs.field(factory=list)
+    policies: list[_Step] = attrs.field(factory=list)
+    ignored: list[str] = attrs.field(factory=list)
+    skipped: list[str] = attrs.field(factory=list)
+
+    def report(self) -> dict[str, list[str]]:
+        return {"ignored": self.ignored, "skipped": self.skipped}
+
+
 def _items(data: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    items = data.get(key) or []
-    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-        raise ValueError(f"'{key}' must be a list of objects")
+    items = data.get(key)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise V.Invalid(key, "must be a list of objects")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise V.Invalid(f"{key}[{i}]", "must be an object")
     return items
 
 
-def _need(item: dict[str, Any], key: str, what: str) -> Any:
+def _need(item: dict[str, Any], key: str, path: str) -> Any:
     if key not in item:
-        raise ValueError(f"{what} without '{key}': {item}")
+        raise V.Invalid(f"{path}.{key}", "is required")
     return item[key]
 
 
-def import_users(broker: Broker, data: dict[str, Any]) -> None:
-    """Vhosts, users and permissions of a full definitions file (nothing else)."""
-    for v in _items(data, "vhosts"):
-        meta = v.get("metadata")
-        meta = meta if isinstance(meta, dict) else {}
-        broker.add_vhost(str(_need(v, "name", "vhost")),
-                         str(v.get("description", meta.get("description", "")) or ""))
-    for u in _items(data, "users"):
-        name = str(_need(u, "name", "user"))
-        broker.put_user(name, user_hash(u), parse_tags(u.get("tags") or []))
-    for p in _items(data, "permissions"):
-        broker.set_permissions(str(_need(p, "user", "permission")),
-                               str(_need(p, "vhost", "permission")),
-                               str(p.get("configure", "")), str(p.get("write", "")),
-                               str(p.get("read", "")))
+def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan:
+    """Validate a whole definitions document (nothing changes); 400 naming the first
+    bad field. ``vhost``: put every object there (a one-vhost import)."""
+    out = Plan()
+    vhosts = set(broker.vhosts)
+    users = set(broker.users.users)
+    if vhost is None:
+        _plan_security(data, out, vhosts, users)
+    else:
+        for key in ("users", "vhosts", "permissions", "topic_permissions"):
+            if _items(data, key):
+                out.ignored.append(f"{key}: only a full import (/api/definitions) reads them")
+
+    def where(item: dict[str, Any], path: str) -> str:
+        if vhost is not None:
+            return vhost
+        v = V.shortstr(item.get("vhost", "/"), f"{path}.vhost", allow_empty=False)
+        if v not in vhosts:
+            raise V.Invalid(f"{path}.vhost", f"names vhost '{v}', which does not exist")
+        return v
+
+    for i, p in enumerate(_items(data, "policies")):
+        path = f"policies[{i}]"
+        vh = where(p, path)
+        name = V.text(_need(p, "name", path), f"{path}.name", allow_empty=False)
+        pattern = V.text(_need(p, "pattern", path), f"{path}.pattern")
+        apply_to = V.text(p.get("apply-to", "queues"), f"{path}.apply-to")
+        priority = V.integer(p.get("priority", 0), f"{path}.priority")
+        definition = V.arguments(_need(p, "definition", path), f"{path}.definition")
+        kept = {k: v for k, v in definition.items() if not ignored_policy_key(k)}
+        dropped = sorted(set(definition) - set(kept))
+        if dropped:
+            whole = "" if kept else " (nothing else in it: the policy is not created)"
+            out.ignored.append(f"{path}: policy '{name}' in vhost '{vh}': "
+                               f"{', '.join(dropped)}{whole}")
+        if not kept:
+            continue
+        try:
+            make_policy(vh, name, pattern, kept, priority, apply_to)
+        except ValueError as exc:
+            raise V.Invalid(path, f"is refused: {exc}") from None
+        out.policies.append(_Step(path, vh, {"name": name, "pattern": pattern,
+                                             "definition": kept, "priority": priority,
+                                             "apply_to": apply_to}))
+    for i, x in enumerate(_items(data, "exchanges")):
+        path = f"exchanges[{i}]"
+        vh = where(x, path)
+        name = V.shortstr(_need(x, "name", path), f"{path}.name")
+        if _builtin(name):
+            out.ignored.append(f"{path}: built-in exchange '{name or 'amq.default'}' "
+                               "(every vhost has it)")
+            continue
+        type_ = V.text(x.get("type", "direct"), f"{path}.type")
+        if type_ not in EXCHANGE_TYPES:
+            raise V.Invalid(f"{path}.type", f"names an unknown exchange type '{type_}' "
+                            f"(known: {', '.join(sorted(EXCHANGE_TYPES))})")
+        out.exchanges.append(_Step(path, vh, {
+            "name": name, "type_": type_,
+            "durable": V.boolean(x.get("durable", True), f"{path}.durable"),
+            "auto_delete": V.boolean(x.get("auto_delete", False),
+                                     f"{path}.auto_delete"),
+            "internal": V.boolean(x.get("internal", False), f"{path}.internal"),
+            "arguments": V.arguments(x.get("arguments"), f"{path}.arguments")}))
+    for i, q in enumerate(_items(data, "queues")):
+        path = f"queues[{i}]"
+        vh = where(q, path)
+        name = V.shortstr(_need(q, "name", path), f"{path}.name", allow_empty=False)
+        args = V.arguments(q.get("arguments"), f"{path}.arguments")
+        bad = validate_queue_args(args)
+        if bad is not None:
+            raise V.Invalid(f"{path}.arguments.{bad[0]}", f"is refused: {bad[1]}")
+        inert = sorted(k for k in args if ignored_queue_arg(k))
+        if inert:
+            out.ignored.append(f"{path}: queue '{name}' in vhost '{vh}': {', '.join(inert)} "
+                               "(kept in its arguments, without effect)")
+        out.queues.append(_Step(path, vh, {
+            "name": name,
+            "durable": V.boolean(q.get("durable", True), f"{path}.durable"),
+            "auto_delete": V.boolean(q.get("auto_delete", False),
+                                     f"{path}.auto_delete"),
+            "arguments": args}))
+    for i, b in enumerate(_items(data, "bindings")):
+        path = f"bindings[{i}]"
+        vh = where(b, path)
+        kind = V.text(b.get("destination_type", "queue"), f"{path}.destination_type")
+        if kind not in ("queue", "exchange"):
+            raise V.Invalid(f"{path}.destination_type", "must be queue or exchange")
+        out.bindings.append(_Step(path, vh, {
+            "source": V.shortstr(_need(b, "source", path), f"{path}.source"),
+            "destination": V.shortstr(_need(b, "destination", path), f"{path}.destination"),
+            "kind": kind,
+            "routing_key": V.shortstr(b.get("routing_key", ""),
+                                      f"{path}.routing_key"),
+            "arguments": V.arguments(b.get("arguments"), f"{path}.arguments")}))
+    return out
+
+
+def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set[str]) -> None:
+    """Vhosts, users, permissions, and the sections this broker has no equivalent of."""
+    for i, v in enumerate(_items(data, "vhosts")):
+        path = f"vhosts[{i}]"
+        name = V.shortstr(_need(v, "name", path), f"{path}.name", allow_empty=False)
+        meta = V.obj(v.get("metadata"), f"{path}.metadata")
+        desc = V.text(v.get("description", meta.get("description", "")) or "",
+                      f"{path}.description")
+        if v.get("limits"):
+            out.skipped.append(f"{path}.limits: vhost limits of '{name}'")
+        out.vhosts.append(_Step(path, name, {"description": desc}))
+        vhosts.add(name)
+    for i, u in enumerate(_items(data, "users")):
+        path = f"users[{i}]"
+        name = V.text(_need(u, "name", path), f"{path}.name", allow_empty=False)
+        if "password" in u:
+            V.text(u["password"], f"{path}.password")
+        try:
+            pw_hash = user_hash(u)
+        except ValueError as exc:
+            raise V.Invalid(path, str(exc)) from None
+        if u.get("limits"):
+            out.skipped.append(f"{path}.limits: user limits of '{name}'")
+        out.users.append(_Step(path, "", {"name": name, "password_hash": pw_hash,
+                                          "tags": V.tags(u.get("tags"), f"{path}.tags")}))
+        users.add(name)
+    for i, p in enumerate(_items(data, "permissions")):
+        path = f"permissions[{i}]"
+        user = V.text(_need(p, "user", path), f"{path}.user")
+        vh = V.text(_need(p, "vhost", path), f"{path}.vhost")
+        if user not in users:
+            raise V.Invalid(f"{path}.user", f"names user '{user}', which does not exist")
+        if vh not in vhosts:
+            raise V.Invalid(f"{path}.vhost", f"names vhost '{vh}', which does not exist")
+        pats = {}
+        for key in ("configure", "write", "read"):
+            pats[key] = V.text(p.get(key, ""), f"{path}.{key}")
+            why = validate_pattern(pats[key])
+            if why is not None:
+                raise V.Invalid(f"{path}.{key}", why)
+        out.permissions.append(_Step(path, vh, {"user": user, **pats}))
+    for i, t in enumerate(_items(data, "topic_permissions")):
+        out.skipped.append(f"topic_permissions[{i}]: user '{t.get('user')}' in vhost "
+                           f"'{t.get('vhost')}' on exchange '{t.get('exchange')}' "
+                           "(topic permissions are not supported)")
+    for i, p in enumerate(_items(data, "parameters")):
+        out.skipped.append(f"parameters[{i}]: {p.get('component')} '{p.get('name')}' in "
+                           f"vhost '{p.get('vhost')}' (runtime parameters are not supported)")
+    for i, p in enumerate(_items(data, "global_parameters")):
+        out.ignored.append(f"global_parameters[{i}]: '{p.get('name')}' (cluster-wide)")
+
+
+def apply(broker: Broker, p: Plan, channel_for: ChannelFor, undo: Undo) -> None:
+    """Carry out a validated plan in one synchronous step, journalling in ``undo``.
+
+    Policies come last: a refusal by the broker (an existing queue declared
+    with other properties) then never follows a policy that already trimmed
+    or dead-lettered messages, so the journal can undo everything before it.
+    The refusal is raised as a 400 naming the document's item.
+    """
+    step: _Step | None = None
+    try:
+        for step in p.vhosts:
+            undo.vhost(step.vhost)
+            broker.add_vhost(step.vhost, step.data["description"])
+        for step in p.users:
+            d = step.data
+            undo.user(d["name"])
+            broker.put_user(d["name"], d["password_hash"], d["tags"])
+        for step in p.permissions:
+            d = step.data
+            undo.permission(d["user"], step.vhost)
+            broker.set_permissions(d["user"], step.vhost, d["configure"], d["write"], d["read"])
+        for step in p.exchanges:
+            d = dict(step.data)
+            undo.exchange(step.vhost, d["name"])
+            broker.exchange_declare(channel_for(step.vhost), d.pop("name"), d.pop("type_"), **d)
+        for step in p.queues:
+            d = dict(step.data)
+            undo.queue(step.vhost, d["name"])
+            broker.queue_declare(channel_for(step.vhost), d.pop("name"), **d)
+        for step in p.bindings:
+            d = step.data
+            dest = ("queue" if d["kind"] == "queue" else "exchange", d["destination"])
+            undo.binding(step.vhost, Binding(d["source"], dest, d["routing_key"],
+                                             freeze_args(d["arguments"])))
+            ch = channel_for(step.vhost)
+            if d["kind"] == "exchange":
+                broker.exchange_bind(ch, d["destination"], d["source"], d["routing_key"],
+                                     d["arguments"])
+            else:
+                broker.queue_bind(ch, d["destination"], d["source"], d["routing_key"],
+                                  d["arguments"])
+        for step in p.policies:
+            d = step.data
+            undo.policy(step.vhost, d["name"])
+            broker.set_policy(step.vhost, d["name"], d["pattern"], d["definition"],
+                              d["priority"], d["apply_to"])
+    except AMQPError as exc:
+        where = step.path if step is not None else "definitions"
+        raise V.Invalid(where, f"is refused: {exc.reply_text}") from None
+    except ValueError as exc:
+        where = step.path if step is not None else "definitions"
+        raise V.Invalid(where, f"is refused: {exc}") from None
 
 
 def user_hash(u: dict[str, Any], current: str = "") -> str:
@@ -130,49 +383,6 @@ def user_hash(u: dict[str, Any], current: str = "") -> str:
             raise ValueError("password_hash is not base64(salt + sha256) as RabbitMQ writes it")
         return h
     return current
-
-
-def import_objects(broker: Broker, data: dict[str, Any], channel_for: ChannelFor,
-                   vhost: str | None = None) -> None:
-    """Policies, exchanges, queues and bindings (in that order), declared as the broker
-    itself; ``vhost`` puts every object there whatever its own vhost field says."""
-    def where(item: dict[str, Any]) -> str:
-        v = vhost if vhost is not None else str(item.get("vhost", "/"))
-        if v not in broker.vhosts:
-            raise ValueError(f"no vhost '{v}'")
-        return v
-
-    for p in _items(data, "policies"):
-        definition = p.get("definition")
-        if not isinstance(definition, dict):
-            raise ValueError(f"policy without a definition object: {p}")
-        broker.set_policy(where(p), str(_need(p, "name", "policy")),
-                          str(_need(p, "pattern", "policy")), definition,
-                          int(p.get("priority", 0)), str(p.get("apply-to", "queues")))
-    for x in _items(data, "exchanges"):
-        name = str(_need(x, "name", "exchange"))
-        if _builtin(name):
-            continue
-        broker.exchange_declare(channel_for(where(x)), name, str(x.get("type", "direct")),
-                                durable=bool(x.get("durable", True)),
-                                auto_delete=bool(x.get("auto_delete", False)),
-                                internal=bool(x.get("internal", False)),
-                                arguments=dict(x.get("arguments") or {}))
-    for q in _items(data, "queues"):
-        broker.queue_declare(channel_for(where(q)), str(_need(q, "name", "queue")),
-                             durable=bool(q.get("durable", True)),
-                             auto_delete=bool(q.get("auto_delete", False)),
-                             arguments=dict(q.get("arguments") or {}))
-    for b in _items(data, "bindings"):
-        ch = channel_for(where(b))
-        source = str(_need(b, "source", "binding"))
-        dest = str(_need(b, "destination", "binding"))
-        rk = str(b.get("routing_key", ""))
-        args = dict(b.get("arguments") or {})
-        if b.get("destination_type", "queue") == "exchange":
-            broker.exchange_bind(ch, dest, source, rk, args)
-        else:
-            broker.queue_bind(ch, dest, source, rk, args)
 
 
 def grant_creator(broker: Broker, user: str, vhost: str) -> None:

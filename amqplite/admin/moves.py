@@ -19,6 +19,7 @@ import trio
 
 from amqplite.admin.messages import death_summary, matches
 from amqplite.admin.views import filter_fields
+from amqplite.admin.writes import own_commit
 from amqplite.broker.model import Entry, Message
 
 if TYPE_CHECKING:
@@ -62,24 +63,11 @@ async def load_bodies(server: Server, entries: list[Entry]) -> dict[int, bytes]:
 
 
 async def committed(server: Server) -> None:
-    """Wait until everything handed to the store so far has committed."""
-    p = server.persistence
-    if p is None:
-        return
-    done = trio.Event()
-    failure: list[BaseException] = []
-
-    def waiter(err: BaseException | None) -> None:
-        if err is not None:
-            failure.append(err)
-        done.set()
-
-    server.interpret(flush=False)  # whatever the broker still holds joins this batch
-    p.add_waiter(waiter)
-    p.flush()
-    await done.wait()
-    if failure:
-        raise RuntimeError(f"store commit failed: {failure[0]!r}")
+    """Hand everything the broker holds to the store and wait for that submission
+    (which also orders it after every earlier one); RuntimeError if it failed."""
+    err = await own_commit(server)
+    if err is not None:
+        raise RuntimeError(f"store commit failed: {err!r}")
 
 
 async def move(server: Server, vh: VHost, src: Queue, resolve: Resolver, *,

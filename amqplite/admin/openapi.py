@@ -270,6 +270,10 @@ SCHEMAS: dict[str, S] = {
                               "re-route through the exchange and routing keys it had"},
         "limit": {"type": "integer", "minimum": 1}, "filter": FILTER,
     }),
+    "ImportReport": _obj({
+        "ignored": {"type": "array", "items": STR},
+        "skipped": {"type": "array", "items": STR},
+    }, ["ignored", "skipped"]),
     "MoveResult": _obj({
         "moved": INT, "skipped": INT, "remaining": INT,
         "errors": {"type": "array", "items": _obj(
@@ -306,6 +310,7 @@ _ERRORS = {
     403: "Authenticated user is not an administrator",
     404: "No such vhost, queue, exchange, connection, binding or policy",
     409: "Resource locked (exclusive queue of another connection)",
+    500: "The store did not commit the change; nothing was changed",
 }
 
 
@@ -347,7 +352,8 @@ def _operation(r: Route) -> S:
     if r.health:
         responses["503"] = _response(r.response, "The check failed")
     for extra in r.also:
-        responses[str(extra)] = _response(None, "Already existed; updated")
+        responses[str(extra)] = _response(
+            None, "Already existed; updated" if r.method == "PUT" else "Nothing to report")
     errs = set()
     if not r.public:
         errs.add(401)
@@ -359,6 +365,8 @@ def _operation(r: Route) -> S:
         errs.add(400)
     if r.write and "{" in r.path:
         errs |= {400, 409}
+    if r.write:
+        errs.add(500)
     for code in sorted(errs):
         responses[str(code)] = _response("Error", _ERRORS[code])
     op: S = {"operationId": operation_id(r), "summary": r.summary, "tags": [r.tag],

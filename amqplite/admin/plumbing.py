@@ -36,6 +36,8 @@ class Request:
             data = json.loads(self.body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise HTTPError(400, "bad_request", f"body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise HTTPError(400, "bad_request", "body nests too deep to read") from None
         if not isinstance(data, dict):
             raise HTTPError(400, "bad_request", "body must be a JSON object")
         return data
@@ -90,36 +92,6 @@ def from_amqp(exc: AMQPError) -> HTTPError:
     error = {404: "Object Not Found", 403: "access_refused", 409: "resource_locked"}.get(
         status, "bad_request")
     return HTTPError(status, error, exc.reply_text)
-
-
-def _str(body: dict[str, Any], key: str, default: str | None = None) -> str | None:
-    v = body.get(key, default)
-    if v is not None and not isinstance(v, str):
-        raise bad_request(f"{key} must be a string")
-    return v
-
-
-def _bool(body: dict[str, Any], key: str, default: bool = False) -> bool:
-    v = body.get(key, default)
-    if not isinstance(v, bool):
-        raise bad_request(f"{key} must be true or false")
-    return v
-
-
-def _int(body: dict[str, Any], key: str, default: int | None, lo: int = 0) -> int | None:
-    v = body.get(key, default)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise bad_request(f"{key} must be an integer >= {lo}")
-    return v
-
-
-def _obj(body: dict[str, Any], key: str) -> dict[str, Any]:
-    v = body.get(key) or {}
-    if not isinstance(v, dict):
-        raise bad_request(f"{key} must be a JSON object")
-    return v
 
 
 def _exchange_name(name: str) -> str:

@@ -8,18 +8,22 @@ method names match ``Route.handler``.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from amqplite.admin import views
-from amqplite.admin.plumbing import Request, not_found
+from amqplite.admin import views, writes
+from amqplite.admin.plumbing import Request, bad_request, from_amqp, not_found
+from amqplite.protocol.errors import AMQPError
 
 if TYPE_CHECKING:
     from amqplite.broker.core import VHost
     from amqplite.broker.model import ChannelState, Session
     from amqplite.broker.queue import Queue
     from amqplite.server.app import Server
+
+_R = TypeVar("_R")
 
 
 class HandlerBase:
@@ -75,6 +79,33 @@ class HandlerBase:
     def _actor(req: Request) -> str:
         """Whom an API change acts as: the authenticated user (no user, no permissions)."""
         return req.user.name if req.user is not None else ""
+
+    async def _write(self, step: Callable[[], _R], undo: writes.Undo | None = None) -> _R:
+        """Run ``step`` as one store submission and answer from its own commit (500 when
+        it failed, after ``undo`` put memory back); the broker's refusals (AMQP errors,
+        ValueError) become HTTP errors."""
+        try:
+            return await writes.write(self.server, step, undo)
+        except AMQPError as exc:
+            raise from_amqp(exc) from None
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
+
+    async def _write_as(self, req: Request, vhost: str, command: Callable[..., _R],
+                        *args: Any, undo: writes.Undo | None = None, **kwargs: Any) -> _R:
+        """A channel command run as the request's user (see ``_write``); the channel
+        opens and closes inside the step, so its ops share the submission."""
+        ch = self._channel(vhost, self._actor(req))
+
+        def step() -> _R:
+            try:
+                return command(ch, *args, **kwargs)
+            finally:
+                self.broker.close_channel(ch)
+        return await self._write(step, undo)
+
+    def _journal(self) -> writes.Undo:
+        return writes.Undo(self.broker)
 
     def _close(self, ch: ChannelState) -> None:
         self.server.execute(self.broker.close_channel, ch)

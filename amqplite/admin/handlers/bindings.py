@@ -6,18 +6,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from amqplite.admin import validate as V
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import (
-    Request,
-    Response,
-    _exchange_name,
-    _obj,
-    _str,
-    from_amqp,
-    not_found,
-)
-from amqplite.protocol.errors import AMQPError
+from amqplite.admin.plumbing import Request, Response, _exchange_name, not_found
+from amqplite.admin.validate import body_args
+from amqplite.broker.exchanges import Binding
+from amqplite.broker.exchanges.base import freeze_args
 
 if TYPE_CHECKING:
     from amqplite.broker.core import VHost
@@ -65,20 +60,13 @@ class BindingHandlers(HandlerBase):
         return vh, src, dst, [b for b in self._bindings(vh) if b["source"] == src
                               and b["destination_type"] == kind and b["destination"] == dst]
 
-    def _bind(self, req: Request, vh: VHost, src: str, kind: str, dst: str, rk: str,
-              args: dict[str, Any], unbind: bool = False) -> None:
-        ch = self._channel(vh.name, self._actor(req))
-        try:
-            if kind == "queue":
-                self.server.execute(self.broker.queue_bind, ch, dst, src, rk, args,
-                                    unbind=unbind)
-            else:
-                self.server.execute(self.broker.exchange_bind, ch, dst, src, rk, args,
-                                    unbind=unbind)
-        except AMQPError as exc:
-            raise from_amqp(exc) from None
-        finally:
-            self._close(ch)
+    async def _bind(self, req: Request, vh: VHost, src: str, kind: str, dst: str, rk: str,
+                    args: dict[str, Any], unbind: bool = False) -> None:
+        undo = self._journal()
+        undo.binding(vh.name, Binding(src, (kind, dst), rk, freeze_args(args)))
+        command = self.broker.queue_bind if kind == "queue" else self.broker.exchange_bind
+        await self._write_as(req, vh.name, command, dst, src, rk, args, unbind=unbind,
+                             undo=undo)
 
     async def _list_edge(self, req: Request, kind: str) -> Response:
         return Response(self._edge_bindings(req, kind)[3])
@@ -86,9 +74,9 @@ class BindingHandlers(HandlerBase):
     async def _post_edge(self, req: Request, kind: str) -> Response:
         vh, src, dst = self._edge(req, kind)
         body = req.json()
-        rk = _str(body, "routing_key", "") or ""
-        args = _obj(body, "arguments")
-        self._bind(req, vh, src, kind, dst, rk, args)
+        rk = V.shortstr(body.get("routing_key", ""), "routing_key")
+        args = body_args(body)
+        await self._bind(req, vh, src, kind, dst, rk, args)
         loc = "/api/bindings/{}/e/{}/{}/{}/{}".format(
             quote(vh.name, safe=""), quote(src, safe=""), kind[0], quote(dst, safe=""),
             quote(views.properties_key(rk, args), safe=""))
@@ -104,7 +92,7 @@ class BindingHandlers(HandlerBase):
 
     async def _delete_edge(self, req: Request, kind: str) -> Response:
         vh, src, dst, b = self._one_edge(req, kind)
-        self._bind(req, vh, src, kind, dst, b["routing_key"],
+        await self._bind(req, vh, src, kind, dst, b["routing_key"],
                    self._raw_args(vh, src, kind, dst, b),
                    unbind=True)
         return Response(None, 204)

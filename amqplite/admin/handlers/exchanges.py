@@ -4,21 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from amqplite.admin import moves, views
+from amqplite.admin import validate as V
+from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
 from amqplite.admin.messages import decode_payload
-from amqplite.admin.plumbing import (
-    Request,
-    Response,
-    _bool,
-    _exchange_name,
-    _obj,
-    _str,
-    bad_request,
-    from_amqp,
-    not_found,
-)
-from amqplite.protocol.errors import AMQPError
+from amqplite.admin.plumbing import Request, Response, _exchange_name, bad_request, not_found
+from amqplite.admin.validate import body_args, body_bool, body_obj, body_str
 
 
 class ExchangeHandlers(HandlerBase):
@@ -39,21 +30,18 @@ class ExchangeHandlers(HandlerBase):
     async def put_exchange(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])
         body = req.json()
-        name = req.params["name"]
-        type_ = _str(body, "type")
+        name = V.shortstr(req.params["name"], "name")
+        type_ = body_str(body, "type")
         if not type_:
             raise bad_request("type is required (direct, fanout, topic or headers)")
+        flags = {k: body_bool(body, k, k == "durable")
+                 for k in ("durable", "auto_delete", "internal")}
+        args = body_args(body)
         existed = name in vh.exchanges
-        ch = self._channel(vh.name, self._actor(req))
-        try:
-            self.server.execute(self.broker.exchange_declare,
-                ch, name, type_, durable=_bool(body, "durable", True),
-                auto_delete=_bool(body, "auto_delete"), internal=_bool(body, "internal"),
-                arguments=_obj(body, "arguments"))
-        except AMQPError as exc:
-            raise from_amqp(exc) from None
-        finally:
-            self._close(ch)
+        undo = self._journal()
+        undo.exchange(vh.name, name)
+        await self._write_as(req, vh.name, self.broker.exchange_declare, name, type_,
+                             arguments=args, undo=undo, **flags)
         return Response(None, 204 if existed else 201)
 
     async def delete_exchange(self, req: Request) -> Response:
@@ -61,13 +49,8 @@ class ExchangeHandlers(HandlerBase):
         name = _exchange_name(req.params["name"])
         if name not in vh.exchanges:
             raise not_found(f"no exchange '{name}' in vhost '{vh.name}'")
-        ch = self._channel(vh.name, self._actor(req))
-        try:
-            self.server.execute(self.broker.exchange_delete, ch, name, if_unused=req.flag("if-unused"))
-        except AMQPError as exc:
-            raise from_amqp(exc) from None
-        finally:
-            self._close(ch)
+        await self._write_as(req, vh.name, self.broker.exchange_delete, name,
+                             if_unused=req.flag("if-unused"))
         return Response(None, 204)
 
     async def publish(self, req: Request) -> Response:
@@ -77,16 +60,16 @@ class ExchangeHandlers(HandlerBase):
         vh = self._vhost(req.params["vhost"])
         exchange = _exchange_name(req.params["name"])
         body = req.json()
-        rk = _str(body, "routing_key", "") or ""
+        rk = body_str(body, "routing_key", "") or ""
         payload = body.get("payload", "")
-        encoding = _str(body, "payload_encoding", "string")
+        encoding = body_str(body, "payload_encoding", "string")
         if not isinstance(payload, str) or encoding not in ("string", "base64"):
             raise bad_request("payload must be a string and payload_encoding string or base64")
         try:
             data = decode_payload(payload, encoding)
         except ValueError:
             raise bad_request("payload is not valid base64") from None
-        props = _obj(body, "properties")
+        props = body_obj(body, "properties")
         fields: dict[str, Any] = {}
         for k, v in props.items():
             if k not in views.PROPERTY_FIELDS:
@@ -106,13 +89,7 @@ class ExchangeHandlers(HandlerBase):
             raw = encode_properties(BasicProperties(**fields))
         except (ValueError, TypeError) as exc:
             raise bad_request(f"cannot encode properties: {exc}") from None
-        ch = self._channel(vh.name, self._actor(req))
-        try:
-            res = self.server.execute(self.broker.basic_publish, ch, exchange, rk, raw, data)
-        except AMQPError as exc:
-            raise from_amqp(exc) from None
-        finally:
-            self._close(ch)
-        if res.stored:
-            await moves.committed(self.server)
+        # answered once its own submission committed (a stored message is durable)
+        res = await self._write_as(req, vh.name, self.broker.basic_publish, exchange,
+                                   V.shortstr(rk, "routing_key"), raw, data)
         return Response({"routed": bool(res.routed)})

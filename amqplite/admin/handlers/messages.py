@@ -15,12 +15,11 @@ from amqplite.admin.plumbing import (
     Request,
     Response,
     _exchange_name,
-    _int,
-    _str,
     bad_request,
     from_amqp,
     not_found,
 )
+from amqplite.admin.validate import body_int, body_str
 from amqplite.broker.effects import NeedPageIn
 from amqplite.protocol.errors import AMQPError
 
@@ -35,14 +34,14 @@ class MessageHandlers(HandlerBase):
     async def get_messages(self, req: Request) -> Response:
         vh, q = self._queue(req)
         body = req.json()
-        count = _int(body, "count", 1, lo=1) or 1
-        ackmode = _str(body, "ackmode", "ack_requeue_true")
+        count = body_int(body, "count", 1, lo=1) or 1
+        ackmode = body_str(body, "ackmode", "ack_requeue_true")
         if ackmode not in ACK_MODES:
             raise bad_request(f"ackmode must be one of {', '.join(ACK_MODES)}")
-        encoding = _str(body, "encoding", "auto")
+        encoding = body_str(body, "encoding", "auto")
         if encoding not in ("auto", "base64"):
             raise bad_request("encoding must be auto or base64")
-        truncate = _int(body, "truncate", None)
+        truncate = body_int(body, "truncate", None)
         ch = self._channel(vh.name, self._actor(req))
         out: list[dict[str, Any]] = []
         try:
@@ -62,16 +61,27 @@ class MessageHandlers(HandlerBase):
                                           properties_raw=r.properties)  # x-delivery-count
                 info["message_count"] = r.message_count
                 out.append(info)
-            if out:
-                if ackmode == "ack_requeue_false":
-                    self.server.execute(self.broker.basic_ack, ch, 0, multiple=True)
-                else:
-                    self.server.execute(self.broker.basic_nack, ch, 0, multiple=True,
-                                           requeue=ackmode.endswith("requeue_true"))
         except AMQPError as exc:
-            raise from_amqp(exc) from None
-        finally:
             self._close(ch)
+            raise from_amqp(exc) from None
+        except BaseException:
+            self._close(ch)
+            raise
+
+        def settle() -> None:
+            """Ack (the messages leave the queue) or requeue them; answered from this
+            step's own commit."""
+            try:
+                if not out:
+                    return
+                if ackmode == "ack_requeue_false":
+                    self.broker.basic_ack(ch, 0, multiple=True)
+                else:
+                    self.broker.basic_nack(ch, 0, multiple=True,
+                                           requeue=ackmode.endswith("requeue_true"))
+            finally:
+                self.broker.close_channel(ch)
+        await self._write(settle)
         return Response(out)
 
     async def peek_messages(self, req: Request) -> Response:
@@ -124,7 +134,7 @@ class MessageHandlers(HandlerBase):
         return out
 
     def _move_args(self, body: dict[str, Any]) -> tuple[int | None, dict[str, str]]:
-        limit = _int(body, "limit", None, lo=1)
+        limit = body_int(body, "limit", None, lo=1)
         try:
             flt = parse_filter(body.get("filter"))
         except ValueError as exc:
@@ -135,8 +145,8 @@ class MessageHandlers(HandlerBase):
         vh, q = self._queue(req)
         body = req.json()
         limit, flt = self._move_args(body)
-        to_queue = _str(body, "to_queue")
-        to_exchange = _str(body, "to_exchange")
+        to_queue = body_str(body, "to_queue")
+        to_exchange = body_str(body, "to_exchange")
         if (to_queue is None) == (to_exchange is None):
             raise bad_request("give exactly one of to_queue or to_exchange (+ routing_key)")
         if to_queue is not None:
@@ -154,7 +164,7 @@ class MessageHandlers(HandlerBase):
         else:
             assert to_exchange is not None
             xname = _exchange_name(to_exchange)
-            rk = _str(body, "routing_key")
+            rk = body_str(body, "routing_key")
             ex = vh.exchanges.get(xname)
             if ex is None:
                 raise not_found(f"no exchange '{xname}' in vhost '{vh.name}'")
@@ -174,8 +184,8 @@ class MessageHandlers(HandlerBase):
         vh, q = self._queue(req)
         body = req.json()
         limit, flt = self._move_args(body)
-        target = _str(body, "queue")
-        to = _str(body, "to", "origin")
+        target = body_str(body, "queue")
+        to = body_str(body, "to", "origin")
         if to not in ("origin", "exchange"):
             raise bad_request("to must be origin (the queue it died in) or exchange")
         if target is not None:

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from amqplite.admin import validate as V
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import (
-    HTTPError,
-    Request,
-    Response,
-    _int,
-    _str,
-    bad_request,
-    not_found,
-)
+from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, not_found
+from amqplite.admin.validate import body_str
+from amqplite.broker.policy import make_policy
 
 
 class PolicyHandlers(HandlerBase):
@@ -58,26 +53,34 @@ class PolicyHandlers(HandlerBase):
         vh = self._vhost(req.params["vhost"])
         pols = self._policies()
         body = req.json()
-        name = req.params["name"]
-        pattern = _str(body, "pattern")
+        name = V.text(req.params["name"], "name", allow_empty=False)
+        pattern = body_str(body, "pattern")
         if pattern is None:
             raise bad_request("pattern is required")
         definition = body.get("definition")
         if not isinstance(definition, dict):
             raise bad_request("definition must be a JSON object")
-        priority = _int(body, "priority", 0, lo=-(1 << 31)) or 0
-        apply_to = _str(body, "apply-to", "queues") or "queues"
-        existed = name in pols.get(vh.name, {})
+        definition = V.arguments(definition, "definition")
+        # RabbitMQ refuses "priority": "3"; the store holds a signed 64-bit integer
+        priority = V.integer(body.get("priority", 0), "priority")
+        apply_to = body_str(body, "apply-to", "queues") or "queues"
         try:
-            self.server.execute(self.broker.set_policy, vh.name, name, pattern, definition, priority=priority,
-                                   apply_to=apply_to)
+            make_policy(vh.name, name, pattern, definition, priority, apply_to)
         except ValueError as exc:
             raise bad_request(str(exc)) from None
+        existed = name in pols.get(vh.name, {})
+        undo = self._journal()
+        undo.policy(vh.name, name)
+        await self._write(lambda: self.broker.set_policy(
+            vh.name, name, pattern, definition, priority=priority, apply_to=apply_to), undo)
         return Response(None, 204 if existed else 201)
 
     async def delete_policy(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])
-        self._policies()
-        if not self.server.execute(self.broker.clear_policy, vh.name, req.params["name"]):
-            raise not_found(f"no policy '{req.params['name']}' in vhost '{vh.name}'")
+        name = req.params["name"]
+        if name not in self._policies().get(vh.name, {}):
+            raise not_found(f"no policy '{name}' in vhost '{vh.name}'")
+        undo = self._journal()
+        undo.policy(vh.name, name)
+        await self._write(lambda: self.broker.clear_policy(vh.name, name), undo)
         return Response(None, 204)

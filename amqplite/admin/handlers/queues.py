@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
+from amqplite.admin import validate as V
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import (
-    Request,
-    Response,
-    _bool,
-    _obj,
-    bad_request,
-    from_amqp,
-)
-from amqplite.protocol.errors import AMQPError
+from amqplite.admin.plumbing import Request, Response, bad_request
+from amqplite.admin.validate import body_args, body_bool
+from amqplite.broker.policy import validate_queue_args
 
 
 class QueueHandlers(HandlerBase):
@@ -30,26 +25,18 @@ class QueueHandlers(HandlerBase):
 
     async def put_queue(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])
-        name = req.params["name"]
+        name = V.shortstr(req.params["name"], "name", allow_empty=False)
         body = req.json()
-        args = _obj(body, "arguments")
-        try:
-            from amqplite.broker.policy import validate_queue_args
-        except ImportError:  # pragma: no cover - older broker
-            validate_queue_args = None  # type: ignore[assignment]
-        if validate_queue_args is not None:
-            bad = validate_queue_args(args)
-            if bad is not None:
-                raise bad_request(f"invalid arg '{bad[0]}': {bad[1]}")
+        args = body_args(body)
+        bad = validate_queue_args(args)
+        if bad is not None:
+            raise bad_request(f"invalid arg '{bad[0]}': {bad[1]}")
+        durable, auto_delete = body_bool(body, "durable", True), body_bool(body, "auto_delete")
         existed = name in vh.queues
-        ch = self._channel(vh.name, self._actor(req))
-        try:
-            self.server.execute(self.broker.queue_declare, ch, name, durable=_bool(body, "durable", True),
-                                      auto_delete=_bool(body, "auto_delete"), arguments=args)
-        except AMQPError as exc:
-            raise from_amqp(exc) from None
-        finally:
-            self._close(ch)
+        undo = self._journal()
+        undo.queue(vh.name, name)
+        await self._write_as(req, vh.name, self.broker.queue_declare, name, durable=durable,
+                             auto_delete=auto_delete, arguments=args, undo=undo)
         return Response(None, 204 if existed else 201)
 
     async def delete_queue(self, req: Request) -> Response:
@@ -58,10 +45,10 @@ class QueueHandlers(HandlerBase):
             raise bad_request(f"queue '{q.name}' in vhost '{vh.name}' is not empty")
         if req.flag("if-unused") and q.consumers:
             raise bad_request(f"queue '{q.name}' in vhost '{vh.name}' in use")
-        self.server.execute(self.broker.delete_queue, vh, q)
+        await self._write(lambda: self.broker.delete_queue(vh, q))
         return Response(None, 204)
 
     async def purge_queue(self, req: Request) -> Response:
         _, q = self._queue(req)
-        n = self.server.execute(self.broker.purge, q)
+        n = await self._write(lambda: self.broker.purge(q))
         return Response({"purged": n})

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from amqplite.admin import definitions as D
+from amqplite.admin import validate as V
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, not_found
-from amqplite.broker.auth import HASHING_ALGORITHM, User, parse_tags
-from amqplite.protocol.errors import AMQPError
+from amqplite.admin.plumbing import Request, Response, bad_request, not_found
+from amqplite.admin.writes import Undo, write
+from amqplite.broker.auth import HASHING_ALGORITHM, User
 
 
 def user_info(u: User) -> dict[str, Any]:
@@ -34,32 +35,33 @@ class SecurityHandlers(HandlerBase):
                          "messages_unacknowledged": un})
 
     async def put_vhost(self, req: Request) -> Response:
-        name = req.params["vhost"]
+        name = V.shortstr(req.params["vhost"], "name", allow_empty=False)
         body = req.json() if req.body else {}
-        description = body.get("description", "")
-        if not isinstance(description, str):
-            raise bad_request("description must be a string")
+        description = V.text(body.get("description", ""), "description")
         existed = name in self.broker.vhosts
+        creator = req.user.name if req.user is not None and not existed else None
+        undo = self._journal()
+        undo.vhost(name)
+        if creator is not None:
+            undo.permission(creator, name)
 
         def create() -> None:
             self.broker.add_vhost(name, description)
-            if not existed and req.user is not None:
-                D.grant_creator(self.broker, req.user.name, name)
+            if creator is not None:
+                D.grant_creator(self.broker, creator, name)
 
-        try:
-            self.server.execute(create)
-        except ValueError as exc:
-            raise bad_request(str(exc)) from None
+        await self._write(create, undo)
         return Response(None, 204 if existed else 201)
 
     async def delete_vhost(self, req: Request) -> Response:
-        return self._delete(self.broker.delete_vhost, "vhost", req.params["vhost"])
+        return await self._delete(self.broker.delete_vhost, "vhost", req.params["vhost"])
 
     async def vhost_permissions(self, req: Request) -> Response:
         return self._permissions(vhost=self._vhost(req.params["vhost"]).name)
 
-    def _delete(self, command: Any, what: str, name: str) -> Response:
-        if not self.server.execute(command, name):
+    async def _delete(self, command: Any, what: str, name: str,
+                      undo: Undo | None = None) -> Response:
+        if not await self._write(lambda: command(name), undo):
             raise not_found(f"no {what} '{name}'")
         return Response(None, 204)
 
@@ -83,21 +85,25 @@ class SecurityHandlers(HandlerBase):
         return Response(user_info(self._user(req.params["user"])))
 
     async def put_user(self, req: Request) -> Response:
-        name = req.params["user"]
+        name = V.text(req.params["user"], "name", allow_empty=False)
         body = req.json()
         current = self.broker.users.get(name)
+        if "password" in body:
+            V.text(body["password"], "password")
         try:
             pw_hash = D.user_hash(body, current.password_hash if current else "")
         except ValueError as exc:
             raise bad_request(str(exc)) from None
-        tags = body.get("tags", "")
-        if not isinstance(tags, str | list):
-            raise bad_request("tags must be a string or a list")
-        self.server.execute(self.broker.put_user, name, pw_hash, parse_tags(tags))
+        tags = V.tags(body.get("tags", ""), "tags")
+        undo = self._journal()
+        undo.user(name)
+        await self._write(lambda: self.broker.put_user(name, pw_hash, tags), undo)
         return Response(None, 204 if current is not None else 201)
 
     async def delete_user(self, req: Request) -> Response:
-        return self._delete(self.broker.delete_user, "user", req.params["user"])
+        undo = self._journal()
+        undo.user_and_permissions(req.params["user"])
+        return await self._delete(self.broker.delete_user, "user", req.params["user"], undo)
 
     async def user_permissions(self, req: Request) -> Response:
         return self._permissions(user=self._user(req.params["user"]).name)
@@ -118,19 +124,18 @@ class SecurityHandlers(HandlerBase):
         self._vhost(vhost)
         self._user(user)
         body = req.json()
-        pats = [body.get(k, "") for k in ("configure", "write", "read")]
-        if not all(isinstance(p, str) for p in pats):
-            raise bad_request("configure, write and read must be strings")
+        pats = [V.text(body.get(k, ""), k) for k in ("configure", "write", "read")]
         existed = self.broker.permission(user, vhost) is not None
-        try:
-            self.server.execute(self.broker.set_permissions, user, vhost, *pats)
-        except ValueError as exc:
-            raise bad_request(str(exc)) from None
+        undo = self._journal()
+        undo.permission(user, vhost)
+        await self._write(lambda: self.broker.set_permissions(user, vhost, *pats), undo)
         return Response(None, 204 if existed else 201)
 
     async def delete_permission(self, req: Request) -> Response:
         vhost, user = req.params["vhost"], req.params["user"]
-        if not self.server.execute(self.broker.clear_permissions, user, vhost):
+        undo = self._journal()
+        undo.permission(user, vhost)
+        if not await self._write(lambda: self.broker.clear_permissions(user, vhost), undo):
             raise not_found(f"no permissions for user '{user}' in vhost '{vhost}'")
         return Response(None, 204)
 
@@ -143,17 +148,18 @@ class SecurityHandlers(HandlerBase):
         return Response(D.export(self.broker, vh.name))
 
     async def post_definitions(self, req: Request) -> Response:
-        self._import(req, None)
-        return Response(None, 204)
+        return await self._import(req, None)
 
     async def post_vhost_definitions(self, req: Request) -> Response:
-        self._import(req, self._vhost(req.params["vhost"]).name)
-        return Response(None, 204)
+        return await self._import(req, self._vhost(req.params["vhost"]).name)
 
-    def _import(self, req: Request, vhost: str | None) -> None:
-        """RabbitMQ's import order; a refusal is a 400 with the reason (what came
-        before it stays, as in RabbitMQ)."""
-        data = req.json()
+    async def _import(self, req: Request, vhost: str | None) -> Response:
+        """Validate the whole document, then apply it in one step and one commit: all
+        of it or, on any refusal or a failed commit, nothing (memory included).
+
+        RabbitMQ answers 204; so do we when everything was imported, else 200 with
+        what was ``ignored`` (no meaning here) and ``skipped`` (not supported)."""
+        plan = D.plan(self.broker, req.json(), vhost)
         opened: dict[str, Any] = {}
 
         def channel_for(name: str) -> Any:
@@ -161,18 +167,17 @@ class SecurityHandlers(HandlerBase):
                 opened[name] = self._channel(name, None)
             return opened[name]
 
-        def run() -> None:
-            if vhost is None:
-                D.import_users(self.broker, data)
-            D.import_objects(self.broker, data, channel_for, vhost)
+        undo = Undo(self.broker)
 
-        try:
-            self.server.execute(run)
-        except (ValueError, TypeError) as exc:
-            raise bad_request(f"definitions import failed: {exc}") from None
-        except AMQPError as exc:
-            raise HTTPError(400, "bad_request",
-                            f"definitions import failed: {exc.reply_text}") from None
-        finally:
-            for ch in opened.values():
-                self._close(ch)
+        def run() -> None:
+            try:
+                D.apply(self.broker, plan, channel_for, undo)
+            finally:
+                for ch in opened.values():
+                    self.broker.close_channel(ch)
+
+        await write(self.server, run, undo)
+        report = plan.report()
+        if not report["ignored"] and not report["skipped"]:
+            return Response(None, 204)
+        return Response(report, 200)

@@ -13,23 +13,15 @@ from typing import Any
 import trio
 
 from amqplite.admin import moves, views
+from amqplite.admin import validate as V
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import (
-    Request,
-    Response,
-    _int,
-    _obj,
-    _str,
-    bad_request,
-    from_amqp,
-    not_found,
-)
+from amqplite.admin.plumbing import Request, Response, bad_request, not_found
+from amqplite.admin.validate import body_args, body_int, body_str
 from amqplite.broker import superstream as ss
 from amqplite.broker.policy import validate_queue_args
 from amqplite.broker.streamlog import parse_age
 from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
-from amqplite.protocol.errors import AMQPError
 
 #: entries one page of ``/entries`` returns at most
 MAX_ENTRIES = 1000
@@ -126,17 +118,17 @@ class StreamHandlers(HandlerBase):
         """RabbitMQ's ``add_super_stream``: a direct exchange (``x-super-stream``) and one
         stream per partition bound by its key and ``x-stream-partition-order``."""
         vh = self._vhost(req.params["vhost"])
-        name = req.params["name"]
+        name = V.shortstr(req.params["name"], "name", allow_empty=False)
         body = req.json()
-        partitions = _int(body, "partitions", None, lo=1)
+        partitions = body_int(body, "partitions", None, lo=1)
         keys = body.get("routing_keys")
         if keys is not None and (not isinstance(keys, list)
                                  or not all(isinstance(k, str) for k in keys)):
             raise bad_request("routing_keys must be a list of strings")
-        routing = _str(body, "routing", "key")
+        routing = body_str(body, "routing", "key")
         if routing not in ("key", "hash"):
             raise bad_request("routing must be key or hash")
-        args = _obj(body, "arguments")
+        args = body_args(body)
         for a in args:
             if a not in PARTITION_ARGS:
                 raise bad_request(f"argument '{a}' is not a stream argument for a partition "
@@ -156,38 +148,27 @@ class StreamHandlers(HandlerBase):
         xargs: dict[str, Any] = {ss.SUPER_STREAM_ARG: True}
         if routing == "hash":
             xargs[ss.ROUTING_ARG] = "hash"
+        for qname, key, _ in parts:
+            V.shortstr(qname, "partition name")
+            V.shortstr(key, "routing_keys")
         ch = self._channel(vh.name, self._actor(req))
-        made: list[str] = []
-        try:
-            self.server.execute(self.broker.exchange_declare, ch, name, "direct", durable=True,
-                                arguments=xargs)
-            for qname, key, order in parts:
-                self.server.execute(self.broker.queue_declare, ch, qname, durable=True,
-                                    arguments={"x-queue-type": "stream", **args})
-                made.append(qname)
-                self.server.execute(self.broker.queue_bind, ch, qname, name, key,
-                                    {ss.PARTITION_ORDER_ARG: order})
-        except AMQPError as exc:
-            self._undo(vh.name, name, made)  # all or nothing, as the CLI promises
-            raise from_amqp(exc) from None
-        finally:
-            self._close(ch)
-        await moves.committed(self.server)
-        return Response(self._super_info(vh.name, name), 201)
+        undo = self._journal()  # all or nothing, as the CLI promises
 
-    def _undo(self, vhost: str, name: str, queues: list[str]) -> None:
-        """Remove what a failed add-super-stream created (as the broker itself)."""
-        vh = self._vhost(vhost)
-        for qname in queues:
-            q = vh.queues.get(qname)
-            if q is not None:
-                self.server.execute(self.broker.delete_queue, vh, q)
-        ch = self._channel(vhost, None)
-        try:
-            if name in vh.exchanges:
-                self.server.execute(self.broker.exchange_delete, ch, name)
-        finally:
-            self._close(ch)
+        def step() -> None:
+            try:
+                undo.exchange(vh.name, name)
+                self.broker.exchange_declare(ch, name, "direct", durable=True,
+                                             arguments=xargs)
+                for qname, key, order in parts:
+                    undo.queue(vh.name, qname)
+                    self.broker.queue_declare(ch, qname, durable=True,
+                                              arguments={"x-queue-type": "stream", **args})
+                    self.broker.queue_bind(ch, qname, name, key,
+                                           {ss.PARTITION_ORDER_ARG: order})
+            finally:
+                self.broker.close_channel(ch)
+        await self._write(step, undo)
+        return Response(self._super_info(vh.name, name), 201)
 
     def _partitions(self, vhost: str, name: str) -> list[tuple[int, str, str]]:
         vh = self._vhost(vhost)
@@ -219,14 +200,14 @@ class StreamHandlers(HandlerBase):
         name = req.params["name"]
         parts = self._partitions(vh.name, name)
         ch = self._channel(vh.name, self._actor(req))
-        try:
-            for _, qname, _ in parts:
-                if qname in vh.queues:
-                    self.server.execute(self.broker.queue_delete, ch, qname)
-            self.server.execute(self.broker.exchange_delete, ch, name)
-        except AMQPError as exc:
-            raise from_amqp(exc) from None
-        finally:
-            self._close(ch)
-        await moves.committed(self.server)
+
+        def step() -> None:
+            try:
+                for _, qname, _ in parts:
+                    if qname in vh.queues:
+                        self.broker.queue_delete(ch, qname)
+                self.broker.exchange_delete(ch, name)
+            finally:
+                self.broker.close_channel(ch)
+        await self._write(step)
         return Response(None, 204)

@@ -535,7 +535,11 @@ class AMQPConnection:
                                message.properties_raw, message.body)
 
     def send_cancel(self, ch: ChannelState, consumer_tag: str) -> None:
-        if not self.alive or ch.number not in self.channels:
+        """The broker cancelled a consumer (its queue went away). As RabbitMQ, only a
+        client announcing ``consumer_cancel_notify`` is told: others do not expect
+        a basic.cancel from the server."""
+        if (not self.alive or ch.number not in self.channels
+                or not self.proto.client_capabilities.get("consumer_cancel_notify")):
             return
         self.proto.send_method(ch.number, M.BasicCancel(consumer_tag=consumer_tag, no_wait=True))
 
@@ -672,10 +676,17 @@ class AMQPConnection:
             self._reply(ch, M.QueuePurgeOk(message_count=n))
 
     async def _queue_delete(self, ch: ChannelState, m: Any) -> None:
+        self.server.interpret(flush=False)  # what earlier frames are owed goes first
         n = self.broker.queue_delete(ch, m.queue, if_unused=m.if_unused, if_empty=m.if_empty)
-        await self._durable(ch)
-        if not m.no_wait:
-            self._reply(ch, M.QueueDeleteOk(message_count=n))
+        # the consumers' basic.cancel follows delete-ok (RabbitMQ's order), also when
+        # delete-ok waits for the commit of a durable queue's deletion
+        cancels = self.broker.take_effects()
+        try:
+            await self._durable(ch)
+            if not m.no_wait:
+                self._reply(ch, M.QueueDeleteOk(message_count=n))
+        finally:  # the queue is gone even if its commit failed: cancel its consumers
+            self.broker.effects.extend(cancels)
 
     async def _basic_qos(self, ch: ChannelState, m: Any) -> None:
         self.broker.basic_qos(ch, m.prefetch_size, m.prefetch_count, m.global_)

@@ -199,22 +199,33 @@ class AMQPConnection:
                 return
             self.last_recv = time.monotonic()
             self.bytes_in += len(data)
-            if self._linger_deadline is not None:
-                continue  # handshake over: discard until the peer closes
             proto.receive_data(data)
-            try:
-                done = await self._handle_events()
-            except AMQPError as exc:
-                self._connection_error(exc)
-                done = False
-            except Exception as exc:
-                log.exception("internal error on %s", self.name)
-                self._connection_error(AMQPError(541, f"INTERNAL_ERROR - {exc!r}"))
-                done = False
+            if self._linger_deadline is not None:
+                # handshake over: the protocol discards all but a client's further
+                # connection.close, which it answers (peer_closed)
+                self.flush()
+                continue
+            done = await self._run_events()
             self.server.interpret()
             self.flush()
             if done:
                 self._linger()
+
+    async def _run_events(self) -> bool:
+        """Handle the events of what was read; True when the connection is finished.
+
+        A connection error raised while handling one closes the connection
+        (the protocol discards the events after it); the events the close
+        leaves (ConnectionClosing, maybe ConnectionClosed) are handled too.
+        """
+        while True:
+            try:
+                return await self._handle_events()
+            except AMQPError as exc:
+                self._connection_error(exc)
+            except Exception as exc:
+                log.exception("internal error on %s", self.name)
+                self._connection_error(AMQPError(541, f"INTERNAL_ERROR - {exc!r}"))
 
     async def _receive_fd(self) -> bytes:
         """The next bytes from a plain TCP client, read straight from its socket.
@@ -294,8 +305,9 @@ class AMQPConnection:
                 else:
                     await self._on_method(ev.channel, ev.method)
             elif isinstance(ev, ChannelOpened):
-                assert self.session is not None
-                self.channels[ev.channel] = self.broker.open_channel(self.session, ev.channel)
+                if self.session is not None:  # None: closing, the open is discarded
+                    self.channels[ev.channel] = self.broker.open_channel(self.session,
+                                                                         ev.channel)
             elif isinstance(ev, ChannelClosed):
                 self._drop_channel(ev.channel)
             elif isinstance(ev, ConnectionOpened):
@@ -472,20 +484,25 @@ class AMQPConnection:
     def _linger(self) -> None:
         """The close handshake is over (or its wait timed out).
 
-        Keep reading and discarding instead of closing at once: the writer sends
-        what is queued, then FIN; the socket is closed when the peer closes its
-        end or LINGER_TIMEOUT passes. A peer still writing (a publish burst
-        followed by connection.close) thus never gets EPIPE or ECONNRESET, which
-        would also throw away the close-ok it has not read. RabbitMQ waits for
-        the client to close after a client's close; after its own close it
-        resets (SO_LINGER 0), which we do not copy.
+        Keep reading and discarding instead of closing at once: the socket is
+        closed when the peer closes its end or LINGER_TIMEOUT passes. A peer
+        still writing (a publish burst followed by connection.close) thus never
+        gets EPIPE or ECONNRESET, which would also throw away the close-ok it has
+        not read. After our own close the writer sends what is queued, then FIN
+        (RabbitMQ resets, SO_LINGER 0, which we do not copy). After the client's
+        close, as RabbitMQ, no FIN: we wait for the client to close, and answer
+        every further connection.close it sends meanwhile (two threads of one
+        client may each close; each waits for its close-ok).
         """
         if self._linger_deadline is not None:
             return
         self._linger_deadline = time.monotonic() + LINGER_TIMEOUT
         self._closing_deadline = None
         self._drop_session()
-        self._finishing = True
+        if not self.proto.peer_closed:
+            self._finishing = True  # the writer sends what is queued, then FIN
+        # else the client closed: as RabbitMQ, wait for it to close the socket,
+        # answering each further connection.close (the writer stays)
         self._wake.set()
         self._hb_wake.set()
 

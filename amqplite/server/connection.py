@@ -200,32 +200,22 @@ class AMQPConnection:
             self.last_recv = time.monotonic()
             self.bytes_in += len(data)
             proto.receive_data(data)
-            if self._linger_deadline is not None:
-                # handshake over: the protocol discards all but a client's further
-                # connection.close, which it answers (peer_closed)
+            if self._linger_deadline is not None:  # all discarded, closes answered
                 self.flush()
                 continue
-            done = await self._run_events()
+            while True:  # after a connection error, the events the close leaves
+                try:
+                    done = await self._handle_events()
+                    break
+                except AMQPError as exc:
+                    self._connection_error(exc)
+                except Exception as exc:
+                    log.exception("internal error on %s", self.name)
+                    self._connection_error(AMQPError(541, f"INTERNAL_ERROR - {exc!r}"))
             self.server.interpret()
             self.flush()
             if done:
                 self._linger()
-
-    async def _run_events(self) -> bool:
-        """Handle the events of what was read; True when the connection is finished.
-
-        A connection error raised while handling one closes the connection
-        (the protocol discards the events after it); the events the close
-        leaves (ConnectionClosing, maybe ConnectionClosed) are handled too.
-        """
-        while True:
-            try:
-                return await self._handle_events()
-            except AMQPError as exc:
-                self._connection_error(exc)
-            except Exception as exc:
-                log.exception("internal error on %s", self.name)
-                self._connection_error(AMQPError(541, f"INTERNAL_ERROR - {exc!r}"))
 
     async def _receive_fd(self) -> bytes:
         """The next bytes from a plain TCP client, read straight from its socket.
@@ -305,9 +295,8 @@ class AMQPConnection:
                 else:
                     await self._on_method(ev.channel, ev.method)
             elif isinstance(ev, ChannelOpened):
-                if self.session is not None:  # None: closing, the open is discarded
-                    self.channels[ev.channel] = self.broker.open_channel(self.session,
-                                                                         ev.channel)
+                assert self.session is not None  # closing discards later opens
+                self.channels[ev.channel] = self.broker.open_channel(self.session, ev.channel)
             elif isinstance(ev, ChannelClosed):
                 self._drop_channel(ev.channel)
             elif isinstance(ev, ConnectionOpened):
@@ -482,18 +471,10 @@ class AMQPConnection:
             self.server.execute(self.broker.close_session, s)
 
     def _linger(self) -> None:
-        """The close handshake is over (or its wait timed out).
-
-        Keep reading and discarding instead of closing at once: the socket is
-        closed when the peer closes its end or LINGER_TIMEOUT passes. A peer
-        still writing (a publish burst followed by connection.close) thus never
-        gets EPIPE or ECONNRESET, which would also throw away the close-ok it has
-        not read. After our own close the writer sends what is queued, then FIN
-        (RabbitMQ resets, SO_LINGER 0, which we do not copy). After the client's
-        close, as RabbitMQ, no FIN: we wait for the client to close, and answer
-        every further connection.close it sends meanwhile (two threads of one
-        client may each close; each waits for its close-ok).
-        """
+        """The close handshake is over (or its wait timed out): read and discard
+        (closes answered) until the peer closes or LINGER_TIMEOUT passes, so a peer
+        still writing gets no reset (which loses its unread close-ok). FIN at once
+        after our close (RabbitMQ resets); none after the client's, as RabbitMQ."""
         if self._linger_deadline is not None:
             return
         self._linger_deadline = time.monotonic() + LINGER_TIMEOUT
@@ -501,8 +482,6 @@ class AMQPConnection:
         self._drop_session()
         if not self.proto.peer_closed:
             self._finishing = True  # the writer sends what is queued, then FIN
-        # else the client closed: as RabbitMQ, wait for it to close the socket,
-        # answering each further connection.close (the writer stays)
         self._wake.set()
         self._hb_wake.set()
 
@@ -552,12 +531,9 @@ class AMQPConnection:
                                message.properties_raw, message.body)
 
     def send_cancel(self, ch: ChannelState, consumer_tag: str) -> None:
-        """The broker cancelled a consumer (its queue went away). As RabbitMQ, only a
-        client announcing ``consumer_cancel_notify`` is told: others do not expect
-        a basic.cancel from the server."""
         if (not self.alive or ch.number not in self.channels
                 or not self.proto.client_capabilities.get("consumer_cancel_notify")):
-            return
+            return  # RabbitMQ tells only clients announcing consumer_cancel_notify
         self.proto.send_method(ch.number, M.BasicCancel(consumer_tag=consumer_tag, no_wait=True))
 
     # ------------------------------------------------------- wire -> broker
@@ -695,14 +671,12 @@ class AMQPConnection:
     async def _queue_delete(self, ch: ChannelState, m: Any) -> None:
         self.server.interpret(flush=False)  # what earlier frames are owed goes first
         n = self.broker.queue_delete(ch, m.queue, if_unused=m.if_unused, if_empty=m.if_empty)
-        # the consumers' basic.cancel follows delete-ok (RabbitMQ's order), also when
-        # delete-ok waits for the commit of a durable queue's deletion
-        cancels = self.broker.take_effects()
+        cancels = self.broker.take_effects()  # basic.cancel after delete-ok, as RabbitMQ
         try:
             await self._durable(ch)
             if not m.no_wait:
                 self._reply(ch, M.QueueDeleteOk(message_count=n))
-        finally:  # the queue is gone even if its commit failed: cancel its consumers
+        finally:  # the queue is gone even if its commit failed
             self.broker.effects.extend(cancels)
 
     async def _basic_qos(self, ch: ChannelState, m: Any) -> None:

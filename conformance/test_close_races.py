@@ -53,6 +53,20 @@ def _fail_with_540(raw: RawConnection, queue: str, then: bytes = b"") -> None:
     raw.send_raw(raw.publish_frames("", queue, b"x", immediate=True) + then)
 
 
+def _broker_closes(raw: RawConnection, queue: str) -> None:
+    """Provoke the broker's connection.close (540) and read it."""
+    _fail_with_540(raw, queue)
+    close = raw.read_method()
+    assert (close.ids, close.close_reason()) == (CLOSE, IMMEDIATE)
+
+
+def _close_ok_ends(raw: RawConnection) -> None:
+    """Nothing more came; our close-ok to the broker's close ends the connection."""
+    _assert_silent(raw)
+    raw.send_method(0, 10, 51, b"")
+    _assert_ends(raw.sock)
+
+
 @pytest.mark.parametrize("writes", [1, 2], ids=["one-write", "two-writes"])
 def test_two_closes_get_two_close_oks(url: str, writes: int) -> None:
     raw = RawConnection(url).open()
@@ -85,16 +99,12 @@ def test_a_close_after_close_ok_is_answered_too(url: str) -> None:
 def test_closes_crossing_the_brokers_close_are_answered(url: str, names: Names) -> None:
     raw = RawConnection(url).open()
     try:
-        _fail_with_540(raw, names.queue())
-        close = raw.read_method()
-        assert (close.ids, close.close_reason()) == (CLOSE, IMMEDIATE)
+        _broker_closes(raw, names.queue())
         # our close crossed the broker's: each is answered; it still waits for close-ok
         raw.send_raw(raw.close_frame() + raw.close_frame())
         raw.expect(CLOSE_OK)
         raw.expect(CLOSE_OK)
-        _assert_silent(raw)
-        raw.send_method(0, 10, 51, b"")
-        _assert_ends(raw.sock)
+        _close_ok_ends(raw)
     finally:
         raw.sock.close()
 
@@ -102,13 +112,9 @@ def test_closes_crossing_the_brokers_close_are_answered(url: str, names: Names) 
 def test_channel_open_after_the_brokers_close_is_discarded(url: str, names: Names) -> None:
     raw = RawConnection(url).open()
     try:
-        _fail_with_540(raw, names.queue())
-        close = raw.read_method()
-        assert (close.ids, close.close_reason()) == (CLOSE, IMMEDIATE)
+        _broker_closes(raw, names.queue())
         raw.send_method(2, 20, 10, shortstr(""))
-        _assert_silent(raw)
-        raw.send_method(0, 10, 51, b"")
-        _assert_ends(raw.sock)
+        _close_ok_ends(raw)
     finally:
         raw.sock.close()
 
@@ -126,8 +132,6 @@ def test_channel_open_written_with_the_failing_publish(url: str, names: Names) -
             method = raw.read_method()
         assert (method.channel, method.ids, method.close_reason()) == (0, CLOSE, IMMEDIATE)
         raw.send_method(3, 20, 10, shortstr(""))  # after the close: discarded
-        _assert_silent(raw)
-        raw.send_method(0, 10, 51, b"")
-        _assert_ends(raw.sock)
+        _close_ok_ends(raw)
     finally:
         raw.sock.close()

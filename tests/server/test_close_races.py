@@ -7,26 +7,17 @@ only our broker shows: its log, and many connections at once.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from conformance._raw import RawConnection, shortstr
 from tests.brokerproc import BrokerProcess
+from tests.server.test_close import _read_to_eof
 
 CLIENTS = 32
 #: the broker's LINGER_TIMEOUT (2 s) plus room for a busy machine
 EOF_WITHIN = 10.0
-
-
-def _read_to_eof(sock: socket.socket) -> bytes:
-    """Everything until the broker's FIN; a reset or a hang fails the test."""
-    sock.settimeout(EOF_WITHIN)
-    data = b""
-    while chunk := sock.recv(65536):
-        data += chunk
-    return data
 
 
 def test_clients_closing_twice_at_once_all_get_two_close_oks(broker: BrokerProcess) -> None:
@@ -47,7 +38,7 @@ def test_clients_closing_twice_at_once_all_get_two_close_oks(broker: BrokerProce
             assert [raw.read_method().ids for _ in range(2)] == [(10, 51), (10, 51)]
         started = time.monotonic()
         for raw in raws:  # then the broker closes: it does not wait for us forever
-            assert _read_to_eof(raw.sock) == b""
+            assert _read_to_eof(raw.sock, EOF_WITHIN) == b""
         assert time.monotonic() - started < EOF_WITHIN
     finally:
         for raw in raws:
@@ -70,7 +61,7 @@ def test_channel_open_read_with_a_failing_publish_is_discarded_quietly(
         assert (close.channel, close.ids) == (0, (10, 50))
         assert close.close_reason() == (540, "NOT_IMPLEMENTED - immediate=true")
         raw.send_raw(raw.method_frame(3, 20, 10, shortstr("")) + raw.method_frame(0, 10, 51, b""))
-        assert _read_to_eof(raw.sock) == b""  # no channel.open-ok, then FIN
+        assert _read_to_eof(raw.sock, EOF_WITHIN) == b""  # no channel.open-ok, then FIN
     finally:
         raw.sock.close()
     # the broker logs (synchronously) before it ends a connection; a later one works

@@ -133,10 +133,13 @@ class RawConnection:
         )
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def open(self, channel: bool = True, channel_max: int | None = None) -> RawConnection:
+    def open(self, channel: bool = True, channel_max: int | None = None,
+             capabilities: tuple[str, ...] = ()) -> RawConnection:
         """Run the whole handshake (PLAIN) and open channel 1.
 
         ``channel_max`` is what tune-ok asks for; by default the server's offer.
+        ``capabilities``: more client capabilities to announce (true), such as
+        ``consumer_cancel_notify``, without which RabbitMQ sends no basic.cancel.
         """
         parsed = urlparse(self.url)
         self.connect()
@@ -146,7 +149,8 @@ class RawConnection:
         vhost = unquote(parsed.path[1:]) if len(parsed.path) > 1 else "/"
         caps = table([("capabilities", b"F", [("authentication_failure_close", b"t", 1),
                                                 ("basic.nack", b"t", 1),
-                                                ("publisher_confirms", b"t", 1)])])
+                                                ("publisher_confirms", b"t", 1)]
+                                    + [(name, b"t", 1) for name in capabilities])])
         self.send_method(0, 10, 11, caps + shortstr("PLAIN")
                          + longstr(f"\0{user}\0{password}") + shortstr("en_US"))
         tune = self.expect((10, 30))
@@ -239,6 +243,12 @@ class RawConnection:
         class_id, method_id = struct.unpack(">HH", method.args[-4:])
         self.send_method(channel, ids[0], ids[1] + 1, b"")
         return code, text, class_id, method_id
+
+    def consume(self, queue: str, tag: str, channel: int = 1) -> None:
+        """basic.consume (ack mode, no arguments) and wait for consume-ok."""
+        self.send_method(channel, 60, 20, struct.pack(">H", 0) + shortstr(queue) + shortstr(tag)
+                         + b"\x00" + table())
+        self.expect((60, 21), channel=channel)
 
     def open_channel(self, number: int) -> None:
         self.send_method(number, 20, 10, shortstr(""))

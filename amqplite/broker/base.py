@@ -143,6 +143,16 @@ class BrokerBase:
         self._log_ts = 0
         return out
 
+    def take_effects(self) -> list[Any]:
+        """Take the wire effects queued so far and leave the store work in the outbox.
+
+        For the shell to send them after the reply of the command that caused
+        them: RabbitMQ sends queue.delete-ok before the deleted queue's
+        consumers get basic.cancel, even when the deletion waits for a commit.
+        """
+        effects, self.effects = self.effects, []
+        return effects
+
     def log_time(self) -> int:
         """Now in µs, read once per batch of commands (``take_outcome`` starts the
         next): the rows of one batch share it, as a stream chunk's entries do."""

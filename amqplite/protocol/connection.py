@@ -27,6 +27,7 @@ handle ``next_event()`` until None, then ``data_to_send()``; call
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +82,9 @@ if TYPE_CHECKING:
 __all__ = ["ServerConnection"]
 
 _PROTOCOL_HEADER_0_9 = b"AMQP\x01\x01\x00\x09"
+_FRAME_HEAD = struct.Struct(">BHI")
+#: class and method id of connection.close, as they open its method frame's payload
+_CLOSE_ID = b"\x00\x0a\x00\x32"
 
 #: A connection error whose text is RabbitMQ's ``"CODE - detail"``.
 _hard = ConnectionError_.make
@@ -164,6 +168,9 @@ class ServerConnection(FrameReader):
         self._mechanism = ""
         self._close_code = 0
         self._close_text = ""
+        #: the client sent connection.close and got close-ok: a further close is
+        #: answered too (see ``peer_closed``)
+        self._peer_closed = False
 
     # ---------------------------------------------------------- properties
 
@@ -205,6 +212,18 @@ class ServerConnection(FrameReader):
     @property
     def open_channels(self) -> frozenset[int]:
         return frozenset(n for n, c in self._channels.items() if c.state == CH_OPEN)
+
+    @property
+    def peer_closed(self) -> bool:
+        """The client closed the connection (connection.close, answered with close-ok).
+
+        Until the socket closes, every further connection.close fed to
+        ``receive_data`` is answered with close-ok too, and everything else is
+        discarded: RabbitMQ does so, and clients closing from two threads at
+        once (Go's amqp091-go) send two closes and wait for two close-oks.
+        RabbitMQ then waits for the client to close the socket.
+        """
+        return self._peer_closed
 
     @property
     def close_reason(self) -> tuple[int, str]:
@@ -256,6 +275,9 @@ class ServerConnection(FrameReader):
         else:  # ConnectionClosed
             self._tx_state = _CLOSED
             self._channels.clear()
+            events = self._events
+            while events and type(events[0]) is bytes:  # close-oks for later closes
+                self._out += events.popleft()
 
     def close_pending(self) -> bool:
         """True when the next event closes a channel or the connection.
@@ -426,8 +448,33 @@ class ServerConnection(FrameReader):
         self, reply_code: int, reply_text: str, class_id: int = 0, method_id: int = 0
     ) -> None:
         """Hard error or forced shutdown (320): send connection.close and then ignore
-        everything but close/close-ok. Emits ConnectionClosing."""
+        everything but close/close-ok. Emits ConnectionClosing.
+
+        Frames parsed after the event being handled and not handed out yet came
+        after this close, as far as the client can tell: they are discarded as
+        RabbitMQ discards frames after its connection.close (no channel.open-ok
+        after the close, no ChannelOpened for a connection without a session),
+        except a connection.close, which is answered, and a framing error, which
+        still ends the connection."""
+        tx_state = self._tx_state
+        if self._events and tx_state is not _CLOSING and tx_state is not _CLOSED:
+            self._rewind(reply_code, reply_text, class_id, method_id)
+            return
         self._close(reply_code, reply_text, class_id, method_id, ordered=False)
+
+    def _rewind(self, reply_code: int, reply_text: str, class_id: int, method_id: int) -> None:
+        """close() with events pending: drop them and close as of the server's state."""
+        state = self._state
+        peer_closed = state is _CLOSED and self._peer_closed
+        broken = state is _CLOSED and not peer_closed  # a framing error: socket goes
+        self._events.clear()
+        self._state = self._tx_state
+        self._peer_closed = False
+        self._close(reply_code, reply_text, class_id, method_id, ordered=False)
+        if peer_closed:  # the client's close crossed ours: answered, close-ok still awaited
+            self._out += self._method_frame(0, ConnectionCloseOk())
+        elif broken:
+            self._finish(self._close_code, self._close_text)
 
     def send_error(self, channel: int, error: AMQPError) -> None:
         """Answer a broker error: soft codes close ``channel``, hard ones the connection."""
@@ -511,11 +558,14 @@ class ServerConnection(FrameReader):
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Feed bytes from the socket. Never raises; errors become closes + events."""
-        if self._state is _CLOSED or not data:
+        if not data or (self._state is _CLOSED and not self._peer_closed):
             return
         try:
             buf = self._pending + data if self._pending else bytes(data)
             self._pending = b""
+            if self._state is _CLOSED:
+                self._answer_closes(buf)
+                return
             if self._state is _AWAITING_HEADER:
                 if len(buf) < 8:
                     self._pending = buf
@@ -525,13 +575,40 @@ class ServerConnection(FrameReader):
                     return
                 buf = buf[8:]
             pos = self._parse_frames(buf)
-            if self._state is not _CLOSED and pos < len(buf):
-                self._pending = buf[pos:]
+            if pos < len(buf):
+                if self._state is not _CLOSED:
+                    self._pending = buf[pos:]
+                elif self._peer_closed:  # what followed the client's close
+                    self._answer_closes(buf[pos:])
         except Exception as exc:  # a bug here must not take the server down
+            if self._state is _CLOSED:  # closed already: only stop answering
+                self._peer_closed = False
+                self._pending = b""
+                return
             err = _hard(ReplyCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
             if self._state is _OPEN or self._state is _OPENING:
                 self._send_close(err.reply_code, err.reply_text, 0, 0, ordered=True)
             self._finish(err.reply_code, err.reply_text)
+
+    def _answer_closes(self, buf: bytes) -> None:
+        """After the client's close: close-ok for each further connection.close,
+        every other frame skipped unread; a framing error ends the answering."""
+        fmax = self._in_frame_max
+        n = len(buf)
+        pos = 0
+        while n - pos >= 7:
+            ftype, ch, size = _FRAME_HEAD.unpack_from(buf, pos)
+            end = pos + 7 + size
+            if (fmax and size > fmax) or (end < n and buf[end] != 0xCE):
+                self._peer_closed = False
+                self._pending = b""
+                return
+            if end >= n:
+                break
+            if ftype == 1 and ch == 0 and buf[pos + 7 : pos + 11] == _CLOSE_ID:
+                self._write_ordered(self._method_frame(0, ConnectionCloseOk()))
+            pos = end + 1
+        self._pending = buf[pos:]
 
     def _on_protocol_header(self, header: bytes) -> None:
         if header == PROTOCOL_HEADER:
@@ -626,12 +703,12 @@ class ServerConnection(FrameReader):
         state = self._state
         mtype = type(method)
         if mtype is ConnectionClose:
-            if state is _CLOSING:
-                self._write_ordered(self._method_frame(0, ConnectionCloseOk()))
-                self._finish(self._close_code, self._close_text)
-                return
             self._write_ordered(self._method_frame(0, ConnectionCloseOk()))
-            self._finish(method.reply_code, method.reply_text)  # type: ignore[attr-defined]
+            if state is not _CLOSING:
+                self._peer_closed = True
+                self._finish(method.reply_code, method.reply_text)  # type: ignore[attr-defined]
+            # else the client's close crossed ours: answered, and (as RabbitMQ) our
+            # close-ok is still awaited; every close until then is answered
             return
         if state is _CLOSING:
             if mtype is ConnectionCloseOk:

@@ -211,7 +211,7 @@ class FrameReader:
                 self._fail(err, ch)
             state = self._state
             if state is _CLOSED:
-                return n
+                return pos  # the rest is discarded, or scanned for closes (peer_closed)
             is_open = state is _OPEN
             fmax = self._in_frame_max
         return pos

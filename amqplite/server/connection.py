@@ -199,18 +199,19 @@ class AMQPConnection:
                 return
             self.last_recv = time.monotonic()
             self.bytes_in += len(data)
-            if self._linger_deadline is not None:
-                continue  # handshake over: discard until the peer closes
             proto.receive_data(data)
-            try:
-                done = await self._handle_events()
-            except AMQPError as exc:
-                self._connection_error(exc)
-                done = False
-            except Exception as exc:
-                log.exception("internal error on %s", self.name)
-                self._connection_error(AMQPError(541, f"INTERNAL_ERROR - {exc!r}"))
-                done = False
+            if self._linger_deadline is not None:  # all discarded, closes answered
+                self.flush()
+                continue
+            while True:  # after a connection error, the events the close leaves
+                try:
+                    done = await self._handle_events()
+                    break
+                except AMQPError as exc:
+                    self._connection_error(exc)
+                except Exception as exc:
+                    log.exception("internal error on %s", self.name)
+                    self._connection_error(AMQPError(541, f"INTERNAL_ERROR - {exc!r}"))
             self.server.interpret()
             self.flush()
             if done:
@@ -294,7 +295,7 @@ class AMQPConnection:
                 else:
                     await self._on_method(ev.channel, ev.method)
             elif isinstance(ev, ChannelOpened):
-                assert self.session is not None
+                assert self.session is not None  # closing discards later opens
                 self.channels[ev.channel] = self.broker.open_channel(self.session, ev.channel)
             elif isinstance(ev, ChannelClosed):
                 self._drop_channel(ev.channel)
@@ -470,22 +471,17 @@ class AMQPConnection:
             self.server.execute(self.broker.close_session, s)
 
     def _linger(self) -> None:
-        """The close handshake is over (or its wait timed out).
-
-        Keep reading and discarding instead of closing at once: the writer sends
-        what is queued, then FIN; the socket is closed when the peer closes its
-        end or LINGER_TIMEOUT passes. A peer still writing (a publish burst
-        followed by connection.close) thus never gets EPIPE or ECONNRESET, which
-        would also throw away the close-ok it has not read. RabbitMQ waits for
-        the client to close after a client's close; after its own close it
-        resets (SO_LINGER 0), which we do not copy.
-        """
+        """The close handshake is over (or its wait timed out): read and discard
+        (closes answered) until the peer closes or LINGER_TIMEOUT passes, so a peer
+        still writing gets no reset (which loses its unread close-ok). FIN at once
+        after our close (RabbitMQ resets); none after the client's, as RabbitMQ."""
         if self._linger_deadline is not None:
             return
         self._linger_deadline = time.monotonic() + LINGER_TIMEOUT
         self._closing_deadline = None
         self._drop_session()
-        self._finishing = True
+        if not self.proto.peer_closed:
+            self._finishing = True  # the writer sends what is queued, then FIN
         self._wake.set()
         self._hb_wake.set()
 
@@ -535,8 +531,9 @@ class AMQPConnection:
                                message.properties_raw, message.body)
 
     def send_cancel(self, ch: ChannelState, consumer_tag: str) -> None:
-        if not self.alive or ch.number not in self.channels:
-            return
+        if (not self.alive or ch.number not in self.channels
+                or not self.proto.client_capabilities.get("consumer_cancel_notify")):
+            return  # RabbitMQ tells only clients announcing consumer_cancel_notify
         self.proto.send_method(ch.number, M.BasicCancel(consumer_tag=consumer_tag, no_wait=True))
 
     # ------------------------------------------------------- wire -> broker
@@ -672,10 +669,15 @@ class AMQPConnection:
             self._reply(ch, M.QueuePurgeOk(message_count=n))
 
     async def _queue_delete(self, ch: ChannelState, m: Any) -> None:
+        self.server.interpret(flush=False)  # what earlier frames are owed goes first
         n = self.broker.queue_delete(ch, m.queue, if_unused=m.if_unused, if_empty=m.if_empty)
-        await self._durable(ch)
-        if not m.no_wait:
-            self._reply(ch, M.QueueDeleteOk(message_count=n))
+        cancels = self.broker.take_effects()  # basic.cancel after delete-ok, as RabbitMQ
+        try:
+            await self._durable(ch)
+            if not m.no_wait:
+                self._reply(ch, M.QueueDeleteOk(message_count=n))
+        finally:  # the queue is gone even if its commit failed
+            self.broker.effects.extend(cancels)
 
     async def _basic_qos(self, ch: ChannelState, m: Any) -> None:
         self.broker.basic_qos(ch, m.prefetch_size, m.prefetch_count, m.global_)

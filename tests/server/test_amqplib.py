@@ -24,3 +24,16 @@ def test_amqplib_confirms_prefetch_topic_and_requeue(broker: BrokerProcess) -> N
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["count"] == 20 and result["sorted"] == list(range(20))
     assert result["redelivered"] is True
+
+
+def test_amqplib_cancelled_consumer(broker: BrokerProcess) -> None:
+    """amqplib's own "cancelled consumer" test: delete-ok must come before the
+    consumer's basic.cancel, or the channel closes with deleteQueue unanswered."""
+    node = shutil.which("node")
+    if node is None or not (NODE_DIR / "node_modules" / "amqplib").is_dir():
+        pytest.skip("node or amqplib not installed (scripts/test.sh installs them)")
+    out = subprocess.run([node, str(NODE_DIR / "amqplib_cancelled.js"), broker.url,
+                          "amqplib-cancelled-consumer"],
+                         capture_output=True, text=True, timeout=60, cwd=NODE_DIR)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"messageCount": 0}

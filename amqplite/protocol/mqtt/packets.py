@@ -207,8 +207,21 @@ class Auth:
 
 
 Packet = (
-    Connect | ConnAck | Publish | PubAck | PubRec | PubRel | PubComp | Subscribe | SubAck
-    | Unsubscribe | UnsubAck | PingReq | PingResp | Disconnect | Auth
+    Connect
+    | ConnAck
+    | Publish
+    | PubAck
+    | PubRec
+    | PubRel
+    | PubComp
+    | Subscribe
+    | SubAck
+    | Unsubscribe
+    | UnsubAck
+    | PingReq
+    | PingResp
+    | Disconnect
+    | Auth
 )
 _Ack = PubAck | PubRec | PubRel | PubComp
 _ACK_CLASSES: dict[int, type[_Ack]] = {PUBACK: PubAck, PUBREC: PubRec, PUBREL: PubRel, PUBCOMP: PubComp}
@@ -216,7 +229,9 @@ _ACK_CLASSES: dict[int, type[_Ack]] = {PUBACK: PubAck, PUBREC: PubRec, PUBREL: P
 # The reason codes each MQTT 5 packet may carry (section 3.x.2.1); others are a protocol error.
 _RC_PUB = frozenset({0x00, 0x10, 0x80, 0x83, 0x87, 0x90, 0x91, 0x97, 0x99})
 VALID_REASON_CODES: dict[int, frozenset[int]] = {
-    CONNACK: frozenset({0x00, *range(0x80, 0x8B), 0x8C, 0x90, 0x95, 0x97, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9F}),
+    CONNACK: frozenset(
+        {0x00, *range(0x80, 0x8B), 0x8C, 0x90, 0x95, 0x97, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9F}
+    ),
     PUBACK: _RC_PUB,
     PUBREC: _RC_PUB,
     PUBREL: frozenset({0x00, 0x92}),
@@ -270,7 +285,9 @@ def encode(packet: Packet, version: int = MQTT_311) -> bytes:
         return encode_publish(packet, version)
     if isinstance(packet, PubAck | PubRec | PubRel | PubComp):
         first = (packet.TYPE << 4) | (0x02 if packet.TYPE == PUBREL else 0)
-        return _frame(first, pack_u16(packet.packet_id) + _ack_tail(packet.reason_code, packet.properties, version))
+        return _frame(
+            first, pack_u16(packet.packet_id) + _ack_tail(packet.reason_code, packet.properties, version)
+        )
     if isinstance(packet, Connect):
         return _frame(0x10, _connect_body(packet))
     if isinstance(packet, ConnAck):
@@ -498,7 +515,9 @@ def _decode_subscribe(buf: memoryview, pos: int, end: int, version: int) -> Subs
         retain_handling = (options >> 4) & 0x03
         if retain_handling == 3:
             raise protocol_error("retain handling 3", SUBSCRIBE)
-        subs.append(Subscription(topic_filter, qos, bool(options & 0x04), bool(options & 0x08), retain_handling))
+        subs.append(
+            Subscription(topic_filter, qos, bool(options & 0x04), bool(options & 0x08), retain_handling)
+        )
     if not subs:
         # [MQTT-3.8.3-2] (5.0), [MQTT-3.8.3-3] (3.1.1): at least one topic filter
         raise (protocol_error if v5 else malformed)("SUBSCRIBE without a topic filter", SUBSCRIBE)

@@ -35,7 +35,7 @@ SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH = 
 WILL = 0
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Properties:
     """Every MQTT 5 property; ``None`` (or an empty tuple) means absent."""
 
@@ -69,6 +69,15 @@ class Properties:
 
     def __bool__(self) -> bool:
         return self != EMPTY
+
+    def __repr__(self) -> str:
+        """Only the properties that are present (the record has 27 fields)."""
+        shown = ", ".join(
+            f"{a.name}={getattr(self, a.name)!r}"
+            for a in attrs.fields(Properties)
+            if getattr(self, a.name) not in (None, ())
+        )
+        return f"Properties({shown})"
 
 
 EMPTY = Properties()

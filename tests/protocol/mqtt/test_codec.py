@@ -199,7 +199,8 @@ def test_unknown_property_and_wrong_packet_are_malformed() -> None:
 
 
 @pytest.mark.parametrize(
-    "props", [b"\x01\x02", b"\x0b\x00"]  # payload format 2, subscription identifier 0
+    "props",
+    [b"\x01\x02", b"\x0b\x00"],  # payload format 2, subscription identifier 0
 )
 def test_bad_property_values_are_protocol_errors(props: bytes) -> None:
     assert _code(_publish_with_props(props)) == PROTOCOL

@@ -145,7 +145,9 @@ def test_inbound_receive_maximum() -> None:
     conn = connected(limits=ServerLimits(receive_maximum=2))
     assert len(feed(conn, pk.Publish("t", b"", 1, packet_id=1), pk.Publish("t", b"", 2, packet_id=2))) == 2
     (event,) = feed(conn, pk.Publish("t", b"", 1, packet_id=3))
-    assert isinstance(event, ev.ProtocolViolation) and event.reason_code == ReasonCode.RECEIVE_MAXIMUM_EXCEEDED
+    assert (
+        isinstance(event, ev.ProtocolViolation) and event.reason_code == ReasonCode.RECEIVE_MAXIMUM_EXCEEDED
+    )
 
 
 def test_receive_maximum_frees_on_ack() -> None:
@@ -158,8 +160,9 @@ def test_receive_maximum_frees_on_ack() -> None:
 
 def test_topic_alias_inbound() -> None:
     conn = connected(limits=ServerLimits(topic_alias_maximum=2))
-    (a,) = feed(conn, pk.Publish("long/topic", b"1", properties=Properties(topic_alias=2)))
+    (first,) = feed(conn, pk.Publish("long/topic", b"1", properties=Properties(topic_alias=2)))
     (b,) = feed(conn, pk.Publish("", b"2", properties=Properties(topic_alias=2)))
+    assert isinstance(first, ev.PublishReceived)
     assert isinstance(b, ev.PublishReceived) and b.publish.topic == "long/topic"
     (c,) = feed(conn, pk.Publish("", b"3", properties=Properties(topic_alias=3)))
     assert isinstance(c, ev.ProtocolViolation) and c.reason_code == ReasonCode.TOPIC_ALIAS_INVALID
@@ -236,7 +239,11 @@ def test_ping_and_disconnect() -> None:
 def test_disconnect_with_will_and_expiry_rules() -> None:
     conn = connected(session_expiry_interval=10)
     (event,) = feed(conn, pk.Disconnect(4, Properties(session_expiry_interval=30)))
-    assert isinstance(event, ev.DisconnectReceived) and event.publish_will and event.session_expiry_interval == 30
+    assert (
+        isinstance(event, ev.DisconnectReceived)
+        and event.publish_will
+        and event.session_expiry_interval == 30
+    )
     conn = connected()
     (event,) = feed(conn, pk.Disconnect(0, Properties(session_expiry_interval=30)))
     assert isinstance(event, ev.ProtocolViolation)  # [MQTT-3.14.2-2]

@@ -161,7 +161,10 @@ def test_paho_client_against_the_state_machine(server: tuple[ServerLoop, int], p
         assert (c.properties.session_expiry_interval, c.properties.receive_maximum) == (30, 10)
     publishes = [e.publish for e in events if isinstance(e, ev.PublishReceived)]
     assert [(p.topic, p.payload, p.qos, p.retain) for p in publishes] == [
-        ("oracle/out", b"m0", 0, False), ("oracle/out", b"m1", 1, True), ("oracle/out", b"m2", 2, False)]  # fmt: skip
+        ("oracle/out", b"m0", 0, False),
+        ("oracle/out", b"m1", 1, True),
+        ("oracle/out", b"m2", 2, False),
+    ]
     if v5:
         props = publishes[0].properties
         assert props.user_properties == (("a", "1"), ("b", "2"), ("a", "3"))
@@ -189,8 +192,8 @@ def test_paho_client_against_the_state_machine(server: tuple[ServerLoop, int], p
 def test_mosquitto_pub_bytes(server: tuple[ServerLoop, int], version: str) -> None:
     loop, port = server
     cmd = ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-V", version, "-q", "2", "-t", "a/b",
-           "-m", "hello", "-i", "mosq1", "-u", "user", "-P", "pw", "--will-topic", "w/t", "--will-payload", "bye",
-           "-r", "-k", "15"]  # fmt: skip
+           "-m", "hello", "-i", "mosq1", "-u", "user", "-P", "pw", "--will-topic", "w/t",
+           "--will-payload", "bye", "-r", "-k", "15"]  # fmt: skip
     if version == "mqttv5":
         cmd += ["-D", "publish", "user-property", "k", "v", "-D", "publish", "content-type", "text/plain",
                 "-D", "connect", "session-expiry-interval", "30"]  # fmt: skip

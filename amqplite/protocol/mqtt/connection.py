@@ -67,6 +67,7 @@ from amqplite.protocol.mqtt.packets import (
 )
 from amqplite.protocol.mqtt.properties import CONNACK, DISCONNECT, EMPTY, Properties
 from amqplite.protocol.mqtt.topics import parse_filter
+from amqplite.protocol.mqtt.wire import pack_u16
 
 MAX_PACKET_ID = 65_535
 
@@ -549,7 +550,10 @@ class MQTTConnection:
             return False
         if packet_id in self._in_qos1:
             self._in_qos1.discard(packet_id)
-            self._out += self._fit(PubAck(packet_id, reason_code, properties), self.version)
+            if reason_code == 0 and properties is EMPTY:
+                self._out += b"\x40\x02" + pack_u16(packet_id)  # the common PUBACK, preencoded
+            else:
+                self._out += self._fit(PubAck(packet_id, reason_code, properties), self.version)
             return True
         if self._in_qos2.get(packet_id) is False:
             if reason_code >= 0x80:

@@ -9,6 +9,7 @@ duplicate of a single-valued property is a protocol error (section 2.2.2.2).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -68,7 +69,7 @@ class Properties:
     shared_subscription_available: int | None = None
 
     def __bool__(self) -> bool:
-        return self != EMPTY
+        return self is not EMPTY and self != EMPTY
 
     def __repr__(self) -> str:
         """Only the properties that are present (the record has 27 fields)."""
@@ -122,9 +123,13 @@ _BOOLEAN = frozenset({0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A})
 # left to the connection, which answers 0x94).
 _NONZERO = frozenset({0x21, 0x27, 0x0B})
 _ORDER = sorted(_SPEC)
+_ENCODE_ORDER = [(ident, _SPEC[ident][1]) for ident in _ORDER]
+# one C call fetches every attribute in identifier order
+_VALUES_OF = operator.attrgetter(*(_SPEC[ident][0] for ident in _ORDER))
 
 
 def _read_pair(buf: memoryview, pos: int, end: int) -> tuple[tuple[str, str], int]:
+    """A UTF-8 String Pair (user property)."""
     name, pos = read_str(buf, pos, end)
     value, pos = read_str(buf, pos, end)
     return (name, value), pos
@@ -147,7 +152,11 @@ _READERS: dict[str, Callable[[memoryview, int, int], tuple[Any, int]]] = {
 
 def decode_properties(buf: memoryview, pos: int, end: int, packet_type: int) -> tuple[Properties, int]:
     """Read a property length and the properties after it; returns (Properties, offset)."""
-    length, pos = body_varint(buf, pos, end)
+    if pos < end and buf[pos] < 0x80:
+        length = buf[pos]
+        pos += 1
+    else:
+        length, pos = body_varint(buf, pos, end)
     if length == 0:
         return EMPTY, pos
     stop = pos + length
@@ -157,7 +166,11 @@ def decode_properties(buf: memoryview, pos: int, end: int, packet_type: int) -> 
     users: list[tuple[str, str]] = []
     sub_ids: list[int] = []
     while pos < stop:
-        ident, pos = body_varint(buf, pos, stop)
+        ident = buf[pos]
+        if ident < 0x80:
+            pos += 1
+        else:
+            ident, pos = body_varint(buf, pos, stop)
         spec = _SPEC.get(ident)
         if spec is None:
             raise malformed(f"unknown property identifier 0x{ident:02x}", packet_type)
@@ -190,12 +203,10 @@ def decode_properties(buf: memoryview, pos: int, end: int, packet_type: int) -> 
 
 def encode_properties(props: Properties) -> bytes:
     """Property length plus properties, ascending identifier, list order kept."""
-    if props is EMPTY or props == EMPTY:
+    if props is EMPTY:
         return b"\x00"
     out = bytearray()
-    for ident in _ORDER:
-        name, kind, _ = _SPEC[ident]
-        value = getattr(props, name)
+    for (ident, kind), value in zip(_ENCODE_ORDER, _VALUES_OF(props), strict=True):
         if value is None or value == ():
             continue
         if kind == "p":

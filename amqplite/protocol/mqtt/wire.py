@@ -126,9 +126,15 @@ def read_bin(buf: memoryview, pos: int, end: int) -> tuple[bytes, int]:
 
 def read_str(buf: memoryview, pos: int, end: int) -> tuple[str, int]:
     """A UTF-8 Encoded String; ill-formed UTF-8 is malformed [MQTT-1.5.4-1]."""
-    raw, stop = read_bin(buf, pos, end)
+    if pos + 2 > end:
+        raise malformed("truncated length")
+    stop = pos + 2 + ((buf[pos] << 8) | buf[pos + 1])
+    if stop > end:
+        raise malformed("length runs past the end of the packet")
     try:
-        text = raw.decode("utf-8")
+        text = str(buf[pos + 2 : stop], "utf-8")
     except UnicodeDecodeError:
         raise malformed("string is not well-formed UTF-8") from None
-    return check_text(text), stop
+    if "\x00" in text:
+        raise malformed("UTF-8 string contains U+0000")  # [MQTT-1.5.4-2]
+    return text, stop

@@ -87,13 +87,17 @@ def _codes(packet_type: int, version: int) -> st.SearchStrategy[int]:
     return st.sampled_from(sorted(pk.VALID_REASON_CODES[packet_type]))
 
 
+def kinds(version: int) -> list[int]:
+    """The packet types that exist at ``version`` (AUTH only in MQTT 5)."""
+    return list(range(1, 15)) + ([AUTH] if version == 5 else [])
+
+
 @st.composite
-def packets(draw: st.DrawFn, version: int) -> pk.Packet:
-    """Any packet valid at ``version`` (both directions)."""
+def packets(draw: st.DrawFn, version: int, kind: int | None = None) -> pk.Packet:
+    """Any packet valid at ``version`` (both directions), of type ``kind`` if given."""
     v5 = version == 5
-    kinds = [CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, SUBACK,
-             UNSUBSCRIBE, UNSUBACK, 12, 13, DISCONNECT] + ([AUTH] if v5 else [])  # fmt: skip
-    kind = draw(st.sampled_from(kinds))
+    if kind is None:
+        kind = draw(st.sampled_from(kinds(version)))
     if kind == CONNECT:
         will = None
         if draw(st.booleans()):

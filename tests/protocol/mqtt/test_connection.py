@@ -382,3 +382,62 @@ def test_outbound_ids_unique_and_window_respected(receive_max: int, ops: list[tu
                 feed(conn, pk.PubRec(entry.packet_id))
         conn.data_to_send()
     assert not conn.closed
+
+
+def test_server_disconnect_takeover() -> None:
+    conn = connected()
+    conn.disconnect(ReasonCode.SESSION_TAKEN_OVER)
+    assert sent(conn) == [pk.Disconnect(ReasonCode.SESSION_TAKEN_OVER)] and conn.closed
+    old = connected(4)
+    old.disconnect(ReasonCode.SESSION_TAKEN_OVER)
+    assert old.data_to_send() == b"" and old.closed  # 3.1.1 has no server DISCONNECT
+
+
+def test_will_above_limits_is_refused_in_connack() -> None:
+    conn = MQTTConnection(ServerLimits(maximum_qos=1))
+    (event,) = feed(conn, pk.Connect("c", 5, will=pk.Will("w", b"", 2)))
+    assert isinstance(event, ev.ProtocolViolation)
+    assert sent(conn) == [
+        pk.ConnAck(False, ReasonCode.QOS_NOT_SUPPORTED, Properties(reason_string="will QoS above maximum"))
+    ]
+    conn = MQTTConnection(ServerLimits(retain_available=False))
+    (event,) = feed(conn, pk.Connect("c", 4, will=pk.Will("w", b"", 0, True)), version=4)
+    assert isinstance(event, ev.ProtocolViolation) and event.reason_code == ReasonCode.RETAIN_NOT_SUPPORTED
+    assert conn.data_to_send() == b""  # no 3.1.1 return code for it: close
+
+
+def test_enhanced_auth_exchange() -> None:
+    conn = MQTTConnection()
+    method = Properties(authentication_method="SCRAM-SHA-1", authentication_data=b"first")
+    (event,) = feed(conn, pk.Connect("c", 5, properties=method))
+    assert isinstance(event, ev.ConnectReceived)
+    conn.send_auth(ReasonCode.CONTINUE_AUTHENTICATION, Properties(authentication_method="SCRAM-SHA-1"))
+    (event,) = feed(conn, pk.Auth(ReasonCode.CONTINUE_AUTHENTICATION, method))
+    assert isinstance(event, ev.AuthReceived)
+    (event,) = feed(conn, pk.PingReq())  # [MQTT-3.1.2-30] nothing but AUTH before CONNACK
+    assert isinstance(event, ev.ProtocolViolation)
+    auth, connack = sent(conn)
+    assert isinstance(auth, pk.Auth) and isinstance(connack, pk.ConnAck) and connack.reason_code == 0x82
+
+
+def test_auth_without_method_is_a_protocol_error() -> None:
+    conn = connected()
+    (event,) = feed(conn, pk.Auth())
+    assert isinstance(event, ev.ProtocolViolation) and event.reason_code == ReasonCode.PROTOCOL_ERROR
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from([3, 4, 5]), st.binary(max_size=80))
+def test_fuzz_connection_never_raises(version: int, junk: bytes) -> None:
+    """After a valid CONNECT, arbitrary bytes give events (maybe a ProtocolViolation), never
+    an exception, and nothing after the connection closed."""
+    conn = MQTTConnection()
+    feed(conn, pk.Connect("c", version), version=version)
+    conn.accept()
+    conn.receive_data(junk, 1.0)
+    events = list(conn.events())
+    for event in events[:-1]:
+        assert not isinstance(event, ev.ProtocolViolation)
+    if conn.closed:
+        assert conn.next_event() is None
+    decode_all(conn.data_to_send(), version)  # whatever we answered is well-formed

@@ -241,8 +241,10 @@ class MQTTConnection:
 
     def _write_connack_error(self, code: int, message: str) -> None:
         version = self._decoder.version if self.version == 0 else self.version
+        # [MQTT-3.2.2-6] session present 0 with a failure code; [MQTT-3.2.2-7] then close, and
+        # [MQTT-3.1.4-6] process nothing after the CONNECT (the caller sets State.CLOSED)
         if version >= MQTT_5 and code != ReasonCode.UNSUPPORTED_PROTOCOL_VERSION:
-            if code not in VALID_REASON_CODES[CONNACK]:
+            if code not in VALID_REASON_CODES[CONNACK]:  # [MQTT-3.2.2-8]
                 code = ReasonCode.UNSPECIFIED_ERROR
             props = Properties(reason_string=message) if message else EMPTY
             self._out += self._fit(ConnAck(False, code, props), MQTT_5)
@@ -254,6 +256,7 @@ class MQTTConnection:
             self._out += encode(ConnAck(False, legacy), min(version, 4) or 4)
 
     def _write_disconnect(self, code: int, message: str | None = None) -> None:
+        # [MQTT-3.14.2-1] a DISCONNECT reason code; [MQTT-3.14.2-2] no session expiry from us
         if code not in VALID_REASON_CODES[DISCONNECT]:
             code = ReasonCode.UNSPECIFIED_ERROR
         props = Properties(reason_string=message) if message else EMPTY
@@ -360,7 +363,8 @@ class MQTTConnection:
         limits = self.limits
         props = p.properties
         if p.qos > limits.maximum_qos:
-            raise MQTTError(ReasonCode.QOS_NOT_SUPPORTED, f"QoS {p.qos} above maximum")  # [MQTT-3.2.2-11]
+            # [MQTT-3.2.2-11] binds the client; 3.2.2.3.4: answer DISCONNECT 0x9B
+            raise MQTTError(ReasonCode.QOS_NOT_SUPPORTED, f"QoS {p.qos} above maximum")
         if p.retain and not limits.retain_available:
             raise MQTTError(ReasonCode.RETAIN_NOT_SUPPORTED, "retain not supported")  # [MQTT-3.2.2-14]
         if props.subscription_identifiers:
@@ -368,7 +372,7 @@ class MQTTConnection:
         alias = props.topic_alias
         if alias is not None:
             if alias == 0 or alias > limits.topic_alias_maximum:
-                # [MQTT-3.3.2-8] alias 0, [MQTT-3.3.2-9] above our Topic Alias Maximum
+                # [MQTT-3.3.2-8] alias 0; [MQTT-3.2.2-17], [MQTT-3.3.2-9] above our Topic Alias Maximum
                 raise MQTTError(ReasonCode.TOPIC_ALIAS_INVALID, f"topic alias {alias}")
             if p.topic:
                 self._alias_in[alias] = p.topic
@@ -405,7 +409,7 @@ class MQTTConnection:
         pid = packet.packet_id
         known = self._in_qos2.pop(pid, None) is not None
         code = 0 if known or self.version < MQTT_5 else ReasonCode.PACKET_IDENTIFIER_NOT_FOUND
-        self._write(PubComp(pid, code))  # [MQTT-4.3.3-11]: PUBCOMP with the same id
+        self._write(PubComp(pid, code))  # 4.3.3: PUBCOMP with the PUBREL's packet id
         return PubRelReceived(pid, known)
 
     def _on_puback(self, packet: PubAck) -> PubAckReceived | None:
@@ -477,7 +481,7 @@ class MQTTConnection:
     def _on_disconnect(self, d: Disconnect) -> DisconnectReceived:
         expiry = d.properties.session_expiry_interval
         if expiry and not self.session_expiry_interval:
-            # [MQTT-3.14.2-2]: no non-zero expiry at DISCONNECT after 0 at CONNECT
+            # 3.14.2.2.2: a non-zero expiry at DISCONNECT after 0 at CONNECT is a protocol error
             raise protocol_error("session expiry set at DISCONNECT after 0 at CONNECT", DISCONNECT)
         if expiry is not None:
             self.session_expiry_interval = expiry
@@ -524,6 +528,8 @@ class MQTTConnection:
             ):
                 if not getattr(limits, name):
                     extra[name] = 0
+            if not c.properties.request_response_information:
+                extra["response_information"] = None  # [MQTT-3.1.2-28]
             properties = attrs.evolve(properties, **extra)  # type: ignore[arg-type]
         self._out += self._fit(ConnAck(session_present, 0, properties), self.version)
         self.keep_alive = keep_alive

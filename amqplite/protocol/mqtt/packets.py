@@ -590,7 +590,8 @@ def decode_body(first: int, buf: memoryview, pos: int, end: int, version: int) -
     if ptype == 0 or (ptype == AUTH and version < MQTT_5):
         raise malformed(f"reserved packet type {ptype}", ptype)
     if flags != (0x02 if ptype in (PUBREL, SUBSCRIBE, UNSUBSCRIBE) else 0):
-        raise malformed(f"invalid fixed header flags 0x{flags:x}", ptype)  # [MQTT-2.2.2-1], [MQTT-2.2.2-2]
+        # [MQTT-2.1.3-1] (5.0), [MQTT-2.2.2-1] and [MQTT-2.2.2-2] (3.1.1): reserved flags as listed
+        raise malformed(f"invalid fixed header flags 0x{flags:x}", ptype)
     if PUBACK <= ptype <= PUBCOMP:
         return _decode_ack(ptype, buf, pos, end, version)
     if ptype == CONNECT:

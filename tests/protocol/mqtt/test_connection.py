@@ -441,3 +441,17 @@ def test_fuzz_connection_never_raises(version: int, junk: bytes) -> None:
     if conn.closed:
         assert conn.next_event() is None
     decode_all(conn.data_to_send(), version)  # whatever we answered is well-formed
+
+
+def test_response_information_only_when_requested() -> None:
+    info = Properties(response_information="reply/")
+    conn = MQTTConnection()
+    feed(conn, pk.Connect("c", 5))
+    conn.accept(properties=info)
+    (connack,) = sent(conn)
+    assert isinstance(connack, pk.ConnAck) and connack.properties.response_information is None
+    conn = MQTTConnection()
+    feed(conn, pk.Connect("c", 5, properties=Properties(request_response_information=1)))
+    conn.accept(properties=info)
+    (connack,) = sent(conn)
+    assert isinstance(connack, pk.ConnAck) and connack.properties.response_information == "reply/"

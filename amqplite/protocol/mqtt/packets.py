@@ -106,35 +106,33 @@ class Publish:
 
 
 @attrs.frozen
-class PubAck:
+class _PublishAck:
+    """PUBACK, PUBREC, PUBREL and PUBCOMP share one layout; the class is the type."""
+
+    TYPE: ClassVar[int]
+    packet_id: int
+    reason_code: int = 0
+    properties: Properties = EMPTY
+
+
+@attrs.frozen
+class PubAck(_PublishAck):
     TYPE: ClassVar[int] = PUBACK
-    packet_id: int
-    reason_code: int = 0
-    properties: Properties = EMPTY
 
 
 @attrs.frozen
-class PubRec:
+class PubRec(_PublishAck):
     TYPE: ClassVar[int] = PUBREC
-    packet_id: int
-    reason_code: int = 0
-    properties: Properties = EMPTY
 
 
 @attrs.frozen
-class PubRel:
+class PubRel(_PublishAck):
     TYPE: ClassVar[int] = PUBREL
-    packet_id: int
-    reason_code: int = 0
-    properties: Properties = EMPTY
 
 
 @attrs.frozen
-class PubComp:
+class PubComp(_PublishAck):
     TYPE: ClassVar[int] = PUBCOMP
-    packet_id: int
-    reason_code: int = 0
-    properties: Properties = EMPTY
 
 
 @attrs.frozen
@@ -283,7 +281,7 @@ def encode(packet: Packet, version: int = MQTT_311) -> bytes:
     v5 = version >= MQTT_5
     if isinstance(packet, Publish):
         return encode_publish(packet, version)
-    if isinstance(packet, PubAck | PubRec | PubRel | PubComp):
+    if isinstance(packet, _PublishAck):
         first = (packet.TYPE << 4) | (0x02 if packet.TYPE == PUBREL else 0)
         return _frame(
             first, pack_u16(packet.packet_id) + _ack_tail(packet.reason_code, packet.properties, version)

@@ -7,25 +7,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from amqplite.protocol.mqtt import packets as pk
-from amqplite.protocol.mqtt.properties import (
-    AUTH,
-    CONNACK,
-    CONNECT,
-    DISCONNECT,
-    EMPTY,
-    PUBACK,
-    PUBCOMP,
-    PUBLISH,
-    PUBREC,
-    PUBREL,
-    SUBACK,
-    SUBSCRIBE,
-    UNSUBACK,
-    UNSUBSCRIBE,
-    WILL,
-    Properties,
-    allowed_properties,
-)
+from amqplite.protocol.mqtt.properties import EMPTY, WILL, Properties, allowed_properties
 
 VERSIONS = (3, 4, 5)
 
@@ -76,7 +58,7 @@ def properties(draw: st.DrawFn, packet_type: int, version: int = 5) -> Propertie
     names = sorted(allowed_properties(packet_type))
     chosen = draw(st.lists(st.sampled_from(names), unique=True, max_size=len(names))) if names else []
     values = {name: draw(_VALUES[name]) for name in chosen}
-    if packet_type == SUBSCRIBE and "subscription_identifiers" in values:
+    if packet_type == pk.SUBSCRIBE and "subscription_identifiers" in values:
         values["subscription_identifiers"] = values["subscription_identifiers"][:1]
     return Properties(**values)
 
@@ -88,8 +70,8 @@ def _codes(packet_type: int, version: int) -> st.SearchStrategy[int]:
 
 
 def kinds(version: int) -> list[int]:
-    """The packet types that exist at ``version`` (AUTH only in MQTT 5)."""
-    return list(range(1, 15)) + ([AUTH] if version == 5 else [])
+    """The packet types that exist at ``version`` (pk.AUTH only in MQTT 5)."""
+    return list(range(1, 15)) + ([pk.AUTH] if version == 5 else [])
 
 
 @st.composite
@@ -98,7 +80,7 @@ def packets(draw: st.DrawFn, version: int, kind: int | None = None) -> pk.Packet
     v5 = version == 5
     if kind is None:
         kind = draw(st.sampled_from(kinds(version)))
-    if kind == CONNECT:
+    if kind == pk.CONNECT:
         will = None
         if draw(st.booleans()):
             will = pk.Will(draw(topic_names), draw(binary), draw(st.integers(0, 2)), draw(st.booleans()),
@@ -106,41 +88,41 @@ def packets(draw: st.DrawFn, version: int, kind: int | None = None) -> pk.Packet
         username = draw(st.none() | text)
         password = draw(st.none() | binary) if (username is not None or v5) else None
         return pk.Connect(draw(text), version, draw(st.booleans()), draw(u16), username, password, will,
-                          draw(properties(CONNECT, version)))  # fmt: skip
-    if kind == CONNACK:
-        code = draw(_codes(CONNACK, 5)) if v5 else draw(st.integers(0, 5))
+                          draw(properties(pk.CONNECT, version)))  # fmt: skip
+    if kind == pk.CONNACK:
+        code = draw(_codes(pk.CONNACK, 5)) if v5 else draw(st.integers(0, 5))
         present = draw(st.booleans()) if version > 3 else False
-        return pk.ConnAck(present, code, draw(properties(CONNACK, version)))
-    if kind == PUBLISH:
+        return pk.ConnAck(present, code, draw(properties(pk.CONNACK, version)))
+    if kind == pk.PUBLISH:
         qos = draw(st.integers(0, 2))
         return pk.Publish(draw(topic_names), draw(binary), qos, draw(st.booleans()),
                           draw(st.booleans()) if qos else False, draw(ids) if qos else None,
-                          draw(properties(PUBLISH, version)))  # fmt: skip
-    if kind in (PUBACK, PUBREC, PUBREL, PUBCOMP):
-        cls = {PUBACK: pk.PubAck, PUBREC: pk.PubRec, PUBREL: pk.PubRel, PUBCOMP: pk.PubComp}[kind]
+                          draw(properties(pk.PUBLISH, version)))  # fmt: skip
+    if kind in (pk.PUBACK, pk.PUBREC, pk.PUBREL, pk.PUBCOMP):
+        cls = {pk.PUBACK: pk.PubAck, pk.PUBREC: pk.PubRec, pk.PUBREL: pk.PubRel, pk.PUBCOMP: pk.PubComp}[kind]
         return cls(draw(ids), draw(_codes(kind, version)), draw(properties(kind, version)))
-    if kind == SUBSCRIBE:
+    if kind == pk.SUBSCRIBE:
         subs = draw(st.lists(_subscription(version), min_size=1, max_size=4))
-        return pk.Subscribe(draw(ids), tuple(subs), draw(properties(SUBSCRIBE, version)))
-    if kind == SUBACK:
-        codes = st.sampled_from(sorted(pk.VALID_REASON_CODES[SUBACK] if v5 else pk.SUBACK_311))
+        return pk.Subscribe(draw(ids), tuple(subs), draw(properties(pk.SUBSCRIBE, version)))
+    if kind == pk.SUBACK:
+        codes = st.sampled_from(sorted(pk.VALID_REASON_CODES[pk.SUBACK] if v5 else pk.SUBACK_311))
         return pk.SubAck(draw(ids), tuple(draw(st.lists(codes, min_size=1, max_size=4))),
-                         draw(properties(SUBACK, version)))  # fmt: skip
-    if kind == UNSUBSCRIBE:
+                         draw(properties(pk.SUBACK, version)))  # fmt: skip
+    if kind == pk.UNSUBSCRIBE:
         filters = draw(st.lists(text, min_size=1, max_size=4))
-        return pk.Unsubscribe(draw(ids), tuple(filters), draw(properties(UNSUBSCRIBE, version)))
-    if kind == UNSUBACK:
+        return pk.Unsubscribe(draw(ids), tuple(filters), draw(properties(pk.UNSUBSCRIBE, version)))
+    if kind == pk.UNSUBACK:
         if not v5:
             return pk.UnsubAck(draw(ids))
-        codes = draw(st.lists(_codes(UNSUBACK, 5), max_size=4))
-        return pk.UnsubAck(draw(ids), tuple(codes), draw(properties(UNSUBACK, version)))
+        codes = draw(st.lists(_codes(pk.UNSUBACK, 5), max_size=4))
+        return pk.UnsubAck(draw(ids), tuple(codes), draw(properties(pk.UNSUBACK, version)))
     if kind == 12:
         return pk.PingReq()
     if kind == 13:
         return pk.PingResp()
-    if kind == DISCONNECT:
-        return pk.Disconnect(draw(_codes(DISCONNECT, version)), draw(properties(DISCONNECT, version)))
-    return pk.Auth(draw(_codes(AUTH, 5)), draw(properties(AUTH, version)))
+    if kind == pk.DISCONNECT:
+        return pk.Disconnect(draw(_codes(pk.DISCONNECT, version)), draw(properties(pk.DISCONNECT, version)))
+    return pk.Auth(draw(_codes(pk.AUTH, 5)), draw(properties(pk.AUTH, version)))
 
 
 @st.composite

@@ -66,7 +66,7 @@ from amqplite.protocol.mqtt.packets import (
     encode_publish,
 )
 from amqplite.protocol.mqtt.properties import CONNACK, DISCONNECT, EMPTY, Properties
-from amqplite.protocol.mqtt.topics import parse_filter
+from amqplite.protocol.mqtt.topics import SubscriptionFilter, parse_filter
 from amqplite.protocol.mqtt.wire import pack_u16
 
 MAX_PACKET_ID = 65_535
@@ -123,6 +123,13 @@ class OutgoingPublish:
 class FlowControlError(Exception):
     """The shell sent a QoS 1/2 PUBLISH with no room in the client's receive
     maximum (or no free packet id); check ``window`` first."""
+
+
+def _try_parse(raw: str) -> SubscriptionFilter | None:
+    try:
+        return parse_filter(raw)
+    except MQTTError:
+        return None
 
 
 class MQTTConnection:
@@ -314,7 +321,8 @@ class MQTTConnection:
         if isinstance(packet, Subscribe):
             return self._on_subscribe(packet)
         if isinstance(packet, Unsubscribe):
-            return UnsubscribeReceived(packet.packet_id, packet.topic_filters, packet.properties)
+            parsed = tuple(_try_parse(f) for f in packet.topic_filters)
+            return UnsubscribeReceived(packet.packet_id, packet.topic_filters, parsed, packet.properties)
         if isinstance(packet, PingReq):
             self._write(PingResp())  # [MQTT-3.12.4-1]
             return PingReceived()
@@ -449,12 +457,8 @@ class MQTTConnection:
             raise MQTTError(ReasonCode.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED, "subscription identifiers")
         requests = []
         for sub in s.subscriptions:
-            code = 0
-            parsed = None
-            try:
-                parsed = parse_filter(sub.topic_filter)
-            except MQTTError as err:
-                code = err.reason_code
+            parsed = _try_parse(sub.topic_filter)
+            code = 0 if parsed is not None else ReasonCode.TOPIC_FILTER_INVALID
             if parsed is not None:
                 if parsed.share_group is not None:
                     if not limits.shared_subscription_available:

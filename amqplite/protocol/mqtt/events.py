@@ -55,10 +55,12 @@ class SubscribeReceived:
 
 @attrs.frozen
 class UnsubscribeReceived:
-    """UNSUBSCRIBE: answer with ``send_unsuback(packet_id, codes)``."""
+    """UNSUBSCRIBE: answer with ``send_unsuback(packet_id, codes)``. ``parsed`` has one
+    entry per filter, None where the filter is invalid (answer 0x8F)."""
 
     packet_id: int
     topic_filters: tuple[str, ...]
+    parsed: tuple[SubscriptionFilter | None, ...] = ()
     properties: Properties = EMPTY
 
 

@@ -455,3 +455,13 @@ def test_response_information_only_when_requested() -> None:
     conn.accept(properties=info)
     (connack,) = sent(conn)
     assert isinstance(connack, pk.ConnAck) and connack.properties.response_information == "reply/"
+
+
+def test_unsubscribe_parses_each_filter() -> None:
+    conn = connected()
+    (event,) = feed(conn, pk.Unsubscribe(4, ("a/+", "a/#/b", "$share/g/x")))
+    assert isinstance(event, ev.UnsubscribeReceived)
+    assert event.parsed[0] is not None and event.parsed[1] is None
+    assert event.parsed[2] is not None and event.parsed[2].share_group == "g"
+    conn.send_unsuback(4, [0x11, 0x8F, 0])
+    assert sent(conn) == [pk.UnsubAck(4, (0x11, 0x8F, 0))]

@@ -165,7 +165,7 @@ class MQTTConnection:
     # ------------------------------------------------------------ plumbing
 
     def receive_data(self, data: bytes | bytearray | memoryview, now: float) -> None:
-        """Bytes from the socket at time ``now``; b"" means the peer closed."""
+        """Bytes from the socket at time ``now`` (the shell handles end of stream itself)."""
         if self.state is State.CLOSED:
             return
         self._last_rx = now

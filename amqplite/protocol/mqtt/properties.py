@@ -36,9 +36,14 @@ SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH = 
 WILL = 0
 
 
-@attrs.frozen(repr=False)
+@attrs.frozen(repr=False, slots=False)
 class Properties:
-    """Every MQTT 5 property; ``None`` (or an empty tuple) means absent."""
+    """Every MQTT 5 property; ``None`` (or an empty tuple) means absent.
+
+    A dict-backed class (not slots) so the decoder can build one from the few
+    properties present with one dict update instead of 27 frozen setattrs
+    (:func:`_build`); a PUBLISH rarely carries more than two or three.
+    """
 
     payload_format_indicator: int | None = None
     message_expiry_interval: int | None = None
@@ -82,6 +87,18 @@ class Properties:
 
 
 EMPTY = Properties()
+_DEFAULTS = dict(EMPTY.__dict__)
+_new = object.__new__
+
+
+def _build(values: dict[str, Any]) -> Properties:
+    """A Properties with ``values`` set and every other field at its default."""
+    props: Properties = _new(Properties)
+    fields = props.__dict__
+    fields.update(_DEFAULTS)
+    fields.update(values)
+    return props
+
 
 _ALL_PUB = frozenset({PUBLISH, WILL})
 _ACKS = frozenset({PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK})
@@ -198,7 +215,7 @@ def decode_properties(buf: memoryview, pos: int, end: int, packet_type: int) -> 
         values["user_properties"] = tuple(users)
     if sub_ids:
         values["subscription_identifiers"] = tuple(sub_ids)
-    return Properties(**values), stop
+    return _build(values), stop
 
 
 def encode_properties(props: Properties) -> bytes:

@@ -13,10 +13,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import pytest
 
 from amqplite.protocol.mqtt import events as ev
 from amqplite.protocol.mqtt.connection import MQTTConnection
+from amqplite.protocol.mqtt.decoder import decode_all
+from amqplite.protocol.mqtt.packets import Connect, encode
 from amqplite.protocol.mqtt.properties import Properties
 from tests.brokerproc import wait_for
 
@@ -35,6 +38,7 @@ class ServerLoop(threading.Thread):
         super().__init__(daemon=True)
         self.listener = listener
         self.events: list[ev.MQTTEvent] = []
+        self.raw = bytearray()  # every byte the client sent
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -57,6 +61,7 @@ class ServerLoop(threading.Thread):
                     continue
                 if not data:
                     break
+                self.raw += data
                 conn.receive_data(data, time.monotonic())
                 for event in conn.events():
                     self.events.append(event)
@@ -185,6 +190,27 @@ def test_paho_client_against_the_state_machine(server: tuple[ServerLoop, int], p
         assert msg.properties.ContentType == "text/plain"
         assert msg.properties.UserProperty == [("from", "server"), ("n", "1")]
     assert isinstance(events[-1], ev.DisconnectReceived)
+    assert_reencodes_exactly(bytes(loop.raw))
+
+
+def assert_reencodes_exactly(raw: bytes) -> None:
+    """Our encoder reproduces the client's bytes packet by packet (the same shortest
+    forms, flags and lengths). Properties may come in another order (we write them
+    by ascending identifier, paho does not), so a packet with more than one kind
+    of property must only match as a permutation of the same bytes."""
+    first = decode_all(raw, 4)[0]
+    assert isinstance(first, Connect)
+    version = first.protocol_level
+    offset = 0
+    for packet in decode_all(raw, version):
+        ours = encode(packet, version)
+        theirs = raw[offset : offset + len(ours)]
+        offset += len(ours)
+        if ours != theirs:
+            props = getattr(packet, "properties", None)
+            kinds = sum(1 for value in attrs.astuple(props, recurse=False) if value not in (None, ()))
+            assert kinds > 1 and sorted(ours) == sorted(theirs), (packet, ours, theirs)
+    assert offset == len(raw)
 
 
 @pytest.mark.skipif(shutil.which("mosquitto_pub") is None, reason="mosquitto clients not installed")
@@ -214,3 +240,4 @@ def test_mosquitto_pub_bytes(server: tuple[ServerLoop, int], version: str) -> No
         assert connect.connect.properties.session_expiry_interval == 30
     assert isinstance(rel, ev.PubRelReceived) and rel.known
     assert isinstance(disconnect, ev.DisconnectReceived) and not disconnect.publish_will
+    assert_reencodes_exactly(bytes(loop.raw))

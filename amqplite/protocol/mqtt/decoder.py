@@ -75,6 +75,8 @@ class Decoder:
             return None
         total = body - pos + length
         if total > self.max_packet_size:
+            if first >> 4 == CONNECT:
+                self._peek_level(body, end)
             self._fail(MQTTError(ReasonCode.PACKET_TOO_LARGE, f"packet of {total} bytes", first >> 4))
         stop = body + length
         if stop > end:
@@ -96,6 +98,17 @@ class Decoder:
             del buf[:stop]
             self._pos = 0
         return packet
+
+    def _peek_level(self, body: int, end: int) -> None:
+        """Learn an oversize CONNECT's level from what arrived, so an MQTT 5 client
+        can be told 0x95 in a CONNACK it understands."""
+        view = memoryview(self._buf)
+        try:
+            self.version, _ = decode_connect_header(view, body, end)
+        except MQTTError:
+            pass
+        finally:
+            view.release()
 
     def _fail(self, err: MQTTError) -> NoReturn:
         self._error = err

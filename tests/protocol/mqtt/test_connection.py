@@ -111,6 +111,11 @@ def test_packet_too_large_before_and_after_connect() -> None:
     conn = MQTTConnection(limits)
     (event,) = feed(conn, pk.Connect("c" * 200, 5))
     assert isinstance(event, ev.ProtocolViolation) and event.reason_code == ReasonCode.PACKET_TOO_LARGE
+    (connack,) = sent(conn)  # the level is read from the header that arrived
+    assert isinstance(connack, pk.ConnAck) and connack.reason_code == ReasonCode.PACKET_TOO_LARGE
+    conn = MQTTConnection(limits)
+    (event,) = feed(conn, pk.Connect("c" * 200, 4), version=4)
+    assert isinstance(event, ev.ProtocolViolation) and conn.data_to_send() == b""  # 3.1.1: close
     conn = connected(5, limits)
     assert isinstance(feed(conn, pk.Publish("t", b"x" * 500))[0], ev.PublishReceived)
     (event,) = feed(conn, pk.Publish("t", b"x" * 1000))

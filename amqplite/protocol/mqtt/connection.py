@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections import deque
 from collections.abc import Iterable, Iterator
 
 import attrs
@@ -144,7 +143,6 @@ class MQTTConnection:
         self.keep_alive = 0
         self._decoder = Decoder(max_packet_size=self.limits.max_packet_size_unauthenticated)
         self._out = bytearray()
-        self._events: deque[MQTTEvent] = deque()
         self._last_rx = now
         self._deadline: float | None = now + self.limits.connect_timeout
         # what the client asked for (MQTT 5 CONNECT properties, defaults otherwise)
@@ -207,8 +205,6 @@ class MQTTConnection:
         """The next thing the client did, or None until more bytes (or an
         answer to ConnectReceived) arrive."""
         while True:
-            if self._events:
-                return self._events.popleft()
             if self.state is State.CLOSED:
                 return None
             if self.state is State.CONNECTING and self._auth_method() is None:

@@ -36,6 +36,7 @@ from amqplite.protocol.mqtt.properties import (
     decode_properties,
     encode_properties,
 )
+from amqplite.protocol.mqtt.topics import validate_topic_name
 from amqplite.protocol.mqtt.wire import (
     encode_bin,
     encode_str,
@@ -361,18 +362,6 @@ def _connect_body(c: Connect) -> bytes:
 
 # ---------------------------------------------------------------- decoding
 
-_WILDCARDS = ("+", "#")
-
-
-def check_topic_name(topic: str, packet_type: int, allow_empty: bool = False) -> None:
-    """A topic name has no wildcards [MQTT-3.3.2-2] and is not empty [MQTT-4.7.3-1]
-    (MQTT 5 allows empty with a topic alias, checked by the connection)."""
-    if not topic and not allow_empty:
-        raise MQTTError(ReasonCode.TOPIC_NAME_INVALID, "empty topic name", packet_type)
-    if "+" in topic or "#" in topic:
-        raise MQTTError(ReasonCode.TOPIC_NAME_INVALID, f"wildcard in topic name {topic!r}", packet_type)
-
-
 def _packet_id(buf: memoryview, pos: int, end: int, packet_type: int) -> tuple[int, int]:
     if pos + 2 > end:
         raise malformed("truncated packet identifier", packet_type)
@@ -404,7 +393,7 @@ def decode_publish(flags: int, buf: memoryview, pos: int, end: int, version: int
     pos += tlen
     if "\x00" in topic:
         raise malformed("topic contains U+0000", PUBLISH)  # [MQTT-1.5.4-2]
-    check_topic_name(topic, PUBLISH, allow_empty=version >= MQTT_5)
+    validate_topic_name(topic, PUBLISH, allow_empty=version >= MQTT_5)
     packet_id = None
     if qos:
         packet_id, pos = _packet_id(buf, pos, end, PUBLISH)
@@ -483,7 +472,7 @@ def _decode_connect(buf: memoryview, pos: int, end: int) -> Connect:
         if v5:
             will_props, pos = decode_properties(buf, pos, end, WILL)
         will_topic, pos = read_str(buf, pos, end)
-        check_topic_name(will_topic, CONNECT)
+        validate_topic_name(will_topic, CONNECT)
         will_payload, pos = read_bin(buf, pos, end)
         will = Will(will_topic, will_payload, will_qos, will_retain, will_props)
     username = password = None

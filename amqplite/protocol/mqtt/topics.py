@@ -23,12 +23,14 @@ _TO_MQTT_TOPIC = str.maketrans({".": "/", "/": "."})
 _TO_MQTT_FILTER = str.maketrans({".": "/", "/": ".", "*": "+"})
 
 
-def validate_topic_name(topic: str) -> None:
-    """At least one character [MQTT-4.7.3-1], no wildcard [MQTT-4.7.0-1]; raises 0x90."""
-    if not topic:
-        raise MQTTError(ReasonCode.TOPIC_NAME_INVALID, "empty topic name")
+def validate_topic_name(topic: str, packet_type: int = 0, allow_empty: bool = False) -> None:
+    """At least one character [MQTT-4.7.3-1], no wildcard [MQTT-4.7.0-1], [MQTT-3.3.2-2];
+    raises 0x90. MQTT 5 allows an empty PUBLISH topic with a topic alias (``allow_empty``;
+    the connection checks the alias)."""
+    if not topic and not allow_empty:
+        raise MQTTError(ReasonCode.TOPIC_NAME_INVALID, "empty topic name", packet_type)
     if "+" in topic or "#" in topic:
-        raise MQTTError(ReasonCode.TOPIC_NAME_INVALID, f"wildcard in topic name {topic!r}")
+        raise MQTTError(ReasonCode.TOPIC_NAME_INVALID, f"wildcard in topic name {topic!r}", packet_type)
 
 
 def validate_topic_filter(topic_filter: str) -> None:

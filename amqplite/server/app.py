@@ -34,7 +34,7 @@ from amqplite.server.disk import DiskMonitor
 from amqplite.server.interpreter import Interpreter
 from amqplite.server.memory import MemoryMonitor
 from amqplite.server.persistence import Persistence
-from amqplite.server.ports import PortInUse, address_in_use
+from amqplite.server.ports import listen_tcp
 from amqplite.server.recovery import restore, seed_security
 from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
@@ -78,6 +78,9 @@ class Server:
         #: RSS against memory_high_watermark; its ``paging``/``on_paging`` tell the
         #: broker when to move bodies out of RAM (exists once run() has started)
         self.memory: MemoryMonitor | None = None
+        #: the MQTT listener (server/mqtt.py) once it runs, None when mqtt_port is 0;
+        #: the admin API lists its connections
+        self.mqtt: Any = None
         #: base URL of the admin HTTP API once it listens (None when disabled)
         self.admin_url: str | None = None
 
@@ -285,16 +288,8 @@ class Server:
 
     async def _open_listeners(self, port: int, *, tls: bool = False,
                               ) -> list[trio.SocketListener]:
-        s = self.settings
-        if not s.host:
-            return await _listen(port, None, tls)
-        out: list[trio.SocketListener] = []
-        for h in s.host:
-            got = await _listen(port, h, tls)
-            out.extend(got)
-            if port == 0 and got:
-                port = got[0].socket.getsockname()[1]
-        return out
+        return await listen_tcp(port, self.settings.host, "AMQPS" if tls else "AMQP",
+                                "tls_port" if tls else "port")
 
     async def _serve(self, listeners: list[trio.SocketListener],
                      secure: list[trio.SocketListener]) -> None:
@@ -385,17 +380,6 @@ class Server:
             await self.persistence.wait_idle()
             return not self.connections
         return False
-
-
-async def _listen(port: int, host: str | None, tls: bool = False,
-                  ) -> list[trio.SocketListener]:
-    try:
-        return await trio.open_tcp_listeners(port, host=host)
-    except OSError as exc:
-        if address_in_use(exc):
-            raise PortInUse("AMQPS" if tls else "AMQP", host or "every address", port,
-                            "tls_port" if tls else "port") from None
-        raise
 
 
 #: the cyclic collector runs after this many allocations net of frees (CPython: 700)

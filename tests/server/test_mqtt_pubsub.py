@@ -1,0 +1,137 @@
+"""MQTT publish/subscribe through the real broker: MQTT<->MQTT at every QoS and both
+protocol levels, and MQTT<->AMQP across amq.topic (RabbitMQ's mapping)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pika
+import pytest
+
+from amqplite.protocol.mqtt.packets import ConnAck, Connect, PubComp, Publish, PubRec, PubRel
+from tests.brokerproc import BrokerProcess, wait_for
+from tests.server.mqttclient import V5, V311, Client, RawClient, mqtt_broker
+
+
+@pytest.fixture(scope="module")
+def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = mqtt_broker(tmp_path_factory.mktemp("mqtt"))
+    yield b
+    b.stop()
+
+
+def _id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def amqp(mb: BrokerProcess) -> Iterator[pika.adapters.blocking_connection.BlockingChannel]:
+    c = pika.BlockingConnection(pika.URLParameters(mb.url))
+    yield c.channel()
+    c.close()
+
+
+@pytest.mark.parametrize("version", [V311, V5])
+@pytest.mark.parametrize("pub_qos", [0, 1, 2])
+@pytest.mark.parametrize("sub_qos", [0, 1, 2])
+def test_mqtt_to_mqtt(mb: BrokerProcess, version: int, pub_qos: int, sub_qos: int) -> None:
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    topic = f"t/{_id()}/x"
+    sub = Client(port, _id(), version)
+    pub = Client(port, _id(), version)
+    assert sub.connect() == (0, False)
+    assert pub.connect()[0] == 0
+    # RabbitMQ grants at most QoS 1
+    assert sub.subscribe(f"t/{topic.split('/')[1]}/+", sub_qos) == [min(sub_qos, 1)]
+    pub.publish(topic, b"payload-%d" % pub_qos, pub_qos)
+    m = sub.get()
+    assert (m.topic, m.payload) == (topic, b"payload-%d" % pub_qos)
+    assert m.qos == min(sub_qos, pub_qos, 1)
+    assert sub.messages.empty()
+    pub.close()
+    sub.close()
+
+
+def test_mqtt_publish_reaches_amqp_queue(mb: BrokerProcess, amqp) -> None:  # type: ignore[no-untyped-def]
+    q = amqp.queue_declare("", exclusive=True).method.queue
+    amqp.queue_bind(q, "amq.topic", "sensors.*.temp")
+    pub = Client(mb.mqtt_port, _id())  # type: ignore[attr-defined]
+    pub.connect()
+    pub.publish("sensors/kitchen/temp", b"21.5", 1)  # PUBACK: committed and routed
+    pub.publish("sensors/kitchen/humidity", b"40", 1)  # not matched by the binding
+    method, props, body = amqp.basic_get(q, auto_ack=True)
+    assert method is not None
+    assert (method.exchange, method.routing_key, body) == ("amq.topic", "sensors.kitchen.temp",
+                                                          b"21.5")
+    assert props.delivery_mode == 2  # QoS 1 is persistent
+    assert amqp.basic_get(q, auto_ack=True)[0] is None
+    pub.close()
+
+
+def test_amqp_publish_reaches_mqtt_subscriber(mb: BrokerProcess, amqp) -> None:  # type: ignore[no-untyped-def]
+    sub = Client(mb.mqtt_port, _id(), V5)  # type: ignore[attr-defined]
+    sub.connect()
+    assert sub.subscribe("alerts/#", 1) == [1]
+    amqp.basic_publish("amq.topic", "alerts.fire.floor1", b"evacuate",
+                       pika.BasicProperties(delivery_mode=2))
+    amqp.basic_publish("amq.topic", "alerts.drill", b"practice")  # transient: QoS 0
+    first, second = sub.get(), sub.get()
+    assert (first.topic, first.payload, first.qos) == ("alerts/fire/floor1", b"evacuate", 1)
+    assert (second.topic, second.payload, second.qos) == ("alerts/drill", b"practice", 0)
+    sub.close()
+
+
+def test_unsubscribe_removes_the_binding(mb: BrokerProcess) -> None:
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    base = _id()
+    sub = Client(port, _id())
+    sub.connect()
+    sub.subscribe(f"{base}/a", 1)
+    sub.subscribe(f"{base}/b", 1)
+    sub.unsubscribe(f"{base}/a")
+    pub = Client(port, _id())
+    pub.connect()
+    pub.publish(f"{base}/a", b"gone", 1)
+    pub.publish(f"{base}/b", b"kept", 1)
+    assert sub.get().payload == b"kept"
+    assert sub.messages.empty()
+    pub.close()
+    sub.close()
+
+
+def test_qos2_duplicate_publish_is_routed_once(mb: BrokerProcess, amqp) -> None:  # type: ignore[no-untyped-def]
+    q = amqp.queue_declare("", exclusive=True).method.queue
+    topic = f"once/{_id()}"
+    amqp.queue_bind(q, "amq.topic", topic.replace("/", "."))
+    raw = RawClient(mb.mqtt_port)  # type: ignore[attr-defined]
+    raw.send(Connect(_id(), username="guest", password=b"guest"))
+    assert raw.recv() == ConnAck(False, 0)
+    p = Publish(topic, b"exactly-once", qos=2, packet_id=7)
+    raw.send(p)
+    assert raw.recv() == PubRec(7)  # after the commit
+    raw.send(Publish(topic, b"exactly-once", qos=2, dup=True, packet_id=7))
+    assert raw.recv() == PubRec(7)  # the retransmission is acknowledged, not routed
+    raw.send(PubRel(7))
+    assert raw.recv() == PubComp(7)
+    wait_for(lambda: amqp.queue_declare(q, passive=True).method.message_count >= 1,
+             what="the message in the AMQP queue")
+    assert amqp.queue_declare(q, passive=True).method.message_count == 1
+    raw.drop()
+
+
+def test_mqtt_connections_listed_in_admin_api(mb: BrokerProcess) -> None:
+    import httpx
+
+    cid = _id()
+    c = Client(mb.mqtt_port, cid, V5)  # type: ignore[attr-defined]
+    c.connect()
+    r = httpx.get(f"{mb.admin_url}/api/connections", auth=("guest", "guest"))
+    r.raise_for_status()
+    mine = [x for x in r.json() if x.get("client_properties", {}).get("client_id") == cid]
+    assert len(mine) == 1
+    assert mine[0]["protocol"] == "MQTT 5.0" and mine[0]["user"] == "guest"
+    assert mine[0]["vhost"] == "/"
+    c.close()
+
+

@@ -518,8 +518,9 @@ class MQTTClient:
     def force_close(self, code: int, text: str) -> None:
         """Server-side close (shutdown, admin): MQTT 5 clients hear why."""
         if self.alive:
-            self.proto.disconnect(ReasonCode.SERVER_SHUTTING_DOWN if code == 320
-                                  else ReasonCode.ADMINISTRATIVE_ACTION, text)
+            reason = (ReasonCode.SERVER_SHUTTING_DOWN if "shutdown" in text
+                      else ReasonCode.ADMINISTRATIVE_ACTION)
+            self.proto.disconnect(reason, text)
             self._finish()
 
     def flush(self) -> None:

@@ -15,17 +15,21 @@ class ConnectionHandlers(HandlerBase):
     """Routes tagged ``connections``."""
 
     def _connection(self, name: str) -> Any:
-        for c in self.server.connections:
+        for c in [*self.server.connections, *views.mqtt_connections(self.server)]:
             if c.name == name:
                 return c
         raise not_found(f"no connection '{name}'")
 
     async def list_connections(self, req: Request) -> Response:
         conns = sorted(self.server.connections, key=lambda c: c.connected_at)
-        return Response([views.connection_info(c) for c in conns])
+        mqtt = sorted(views.mqtt_connections(self.server), key=lambda c: c.connected_at)
+        return Response([views.connection_info(c) for c in conns]
+                        + [views.mqtt_connection_info(c) for c in mqtt])
 
     async def get_connection(self, req: Request) -> Response:
-        return Response(views.connection_info(self._connection(req.params["name"])))
+        c = self._connection(req.params["name"])
+        return Response(views.mqtt_connection_info(c) if hasattr(c, "client_id")
+                        else views.connection_info(c))
 
     async def close_connection(self, req: Request) -> Response:
         c = self._connection(req.params["name"])

@@ -328,17 +328,18 @@ class MQTTClient:
         for n in (PUBLISH_CH, QOS0_CH, QOS1_CH):
             self.channels[n] = b.open_channel(s, n)
         b.confirm_select(self.channels[PUBLISH_CH])
-        present = False
+        kept: list[int] = []
         for qos in (0, 1):
             if self._queue_exists(qos):
                 if c.clean_start:  # a clean start forgets the previous session
                     self._delete_queue(qos)
                 else:
-                    present = True
-                    self._consume(qos)
+                    kept.append(qos)
         await listener.committed()
-        self.proto.accept(session_present=present)
+        self.proto.accept(session_present=bool(kept))
         self._ka_wake.set()  # the keep-alive deadline starts now
+        for qos in kept:  # deliveries only after CONNACK
+            self._consume(qos)
 
     def take_over(self) -> None:
         """Another connection with our client id arrived: we go now, with our will

@@ -1,0 +1,133 @@
+"""MQTT sessions: persistent sessions keep QoS 1 messages while offline and across a
+kill -9 of the broker, clean sessions leave nothing behind, a second CONNECT with
+the same client id takes the session over."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.brokerproc import BrokerProcess, wait_for
+from tests.server.mqttclient import V5, V311, Client, mqtt_broker
+
+
+@pytest.fixture(scope="module")
+def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = mqtt_broker(tmp_path_factory.mktemp("mqtt-sessions"))
+    yield b
+    b.stop()
+
+
+def _id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def _queues(b: BrokerProcess) -> set[str]:
+    r = httpx.get(f"{b.admin_url}/api/queues", auth=("guest", "guest"))
+    r.raise_for_status()
+    return {q["name"] for q in r.json()}
+
+
+def _persistent(port: int, cid: str, version: int) -> Client:
+    if version == V5:
+        return Client(port, cid, V5, clean=False, session_expiry=3600)
+    return Client(port, cid, V311, clean=False)
+
+
+@pytest.mark.parametrize("version", [V311, V5])
+def test_persistent_session_receives_qos1_sent_while_offline(mb: BrokerProcess,
+                                                             version: int) -> None:
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid, topic = _id(), f"offline/{_id()}"
+    sub = _persistent(port, cid, version)
+    assert sub.connect() == (0, False)
+    assert sub.subscribe(topic, 1) == [1]
+    sub.close()
+    assert f"mqtt-subscription-{cid}qos1" in _queues(mb)  # kept after DISCONNECT
+    pub = Client(port, _id())
+    pub.connect()
+    for i in range(3):
+        pub.publish(topic, b"m%d" % i, 1)
+    pub.close()
+    again = _persistent(port, cid, version)
+    assert again.connect() == (0, True)  # session present
+    got = [again.get() for _ in range(3)]
+    assert [(m.payload, m.qos) for m in got] == [(b"m0", 1), (b"m1", 1), (b"m2", 1)]
+    again.close()
+
+
+def test_clean_session_leaves_no_queue(mb: BrokerProcess) -> None:
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid = _id()
+    c = Client(port, cid)
+    c.connect()
+    c.subscribe("clean/#", 1)
+    c.subscribe("clean0/#", 0)
+    assert {f"mqtt-subscription-{cid}qos1", f"mqtt-subscription-{cid}qos0"} <= _queues(mb)
+    c.close()
+    wait_for(lambda: not any(cid in q for q in _queues(mb)), what="queues gone")
+    # a persistent session resumed with a clean start forgets the old one
+    p = _persistent(port, cid, V311)
+    p.connect()
+    p.subscribe("clean/#", 1)
+    p.close()
+    c = Client(port, cid)
+    assert c.connect() == (0, False)
+    c.close()
+    wait_for(lambda: not any(cid in q for q in _queues(mb)), what="queues gone")
+
+
+def test_second_connect_takes_the_session_over(mb: BrokerProcess) -> None:
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid, topic = _id(), f"takeover/{_id()}"
+    first = _persistent(port, cid, V5)
+    first.connect()
+    first.subscribe(topic, 1)
+    second = _persistent(port, cid, V5)
+    assert second.connect() == (0, True)
+    assert first.disconnected.wait(15)  # the first was closed (MQTT 5: DISCONNECT 0x8E)
+    pub = Client(port, _id())
+    pub.connect()
+    pub.publish(topic, b"to the new one", 1)
+    assert second.get().payload == b"to the new one"
+    pub.close()
+    second.close()
+
+
+def test_persistent_session_survives_kill_9(tmp_path: Path) -> None:
+    b = mqtt_broker(tmp_path / "data")
+    port = b.mqtt_port  # type: ignore[attr-defined]
+    cid, topic = _id(), "crash/test"
+    try:
+        sub = _persistent(port, cid, V311)
+        sub.connect()
+        sub.subscribe("crash/#", 1)
+        sub.close()
+        pub = Client(port, _id())
+        pub.connect()
+        for i in range(20):
+            pub.publish(topic, b"n%d" % i, 1)  # each PUBACKed: committed
+        b.kill()
+        b.start()
+        wait_for(lambda: _listening(port), 30, what="MQTT after restart")
+        again = _persistent(port, cid, V311)
+        assert again.connect() == (0, True)
+        got = [again.get().payload for _ in range(20)]
+        assert got == [b"n%d" % i for i in range(20)]
+        again.close()
+    finally:
+        b.kill()
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False

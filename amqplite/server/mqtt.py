@@ -229,22 +229,26 @@ class MQTTClient:
             self._finish()
 
     async def _writer(self) -> None:
+        """Sends what the protocol queued; once finishing, the rest, then FIN, then ends
+        the connection's nursery."""
         while True:
-            await self._wake.wait()
+            if not self._finishing:
+                await self._wake.wait()
             self._wake = trio.Event()
-            if self._auto_acks and QOS1_CH in self.channels:
-                tags, self._auto_acks = self._auto_acks, []
-                ch = self.channels[QOS1_CH]
-                self.listener.execute(self._ack_all, ch, tags)
-            data = self.proto.data_to_send()
-            if data:
+            while True:
+                if self._auto_acks and QOS1_CH in self.channels:
+                    tags, self._auto_acks = self._auto_acks, []
+                    self.listener.execute(self._ack_all, self.channels[QOS1_CH], tags)
+                data = self.proto.data_to_send()
+                if not data:
+                    break
                 try:
                     await self.stream.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     self._finishing = True
-                    data = b""
+                    break
                 self.bytes_out += len(data)
-            if self._finishing and not self.proto.data_to_send():
+            if self._finishing:  # nothing awaited since the last empty data_to_send()
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
                                          OSError):
                     await self.stream.send_eof()

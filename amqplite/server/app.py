@@ -371,6 +371,8 @@ class Server:
         """
         for c in list(self.connections):
             c.force_close(320, SHUTDOWN_TEXT)
+        if self.mqtt is not None:
+            self.mqtt.close_all(SHUTDOWN_TEXT)
         # each connection waits for close-ok, then lingers: both are bounded
         with trio.move_on_after(CLOSE_OK_TIMEOUT + LINGER_TIMEOUT + 1):
             while self.connections:

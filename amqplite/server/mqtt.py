@@ -45,6 +45,7 @@ from amqplite.protocol.mqtt.topics import (
     topic_to_routing_key,
 )
 from amqplite.protocol.properties import BasicProperties, delivery_mode_of, encode_properties
+from amqplite.server.persistence import Persistence
 from amqplite.server.ports import listen_tcp
 
 if TYPE_CHECKING:
@@ -85,18 +86,20 @@ class MQTTListener:
 
     Its dependencies are explicit: the settings, the broker and its users, and
     the server's ``execute`` (a command and its Outcome), ``interpret`` (the
-    Outcome so far) and ``committed`` (wait for the store).
+    Outcome so far), ``committed`` (wait for the store) and the store bridge.
     """
 
     def __init__(self, settings: Settings, broker: Broker, users: UserDB,
                  execute: Callable[..., Any], interpret: Callable[..., None],
-                 committed: Callable[[], Awaitable[None]]) -> None:
+                 committed: Callable[[], Awaitable[None]], persistence: Persistence) -> None:
         self.settings = settings
         self.broker = broker
         self.users = users
         self.execute = execute
         self.interpret = interpret
         self.committed = committed
+        #: the store bridge: publishers stop being read while it is far behind
+        self.persistence = persistence
         self.connections: set[MQTTClient] = set()
         #: the connected client of each client id
         self.clients: dict[str, MQTTClient] = {}
@@ -110,6 +113,12 @@ class MQTTListener:
         log.info("MQTT listening on port(s) %s", self.ports)
         task_status.started(self.ports)
         await trio.serve_listeners(self._handle, listeners)
+
+    def close_all(self, text: str) -> None:
+        """Shutdown: every client closed and its session ended now, so what that
+        writes (wills, requeues) reaches the store before it closes."""
+        for c in list(self.connections):
+            c.force_close(320, text)
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         try:
@@ -177,6 +186,7 @@ class MQTTClient:
         self._wake = trio.Event()
         self._ka_wake = trio.Event()
         self._finishing = False
+        self._reading_paused = False
         self._cancel: trio.CancelScope | None = None
 
     @property
@@ -212,8 +222,11 @@ class MQTTClient:
 
     async def _reader(self) -> None:
         proto = self.proto
+        persistence = self.listener.persistence
         try:
             while not self._finishing:
+                if not persistence.has_capacity and self.session is not None:
+                    await self._paused(persistence.wait_capacity())
                 try:
                     data = await self.stream.receive_some(RECV_SIZE)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -227,6 +240,17 @@ class MQTTClient:
                 self.flush()
         finally:
             self._finish()
+
+    async def _paused(self, wait: Awaitable[None]) -> None:
+        """As RabbitMQ under an alarm: publishers are not read. The silence is ours,
+        so the keep-alive clock restarts when reading does."""
+        self._reading_paused = True
+        try:
+            await wait
+        finally:
+            self._reading_paused = False
+            self.proto.receive_data(b"", trio.current_time())
+            self._ka_wake.set()
 
     async def _writer(self) -> None:
         """Sends what the protocol queued; once finishing, the rest, then FIN, then ends
@@ -268,6 +292,9 @@ class MQTTClient:
             with trio.move_on_at(math.inf if deadline is None else deadline):
                 await self._ka_wake.wait()
             self._ka_wake = trio.Event()
+            if self._reading_paused:
+                await self._ka_wake.wait()  # set when reading resumes
+                continue
             if proto.check_deadline(trio.current_time()):
                 log.info("MQTT %s (%s): keep alive expired", self.name, self.client_id)
                 self._finish()
@@ -526,6 +553,7 @@ class MQTTClient:
             reason = (ReasonCode.SERVER_SHUTTING_DOWN if "shutdown" in text
                       else ReasonCode.ADMINISTRATIVE_ACTION)
             self.proto.disconnect(reason, text)
+            self._end_session()
             self._finish()
 
     def flush(self) -> None:
@@ -542,7 +570,7 @@ async def run_mqtt(server: Server,
                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """A service of the composition root: the MQTT listener beside the AMQP one."""
     listener = MQTTListener(server.settings, server.broker, server.users, server.execute,
-                            server.interpret, server.committed)
+                            server.interpret, server.committed, server.persist)
     server.mqtt = listener
     async with trio.open_nursery() as nursery:
         await nursery.start(listener.serve)

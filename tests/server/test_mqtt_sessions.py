@@ -131,3 +131,29 @@ def _listening(port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def test_shutdown_publishes_wills_before_the_store_closes(tmp_path: Path) -> None:
+    """SIGTERM closes MQTT clients first: a will (QoS 1) reaches a persistent session's
+    durable queue and is there after the restart; the broker exits cleanly."""
+    b = mqtt_broker(tmp_path / "data")
+    port = b.mqtt_port  # type: ignore[attr-defined]
+    cid = _id()
+    try:
+        sub = _persistent(port, cid, V311)
+        sub.connect()
+        sub.subscribe("last/#", 1)
+        sub.close()
+        dying = Client(port, _id(), V5, will=("last/words", b"bye", 1))
+        dying.connect()
+        assert b.stop() == 0
+        assert dying.disconnected.wait(15)
+        b.start()
+        wait_for(lambda: _listening(port), 30, what="MQTT after restart")
+        again = _persistent(port, cid, V311)
+        assert again.connect() == (0, True)
+        m = again.get()
+        assert (m.topic, m.payload) == ("last/words", b"bye")
+        again.close()
+    finally:
+        b.kill()

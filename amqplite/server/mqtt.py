@@ -27,7 +27,12 @@ from amqplite.broker.core import Broker
 from amqplite.broker.model import ChannelState, Session
 from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
-from amqplite.protocol.mqtt.connection import FlowControlError, MQTTConnection, ServerLimits
+from amqplite.protocol.mqtt.connection import (
+    FlowControlError,
+    MQTTConnection,
+    ServerLimits,
+    State,
+)
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.events import (
     ConnectReceived,
@@ -54,6 +59,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("amqplite.mqtt")
 
 RECV_SIZE = 64 * 1024
+#: a client's consumers stop receiving while this much is queued unsent to it
+WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: after the connection ends, how long the writer may take to send what is queued
 FINISH_TIMEOUT = 2.0
 #: what this shell does not offer yet (issue 23): advertised to MQTT 5 clients
@@ -272,6 +279,9 @@ class MQTTClient:
                     self._finishing = True
                     break
                 self.bytes_out += len(data)
+            s = self.session
+            if s is not None and not s.writable and not self._finishing:
+                self.listener.execute(self.broker.set_writable, s, True)
             if self._finishing:  # nothing awaited since the last empty data_to_send()
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
                                          OSError):
@@ -367,6 +377,8 @@ class MQTTClient:
                 else:
                     kept.append(qos)
         await listener.committed()
+        if self.session is not s or self.proto.closed:  # taken over meanwhile
+            return
         self.proto.accept(session_present=bool(kept))
         self._ka_wake.set()  # the keep-alive deadline starts now
         for qos in kept:  # deliveries only after CONNACK
@@ -519,8 +531,9 @@ class MQTTClient:
 
     def deliver(self, ch: ChannelState, consumer_tag: str, delivery_tag: int,
                 redelivered: bool, message: Any, properties: bytes | None = None) -> None:
-        if not self.alive or self.proto.closed or self.channels.get(ch.number) is not ch:
-            return
+        if (not self.alive or self.proto.state is not State.CONNECTED
+                or self.channels.get(ch.number) is not ch):
+            return  # unacked: back to the queue when the session closes
         props = properties or message.properties_raw
         qos = 1 if ch.number == QOS1_CH and delivery_mode_of(props) == 2 else 0
         topic = routing_key_to_topic(message.routing_key)
@@ -544,11 +557,15 @@ class MQTTClient:
         """MQTT publishes are never mandatory."""
 
     def send_cancel(self, ch: ChannelState, consumer_tag: str) -> None:
-        """A subscription queue deleted under us (admin): the client is told by a close."""
-        self.force_close(320, "subscription queue deleted")
+        """A subscription queue deleted under us (admin): the client is told by a close
+        (the session ends in ``run``, not inside the interpreter calling us)."""
+        if self.alive:
+            self.proto.disconnect(ReasonCode.ADMINISTRATIVE_ACTION, "subscription queue deleted")
+            self._finish()
 
     def force_close(self, code: int, text: str) -> None:
-        """Server-side close (shutdown, admin): MQTT 5 clients hear why."""
+        """Server-side close (shutdown, admin): MQTT 5 clients hear why; the session
+        (and its will) ends now."""
         if self.alive:
             reason = (ReasonCode.SERVER_SHUTTING_DOWN if "shutdown" in text
                       else ReasonCode.ADMINISTRATIVE_ACTION)
@@ -558,6 +575,10 @@ class MQTTClient:
 
     def flush(self) -> None:
         self._wake.set()
+        s = self.session
+        if s is not None and s.writable and self.proto.pending_bytes() > WRITE_HIGH_WATER:
+            # a slow reader: its consumers wait until the writer drains (as for AMQP)
+            self.broker.set_writable(s, False)
 
     wake = flush
 

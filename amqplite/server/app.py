@@ -34,7 +34,7 @@ from amqplite.server.disk import DiskMonitor
 from amqplite.server.interpreter import Interpreter
 from amqplite.server.memory import MemoryMonitor
 from amqplite.server.persistence import Persistence
-from amqplite.server.ports import listen_tcp
+from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.server.recovery import restore, seed_security
 from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
@@ -294,12 +294,9 @@ class Server:
     async def _serve(self, listeners: list[trio.SocketListener],
                      secure: list[trio.SocketListener]) -> None:
         async def handle(stream: trio.SocketStream, tls: ssl.SSLContext | None = None) -> None:
-            try:
-                peer = stream.socket.getpeername()
-            except OSError:
+            peer = accepted_peer(stream)
+            if peer is None:
                 return
-            with contextlib.suppress(OSError):
-                stream.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
             if tls is None:
                 await AMQPConnection(self, stream, peer).run()
                 return

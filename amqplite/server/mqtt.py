@@ -51,7 +51,7 @@ from amqplite.protocol.mqtt.topics import (
 )
 from amqplite.protocol.properties import BasicProperties, delivery_mode_of, encode_properties
 from amqplite.server.persistence import Persistence
-from amqplite.server.ports import listen_tcp
+from amqplite.server.ports import accepted_peer, listen_tcp
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -128,13 +128,9 @@ class MQTTListener:
             c.force_close(320, text)
 
     async def _handle(self, stream: trio.SocketStream) -> None:
-        try:
-            peer = stream.socket.getpeername()
-        except OSError:
-            return
-        with contextlib.suppress(OSError):
-            stream.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
-        await MQTTClient(self, stream, peer).run()
+        peer = accepted_peer(stream)
+        if peer is not None:
+            await MQTTClient(self, stream, peer).run()
 
     def login(self, username: str | None, password: bytes | None, peer_host: str) -> Login:
         """``vhost:user`` names a vhost, else ``mqtt_vhost``; no user name is the

@@ -9,6 +9,9 @@ from __future__ import annotations
 import queue
 import socket
 import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -31,11 +34,23 @@ def mqtt_broker(data_dir: Any, *extra: str) -> BrokerProcess:
     b = BrokerProcess(data_dir, None, "--mqtt-port", str(port), *extra)
     b.mqtt_port = port  # type: ignore[attr-defined]
     b.start()
-    wait_for(lambda: _listening(port), 30, what="the MQTT listener")
+    wait_for(lambda: listening(port), 30, what="the MQTT listener")
     return b
 
 
-def _listening(port: int) -> bool:
+def running_broker(data_dir: Path) -> Iterator[BrokerProcess]:
+    """Body of a module-scoped fixture: the broker, stopped gracefully afterwards."""
+    b = mqtt_broker(data_dir)
+    yield b
+    b.stop()
+
+
+def new_id() -> str:
+    """A client id (and topic part) no other test uses."""
+    return uuid.uuid4().hex[:12]
+
+
+def listening(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
         return True

@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,18 +15,12 @@ import pytest
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.packets import ConnAck, Connect, Disconnect, PingReq, PingResp, Will
 from tests.brokerproc import BrokerProcess, wait_for
-from tests.server.mqttclient import V5, V311, Client, RawClient, mqtt_broker
+from tests.server.mqttclient import V5, V311, Client, RawClient, mqtt_broker, new_id, running_broker
 
 
 @pytest.fixture(scope="module")
 def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = mqtt_broker(tmp_path_factory.mktemp("mqtt-errors"))
-    yield b
-    b.stop()
-
-
-def _id() -> str:
-    return uuid.uuid4().hex[:12]
+    yield from running_broker(tmp_path_factory.mktemp("mqtt-errors"))
 
 
 def _port(b: BrokerProcess) -> int:
@@ -45,7 +38,7 @@ def _port(b: BrokerProcess) -> int:
 def test_refused_login_gets_connack_code(mb: BrokerProcess, version: int, user: str | None,
                                          password: bytes | None, code: int) -> None:
     raw = RawClient(_port(mb), version)
-    raw.send(Connect(_id(), protocol_level=version, username=user, password=password))
+    raw.send(Connect(new_id(), protocol_level=version, username=user, password=password))
     answer = raw.recv()
     assert isinstance(answer, ConnAck) and answer.reason_code == code
     assert raw.closed_by_broker()
@@ -53,7 +46,7 @@ def test_refused_login_gets_connack_code(mb: BrokerProcess, version: int, user: 
 
 def test_vhost_in_user_name(mb: BrokerProcess) -> None:
     raw = RawClient(_port(mb))
-    raw.send(Connect(_id(), username="/:guest", password=b"guest"))
+    raw.send(Connect(new_id(), username="/:guest", password=b"guest"))
     assert _accepted(raw.recv())
     raw.drop()
 
@@ -62,7 +55,7 @@ def test_anonymous_login_when_allowed(tmp_path: Path) -> None:
     b = mqtt_broker(tmp_path / "data", "--mqtt-allow-anonymous")
     try:
         raw = RawClient(_port(b))
-        raw.send(Connect(_id()))
+        raw.send(Connect(new_id()))
         assert _accepted(raw.recv())
         raw.drop()
     finally:
@@ -71,12 +64,12 @@ def test_anonymous_login_when_allowed(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", [V311, V5])
 def test_malformed_packet_closes_only_that_client(mb: BrokerProcess, version: int) -> None:
-    topic = f"healthy/{_id()}"
-    other = Client(_port(mb), _id(), version)
+    topic = f"healthy/{new_id()}"
+    other = Client(_port(mb), new_id(), version)
     other.connect()
     other.subscribe(topic, 1)
     raw = RawClient(_port(mb), version)
-    raw.send(Connect(_id(), protocol_level=version, username="guest", password=b"guest"))
+    raw.send(Connect(new_id(), protocol_level=version, username="guest", password=b"guest"))
     assert _accepted(raw.recv())
     raw.sock.sendall(b"\x36\x03\x00\x01a")  # PUBLISH with QoS 3: malformed
     if version == V5:
@@ -91,12 +84,12 @@ def test_malformed_packet_closes_only_that_client(mb: BrokerProcess, version: in
 
 @pytest.mark.parametrize("version", [V311, V5])
 def test_will_published_on_socket_drop(mb: BrokerProcess, version: int) -> None:
-    topic = f"wills/{_id()}"
-    watcher = Client(_port(mb), _id())
+    topic = f"wills/{new_id()}"
+    watcher = Client(_port(mb), new_id())
     watcher.connect()
     watcher.subscribe(topic, 1)
     raw = RawClient(_port(mb), version)
-    raw.send(Connect(_id(), protocol_level=version, username="guest", password=b"guest",
+    raw.send(Connect(new_id(), protocol_level=version, username="guest", password=b"guest",
                      will=Will(topic, b"gone", qos=1)))
     assert _accepted(raw.recv())
     raw.drop()
@@ -106,15 +99,15 @@ def test_will_published_on_socket_drop(mb: BrokerProcess, version: int) -> None:
 
 
 def test_no_will_after_normal_disconnect(mb: BrokerProcess) -> None:
-    topic = f"wills/{_id()}"
-    watcher = Client(_port(mb), _id())
+    topic = f"wills/{new_id()}"
+    watcher = Client(_port(mb), new_id())
     watcher.connect()
     watcher.subscribe(topic, 1)
-    leaving = Client(_port(mb), _id(), will=(topic, b"should not appear", 1))
+    leaving = Client(_port(mb), new_id(), will=(topic, b"should not appear", 1))
     leaving.connect()
     leaving.close()
     # a message published after the disconnect is the first the watcher sees
-    marker = Client(_port(mb), _id())
+    marker = Client(_port(mb), new_id())
     marker.connect()
     marker.publish(topic, b"marker", 1)
     assert watcher.get().payload == b"marker"
@@ -125,12 +118,12 @@ def test_no_will_after_normal_disconnect(mb: BrokerProcess) -> None:
 @pytest.mark.parametrize("version", [V311, V5])
 def test_keepalive_expiry_closes_and_publishes_the_will(mb: BrokerProcess,
                                                         version: int) -> None:
-    topic = f"wills/{_id()}"
-    watcher = Client(_port(mb), _id())
+    topic = f"wills/{new_id()}"
+    watcher = Client(_port(mb), new_id())
     watcher.connect()
     watcher.subscribe(topic, 1)
     raw = RawClient(_port(mb), version)
-    raw.send(Connect(_id(), protocol_level=version, keep_alive=1, username="guest",
+    raw.send(Connect(new_id(), protocol_level=version, keep_alive=1, username="guest",
                      password=b"guest", will=Will(topic, b"silent", qos=1)))
     assert _accepted(raw.recv())
     # silence: the broker gives up 1.5 s later (the socket timeout is 15 s)
@@ -145,7 +138,7 @@ def test_keepalive_expiry_closes_and_publishes_the_will(mb: BrokerProcess,
 
 def test_pingreq_gets_pingresp(mb: BrokerProcess) -> None:
     raw = RawClient(_port(mb))
-    raw.send(Connect(_id(), keep_alive=30, username="guest", password=b"guest"))
+    raw.send(Connect(new_id(), keep_alive=30, username="guest", password=b"guest"))
     assert _accepted(raw.recv())
     raw.send(PingReq())
     assert raw.recv() == PingResp()
@@ -159,7 +152,7 @@ def _accepted(p: object) -> bool:
 
 def test_mosquitto_clients(mb: BrokerProcess) -> None:
     port = str(_port(mb))
-    cid, topic = _id(), f"cli/{_id()}"
+    cid, topic = new_id(), f"cli/{new_id()}"
     sub = subprocess.Popen(["mosquitto_sub", "-p", port, "-u", "guest", "-P", "guest",
                             "-i", cid, "-q", "1", "-t", topic, "-C", "1", "-W", "20"],
                            stdout=subprocess.PIPE, text=True)

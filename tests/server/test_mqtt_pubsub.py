@@ -3,7 +3,6 @@ protocol levels, and MQTT<->AMQP across amq.topic (RabbitMQ's mapping)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pika
@@ -11,18 +10,12 @@ import pytest
 
 from amqplite.protocol.mqtt.packets import ConnAck, Connect, PubComp, Publish, PubRec, PubRel
 from tests.brokerproc import BrokerProcess, wait_for
-from tests.server.mqttclient import V5, V311, Client, RawClient, mqtt_broker
+from tests.server.mqttclient import V5, V311, Client, RawClient, new_id, running_broker
 
 
 @pytest.fixture(scope="module")
 def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = mqtt_broker(tmp_path_factory.mktemp("mqtt"))
-    yield b
-    b.stop()
-
-
-def _id() -> str:
-    return uuid.uuid4().hex[:12]
+    yield from running_broker(tmp_path_factory.mktemp("mqtt"))
 
 
 @pytest.fixture
@@ -37,9 +30,9 @@ def amqp(mb: BrokerProcess) -> Iterator[pika.adapters.blocking_connection.Blocki
 @pytest.mark.parametrize("sub_qos", [0, 1, 2])
 def test_mqtt_to_mqtt(mb: BrokerProcess, version: int, pub_qos: int, sub_qos: int) -> None:
     port = mb.mqtt_port  # type: ignore[attr-defined]
-    topic = f"t/{_id()}/x"
-    sub = Client(port, _id(), version)
-    pub = Client(port, _id(), version)
+    topic = f"t/{new_id()}/x"
+    sub = Client(port, new_id(), version)
+    pub = Client(port, new_id(), version)
     assert sub.connect() == (0, False)
     assert pub.connect()[0] == 0
     # RabbitMQ grants at most QoS 1
@@ -56,7 +49,7 @@ def test_mqtt_to_mqtt(mb: BrokerProcess, version: int, pub_qos: int, sub_qos: in
 def test_mqtt_publish_reaches_amqp_queue(mb: BrokerProcess, amqp) -> None:  # type: ignore[no-untyped-def]
     q = amqp.queue_declare("", exclusive=True).method.queue
     amqp.queue_bind(q, "amq.topic", "sensors.*.temp")
-    pub = Client(mb.mqtt_port, _id())  # type: ignore[attr-defined]
+    pub = Client(mb.mqtt_port, new_id())  # type: ignore[attr-defined]
     pub.connect()
     pub.publish("sensors/kitchen/temp", b"21.5", 1)  # PUBACK: committed and routed
     pub.publish("sensors/kitchen/humidity", b"40", 1)  # not matched by the binding
@@ -70,7 +63,7 @@ def test_mqtt_publish_reaches_amqp_queue(mb: BrokerProcess, amqp) -> None:  # ty
 
 
 def test_amqp_publish_reaches_mqtt_subscriber(mb: BrokerProcess, amqp) -> None:  # type: ignore[no-untyped-def]
-    sub = Client(mb.mqtt_port, _id(), V5)  # type: ignore[attr-defined]
+    sub = Client(mb.mqtt_port, new_id(), V5)  # type: ignore[attr-defined]
     sub.connect()
     assert sub.subscribe("alerts/#", 1) == [1]
     amqp.basic_publish("amq.topic", "alerts.fire.floor1", b"evacuate",
@@ -84,13 +77,13 @@ def test_amqp_publish_reaches_mqtt_subscriber(mb: BrokerProcess, amqp) -> None: 
 
 def test_unsubscribe_removes_the_binding(mb: BrokerProcess) -> None:
     port = mb.mqtt_port  # type: ignore[attr-defined]
-    base = _id()
-    sub = Client(port, _id())
+    base = new_id()
+    sub = Client(port, new_id())
     sub.connect()
     sub.subscribe(f"{base}/a", 1)
     sub.subscribe(f"{base}/b", 1)
     sub.unsubscribe(f"{base}/a")
-    pub = Client(port, _id())
+    pub = Client(port, new_id())
     pub.connect()
     pub.publish(f"{base}/a", b"gone", 1)
     pub.publish(f"{base}/b", b"kept", 1)
@@ -102,10 +95,10 @@ def test_unsubscribe_removes_the_binding(mb: BrokerProcess) -> None:
 
 def test_qos2_duplicate_publish_is_routed_once(mb: BrokerProcess, amqp) -> None:  # type: ignore[no-untyped-def]
     q = amqp.queue_declare("", exclusive=True).method.queue
-    topic = f"once/{_id()}"
+    topic = f"once/{new_id()}"
     amqp.queue_bind(q, "amq.topic", topic.replace("/", "."))
     raw = RawClient(mb.mqtt_port)  # type: ignore[attr-defined]
-    raw.send(Connect(_id(), username="guest", password=b"guest"))
+    raw.send(Connect(new_id(), username="guest", password=b"guest"))
     assert raw.recv() == ConnAck(False, 0)
     p = Publish(topic, b"exactly-once", qos=2, packet_id=7)
     raw.send(p)
@@ -123,7 +116,7 @@ def test_qos2_duplicate_publish_is_routed_once(mb: BrokerProcess, amqp) -> None:
 def test_mqtt_connections_listed_in_admin_api(mb: BrokerProcess) -> None:
     import httpx
 
-    cid = _id()
+    cid = new_id()
     c = Client(mb.mqtt_port, cid, V5)  # type: ignore[attr-defined]
     c.connect()
     r = httpx.get(f"{mb.admin_url}/api/connections", auth=("guest", "guest"))

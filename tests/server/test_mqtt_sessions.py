@@ -4,7 +4,6 @@ the same client id takes the session over."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,18 +11,12 @@ import httpx
 import pytest
 
 from tests.brokerproc import BrokerProcess, wait_for
-from tests.server.mqttclient import V5, V311, Client, mqtt_broker
+from tests.server.mqttclient import V5, V311, Client, listening, mqtt_broker, new_id, running_broker
 
 
 @pytest.fixture(scope="module")
 def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = mqtt_broker(tmp_path_factory.mktemp("mqtt-sessions"))
-    yield b
-    b.stop()
-
-
-def _id() -> str:
-    return uuid.uuid4().hex[:12]
+    yield from running_broker(tmp_path_factory.mktemp("mqtt-sessions"))
 
 
 def _queues(b: BrokerProcess) -> set[str]:
@@ -42,13 +35,13 @@ def _persistent(port: int, cid: str, version: int) -> Client:
 def test_persistent_session_receives_qos1_sent_while_offline(mb: BrokerProcess,
                                                              version: int) -> None:
     port = mb.mqtt_port  # type: ignore[attr-defined]
-    cid, topic = _id(), f"offline/{_id()}"
+    cid, topic = new_id(), f"offline/{new_id()}"
     sub = _persistent(port, cid, version)
     assert sub.connect() == (0, False)
     assert sub.subscribe(topic, 1) == [1]
     sub.close()
     assert f"mqtt-subscription-{cid}qos1" in _queues(mb)  # kept after DISCONNECT
-    pub = Client(port, _id())
+    pub = Client(port, new_id())
     pub.connect()
     for i in range(3):
         pub.publish(topic, b"m%d" % i, 1)
@@ -62,7 +55,7 @@ def test_persistent_session_receives_qos1_sent_while_offline(mb: BrokerProcess,
 
 def test_clean_session_leaves_no_queue(mb: BrokerProcess) -> None:
     port = mb.mqtt_port  # type: ignore[attr-defined]
-    cid = _id()
+    cid = new_id()
     c = Client(port, cid)
     c.connect()
     c.subscribe("clean/#", 1)
@@ -83,14 +76,14 @@ def test_clean_session_leaves_no_queue(mb: BrokerProcess) -> None:
 
 def test_second_connect_takes_the_session_over(mb: BrokerProcess) -> None:
     port = mb.mqtt_port  # type: ignore[attr-defined]
-    cid, topic = _id(), f"takeover/{_id()}"
+    cid, topic = new_id(), f"takeover/{new_id()}"
     first = _persistent(port, cid, V5)
     first.connect()
     first.subscribe(topic, 1)
     second = _persistent(port, cid, V5)
     assert second.connect() == (0, True)
     assert first.disconnected.wait(15)  # the first was closed (MQTT 5: DISCONNECT 0x8E)
-    pub = Client(port, _id())
+    pub = Client(port, new_id())
     pub.connect()
     pub.publish(topic, b"to the new one", 1)
     assert second.get().payload == b"to the new one"
@@ -101,19 +94,19 @@ def test_second_connect_takes_the_session_over(mb: BrokerProcess) -> None:
 def test_persistent_session_survives_kill_9(tmp_path: Path) -> None:
     b = mqtt_broker(tmp_path / "data")
     port = b.mqtt_port  # type: ignore[attr-defined]
-    cid, topic = _id(), "crash/test"
+    cid, topic = new_id(), "crash/test"
     try:
         sub = _persistent(port, cid, V311)
         sub.connect()
         sub.subscribe("crash/#", 1)
         sub.close()
-        pub = Client(port, _id())
+        pub = Client(port, new_id())
         pub.connect()
         for i in range(20):
             pub.publish(topic, b"n%d" % i, 1)  # each PUBACKed: committed
         b.kill()
         b.start()
-        wait_for(lambda: _listening(port), 30, what="MQTT after restart")
+        wait_for(lambda: listening(port), 30, what="MQTT after restart")
         again = _persistent(port, cid, V311)
         assert again.connect() == (0, True)
         got = [again.get().payload for _ in range(20)]
@@ -123,33 +116,24 @@ def test_persistent_session_survives_kill_9(tmp_path: Path) -> None:
         b.kill()
 
 
-def _listening(port: int) -> bool:
-    import socket
-
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
-
 
 def test_shutdown_publishes_wills_before_the_store_closes(tmp_path: Path) -> None:
     """SIGTERM closes MQTT clients first: a will (QoS 1) reaches a persistent session's
     durable queue and is there after the restart; the broker exits cleanly."""
     b = mqtt_broker(tmp_path / "data")
     port = b.mqtt_port  # type: ignore[attr-defined]
-    cid = _id()
+    cid = new_id()
     try:
         sub = _persistent(port, cid, V311)
         sub.connect()
         sub.subscribe("last/#", 1)
         sub.close()
-        dying = Client(port, _id(), V5, will=("last/words", b"bye", 1))
+        dying = Client(port, new_id(), V5, will=("last/words", b"bye", 1))
         dying.connect()
         assert b.stop() == 0
         assert dying.disconnected.wait(15)
         b.start()
-        wait_for(lambda: _listening(port), 30, what="MQTT after restart")
+        wait_for(lambda: listening(port), 30, what="MQTT after restart")
         again = _persistent(port, cid, V311)
         assert again.connect() == (0, True)
         m = again.get()

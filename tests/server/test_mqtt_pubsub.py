@@ -5,10 +5,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pika
 import pytest
 
-from amqplite.protocol.mqtt.packets import ConnAck, Connect, PubComp, Publish, PubRec, PubRel
+from amqplite.protocol.mqtt.errors import ReasonCode
+from amqplite.protocol.mqtt.packets import (
+    ConnAck,
+    Connect,
+    PubAck,
+    PubComp,
+    Publish,
+    PubRec,
+    PubRel,
+    SubAck,
+    Subscribe,
+    Subscription,
+)
+from amqplite.protocol.mqtt.properties import Properties
 from tests.brokerproc import BrokerProcess, wait_for
 from tests.server.mqttclient import V5, V311, Client, RawClient, new_id, running_broker
 
@@ -114,8 +128,6 @@ def test_qos2_duplicate_publish_is_routed_once(mb: BrokerProcess, amqp) -> None:
 
 
 def test_mqtt_connections_listed_in_admin_api(mb: BrokerProcess) -> None:
-    import httpx
-
     cid = new_id()
     c = Client(mb.mqtt_port, cid, V5)  # type: ignore[attr-defined]
     c.connect()
@@ -128,3 +140,58 @@ def test_mqtt_connections_listed_in_admin_api(mb: BrokerProcess) -> None:
     c.close()
 
 
+
+
+def test_receive_maximum_bounds_unacknowledged_deliveries(mb: BrokerProcess) -> None:
+    """An MQTT 5 Receive Maximum of 2 is the prefetch: two QoS 1 messages in flight,
+    the third only after a PUBACK."""
+    cid, topic = new_id(), f"window/{new_id()}"
+    raw = RawClient(mb.mqtt_port, V5)  # type: ignore[attr-defined]
+    raw.send(Connect(cid, protocol_level=V5, username="guest", password=b"guest",
+                     properties=Properties(receive_maximum=2)))
+    assert isinstance(raw.recv(), ConnAck)
+    raw.send(Subscribe(1, (Subscription(topic, qos=1),)))
+    assert raw.recv() == SubAck(1, (1,))
+    pub = Client(mb.mqtt_port, new_id())  # type: ignore[attr-defined]
+    pub.connect()
+    for i in range(3):
+        pub.publish(topic, b"w%d" % i, 1)
+    got = [raw.recv(), raw.recv()]
+    assert [(p.payload, p.qos) for p in got] == [(b"w0", 1), (b"w1", 1)]  # type: ignore[union-attr]
+
+    def queue() -> dict[str, int]:
+        r = httpx.get(f"{mb.admin_url}/api/queues/%2F/mqtt-subscription-{cid}qos1",
+                      auth=("guest", "guest"))
+        return r.json()  # type: ignore[no-any-return]
+
+    wait_for(lambda: queue()["messages_ready"] == 1, what="the third message held back")
+    assert queue()["messages_unacknowledged"] == 2
+    raw.send(PubAck(got[0].packet_id))  # type: ignore[union-attr]
+    third = raw.recv()
+    assert isinstance(third, Publish) and third.payload == b"w2"
+    pub.close()
+    raw.drop()
+
+
+def test_publish_and_subscribe_refused_without_permission(mb: BrokerProcess) -> None:
+    """A user who may not write: MQTT 5 PUBACK / SUBACK 0x87, a 3.1.1 publisher is
+    disconnected; nothing is routed."""
+    api = httpx.Client(base_url=mb.admin_url or "", auth=("guest", "guest"))
+    user = f"ro-{new_id()}"
+    api.put(f"/api/users/{user}", json={"password": "pw", "tags": ""}).raise_for_status()
+    api.put(f"/api/permissions/%2F/{user}",
+            json={"configure": ".*", "write": "^$", "read": ".*"}).raise_for_status()
+    raw = RawClient(mb.mqtt_port, V5)  # type: ignore[attr-defined]
+    raw.send(Connect(new_id(), protocol_level=V5, username=user, password=b"pw"))
+    assert isinstance(raw.recv(), ConnAck)
+    raw.send(Publish("denied/topic", b"x", qos=1, packet_id=5))
+    assert raw.recv() == PubAck(5, ReasonCode.NOT_AUTHORIZED)
+    raw.send(Subscribe(6, (Subscription("denied/#", qos=1),)))
+    assert raw.recv() == SubAck(6, (ReasonCode.NOT_AUTHORIZED,))
+    raw.drop()
+    old = RawClient(mb.mqtt_port, V311)  # type: ignore[attr-defined]
+    old.send(Connect(new_id(), username=user, password=b"pw"))
+    assert old.recv() == ConnAck(False, 0)
+    old.send(Publish("denied/topic", b"x", qos=1, packet_id=5))
+    assert old.closed_by_broker()
+    api.close()

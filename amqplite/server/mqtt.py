@@ -13,6 +13,7 @@ a writer and a keep-alive task; a crash closes that connection only.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import math
 import time
@@ -514,7 +515,9 @@ class MQTTClient:
     # The interpreter calls these for this session's effects, then flush().
     def send_confirm(self, ch: ChannelState, upto: int, multiple: bool, nack: bool) -> None:
         confirms = self._confirms
-        seqs = [s for s in confirms if s <= upto] if multiple else [upto]
+        seqs = [upto]
+        if multiple:  # seqs are keys in ascending order: stop at the first above
+            seqs = list(itertools.takewhile(lambda s: s <= upto, confirms))
         for seq in seqs:
             pid = confirms.pop(seq, None)
             if pid is None:

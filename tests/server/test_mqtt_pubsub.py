@@ -3,6 +3,7 @@ protocol levels, and MQTT<->AMQP across amq.topic (RabbitMQ's mapping)."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import httpx
@@ -195,3 +196,37 @@ def test_publish_and_subscribe_refused_without_permission(mb: BrokerProcess) -> 
     old.send(Publish("denied/topic", b"x", qos=1, packet_id=5))
     assert old.closed_by_broker()
     api.close()
+
+
+def test_slow_qos0_subscriber_leaves_messages_in_its_queue(mb: BrokerProcess) -> None:
+    """A QoS 0 subscriber that does not read: once 4 MiB wait for its socket, its
+    messages stay in its queue instead of the broker's memory; it gets them all
+    when it reads again."""
+    cid, topic = new_id(), f"slow/{new_id()}"
+    raw = RawClient(mb.mqtt_port)  # type: ignore[attr-defined]
+    raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    raw.send(Connect(cid, username="guest", password=b"guest"))
+    assert raw.recv() == ConnAck(False, 0)
+    raw.send(Subscribe(1, (Subscription(topic, qos=0),)))
+    assert raw.recv() == SubAck(1, (0,))
+    pub = Client(mb.mqtt_port, new_id())  # type: ignore[attr-defined]
+    pub.connect()
+    count, body = 200, b"z" * 100_000  # 20 MB
+    for _ in range(count):
+        pub.publish(topic, body, 0)
+    pub.publish(f"{topic}/sync", b"", 1)  # PUBACK: everything before it is routed
+
+    def ready() -> int:
+        r = httpx.get(f"{mb.admin_url}/api/queues/%2F/mqtt-subscription-{cid}qos0",
+                      auth=("guest", "guest"))
+        return int(r.json()["messages_ready"])
+
+    wait_for(lambda: ready() > 0, what="messages held in the queue")
+    got = 0
+    while got < count:
+        p = raw.recv()
+        assert isinstance(p, Publish) and p.payload == body
+        got += 1
+    assert ready() == 0
+    pub.close()
+    raw.drop()

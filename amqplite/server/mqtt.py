@@ -111,6 +111,10 @@ class MQTTListener:
         self.connections: set[MQTTClient] = set()
         #: the connected client of each client id
         self.clients: dict[str, MQTTClient] = {}
+        #: persistent sessions' inbound QoS 2 ids acknowledged (PUBREC) and not yet
+        #: released: a retransmission after a reconnect is not routed again. In memory
+        #: only (a restart forgets them; the store does not hold them yet).
+        self.awaiting_pubrel: dict[str, frozenset[int]] = {}
         self.ports: list[int] = []
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
@@ -366,6 +370,7 @@ class MQTTClient:
         for n in (PUBLISH_CH, QOS0_CH, QOS1_CH):
             self.channels[n] = b.open_channel(s, n)
         b.confirm_select(self.channels[PUBLISH_CH])
+        pubrel = listener.awaiting_pubrel.pop(ev.client_id, frozenset())
         kept: list[int] = []
         for qos in (0, 1):
             if self._queue_exists(qos):
@@ -377,6 +382,8 @@ class MQTTClient:
         if self.session is not s or self.proto.closed:  # taken over meanwhile
             return
         self.proto.accept(session_present=bool(kept))
+        if not c.clean_start and pubrel:
+            self.proto.resume((), pubrel)
         self._ka_wake.set()  # the keep-alive deadline starts now
         for qos in kept:  # deliveries only after CONNACK
             self._consume(qos)
@@ -398,6 +405,10 @@ class MQTTClient:
         listener = self.listener
         if listener.clients.get(self.client_id) is self:
             del listener.clients[self.client_id]
+        if self.persistent:
+            pubrel = self.proto.awaiting_pubrel()
+            if pubrel:
+                listener.awaiting_pubrel[self.client_id] = pubrel
         will, self.will = self.will, None
         if will is not None:
             try:

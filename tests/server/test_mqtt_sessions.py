@@ -10,8 +10,27 @@ from pathlib import Path
 import httpx
 import pytest
 
+from amqplite.protocol.mqtt.packets import (
+    ConnAck,
+    Connect,
+    Disconnect,
+    PubAck,
+    PubComp,
+    Publish,
+    PubRec,
+    PubRel,
+)
 from tests.brokerproc import BrokerProcess, wait_for
-from tests.server.mqttclient import V5, V311, Client, listening, mqtt_broker, new_id, running_broker
+from tests.server.mqttclient import (
+    V5,
+    V311,
+    Client,
+    RawClient,
+    listening,
+    mqtt_broker,
+    new_id,
+    running_broker,
+)
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +160,31 @@ def test_shutdown_publishes_wills_before_the_store_closes(tmp_path: Path) -> Non
         again.close()
     finally:
         b.kill()
+
+
+def test_qos2_id_awaiting_pubrel_survives_a_reconnect(mb: BrokerProcess) -> None:
+    """PUBREC sent, connection lost before PUBREL: the persistent session's client
+    sends the PUBLISH again (DUP) after reconnecting; it is not routed twice."""
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid, topic = new_id(), f"qos2/{new_id()}"
+    watcher = Client(port, new_id())
+    watcher.connect()
+    watcher.subscribe(f"{topic}/#", 1)
+    first = RawClient(port)
+    first.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
+    assert first.recv() == ConnAck(False, 0)
+    first.send(Publish(topic, b"once", qos=2, packet_id=9))
+    assert first.recv() == PubRec(9)
+    first.drop()
+    again = RawClient(port)
+    again.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
+    assert isinstance(again.recv(), ConnAck)
+    again.send(Publish(topic, b"once", qos=2, dup=True, packet_id=9))
+    assert again.recv() == PubRec(9)
+    again.send(PubRel(9))
+    assert again.recv() == PubComp(9)
+    again.send(Publish(f"{topic}/marker", b"after", qos=1, packet_id=10))
+    assert again.recv() == PubAck(10)
+    assert [watcher.get().payload, watcher.get().payload] == [b"once", b"after"]
+    again.send(Disconnect())
+    watcher.close()

@@ -46,7 +46,9 @@ from amqplite.protocol.mqtt.events import (
 )
 from amqplite.protocol.mqtt.packets import MQTT_5, Will
 from amqplite.protocol.mqtt.topics import (
+    binding_key_to_filter,
     filter_to_binding_key,
+    matches,
     routing_key_to_topic,
     topic_to_routing_key,
 )
@@ -547,17 +549,34 @@ class MQTTClient:
         props = properties or message.properties_raw
         qos = 1 if ch.number == QOS1_CH and delivery_mode_of(props) == 2 else 0
         topic = routing_key_to_topic(message.routing_key)
-        try:
-            out = self.proto.send_publish(topic, bytes(message.body), qos)
-        except FlowControlError:  # prefetch keeps us inside the window; never expected
-            log.warning("MQTT %s: receive maximum reached", self.name)
-            out = None
+        out = None
+        if topic.startswith("$") and not self._dollar_match(ch, topic):
+            pass  # [MQTT-4.7.2-1]: only a filter not starting with a wildcard gets it
+        else:
+            try:
+                out = self.proto.send_publish(topic, bytes(message.body), qos)
+            except FlowControlError:  # prefetch keeps us inside the window; never expected
+                log.warning("MQTT %s: receive maximum reached", self.name)
         if ch.number == QOS1_CH:
             if out is not None and out.packet_id is not None:
                 self._tags[out.packet_id] = delivery_tag
             else:
                 self._auto_acks.append(delivery_tag)
                 self._wake.set()
+
+    def _dollar_match(self, ch: ChannelState, topic: str) -> bool:
+        """Does a subscription of the delivering queue match a ``$`` topic under MQTT's
+        rule? The AMQP topic exchange routed it by ``#``/``*`` alone."""
+        s = self.session
+        vh = self.broker.vhosts.get(s.vhost) if s is not None else None
+        if vh is None:
+            return False
+        qos = 0 if ch.number == QOS0_CH else 1
+        exchange = self.listener.settings.mqtt_exchange
+        for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ()):
+            if b.source == exchange and matches(binding_key_to_filter(b.routing_key), topic):
+                return True
+        return False
 
     def deliver_stream(self, ch: ChannelState, consumer_tag: str, first_tag: int,
                        entries: list[Any]) -> None:

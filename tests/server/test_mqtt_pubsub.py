@@ -230,3 +230,23 @@ def test_slow_qos0_subscriber_leaves_messages_in_its_queue(mb: BrokerProcess) ->
     assert ready() == 0
     pub.close()
     raw.drop()
+
+
+def test_dollar_topics_skip_filters_starting_with_a_wildcard(mb: BrokerProcess) -> None:
+    """[MQTT-4.7.2-1]: ``#`` does not match ``$SYS/...``; ``$SYS/+`` does."""
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    tag = new_id()
+    everything = Client(port, new_id())
+    everything.connect()
+    everything.subscribe("#", 1)
+    system = Client(port, new_id())
+    system.connect()
+    system.subscribe(f"$SYS/{tag}/+", 1)
+    pub = Client(port, new_id())
+    pub.connect()
+    pub.publish(f"$SYS/{tag}/uptime", b"42", 1)
+    pub.publish(f"marker/{tag}", b"after", 1)
+    assert system.get().topic == f"$SYS/{tag}/uptime"
+    assert everything.get().topic == f"marker/{tag}"  # the $SYS message was skipped
+    for c in (pub, system, everything):
+        c.close()

@@ -138,7 +138,12 @@ def test_mqtt_connections_listed_in_admin_api(mb: BrokerProcess) -> None:
     assert len(mine) == 1
     assert mine[0]["protocol"] == "MQTT 5.0" and mine[0]["user"] == "guest"
     assert mine[0]["vhost"] == "/"
-    c.close()
+    name = mine[0]["name"]
+    one = httpx.get(f"{mb.admin_url}/api/connections/{name}", auth=("guest", "guest"))
+    assert one.json()["protocol"] == "MQTT 5.0"
+    gone = httpx.delete(f"{mb.admin_url}/api/connections/{name}", auth=("guest", "guest"))
+    assert gone.status_code == 204
+    assert c.disconnected.wait(15)  # closed by the broker (DISCONNECT 0x98)
 
 
 

@@ -123,7 +123,8 @@ def _startup_problem(exc: BaseException) -> str | None:
     """
     from sqlalchemy.exc import SQLAlchemyError
 
-    from amqplite.server.datalock import DataDirLocked
+    from amqplite.server.datalock import DatabaseLocked, DataDirLocked
+    from amqplite.store.database import MissingDriver
 
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
@@ -131,7 +132,7 @@ def _startup_problem(exc: BaseException) -> str | None:
             if found is not None:
                 return found
         return None
-    if isinstance(exc, (OSError, DataDirLocked)):
+    if isinstance(exc, (OSError, DataDirLocked, DatabaseLocked, MissingDriver)):
         return str(exc)
     if isinstance(exc, SQLAlchemyError):
         return f"database error: {getattr(exc, 'orig', None) or exc}"

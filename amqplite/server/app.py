@@ -29,7 +29,7 @@ from amqplite.config import Settings
 from amqplite.protocol.handshake import default_server_properties
 from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPConnection
 from amqplite.server.counters import Counters
-from amqplite.server.datalock import DataDirLock
+from amqplite.server.datalock import DatabaseLock, DatabaseLocked, DataDirLock
 from amqplite.server.disk import DiskMonitor
 from amqplite.server.interpreter import Interpreter
 from amqplite.server.memory import MemoryMonitor
@@ -38,6 +38,7 @@ from amqplite.server.ports import PortInUse, address_in_use
 from amqplite.server.recovery import restore, seed_security
 from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
+from amqplite.store.database import is_postgresql, masked
 from amqplite.store.engine import CLEAN_KEY, Store
 from amqplite.store.ops import EXPORTED_KEY
 from amqplite.store.writer import ProcessStore
@@ -48,6 +49,9 @@ log = logging.getLogger("amqplite.server")
 Service = Callable[..., Awaitable[None]]
 _R = TypeVar("_R")
 
+
+#: how often the broker checks that it still holds its database lock (PostgreSQL)
+DB_LOCK_CHECK_S = 5.0
 
 SHUTDOWN_TEXT = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
 
@@ -202,18 +206,22 @@ class Server:
         the composition root chooses them, so this layer names none of them."""
         s = self.settings
         lock_dir = _lock_dir(s)
-        lock = None
+        lock: DataDirLock | DatabaseLock | None = None
         if lock_dir is not None:
             lock_dir.mkdir(parents=True, exist_ok=True)
             lock = DataDirLock(lock_dir)
             lock.acquire(ports=[s.port], admin_port=s.admin_port)
+        elif is_postgresql(s.db_url):
+            lock = DatabaseLock(s.db_url)
+            await trio.to_thread.run_sync(functools.partial(
+                lock.acquire, ports=[s.port], admin_port=s.admin_port))
         try:
             await self._run_locked(lock_dir, lock, services, task_status)
         finally:
             if lock is not None:
                 lock.release()
 
-    async def _run_locked(self, lock_dir: Path | None, lock: DataDirLock | None,
+    async def _run_locked(self, lock_dir: Path | None, lock: DataDirLock | DatabaseLock | None,
                           services: Sequence[Service],
                           task_status: trio.TaskStatus[Server]) -> None:
         s = self.settings
@@ -269,11 +277,14 @@ class Server:
                 for service in services:
                     await nursery.start(service, self)
                 if lock is not None:
-                    lock.update(ports=self.listen_ports + self.tls_ports,
-                                admin_port=_port_of(self.admin_url))
+                    await trio.to_thread.run_sync(functools.partial(
+                        lock.update, ports=self.listen_ports + self.tls_ports,
+                        admin_port=_port_of(self.admin_url)))
+                if isinstance(lock, DatabaseLock):
+                    nursery.start_soon(self._watch_db_lock, lock)
                 log.info("amqplite %s listening on port(s) %s%s, data in %s; %s",
                          __version__, self.listen_ports,
-                         f", AMQPS on {self.tls_ports}" if secure else "", s.db_url,
+                         f", AMQPS on {self.tls_ports}" if secure else "", masked(s.db_url),
                          self.memory.describe())
                 task_status.started(self)
                 await self._stopping.wait()
@@ -358,6 +369,21 @@ class Server:
                     log.info("pruned %d delivery-log rows (exported up to id %s)", n, mark)
             except Exception:
                 log.exception("delivery-log retention failed; will retry")
+
+    async def _watch_db_lock(self, lock: DatabaseLock) -> None:
+        """Keep the database lock: a session that broke (the database restarted) is
+        replaced; if another broker took the lock meanwhile, this one stops, since
+        two brokers on one database would deliver the same messages."""
+        while True:
+            await trio.sleep(DB_LOCK_CHECK_S)
+            try:
+                held = await trio.to_thread.run_sync(lock.check)
+            except DatabaseLocked as exc:
+                log.critical("%s: shutting down", exc)
+                self.stop()
+                return
+            if not held:
+                log.warning("database lock: the database cannot be reached; retrying")
 
     async def _watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as sigs:

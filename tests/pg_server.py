@@ -25,6 +25,10 @@ import pytest
 #: the database superuser of the throwaway cluster
 SUPERUSER = "postgres"
 
+#: run a test on SQLite and on PostgreSQL: its ``backend`` fixture (see
+#: tests/store/conftest.py) is then "sqlite" or "postgresql"
+both_backends = pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
+
 
 def missing(reason: str) -> None:
     """Skip, or fail in CI, where PostgreSQL must be there."""

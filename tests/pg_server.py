@@ -6,7 +6,8 @@ when the tests run as root (PostgreSQL refuses root). ``PG_URL`` (a URL whose
 role may create databases) replaces it with a server someone else runs.
 
 Without PostgreSQL the tests that need it are skipped, except in CI (``CI``
-set to true), where they fail: CI installs PostgreSQL, so absence is a bug.
+set to true, or ``AMQPLITE_PG_REQUIRED=1`` as scripts/test.sh sets), where
+they fail: CI installs PostgreSQL, so absence is a bug.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ both_backends = pytest.mark.parametrize("backend", ["sqlite", "postgresql"], ind
 
 def missing(reason: str) -> None:
     """Skip, or fail in CI, where PostgreSQL must be there."""
-    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+    if (os.environ.get("CI", "").lower() in ("true", "1", "yes")
+            or os.environ.get("AMQPLITE_PG_REQUIRED") == "1"):
         pytest.fail(f"{reason} (CI must provide PostgreSQL: scripts/test.sh installs it)")
     pytest.skip(reason)
 

@@ -29,7 +29,7 @@ from amqplite.config import Settings
 from amqplite.protocol.handshake import default_server_properties
 from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPConnection
 from amqplite.server.counters import Counters
-from amqplite.server.datalock import DatabaseLock, DatabaseLocked, DataDirLock
+from amqplite.server.datalock import DatabaseLock, DatabaseLockLost, DataDirLock
 from amqplite.server.disk import DiskMonitor
 from amqplite.server.interpreter import Interpreter
 from amqplite.server.memory import MemoryMonitor
@@ -84,6 +84,8 @@ class Server:
         self.memory: MemoryMonitor | None = None
         #: base URL of the admin HTTP API once it listens (None when disabled)
         self.admin_url: str | None = None
+        #: why the broker stopped, if another broker took its database (PostgreSQL)
+        self._lock_lost: DatabaseLockLost | None = None
 
     def server_properties(self) -> dict[str, Any]:
         """What connection.start announces (the protocol layer owns the capability list)."""
@@ -220,6 +222,8 @@ class Server:
         finally:
             if lock is not None:
                 lock.release()
+        if self._lock_lost is not None:
+            raise self._lock_lost
 
     async def _run_locked(self, lock_dir: Path | None, lock: DataDirLock | DatabaseLock | None,
                           services: Sequence[Service],
@@ -288,7 +292,8 @@ class Server:
                          self.memory.describe())
                 task_status.started(self)
                 await self._stopping.wait()
-                clean = await self._shutdown()
+                # a broker that lost its database to another writes no clean mark there
+                clean = await self._shutdown() and self._lock_lost is None
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
@@ -377,9 +382,12 @@ class Server:
         while True:
             await trio.sleep(DB_LOCK_CHECK_S)
             try:
-                held = await trio.to_thread.run_sync(lock.check)
-            except DatabaseLocked as exc:
+                # abandoned on shutdown: a check stuck on an unreachable database
+                # must not hold the broker's exit (the connection has timeouts)
+                held = await trio.to_thread.run_sync(lock.check, abandon_on_cancel=True)
+            except DatabaseLockLost as exc:
                 log.critical("%s: shutting down", exc)
+                self._lock_lost = exc
                 self.stop()
                 return
             if not held:

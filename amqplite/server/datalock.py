@@ -93,6 +93,10 @@ class DatabaseLocked(Exception):
     """Another live broker holds the database (PostgreSQL); the message names it."""
 
 
+class DatabaseLockLost(DatabaseLocked):
+    """The running broker's lock session broke and another broker took the lock."""
+
+
 #: a refused broker tries again for this long: the backend of a broker killed a
 #: moment ago may not have noticed yet that its client is gone
 DB_LOCK_GRACE_S = 3.0
@@ -141,7 +145,7 @@ class DatabaseLock:
     def check(self) -> bool:
         """Is the lock still ours? A broken session (the database restarted, the
         network dropped it) is replaced if the lock is free again; raises
-        :class:`DatabaseLocked` if another broker took it meanwhile. False when
+        :class:`DatabaseLockLost` if another broker took it meanwhile. False when
         the database cannot be reached now (try again later)."""
         session = self._session
         if session is None:
@@ -156,7 +160,7 @@ class DatabaseLock:
             return False
         owner = self._holder(session)
         session.close()
-        raise DatabaseLocked(f"database {masked(self.url)} was taken over by another "
+        raise DatabaseLockLost(f"database {masked(self.url)} was taken over by another "
                              f"amqplite broker ({owner}) while this one lost its connection")
 
     def release(self) -> None:

@@ -22,6 +22,10 @@ from .database import make_engine
 LOCK_KEYS = (0x616D7170, 0x6C697465)
 #: PostgreSQL truncates application_name to this many bytes
 APP_NAME_MAX = 63
+#: libpq options of the lock's connection: give up connecting after 10 s, and find
+#: a dead peer within about 25 s (ignored on a unix socket)
+CONNECT_ARGS = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 10,
+                "keepalives_interval": 5, "keepalives_count": 3}
 
 _TRY = text("SELECT pg_try_advisory_lock(:k1, :k2)")
 _HOLDER = text(
@@ -37,8 +41,9 @@ class LockSession:
     """A connection that tries for, then holds, the broker's advisory lock."""
 
     def __init__(self, url: str, application_name: str) -> None:
-        # no pool: closing the connection must end the session (and free the lock)
-        self._engine = make_engine(url, poolclass=NullPool)
+        # no pool: closing the connection must end the session (and free the lock);
+        # TCP keepalives notice a vanished network in seconds, not the kernel's hours
+        self._engine = make_engine(url, poolclass=NullPool, connect_args=CONNECT_ARGS)
         self._conn: Connection | None = None
         self._name = application_name[:APP_NAME_MAX]
 

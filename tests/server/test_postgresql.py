@@ -12,13 +12,20 @@ from pathlib import Path
 
 import pika
 import psutil
+import psycopg
 import pytest
 
-from amqplite.server.datalock import DatabaseLock, DatabaseLocked
+from amqplite.server.datalock import DatabaseLock, DatabaseLockLost
 from amqplite.store.dblock import LockSession
 from tests.brokerproc import BrokerProcess, wait_for
 from tests.pg_server import PgServer
 from tests.server.conftest import connect
+
+
+def terminate(url: str, backend: int) -> None:
+    """End a PostgreSQL session as an operator (or a server restart) would."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
 
 
 def pg_broker(tmp_path: Path, url: str, name: str = "b") -> BrokerProcess:
@@ -170,21 +177,44 @@ def test_lost_lock_session_is_replaced_or_reported(pg_url: str) -> None:
         assert lock.check()
         backend = admin.holder()
         assert backend is not None and "ports=5672" in backend[1]
-        terminate = f"SELECT pg_terminate_backend({backend[0]})"
-        from sqlalchemy import text
-
-        admin._connection().execute(text(terminate))
+        terminate(pg_url, backend[0])
         assert lock.check()  # replaced: the lock was free
         again = admin.holder()
         assert again is not None and again[0] != backend[0]
-        admin._connection().execute(text(f"SELECT pg_terminate_backend({again[0]})"))
+        terminate(pg_url, again[0])
         wait_for(lambda: admin.holder() is None, 10, what="the lock to be released")
         assert admin.try_lock()  # another broker takes it meanwhile
-        with pytest.raises(DatabaseLocked, match="taken over by another amqplite broker"):
+        with pytest.raises(DatabaseLockLost, match="taken over by another amqplite broker"):
             lock.check()
     finally:
         lock.release()
         admin.close()
+
+
+def test_broker_stops_when_another_takes_its_database(tmp_path: Path, pg_url: str) -> None:
+    """Its lock session dropped and the lock taken by another: the broker stops,
+    non-zero, saying so, and records no clean shutdown in the other's database."""
+    b = pg_broker(tmp_path, pg_url).start()
+    thief = LockSession(pg_url, "amqplite-thief")
+    try:
+        def steal() -> bool:
+            found = thief.holder()
+            if found is not None and found[1].startswith("amqplite pid="):
+                terminate(pg_url, found[0])
+            return thief.try_lock()
+
+        wait_for(steal, 20, interval=0.01, what="the lock to change hands")
+        assert b.proc is not None
+        assert b.proc.wait(30) != 0
+        log = b.log()
+        assert "amqplite: stopped: database " in log
+        assert "taken over by another amqplite broker" in log
+        with psycopg.connect(pg_url) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'clean_shutdown'").fetchone()
+        assert row == ("0",)
+    finally:
+        thief.close()
+        b.kill()
 
 
 def test_missing_driver_is_one_line_naming_the_extra(tmp_path: Path) -> None:

@@ -155,10 +155,15 @@ class DatabaseLock:
         try:
             if session.try_lock():
                 return True
+            found = session.holder()
         except Exception:
             session.close()
             return False
-        owner = self._holder(session)
+        if found is not None and self._is_mine(found[1]):
+            # our old session, which the server has not yet seen die: it goes soon
+            session.close()
+            return False
+        owner = self._describe_holder(found)
         session.close()
         raise DatabaseLockLost(f"database {masked(self.url)} was taken over by another "
                              f"amqplite broker ({owner}) while this one lost its connection")
@@ -179,11 +184,22 @@ class DatabaseLock:
         return " ".join(parts)
 
     @staticmethod
-    def _holder(session: LockSession) -> str:
+    def _is_mine(name: str) -> bool:
+        """Is this application_name our own record (the host may be cut short)?"""
+        rec = _parse_record(name)
+        return (rec is not None and rec["pid"] == str(os.getpid()) and rec["host"] != "?"
+                and socket.gethostname().startswith(rec["host"]))
+
+    @classmethod
+    def _holder(cls, session: LockSession) -> str:
         try:
             found = session.holder()
         except Exception:
             found = None
+        return cls._describe_holder(found)
+
+    @staticmethod
+    def _describe_holder(found: tuple[int, str, str | None] | None) -> str:
         if found is None:
             return "owner unknown"
         backend, name, client = found

@@ -181,7 +181,19 @@ def test_lost_lock_session_is_replaced_or_reported(pg_url: str) -> None:
         assert lock.check()  # replaced: the lock was free
         again = admin.holder()
         assert again is not None and again[0] != backend[0]
+        # our own old session, still alive on the server, is not a takeover:
+        # the check waits for it to go (a session with our record stands in for it)
         terminate(pg_url, again[0])
+        wait_for(lambda: admin.holder() is None, 10, what="the lock to be released")
+        ours = LockSession(pg_url, lock._record())
+        assert ours.try_lock()
+        assert lock.check() is False
+        ours.close()
+        wait_for(lambda: admin.holder() is None, 10, what="the lock to be released")
+        assert lock.check()
+        third = admin.holder()
+        assert third is not None
+        terminate(pg_url, third[0])
         wait_for(lambda: admin.holder() is None, 10, what="the lock to be released")
         assert admin.try_lock()  # another broker takes it meanwhile
         with pytest.raises(DatabaseLockLost, match="taken over by another amqplite broker"):

@@ -391,7 +391,8 @@ class Server:
                 self.stop()
                 return
             if not held:
-                log.warning("database lock: the database cannot be reached; retrying")
+                log.warning("database lock not held right now (the database cannot be "
+                            "reached, or the old session is still closing); retrying")
 
     async def _watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as sigs:
@@ -455,7 +456,7 @@ def _tune_gc() -> None:
 
 def _lock_dir(s: Settings) -> Path | None:
     """The directory one broker owns: the data dir, or a SQLite URL's folder; None for
-    a database server (PostgreSQL guards its own data)."""
+    a database server (on PostgreSQL the broker holds a DatabaseLock instead)."""
     if not s.database_url:
         return Path(s.data_dir)
     url = s.database_url

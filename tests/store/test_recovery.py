@@ -18,6 +18,7 @@ from amqplite.store import (
     RecoveredEntry,
     UpdateEntry,
 )
+from tests.pg_server import both_backends
 
 META = [
     PutPolicy("/", "dlx", "^q", "queues", 1, {"dead-letter-exchange": "dlx"}),
@@ -29,6 +30,7 @@ META = [
 ]
 
 
+@both_backends
 def test_round_trip(make_store) -> None:
     store = make_store()
     store.start()
@@ -66,6 +68,7 @@ def test_round_trip(make_store) -> None:
     assert rec.entries[5] == [RecoveredEntry(1, 10, 0, False, "x", "rk10", b"p10", b"b" * 10, 10)]
 
 
+@both_backends
 def test_body_window_edges(make_store) -> None:
     store = make_store()
     store.start()
@@ -77,6 +80,7 @@ def test_body_window_edges(make_store) -> None:
     assert rec.entries[1][0].body == b"x" and not rec.spilled
 
 
+@both_backends
 def test_orphans_removed_at_load(make_store, raw) -> None:
     store = make_store()
     store.start()
@@ -92,6 +96,7 @@ def test_orphans_removed_at_load(make_store, raw) -> None:
     assert rec.max_message_id == 3  # ids stay monotonic even though 2 and 3 are gone
 
 
+@both_backends
 def test_fetch_bodies_and_log_reads(store) -> None:
     ops: list = [PutQueue(1, "/", "q")]
     for mid in range(1, 2001):

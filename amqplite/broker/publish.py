@@ -144,6 +144,8 @@ class Publishing(BrokerBase):
             queues: list[Queue] = []
         else:
             queues = vh.route(ex, routing_key, msg)
+        if ex.retains:  # x-recent-history, x-lvc: kept whether routed or not
+            return self._publish_retained(vh, ex, msg, queues, mandatory, ch)
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
@@ -167,6 +169,26 @@ class Publishing(BrokerBase):
         for q in queues:
             self._dispatch(q)
         return PublishResult(True, stored, rejected)
+
+    def _publish_retained(self, vh: VHost, ex: Exchange, msg: Message, queues: list[Queue],
+                          mandatory: bool, ch: ChannelState | None) -> PublishResult:
+        """A publish to a retaining exchange: the exchange type keeps it in the
+        retained store, then it goes to ``queues`` as any publish; a confirm
+        waits for the retained row's commit as it does for a queue entry's."""
+        kept = ex.retain(self.retained, vh.name, msg)
+        if not queues:
+            if mandatory and ch is not None:
+                self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
+                self.log_event("returned", vh.name, msg, reason="NO_ROUTE")
+            return PublishResult(False, kept)
+        stored = rejected = False
+        for q in queues:
+            r = self.enqueue(q, msg)
+            stored = stored or r == STORED
+            rejected = rejected or r == REJECTED
+        for q in queues:
+            self._dispatch(q)
+        return PublishResult(True, stored or kept, rejected)
 
     def _deliver_reply(self, ch: ChannelState, msg: Message) -> None:
         """A reply goes straight to its requester's no-ack consumer: no queue, no store."""

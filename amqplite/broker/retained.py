@@ -20,7 +20,7 @@ Pure: no trio, no SQL. Dependencies come in through the constructor.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -155,6 +155,22 @@ class RetainedStore:
         for k in gone:
             self._dropped(rs, rs._items.pop(k))
         return len(gone)
+
+    def commit_failed(self, failed: Iterable[Any]) -> int:
+        """A submission failed for good: its retained messages were never stored and
+        their publishers get basic.nack, so they are withdrawn (never handed out)."""
+        ids = {op.message_id for op in failed if type(op) is ops.PutRetained}
+        if not ids:
+            return 0
+        n = 0
+        for rs in self._sets.values():
+            gone = [k for k, r in rs._items.items() if r.stored and r.message.key in ids]
+            for k in gone:
+                r = rs._items.pop(k)
+                r.stored = False  # no row to delete
+                self._dropped(rs, r)
+            n += len(gone)
+        return n
 
     def matching(self, rs: RetainedSet, pred: Callable[[str], bool]) -> list[Retained]:
         """Entries whose key satisfies ``pred`` (MQTT: a topic filter), oldest first."""

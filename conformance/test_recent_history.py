@@ -158,3 +158,18 @@ def test_bad_length_is_406(channel: BlockingChannel, names: Names, value: object
     assert info.value.reply_text == (
         f"PRECONDITION_FAILED - Invalid argument {shown}, 'x-recent-history-length' "
         "must be a positive integer")
+
+
+def test_a_message_arriving_through_an_exchange_binding_is_kept(channel: BlockingChannel,
+                                                                names: Names) -> None:
+    src = names.exchange("src")
+    x = names.exchange("rh")
+    channel.exchange_declare(src, "fanout")
+    channel.exchange_declare(x, KIND)
+    channel.exchange_bind(x, src, "")
+    channel.basic_publish(src, "k", b"via-binding")
+    q = _queue(channel, names, "q")
+    channel.queue_bind(q, x, "")
+    got = drain(channel, q, 1)
+    assert [(m.exchange, m.routing_key, b) for m, _p, b in got] == [(src, "k", b"via-binding")]
+    wait_count(channel, q, 0)

@@ -143,8 +143,8 @@ class Publishing(BrokerBase):
                 return PublishResult(True, False)
             queues: list[Queue] = []
         else:
-            queues = vh.route(ex, routing_key, msg)
-        if ex.retains:  # x-recent-history, x-lvc: kept whether routed or not
+            queues = vh.route(ex, routing_key, msg, True)
+        if ex.retains or vh.reached:  # x-recent-history, x-lvc: kept, routed or not
             return self._publish_retained(vh, ex, msg, queues, mandatory, ch)
         if not queues:
             if mandatory and ch is not None:
@@ -172,10 +172,15 @@ class Publishing(BrokerBase):
 
     def _publish_retained(self, vh: VHost, ex: Exchange, msg: Message, queues: list[Queue],
                           mandatory: bool, ch: ChannelState | None) -> PublishResult:
-        """A publish to a retaining exchange: the exchange type keeps it in the
-        retained store, then it goes to ``queues`` as any publish; a confirm
-        waits for the retained row's commit as it does for a queue entry's."""
-        kept = ex.retain(self.retained, vh.name, msg)
+        """A publish to (or through) a retaining exchange: each such exchange type
+        keeps it in the retained store, then it goes to ``queues`` as any publish;
+        a confirm waits for the retained rows' commit as for a queue entry's."""
+        keepers = [ex] if ex.retains else []
+        keepers += [e for e in vh.reached if e is not ex]  # through exchange bindings
+        vh.reached.clear()
+        kept = False
+        for e in keepers:
+            kept = e.retain(self.retained, vh.name, msg) or kept
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))

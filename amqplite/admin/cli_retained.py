@@ -4,6 +4,7 @@ x-recent-history exchange retains, through ``/api/exchanges/{vhost}/{name}/retai
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -18,15 +19,23 @@ def retained() -> None:
     """Retained messages of x-lvc and x-recent-history exchanges: list, show, clear."""
 
 
+def _command(name: str) -> Callable[[Callable[..., None]], click.Command]:
+    """``amqplite retained NAME EXCHANGE [KEY]`` with the admin options."""
+    def wrap(f: Callable[..., None]) -> click.Command:
+        f = common(f)
+        f = click.argument("key", required=False)(f)
+        f = click.argument("exchange")(f)
+        return retained.command(name)(f)
+
+    return wrap
+
+
 def _url(ctx: Ctx, exchange: str, key: str | None) -> str:
     parts = ["exchanges", ctx.vhost, exchange, "retained"]
     return path(*parts, key) if key is not None else path(*parts)
 
 
-@retained.command("list")
-@click.argument("exchange")
-@click.argument("key", required=False)
-@common
+@_command("list")
 def list_(ctx: Ctx, exchange: str, key: str | None) -> None:
     """List what EXCHANGE retains (under KEY only, when given), oldest first."""
     data = ctx.client.get(_url(ctx, exchange, key))
@@ -42,10 +51,7 @@ def list_(ctx: Ctx, exchange: str, key: str | None) -> None:
            rows, f"{_plural(len(data), 'message')}, {_size(total)}", right=("#", "Size"))
 
 
-@retained.command("show")
-@click.argument("exchange")
-@click.argument("key", required=False)
-@common
+@_command("show")
 def show(ctx: Ctx, exchange: str, key: str | None) -> None:
     """Show each retained message of EXCHANGE (under KEY) in full: properties and body."""
     data = ctx.client.get(_url(ctx, exchange, key))
@@ -62,10 +68,7 @@ def show(ctx: Ctx, exchange: str, key: str | None) -> None:
         click.echo(f"Exchange '{exchange}' retains nothing.")
 
 
-@retained.command("clear")
-@click.argument("exchange")
-@click.argument("key", required=False)
-@common
+@_command("clear")
 def clear(ctx: Ctx, exchange: str, key: str | None) -> None:
     """Drop what EXCHANGE retains (under KEY only, when given); live bindings stay."""
     res = ctx.client.send("DELETE", _url(ctx, exchange, key))

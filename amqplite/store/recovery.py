@@ -21,6 +21,7 @@ from .ops import (
     PutPermission,
     PutPolicy,
     PutQueue,
+    PutRetained,
     PutUser,
     PutVHost,
 )
@@ -41,21 +42,6 @@ class RecoveredEntry:
     body_size: int
 
 
-@attrs.frozen
-class RecoveredRetained:
-    """One retained publication of a durable owner, as stored (id order is age)."""
-
-    message_id: int
-    vhost: str
-    kind: str
-    owner: str
-    key: str
-    exchange: str
-    routing_key: str
-    properties: bytes
-    body: bytes
-
-
 @attrs.define
 class Recovered:
     """Everything durable, as found at start-up."""
@@ -73,7 +59,7 @@ class Recovered:
     #: left in the store (the broker loads them as the queue drains)
     spilled: dict[int, tuple[int, int, int, int]] = attrs.Factory(dict)
     #: retained publications of durable owners, oldest first
-    retained: list[RecoveredRetained] = attrs.Factory(list)
+    retained: list[PutRetained] = attrs.Factory(list)
     #: highest ids ever used (seed the broker's counters above these)
     max_queue_id: int = 0
     max_message_id: int = 0
@@ -204,8 +190,8 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
             rec.entries[qid] = entries
 
     rt = s.retained
-    rec.retained = [RecoveredRetained(r.id, r.vhost, r.kind, r.owner, r.key, r.exchange,
-                                      r.routing_key, r.properties, r.body)
+    rec.retained = [PutRetained(r.id, r.vhost, r.kind, r.owner, r.key, r.exchange,
+                                r.routing_key, r.properties, r.body)
                     for r in conn.execute(select(rt).order_by(rt.c.id))]
     _load_streams(conn, rec)
     hw = rec.meta

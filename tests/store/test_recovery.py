@@ -120,7 +120,6 @@ def test_retained_rows_round_trip_and_go_with_their_exchange(make_store, raw,
     message-key mark, and a database made before the table existed."""
     from amqplite.store import DeleteExchange
     from amqplite.store.ops import ClearRetained, DeleteRetained, PutRetained
-    from amqplite.store.recovery import RecoveredRetained
 
     store = make_store()
     store.start()
@@ -136,9 +135,9 @@ def test_retained_rows_round_trip_and_go_with_their_exchange(make_store, raw,
     store.close(10)
     rec = make_store().load()
     assert rec.retained == [
-        RecoveredRetained(9, "/", "exchange", "lvc", "a", "lvc", "a", b"p", b"a2"),
-        RecoveredRetained(12, "/", "exchange", "rh", "", "rh", "", b"p", b"h1"),
-        RecoveredRetained(41, "/", "exchange", "rh", "", "rh", "", b"p", b"h2"),
+        PutRetained(9, "/", "exchange", "lvc", "a", "lvc", "a", b"p", b"a2"),
+        PutRetained(12, "/", "exchange", "rh", "", "rh", "", b"p", b"h1"),
+        PutRetained(41, "/", "exchange", "rh", "", "rh", "", b"p", b"h2"),
     ]
     assert rec.max_message_id >= 41
     # a database from before the table: Store.create adds it, nothing else changes

@@ -159,12 +159,16 @@ class RetainedStore:
     def commit_failed(self, failed: Iterable[Any]) -> int:
         """A submission failed for good: its retained messages were never stored and
         their publishers get basic.nack, so they are withdrawn (never handed out)."""
-        ids = {op.message_id for op in failed if type(op) is ops.PutRetained}
-        if not ids:
-            return 0
+        ids: dict[OwnerId, set[int]] = {}
+        for op in failed:
+            if type(op) is ops.PutRetained:
+                ids.setdefault((op.vhost, op.kind, op.owner), set()).add(op.message_id)
         n = 0
-        for rs in self._sets.values():
-            gone = [k for k, r in rs._items.items() if r.stored and r.message.key in ids]
+        for owner, keys in ids.items():
+            rs = self._sets.get(owner)
+            if rs is None:
+                continue
+            gone = [k for k, r in rs._items.items() if r.stored and r.message.key in keys]
             for k in gone:
                 r = rs._items.pop(k)
                 r.stored = False  # no row to delete
@@ -194,7 +198,7 @@ class RetainedStore:
         rs.bytes -= r.size
         r.message.pinned -= 1
         if r.stored:
-            self._emit(ops.DeleteRetained(r.message.key))
+            self._emit(ops.DeleteRetained(*rs.owner, r.message.key))
 
     def _clear(self, rs: RetainedSet, *, persist: bool) -> None:
         for r in rs._items.values():

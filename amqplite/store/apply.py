@@ -478,14 +478,14 @@ class Applier:
                     and_(b.c.destination == op.name, b.c.destination_kind == "exchange")),
             ))
         elif t is PutRetained:
-            r = s.retained
-            conn.execute(delete(r).where(r.c.id == op.message_id))
-            conn.execute(insert(r).values(
-                id=op.message_id, vhost=op.vhost, kind=op.kind, owner=op.owner, key=op.key,
-                exchange=op.exchange, routing_key=op.routing_key, properties=op.properties,
-                body=op.body))
+            upsert(conn, s.retained, {"vhost": op.vhost, "kind": op.kind, "owner": op.owner,
+                                      "id": op.message_id},
+                   {"key": op.key, "exchange": op.exchange, "routing_key": op.routing_key,
+                    "properties": op.properties, "body": op.body})
         elif t is DeleteRetained:
-            conn.execute(delete(s.retained).where(s.retained.c.id == op.message_id))
+            r = s.retained
+            conn.execute(delete(r).where(r.c.vhost == op.vhost, r.c.kind == op.kind,
+                                         r.c.owner == op.owner, r.c.id == op.message_id))
         elif t is ClearRetained:
             self._clear_retained(conn, op.vhost, op.kind, op.owner)
         elif t is PutQueue:

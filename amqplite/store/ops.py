@@ -122,9 +122,10 @@ class DeletePolicy:
 class PutRetained:
     """Keep one retained publication (broker/retained.py) of a durable owner.
 
-    ``message_id`` is the message's broker key (never reused), so it is the
-    row's id; ``kind``/``owner`` name the index (kind "exchange": the exchange
-    ``owner`` of ``vhost``), ``key`` the message's key in it."""
+    ``kind``/``owner`` name the index (kind "exchange": the exchange ``owner``
+    of ``vhost``), ``key`` the message's key in it; ``message_id`` is the
+    message's broker key (never reused): one row per owner and message (a
+    message may reach two retaining exchanges)."""
 
     message_id: int
     vhost: str
@@ -141,6 +142,9 @@ class PutRetained:
 class DeleteRetained:
     """Drop one retained publication (replaced, evicted by a limit, or cleared)."""
 
+    vhost: str
+    kind: str
+    owner: str
     message_id: int
 
 

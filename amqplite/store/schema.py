@@ -104,17 +104,17 @@ exchanges = Table(
 retained = Table(
     "retained",
     metadata,
-    Column("id", BigIntPK, primary_key=True, autoincrement=False),  # the message key
     Column("vhost", String(255), nullable=False),
     Column("kind", String(16), nullable=False),
     Column("owner", String(255), nullable=False),
+    Column("id", BigInteger, nullable=False),  # the message key (age order)
     Column("key", String(255), nullable=False),
     Column("exchange", String(255), nullable=False),
     Column("routing_key", String(255), nullable=False),
     Column("properties", LargeBinary, nullable=False),
     Column("body", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("vhost", "kind", "owner", "id"),
 )
-Index("ix_retained_owner", retained.c.vhost, retained.c.kind, retained.c.owner)
 
 queues = Table(
     "queues",

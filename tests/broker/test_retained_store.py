@@ -30,7 +30,8 @@ def test_keyed_set_replaces_and_limits_evict_oldest_with_store_ops() -> None:
     assert [type(o).__name__ for o in out] == [
         "PutRetained", "PutRetained", "DeleteRetained", "PutRetained", "PutRetained",
         "DeleteRetained"]
-    assert out[2] == ops.DeleteRetained(1) and out[5] == ops.DeleteRetained(2)
+    assert out[2] == ops.DeleteRetained("/", "exchange", "x", 1)
+    assert out[5] == ops.DeleteRetained("/", "exchange", "x", 2)
     # an MQTT-style lookup: keys matched by a predicate (a topic filter)
     assert [r.key for r in store.matching(rs, lambda k: k.startswith("a"))] == ["a"]
 
@@ -78,3 +79,15 @@ def test_publish_to_durable_lvc_waits_for_its_commit_and_bind_delivers_a_copy(
     assert [row[-1] for row in log if row[1] == "retained"] == ["bind"]
     broker.exchange_delete(ch, "lvc")
     assert broker.retained.find(("/", "exchange", "lvc")) is None and r.message.pinned == 0
+
+
+def test_deleting_the_vhost_drops_its_retained_sets(broker: Broker) -> None:
+    broker.add_vhost("v")
+    s = broker.open_session("guest", "v")
+    ch = broker.open_channel(s, 1)
+    broker.exchange_declare(ch, "lvc", "x-lvc", durable=True)
+    broker.basic_publish(ch, "lvc", "k", PERSISTENT, b"v1")
+    (rs,) = broker.retained.owners("v")
+    (r,) = list(rs)
+    broker.delete_vhost("v")
+    assert broker.retained.owners("v") == [] and r.message.pinned == 0

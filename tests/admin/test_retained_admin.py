@@ -79,3 +79,20 @@ def test_cli_retained_list_show_clear(admin_broker: AdminBroker, channel: Any) -
     out = admin_broker.cli("retained", "list", "amq.direct")
     assert out.returncode != 0 and "retains nothing" in out.stderr
     channel.exchange_delete(x)
+
+
+def test_delivery_log_records_deliveries_from_the_retained_store(api: httpx.Client,
+                                                                 channel: Any) -> None:
+    x = qname("lvc-log")
+    mid = qname("mid")
+    channel.exchange_declare(x, "x-lvc")
+    channel.basic_publish(x, "k", b"v", pika.BasicProperties(message_id=mid))
+    q = channel.queue_declare("", exclusive=True).method.queue
+    channel.queue_bind(q, x, "k", arguments={"x-publish-on-request": True})
+    channel.queue_bind(q, x, "k", arguments={"x-publish-on-request": True})  # the request
+    rows = api.get(f"/api/trace/{mid}").json()
+    events = [(r["event"], r["queue"], r["reason"]) for r in rows]
+    assert events[0][0] == "published"
+    assert ("retained", q, "request") in events
+    assert events.index(("retained", q, "request")) < events.index(("routed", q, None))
+    channel.exchange_delete(x)

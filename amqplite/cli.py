@@ -145,12 +145,14 @@ def _startup_problem(exc: BaseException) -> str | None:
 def _register_optional() -> None:
     """Attach command groups that live in other packages (imported lazily inside)."""
     from amqplite.admin.cli import register as register_admin
+    from amqplite.admin.cli_retained import register as register_retained
     from amqplite.admin.cli_security import register as register_security
     from amqplite.admin.cli_streams import register as register_streams
 
     register_admin(main)
     register_security(main)
     register_streams(main)
+    register_retained(main)
     try:
         from amqplite.audit.cli import audit
     except ImportError:  # pragma: no cover - audit package is part of the install

@@ -149,9 +149,11 @@ SCHEMAS: dict[str, S] = {
     "Exchange": _obj({
         "name": STR, "vhost": STR, "type": STR, "durable": BOOL, "auto_delete": BOOL,
         "internal": BOOL, "arguments": ANYOBJ,
+        "retained": _obj({"messages": INT, "bytes": INT}, ["messages", "bytes"]),
     }, ["name", "vhost", "type", "durable", "auto_delete", "internal", "arguments"]),
     "ExchangePut": _obj({
-        "type": {"enum": ["direct", "fanout", "topic", "headers"]}, "durable": BOOL,
+        "type": {"enum": ["direct", "fanout", "topic", "headers", "x-recent-history", "x-lvc"]},
+        "durable": BOOL,
         "auto_delete": BOOL, "internal": BOOL, "arguments": ANYOBJ,
     }, ["type"]),
     "Queue": _obj({
@@ -250,6 +252,9 @@ SCHEMAS: dict[str, S] = {
         "death": {"anyOf": [_ref("Death"), {"type": "null"}]},
     }, ["payload", "payload_encoding", "payload_bytes", "redelivered", "exchange",
         "routing_key", "properties", "death"]),
+    "RetainedMessage": {"allOf": [_ref("Message"), _obj({"key": STR, "stored": BOOL},
+                                                        ["key", "stored"])]},
+    "RetainedCleared": _obj({"removed": INT}, ["removed"]),
     "PeekedMessage": {"allOf": [_ref("Message"), _obj({
         "index": INT, "position": INT, "delivery_count": INT, "expires_at": NSTR,
     }, ["index", "position", "delivery_count"])]},

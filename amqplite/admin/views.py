@@ -306,8 +306,11 @@ def consumer_info(conn: AMQPConnection, ch: ChannelState, c: Consumer) -> dict[s
 
 
 # ------------------------------------------------------------------ exchanges
-def exchange_info(vhost: str, ex: Exchange) -> dict[str, Any]:
-    return {
+def exchange_info(vhost: str, ex: Exchange,
+                  retained: tuple[int, int] | None = None) -> dict[str, Any]:
+    """RabbitMQ's exchange object; a retaining type (x-lvc, x-recent-history) adds
+    ``retained``: how many messages it keeps and their body bytes."""
+    out = {
         "name": ex.name,
         "vhost": vhost,
         "type": ex.type_name,
@@ -316,6 +319,9 @@ def exchange_info(vhost: str, ex: Exchange) -> dict[str, Any]:
         "internal": ex.internal,
         "arguments": jsonable(ex.arguments),
     }
+    if retained is not None:
+        out["retained"] = {"messages": retained[0], "bytes": retained[1]}
+    return out
 
 
 # --------------------------------------------------------------------- queues

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from amqplite.broker.auth import UserDB
 from amqplite.broker.effects import CloseConnection, Outcome
 from amqplite.broker.model import ChannelState, Entry, Message, Session
+from amqplite.broker.retained import RetainedStore
 from amqplite.broker.vhost import VHost
 from amqplite.config import LOG_LEVELS
 
@@ -107,6 +108,9 @@ class BrokerBase:
         #: above the memory monitor's paging threshold: transient entries spill too
         self.memory_pressure = False
         self._transient_written = False
+        #: retained publications (x-recent-history, x-lvc exchanges; MQTT later):
+        #: its store operations go to this outbox
+        self.retained = RetainedStore(emit=lambda op: self.store_ops.append(op))
 
     # ------------------------------------------------------------------ ids
     def seed_ids(self, max_queue_id: int, max_message_key: int) -> None:
@@ -232,6 +236,9 @@ class BrokerBase:
         def _queue_persisted(self, q: Queue) -> bool: ...
         def _add_binding(self, vh: VHost, src: Exchange, b: Binding, *, durable: bool,
                          persist: bool = True) -> None: ...
+        @staticmethod
+        def _check_binding(ex: Exchange, arguments: dict[str, Any] | None,
+                           cm: tuple[int, int]) -> None: ...
         def _match_policy(self, vhost: str, queue_name: str) -> Policy | None: ...
         def _enforce_limits(self, q: Queue) -> None: ...
         def _requeue_deliveries(self, ch: ChannelState, ds: list[Any]) -> set[Queue]: ...

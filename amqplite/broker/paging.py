@@ -263,6 +263,7 @@ class Paging(BrokerBase):
         Their publishers get basic.nack; delivering them anyway would hand out
         a message the publisher was told is lost (and will likely republish).
         """
+        self.retained.commit_failed(ops)  # retained messages not stored are withdrawn too
         keys = {(op.queue_id, op.position) for op in ops if type(op) is P.ops.PutEntry}
         if not keys:
             return

@@ -143,7 +143,9 @@ class Publishing(BrokerBase):
                 return PublishResult(True, False)
             queues: list[Queue] = []
         else:
-            queues = vh.route(ex, routing_key, msg)
+            queues = vh.route(ex, routing_key, msg, True)
+        if ex.retains or vh.reached:  # x-recent-history, x-lvc: kept, routed or not
+            return self._publish_retained(vh, ex, msg, queues, mandatory, ch)
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
@@ -167,6 +169,31 @@ class Publishing(BrokerBase):
         for q in queues:
             self._dispatch(q)
         return PublishResult(True, stored, rejected)
+
+    def _publish_retained(self, vh: VHost, ex: Exchange, msg: Message, queues: list[Queue],
+                          mandatory: bool, ch: ChannelState | None) -> PublishResult:
+        """A publish to (or through) a retaining exchange: each such exchange type
+        keeps it in the retained store, then it goes to ``queues`` as any publish;
+        a confirm waits for the retained rows' commit as for a queue entry's."""
+        keepers = [ex] if ex.retains else []
+        keepers += [e for e in vh.reached if e is not ex]  # through exchange bindings
+        vh.reached.clear()
+        kept = False
+        for e in keepers:
+            kept = e.retain(self.retained, vh.name, msg) or kept
+        if not queues:
+            if mandatory and ch is not None:
+                self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
+                self.log_event("returned", vh.name, msg, reason="NO_ROUTE")
+            return PublishResult(False, kept)
+        stored = rejected = False
+        for q in queues:
+            r = self.enqueue(q, msg)
+            stored = stored or r == STORED
+            rejected = rejected or r == REJECTED
+        for q in queues:
+            self._dispatch(q)
+        return PublishResult(True, stored or kept, rejected)
 
     def _deliver_reply(self, ch: ChannelState, msg: Message) -> None:
         """A reply goes straight to its requester's no-ack consumer: no queue, no store."""

@@ -71,6 +71,18 @@ def seed_security(broker: Broker, rec: Any, settings: Settings) -> None:
     broker.store_ops.append(PutMeta(SEEDED_KEY, "1"))
 
 
+def restore_retained(broker: Broker, rows: list[Any]) -> None:
+    """Retained publications of durable exchanges, oldest first, as stored."""
+    for r in rows:
+        vh = broker.vhosts.get(r.vhost)
+        ex = None if vh is None or r.kind != "exchange" else vh.exchanges.get(r.owner)
+        if ex is None or not ex.retains:
+            continue
+        m = Message(r.message_id, r.exchange, r.routing_key, r.properties, r.body,
+                    persistent=True)
+        broker.retained.restore(ex.retained_set(broker.retained, r.vhost), r.key, m)
+
+
 def restore(broker: Broker, rec: Any, *, unclean: bool = False,
             fetch: Callable[[int, int, int, int], list[tuple[Any, ...]]] | None = None) -> None:
     """Durable exchanges, queues and bindings come back, then every stored entry.
@@ -126,6 +138,7 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
         binding = Binding(b.source, (b.destination_kind, b.destination), b.routing_key,
                           freeze_args(b.arguments))
         broker.restore_binding(bvh, src, binding)
+    restore_retained(broker, rec.retained)
     messages: dict[int, Message] = {}
     bad: dict[int, str | None] = {}
     by_id = {q.id: q for vh in broker.vhosts.values() for q in vh.queues.values()}

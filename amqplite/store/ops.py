@@ -119,6 +119,45 @@ class DeletePolicy:
 
 
 @attrs.frozen
+class PutRetained:
+    """Keep one retained publication (broker/retained.py) of a durable owner.
+
+    ``kind``/``owner`` name the index (kind "exchange": the exchange ``owner``
+    of ``vhost``), ``key`` the message's key in it; ``message_id`` is the
+    message's broker key (never reused): one row per owner and message (a
+    message may reach two retaining exchanges)."""
+
+    message_id: int
+    vhost: str
+    kind: str
+    owner: str
+    key: str
+    exchange: str
+    routing_key: str
+    properties: bytes
+    body: bytes
+
+
+@attrs.frozen
+class DeleteRetained:
+    """Drop one retained publication (replaced, evicted by a limit, or cleared)."""
+
+    vhost: str
+    kind: str
+    owner: str
+    message_id: int
+
+
+@attrs.frozen
+class ClearRetained:
+    """Drop every retained publication of one owner."""
+
+    vhost: str
+    kind: str
+    owner: str
+
+
+@attrs.frozen
 class PutVHost:
     """Create or replace a virtual host row."""
 
@@ -391,6 +430,9 @@ META_OPS = (
     CopyMessage,
     PutExchange,
     DeleteExchange,
+    PutRetained,
+    DeleteRetained,
+    ClearRetained,
     PutQueue,
     DeleteQueue,
     DeleteEntries,
@@ -415,6 +457,9 @@ Op = (
     | CopyMessage
     | PutExchange
     | DeleteExchange
+    | PutRetained
+    | DeleteRetained
+    | ClearRetained
     | PutQueue
     | DeleteQueue
     | DeleteEntries

@@ -208,3 +208,26 @@ def test_policy_added_and_deleted_on_the_policies_page(dash: Any,
     browser.wait(dash, lambda d: not d.find_elements(*by_css(row)), "the policy to go")
     with admin_broker.api() as api:
         assert api.get(f"/api/policies/%2F/{name}").status_code == 404
+
+
+def test_exchange_page_shows_and_clears_retained_messages(dash: Any, admin_broker: AdminBroker,
+                                                          channel: Any) -> None:
+    import pika
+
+    x = qname("dash-lvc")
+    channel.exchange_declare(x, "x-lvc", durable=True)
+    for key, body in (("eur", b"1.08"), ("usd", b"1.00")):
+        channel.basic_publish(x, key, body, pika.BasicProperties(delivery_mode=2))
+    browser.open_page(dash, f"exchange/%2F/{quote(x)}", "exchange")
+    browser.wait(dash, lambda d: "2 messages" in browser.text_of("#x-retained")(d),
+                 "the retained count")
+    assert "1.08" in browser.text_of('#retained tr[data-key="eur"]')(dash)
+    assert "1.00" in browser.text_of('#retained tr[data-key="usd"]')(dash)
+    button = dash.find_element(*by_css("#clear-retained"))
+    button.click()  # arms
+    dash.find_element(*by_css("#clear-retained")).click()  # confirms
+    browser.wait(dash, lambda d: "Nothing retained." in browser.text_of("#retained")(d),
+                 "the cleared retained list", timeout=20)
+    with admin_broker.api() as api:
+        assert api.get(f"/api/exchanges/%2F/{x}").json()["retained"]["messages"] == 0
+    channel.exchange_delete(x)

@@ -117,3 +117,43 @@ def test_fetch_bodies_and_log_reads(store) -> None:
     assert store.read_delivery_log(message_key=8)[0]["message_id"] == "m8"
     assert store.get_meta("max_message_id") == "2000"
     assert store.get_meta("nope") is None
+
+
+def test_retained_rows_round_trip_and_go_with_their_exchange(make_store, raw,
+                                                            db_path) -> None:
+    """PutRetained/DeleteRetained/ClearRetained, DeleteExchange's clean-up, the
+    message-key mark, and a database made before the table existed."""
+    from amqplite.store import DeleteExchange
+    from amqplite.store.ops import ClearRetained, DeleteRetained, PutRetained
+
+    store = make_store()
+    store.start()
+    store.submit([PutExchange("/", "lvc", "x-lvc"), PutExchange("/", "rh", "x-recent-history"),
+                  PutExchange("/", "gone", "x-lvc")])
+    store.submit([PutRetained(7, "/", "exchange", "lvc", "a", "lvc", "a", b"p", b"a1"),
+                  PutRetained(9, "/", "exchange", "lvc", "a", "lvc", "a", b"p", b"a2"),
+                  DeleteRetained("/", "exchange", "lvc", 7),
+                  # the same message kept by a second exchange (an exchange binding)
+                  PutRetained(9, "/", "exchange", "rh", "a", "lvc", "a", b"p", b"a2"),
+                  PutRetained(12, "/", "exchange", "rh", "", "rh", "", b"p", b"h1"),
+                  PutRetained(40, "/", "exchange", "gone", "k", "gone", "k", b"p", b"g"),
+                  PutRetained(41, "/", "exchange", "rh", "", "rh", "", b"p", b"h2")])
+    store.submit([DeleteExchange("/", "gone"), ClearRetained("/", "exchange", "nothing")])
+    store.close(10)
+    rec = make_store().load()
+    assert sorted(rec.retained, key=lambda r: (r.message_id, r.owner)) == [
+        PutRetained(9, "/", "exchange", "lvc", "a", "lvc", "a", b"p", b"a2"),
+        PutRetained(9, "/", "exchange", "rh", "a", "lvc", "a", b"p", b"a2"),
+        PutRetained(12, "/", "exchange", "rh", "", "rh", "", b"p", b"h1"),
+        PutRetained(41, "/", "exchange", "rh", "", "rh", "", b"p", b"h2"),
+    ]
+    assert rec.max_message_id >= 41
+    # a database from before the table: Store.create adds it, nothing else changes
+    import sqlite3
+
+    conn = sqlite3.connect(db_path)
+    conn.execute("DROP TABLE retained")
+    conn.commit()
+    conn.close()
+    make_store()
+    assert raw("SELECT count(*) FROM retained") == [(0,)]

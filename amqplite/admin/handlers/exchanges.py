@@ -10,14 +10,20 @@ from amqplite.admin.handlers.base import HandlerBase
 from amqplite.admin.messages import decode_payload
 from amqplite.admin.plumbing import Request, Response, _exchange_name, bad_request, not_found
 from amqplite.admin.validate import body_args, body_bool, body_obj, body_str
+from amqplite.broker.exchanges import Exchange
+from amqplite.broker.exchanges.retaining import owner_of
 
 
 class ExchangeHandlers(HandlerBase):
     """Routes tagged ``exchanges``."""
 
     async def list_exchanges(self, req: Request) -> Response:
-        return Response([views.exchange_info(vh.name, ex) for vh in self._vhosts(req)
+        return Response([self._exchange_info(vh.name, ex) for vh in self._vhosts(req)
                          for ex in sorted(vh.exchanges.values(), key=lambda e: e.name)])
+
+    def _exchange_info(self, vhost: str, ex: Exchange) -> dict[str, Any]:
+        totals = self.broker.retained.totals(owner_of(vhost, ex.name)) if ex.retains else None
+        return views.exchange_info(vhost, ex, totals)
 
     async def get_exchange(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])
@@ -25,7 +31,7 @@ class ExchangeHandlers(HandlerBase):
         ex = vh.exchanges.get(name)
         if ex is None:
             raise not_found(f"no exchange '{name}' in vhost '{vh.name}'")
-        return Response(views.exchange_info(vh.name, ex))
+        return Response(self._exchange_info(vh.name, ex))
 
     async def put_exchange(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])

@@ -18,11 +18,13 @@ from amqplite.broker.exchanges import Exchange
 from amqplite.broker.expiry import parse_expiration
 from amqplite.broker.model import ChannelState, Entry, Message, PriorityReadyList
 from amqplite.broker.queue import Queue
+from amqplite.broker.sender_selected import HEADERS_FLAG, bad_header, header_routes
 from amqplite.broker.vhost import VHost
 from amqplite.protocol.errors import FrameSyntaxError
 from amqplite.protocol.properties import (
     check_properties,
     expiration_of,
+    headers_of,
     printable,
     priority_of,
     reply_to_of,
@@ -117,6 +119,11 @@ class Publishing(BrokerBase):
                     f"user_id property set to '{printable(uid)}' but authenticated user was "
                     f"'{ch.session.username}'", cm,
                 )
+        if table and b"CC" in table:  # sender-selected distribution: arrays only
+            headers = headers_of(raw)
+            why = None if headers is None else bad_header(headers)
+            if why is not None:
+                raise E.invalid_message(why, cm)
         ch.last_props = raw
         ch.last_table = table
 
@@ -130,6 +137,10 @@ class Publishing(BrokerBase):
         mandatory: bool = False,
         ch: ChannelState | None = None,
     ) -> PublishResult:
+        cc: list[str] = []
+        # a headers flag and the bytes "CC": only then CC/BCC may add keys (BCC is stripped)
+        if properties_raw[0] & HEADERS_FLAG and b"CC" in properties_raw:
+            cc, properties_raw = header_routes(properties_raw)
         key = self._next_message_key
         self._next_message_key = key + 1
         msg = Message(key, ex.name, routing_key, properties_raw, body)
@@ -144,6 +155,8 @@ class Publishing(BrokerBase):
             queues: list[Queue] = []
         else:
             queues = vh.route(ex, routing_key, msg)
+            if cc:
+                queues = self._route_cc(vh, ex, msg, queues, cc)
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
@@ -167,6 +180,16 @@ class Publishing(BrokerBase):
         for q in queues:
             self._dispatch(q)
         return PublishResult(True, stored, rejected)
+
+    @staticmethod
+    def _route_cc(vh: VHost, ex: Exchange, msg: Message, queues: list[Queue],
+                  keys: list[str]) -> list[Queue]:
+        """``queues`` plus those the ``CC``/``BCC`` keys reach, each queue once."""
+        found = {id(q): q for q in queues}
+        for k in keys:
+            for q in vh.route(ex, k, msg):
+                found.setdefault(id(q), q)
+        return list(found.values())
 
     def _deliver_reply(self, ch: ChannelState, msg: Message) -> None:
         """A reply goes straight to its requester's no-ack consumer: no queue, no store."""

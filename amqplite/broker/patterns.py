@@ -23,7 +23,10 @@ import re2
 log = logging.getLogger("amqplite.broker")
 
 #: distinct patterns kept compiled; policies and permissions are few, listings vary
-CACHE_SIZE = 1024
+CACHE_SIZE = 256
+#: RE2's memory budget per pattern (program and DFA cache; past it the DFA gives way
+#: to the NFA, still linear): the cache holds at most CACHE_SIZE of these
+MAX_MEM = 1 << 20
 
 
 class PatternError(ValueError):
@@ -34,6 +37,7 @@ def _options(ignore_case: bool) -> Any:
     opts = re2.Options()
     opts.log_errors = False  # RE2 would write every refused pattern to stderr
     opts.case_sensitive = not ignore_case
+    opts.max_mem = MAX_MEM
     return opts
 
 

@@ -30,6 +30,7 @@ class Message:
     __slots__ = (
         "_mid",
         "_props",
+        "bcc",
         "body",
         "body_size",
         "copy_of",
@@ -76,6 +77,9 @@ class Message:
         #: or exclusive queues): while any exist the body must stay in RAM, since
         #: the stored row goes once the durable entries are settled
         self.pinned = 0
+        #: the BCC keys it was published with (its header is stripped): a dead letter
+        #: without a dead-letter routing key goes there too, as in RabbitMQ
+        self.bcc: tuple[str, ...] = ()
 
     @property
     def properties(self) -> BasicProperties:

@@ -18,7 +18,7 @@ from amqplite.broker.exchanges import Exchange
 from amqplite.broker.expiry import parse_expiration
 from amqplite.broker.model import ChannelState, Entry, Message, PriorityReadyList
 from amqplite.broker.queue import Queue
-from amqplite.broker.sender_selected import HEADERS_FLAG, bad_header, header_routes
+from amqplite.broker.sender_selected import HEADERS_FLAG, bad_header, header_routes, route_all
 from amqplite.broker.vhost import VHost
 from amqplite.protocol.errors import FrameSyntaxError
 from amqplite.protocol.properties import (
@@ -138,12 +138,15 @@ class Publishing(BrokerBase):
         ch: ChannelState | None = None,
     ) -> PublishResult:
         cc: list[str] = []
+        bcc: list[str] = []
         # a headers flag and the bytes "CC": only then CC/BCC may add keys (BCC is stripped)
         if properties_raw[0] & HEADERS_FLAG and b"CC" in properties_raw:
-            cc, properties_raw = header_routes(properties_raw)
+            cc, bcc, properties_raw = header_routes(properties_raw)
         key = self._next_message_key
         self._next_message_key = key + 1
         msg = Message(key, ex.name, routing_key, properties_raw, body)
+        if bcc:
+            msg.bcc = tuple(bcc)
         self.stats["published"] += 1
         if self._log_on:
             self._log_msg("published", vh.name, msg, None, None, None)
@@ -154,9 +157,10 @@ class Publishing(BrokerBase):
                 return PublishResult(True, False)
             queues: list[Queue] = []
         else:
-            queues = vh.route(ex, routing_key, msg)
-            if cc:
-                queues = self._route_cc(vh, ex, msg, queues, cc)
+            if cc or bcc:
+                queues = route_all(vh, ex, routing_key, cc + bcc, msg)
+            else:
+                queues = vh.route(ex, routing_key, msg)
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
@@ -180,16 +184,6 @@ class Publishing(BrokerBase):
         for q in queues:
             self._dispatch(q)
         return PublishResult(True, stored, rejected)
-
-    @staticmethod
-    def _route_cc(vh: VHost, ex: Exchange, msg: Message, queues: list[Queue],
-                  keys: list[str]) -> list[Queue]:
-        """``queues`` plus those the ``CC``/``BCC`` keys reach, each queue once."""
-        found = {id(q): q for q in queues}
-        for k in keys:
-            for q in vh.route(ex, k, msg):
-                found.setdefault(id(q), q)
-        return list(found.values())
 
     def _deliver_reply(self, ch: ChannelState, msg: Message) -> None:
         """A reply goes straight to its requester's no-ack consumer: no queue, no store."""

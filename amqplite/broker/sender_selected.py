@@ -6,6 +6,10 @@ exchange; elements of other types are skipped, a ``CC``/``BCC`` that is not an
 array refuses the publish (406 ``invalid message:
 {unacceptable_type_in_header,"CC",longstr}``). ``BCC`` is removed before the
 message is stored or delivered; ``CC`` stays. Header names are case-sensitive.
+A dead letter keeps them as RabbitMQ's does: without a dead-letter routing key
+it is routed by its key, its CC and its BCC keys (kept on the Message in memory,
+not in the store); with one, by that key alone and without its CC header;
+x-death ``routing-keys`` lists the key and the CC keys.
 
 Only messages whose properties carry headers and contain the bytes ``CC``
 pay for a look: the hot path costs a flag test and a byte search.
@@ -13,10 +17,17 @@ pay for a look: the hot path costs a flag test and a byte search.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from amqplite.protocol.codec import FieldTable
 from amqplite.protocol.properties import decode_properties, encode_properties, headers_of
+
+if TYPE_CHECKING:
+    from amqplite.broker.exchanges import Exchange
+    from amqplite.broker.model import Message
+    from amqplite.broker.queue import Queue
+    from amqplite.broker.vhost import VHost
 
 ROUTING_HEADERS = ("CC", "BCC")
 HEADERS_FLAG = 0x20  # first flag octet: bit 13, headers
@@ -59,19 +70,41 @@ def _keys(value: Any) -> list[str]:
     return out
 
 
-def header_routes(raw: bytes) -> tuple[list[str], bytes]:
-    """(the extra routing keys, the properties without ``BCC``); ``raw`` itself when
-    there is no ``BCC``. The headers passed the door (arrays where present)."""
+def header_routes(raw: bytes) -> tuple[list[str], list[str], bytes]:
+    """(the CC keys, the BCC keys, the properties without ``BCC``); ``raw`` itself
+    when there is no ``BCC``. The headers passed the door (arrays where present)."""
     headers = headers_of(raw)
     if not headers:
-        return [], raw
-    keys = _keys(headers.get("CC"))
+        return [], [], raw
+    cc = _keys(headers.get("CC"))
     if "BCC" not in headers:
-        return keys, raw
-    keys += _keys(headers["BCC"])
+        return cc, [], raw
+    bcc = _keys(headers["BCC"])
     props = decode_properties(raw)
     assert props.headers is not None
     kept = props.headers.copy()
     del kept["BCC"]
     props.headers = kept
-    return keys, encode_properties(props)
+    return cc, bcc, encode_properties(props)
+
+
+def cc_keys(raw: bytes) -> list[str]:
+    """The CC keys of stored properties (BCC is gone by then); [] without a look when
+    there are no headers or no ``CC`` bytes."""
+    if not (len(raw) > 2 and raw[0] & HEADERS_FLAG and b"CC" in raw):
+        return []
+    try:
+        headers = headers_of(raw)
+    except Exception:  # stored by a version that did not check: the caller drops it
+        return []
+    return _keys(headers.get("CC")) if headers else []
+
+
+def route_all(vh: VHost, ex: Exchange, routing_key: str, keys: Iterable[str],
+              msg: Message) -> list[Queue]:
+    """The queues ``routing_key`` and each of ``keys`` reach, each queue once."""
+    found = {id(q): q for q in vh.route(ex, routing_key, msg)}
+    for k in keys:
+        for q in vh.route(ex, k, msg):
+            found.setdefault(id(q), q)
+    return list(found.values())

@@ -116,7 +116,7 @@ def _dead_letter_keys(q: Queue, msg: Message) -> tuple[str, list[str]]:
     alone, else the message's key with its CC and BCC keys (RabbitMQ's routing_keys)."""
     if q.dlrk is not None:
         return q.dlrk, []
-    return msg.routing_key, [*cc_keys(msg.properties_raw), *msg.bcc]
+    return msg.routing_key, [*cc_keys(msg.properties_raw), *getattr(msg, "bcc", ())]
 
 
 def is_cycle(raw_headers: Any, target_queue: str) -> bool:
@@ -204,8 +204,9 @@ class DeadLettering(BrokerBase):
         new = Message(self.new_message_key(), ex.name, rk, raw, msg.body, body_size=msg.body_size,
                       persistent=msg.persistent)
         new._mid = msg.message_id
-        if q.dlrk is None:
-            new.bcc = msg.bcc
+        bcc = getattr(msg, "bcc", ())
+        if bcc and q.dlrk is None:
+            new.bcc = bcc
         if msg.body is None:
             new.copy_of = msg.key
         self.stats["dead_lettered"] += 1

@@ -42,6 +42,10 @@ class Message:
         "routing_key",
         "stored",
     )
+    #: the BCC keys it was published with (their header is stripped), set only when
+    #: there were some, so the hot path pays nothing; read with ``getattr(m, "bcc", ())``.
+    #: A dead letter without a dead-letter routing key goes there too (RabbitMQ)
+    bcc: tuple[str, ...]
 
     def __init__(
         self,
@@ -77,9 +81,6 @@ class Message:
         #: or exclusive queues): while any exist the body must stay in RAM, since
         #: the stored row goes once the durable entries are settled
         self.pinned = 0
-        #: the BCC keys it was published with (its header is stripped): a dead letter
-        #: without a dead-letter routing key goes there too, as in RabbitMQ
-        self.bcc: tuple[str, ...] = ()
 
     @property
     def properties(self) -> BasicProperties:

@@ -137,15 +137,15 @@ class Publishing(BrokerBase):
         mandatory: bool = False,
         ch: ChannelState | None = None,
     ) -> PublishResult:
-        cc: list[str] = []
-        bcc: list[str] = []
+        extra: list[str] | None = None
         # a headers flag and the bytes "CC": only then CC/BCC may add keys (BCC is stripped)
         if properties_raw[0] & HEADERS_FLAG and b"CC" in properties_raw:
             cc, bcc, properties_raw = header_routes(properties_raw)
+            extra = cc + bcc
         key = self._next_message_key
         self._next_message_key = key + 1
         msg = Message(key, ex.name, routing_key, properties_raw, body)
-        if bcc:
+        if extra and bcc:
             msg.bcc = tuple(bcc)
         self.stats["published"] += 1
         if self._log_on:
@@ -156,11 +156,10 @@ class Publishing(BrokerBase):
                 self._deliver_reply(target, msg)
                 return PublishResult(True, False)
             queues: list[Queue] = []
+        elif extra:
+            queues = route_all(vh, ex, routing_key, extra, msg)
         else:
-            if cc or bcc:
-                queues = route_all(vh, ex, routing_key, cc + bcc, msg)
-            else:
-                queues = vh.route(ex, routing_key, msg)
+            queues = vh.route(ex, routing_key, msg)
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))

@@ -99,6 +99,10 @@ class BrokerBase:
         #: (expires_at, seq, queue, entry) for every entry with a TTL
         self._expiry: list[tuple[float, int, Queue, Entry]] = []
         self._expiry_seq = 0
+        #: when the shell's sleeping timer wakes (broker clock; 0.0: no timer asleep);
+        #: arm_ttl calls ``wake_timer`` with a sooner deadline, so TTLs fire on time
+        self.timer_wake_at = 0.0
+        self.wake_timer: Callable[[float], None] | None = None
         #: queues with x-expires, checked by tick()
         self._expiring_queues: set[Queue] = set()
         #: vhost -> policy name -> Policy

@@ -30,6 +30,7 @@ class Message:
     __slots__ = (
         "_mid",
         "_props",
+        "bcc",
         "body",
         "body_size",
         "copy_of",
@@ -41,6 +42,10 @@ class Message:
         "routing_key",
         "stored",
     )
+    #: the BCC keys it was published with (their header is stripped), set only when
+    #: there were some, so the hot path pays nothing; read with ``getattr(m, "bcc", ())``.
+    #: A dead letter without a dead-letter routing key goes there too (RabbitMQ)
+    bcc: tuple[str, ...]
 
     def __init__(
         self,

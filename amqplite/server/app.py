@@ -53,6 +53,16 @@ _R = TypeVar("_R")
 #: how often the broker checks that it still holds its database lock (PostgreSQL)
 DB_LOCK_CHECK_S = 5.0
 
+#: the longest the timer sleeps with nothing armed (queue expiry is looked at then)
+TIMER_NAP = 0.25
+
+
+def _trio_deadline(now: float, at: float) -> float:
+    """The trio clock's time for broker-clock time ``at``, a hair after it (so tick() sees
+    the deadline passed)."""
+    return trio.current_time() + max(at - now, 0.0) + 0.001
+
+
 SHUTDOWN_TEXT = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
 
 
@@ -342,10 +352,23 @@ class Server:
     async def _timers(self) -> None:
         """Message TTL and queue expiry happen on time, consumers or not."""
         b = self.broker
+        scope = trio.CancelScope()
+
+        def wake(at: float) -> None:
+            """A sooner TTL was armed while the timer sleeps: wake it then, not later."""
+            scope.deadline = min(scope.deadline, _trio_deadline(b.now(), at))
+
+        b.wake_timer = wake
         while True:
             deadline = b.next_deadline()
-            delay = 0.25 if deadline is None else min(max(deadline - time.time(), 0.0) + 0.001, 0.25)
-            await trio.sleep(delay)
+            now = b.now()
+            # queue expiry (x-expires) does not wake the timer: it looks again after the nap
+            wake_at = now + TIMER_NAP if deadline is None else min(deadline, now + TIMER_NAP)
+            b.timer_wake_at = wake_at
+            scope = trio.CancelScope(deadline=_trio_deadline(now, wake_at))
+            with scope:
+                await trio.sleep_forever()
+            b.timer_wake_at = 0.0
             if b.next_deadline() is not None:
                 try:
                     self.execute(b.tick)

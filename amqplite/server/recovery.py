@@ -46,7 +46,7 @@ def restore_security(broker: Broker, rec: Any) -> None:
     for p in rec.permissions:
         try:
             broker.set_permissions(p.user, p.vhost, p.configure, p.write, p.read,
-                                   persist=False)
+                                   persist=False, stored=True)
         except ValueError:
             log.warning("ignoring stored permission of user '%s' in vhost '%s'", p.user,
                         p.vhost)
@@ -107,9 +107,9 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
         broker.vhosts.setdefault(pol.vhost, VHost(pol.vhost))
         try:
             broker.set_policy(pol.vhost, pol.name, pol.pattern, dict(pol.definition),
-                              pol.priority, pol.apply_to, persist=False)
-        except ValueError:
-            continue
+                              pol.priority, pol.apply_to, persist=False, stored=True)
+        except ValueError as exc:
+            log.warning("ignoring stored policy '%s' in vhost '%s': %s", pol.name, pol.vhost, exc)
     for ex in rec.exchanges:
         vh = broker.vhosts.setdefault(ex.vhost, VHost(ex.vhost))
         if ex.name in vh.exchanges:

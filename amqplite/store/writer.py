@@ -59,6 +59,11 @@ class StoreWriterError(Exception):
     """A commit failed in the writer process (its text names the original error)."""
 
 
+class StoreWriterGone(StoreWriterError):
+    """The writer process ended before it answered: the commit may or may not have
+    landed, and says nothing about the submission's content."""
+
+
 class ProcessStore(Store):
     """:class:`Store` whose writer is ``python -m amqplite.store.writer_main``.
 
@@ -380,9 +385,10 @@ class ProcessStore(Store):
         self._set_failing(f"store writer process exited with code {code}")
 
     def _fail(self, sids: list[int], why: str) -> None:
+        """Call back the submissions ``sids`` with the writer's end as their error."""
         if not sids:
             return
-        err = StoreWriterError(why)
+        err = StoreWriterGone(why)
         with self._lock:
             calls = [self._callbacks.pop(sid) for sid in sids if sid in self._callbacks]
             self._failed += len(calls)

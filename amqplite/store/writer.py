@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 #: a child that keeps dying is restarted after this, doubling up to the max
 RESPAWN_MIN_S = 0.1
 RESPAWN_MAX_S = 5.0
+#: writers :meth:`ProcessStore.close` starts at most, when the one it stops dies
+CLOSE_SPAWNS = 3
 #: buffers handed to one sendmsg
 MAX_IOV = 256
 
@@ -164,9 +166,20 @@ class ProcessStore(Store):
         if self._started:
             with self._lock:
                 self._stopping = True
-                self._out.append((-1, encode(("x",))))
+            self.on_socket_closing = None  # the loop waits on the socket no more
             deadline = None if timeout is None else time.monotonic() + timeout
-            if not self._drive(lambda: self._stop_acked, deadline):
+            for _ in range(CLOSE_SPAWNS):
+                if self._sock is None:
+                    # the last writer died and the loop stopped before it started the
+                    # next (or it died now): what is queued for it (a repair of failed
+                    # metadata too) is written by one started here, not dropped
+                    self.restarts += 1
+                    self._spawn()
+                with self._lock:  # a dead writer's frames to stop are gone with it
+                    self._out.append((-1, encode(("x",))))
+                if self._drive(lambda: self._stop_acked, deadline) or self._sock is not None:
+                    break
+            if not self._stop_acked:
                 self._kill()
                 self._fail(list(self._callbacks), "store writer process did not stop in time")
                 raise TimeoutError("store writer process did not stop in time")

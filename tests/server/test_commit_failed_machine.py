@@ -23,7 +23,7 @@ from typing import Any
 import pika
 import psutil
 import trio
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from pika.exceptions import AMQPChannelError, AMQPError, NackError, UnroutableError
@@ -63,6 +63,13 @@ class Harness:
     def call(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` on the loop's thread (the broker's state is the loop's)."""
         return trio.from_thread.run_sync(fn, trio_token=self.token)
+
+
+def _dead(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
+        return True
 
 
 def snapshot(server: Server) -> tuple[dict[str, int], set[tuple[str, str]]]:
@@ -116,13 +123,7 @@ class CommitMachine(RuleBasedStateMachine):
 
         def live() -> int | None:
             pid = store.writer_pid
-            try:
-                if store.sock is not None and psutil.Process(pid).status() not in (
-                        psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
-                    return int(pid)
-            except psutil.NoSuchProcess:
-                pass
-            return None
+            return int(pid) if store.sock is not None and not _dead(pid) else None
 
         return int(wait_for(live, 30, what="a store writer"))
 
@@ -149,7 +150,8 @@ class CommitMachine(RuleBasedStateMachine):
         try:
             wait_for(lambda: self.harness.call(arrived), 30, what="the op to reach the broker")
         finally:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)  # a stopped process dies too
+            wait_for(lambda: _dead(pid), 30, what="the killed writer to die")
         t.join(30)
         assert not t.is_alive()
         self.failed_commits += 1
@@ -230,7 +232,9 @@ class CommitMachine(RuleBasedStateMachine):
     @rule()
     def kill_writer(self) -> None:
         """The writer dies with whatever it holds (maybe nothing)."""
-        os.kill(self._writer_pid(), signal.SIGKILL)
+        pid = self._writer_pid()
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: _dead(pid), 30, what="the killed writer to die")
 
     @rule()
     def restart(self) -> None:
@@ -276,6 +280,9 @@ async def test_memory_equals_store_after_failed_commits(tmp_path: Path) -> None:
         CommitMachine.harness = Harness(nursery, trio.lowlevel.current_trio_token())
         CommitMachine.root = tmp_path
         test = CommitMachine.TestCase
+        # no shrinking: each step is a real client against a real writer, and a
+        # failing sequence of ten steps reads well as it is
         test.settings = settings(max_examples=8, stateful_step_count=10, deadline=None,
+                                 phases=[Phase.explicit, Phase.reuse, Phase.generate],
                                  suppress_health_check=list(HealthCheck))
         await trio.to_thread.run_sync(lambda: test().runTest())

@@ -17,6 +17,7 @@ import httpx
 import pika
 import psutil
 import pytest
+import trio
 from pika.exceptions import AMQPChannelError, NackError, UnroutableError
 
 from tests.brokerproc import BrokerProcess, wait_for
@@ -148,3 +149,44 @@ def test_declare_whose_commit_died_with_the_writer_is_not_lost(tmp_path: Path) -
         conn.close()
     finally:
         b2.kill()
+
+
+async def test_metadata_the_store_refuses_for_good_is_undone_after_bounded_retries(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A value SQLite cannot store (a lone surrogate) fails every commit: the repair
+    gives up after REDO_ATTEMPTS, the op beside it is still written, the bad queue
+    leaves memory, and nothing loops."""
+    from amqplite.broker.core import Broker
+    from amqplite.broker.queue import Queue
+    from amqplite.server.interpreter import Interpreter
+    from amqplite.server.persistence import REDO_ATTEMPTS, Persistence
+    from amqplite.store.engine import Store
+
+    url = f"sqlite:///{tmp_path / 'amqplite.db'}"
+    store = Store(url)
+    store.create()
+    store.load()
+    store.start()
+    broker = Broker()
+    persistence = Persistence(store, broker)
+    persistence.bind_loop()
+    interpreter = Interpreter(broker, persistence, lambda _e: None)
+    vh = broker.add_vhost("/")
+    broker.add_queue(vh, Queue(1, "/", "ok", durable=True))
+    broker.add_queue(vh, Queue(2, "/", "bad\udc80", durable=True))
+    told: list[BaseException | None] = []
+    interpreter.apply(broker.take_outcome(), flush=False)
+    persistence.add_waiter(told.append)
+    persistence.flush()
+    with trio.fail_after(30):
+        await persistence.wait_idle()
+    assert len(told) == 1 and told[0] is not None  # the declare was told it failed
+    assert set(vh.queues) == {"ok"}
+    assert "undone in memory" in caplog.text
+    # the whole group, REDO_ATTEMPTS - 1 repairs, then one op at a time: bounded
+    assert store.groups <= 1 + REDO_ATTEMPTS + 3
+    store.close()
+    again = Store(url)
+    rec = again.load()
+    again.close()
+    assert {q.name for q in rec.queues} == {"ok"}

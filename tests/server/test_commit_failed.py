@@ -8,9 +8,6 @@ answered declare-ok, its bindings, and every confirmed message come back.
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 from pathlib import Path
 
 import httpx
@@ -22,6 +19,7 @@ from pika.exceptions import AMQPChannelError, NackError, UnroutableError
 
 from tests.brokerproc import BrokerProcess, wait_for
 from tests.server.conftest import connect
+from tests.server.dying_writer import commit_with_dying_writer
 
 ROUNDS = 3
 PER_QUEUE = 40
@@ -92,30 +90,10 @@ def test_declare_whose_commit_died_with_the_writer_is_not_lost(tmp_path: Path) -
         for r in range(ROUNDS):
             queue = f"q.commit.{r}"
             writer = wait_for(lambda: _writer(b), 30, what="a store writer")
-            # the writer takes the declare's submission but never answers it ...
-            os.kill(writer.pid, signal.SIGSTOP)
-            outcome: list[BaseException | None] = []
-
-            def declare(q: str = queue, out: list[BaseException | None] = outcome) -> None:
-                c = connect(b)
-                try:
-                    c.channel().queue_declare(q, durable=True)
-                    out.append(None)
-                except AMQPChannelError as exc:
-                    out.append(exc)
-                finally:
-                    if c.is_open:
-                        c.close()
-
-            t = threading.Thread(target=declare, daemon=True)
-            t.start()
-            try:
-                # ... the broker has the queue in memory, its commit is with the writer
-                wait_for(lambda q=queue: _in_memory(api, q), 30, what="the declare to arrive")
-            finally:
-                os.kill(writer.pid, signal.SIGKILL)  # ... and dies with it (a stopped process too)
-            t.join(30)
-            assert outcome and outcome[0] is not None, "the declare's commit died: not declare-ok"
+            err = commit_with_dying_writer(
+                writer.pid, b.url, lambda ch, q=queue: ch.queue_declare(q, durable=True),
+                lambda q=queue: _in_memory(api, q))
+            assert err is not None, "the declare's commit died: not declare-ok"
             failed_declares += 1
             ch = _declare_until_ok(conn, queue, exchange)
             ch.confirm_delivery()

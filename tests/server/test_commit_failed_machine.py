@@ -21,16 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pika
-import psutil
 import trio
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from pika.exceptions import AMQPChannelError, AMQPError, NackError, UnroutableError
+from pika.exceptions import AMQPChannelError, NackError, UnroutableError
 
 from amqplite.config import Settings
 from amqplite.server.app import Server
 from tests.brokerproc import wait_for
+from tests.server.dying_writer import commit_with_dying_writer, dead
 
 QUEUES = ["a", "b", "c"]
 KEYS = ["k1", "k2"]
@@ -63,13 +63,6 @@ class Harness:
     def call(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` on the loop's thread (the broker's state is the loop's)."""
         return trio.from_thread.run_sync(fn, trio_token=self.token)
-
-
-def _dead(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-    except psutil.NoSuchProcess:
-        return True
 
 
 def snapshot(server: Server) -> tuple[dict[str, int], set[tuple[str, str]]]:
@@ -123,37 +116,15 @@ class CommitMachine(RuleBasedStateMachine):
 
         def live() -> int | None:
             pid = store.writer_pid
-            return int(pid) if store.sock is not None and not _dead(pid) else None
+            return int(pid) if store.sock is not None and not dead(pid) else None
 
         return int(wait_for(live, 30, what="a store writer"))
 
     def _with_dying_writer(self, op: Callable[[Any], Any], arrived: Callable[[], bool]) -> None:
-        """Do ``op`` on a connection of its own while its commit is with a writer that
-        is stopped, then killed: the commit fails (541 for the client)."""
-        pid = self._writer_pid()
-        os.kill(pid, signal.SIGSTOP)
+        """Do ``op`` while its commit is with a writer that is stopped, then killed."""
         port = self.server.listen_ports[0]
-
-        def client() -> None:
-            c = pika.BlockingConnection(pika.URLParameters(
-                f"amqp://guest:guest@127.0.0.1:{port}/%2F?heartbeat=0"))
-            try:
-                op(c.channel())
-            except AMQPError:
-                pass
-            finally:
-                if c.is_open:
-                    c.close()
-
-        t = threading.Thread(target=client, daemon=True)
-        t.start()
-        try:
-            wait_for(lambda: self.harness.call(arrived), 30, what="the op to reach the broker")
-        finally:
-            os.kill(pid, signal.SIGKILL)  # a stopped process dies too
-            wait_for(lambda: _dead(pid), 30, what="the killed writer to die")
-        t.join(30)
-        assert not t.is_alive()
+        commit_with_dying_writer(self._writer_pid(), f"amqp://guest:guest@127.0.0.1:{port}/%2F",
+                                 op, lambda: self.harness.call(arrived))
         self.failed_commits += 1
 
     def _memory(self) -> tuple[dict[str, int], set[tuple[str, str]]]:
@@ -234,7 +205,7 @@ class CommitMachine(RuleBasedStateMachine):
         """The writer dies with whatever it holds (maybe nothing)."""
         pid = self._writer_pid()
         os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: _dead(pid), 30, what="the killed writer to die")
+        wait_for(lambda: dead(pid), 30, what="the killed writer to die")
 
     @rule()
     def restart(self) -> None:

@@ -361,7 +361,8 @@ class Persistence:
                 err: BaseException) -> None:
         """A submission failed: its metadata is to be written again, or (after
         REDO_ATTEMPTS) undone in memory."""
-        if kind != _PLAIN and not isinstance(err, StoreWriterGone):
+        if kind != _PLAIN and not isinstance(err, StoreWriterGone) and not self._store_closed:
+            # its content, not the writer's end or a shutdown: that may fail for good
             self._redo_failures += 1
             if kind == _LAST_REDO:
                 log.error("store: %r could not be written (%s); undone in memory", ops, err)

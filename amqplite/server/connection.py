@@ -590,10 +590,13 @@ class AMQPConnection:
 
         A client told "declared" must find the queue after a restart; while the
         disk refuses writes the reply waits (the writer retries). Later frames
-        of this connection wait too, so replies keep their order.
+        of this connection wait too, so replies keep their order. With nothing
+        to write (the queue exists) it still waits while metadata of a failed
+        commit is written again: the client retrying after a 541 is told
+        "declared" only once the store has the queue.
         """
-        if not self.broker.store_ops:  # log rows only, or nothing
-            return
+        if not self.broker.store_ops and not self._persist.repairing:
+            return  # log rows only, or nothing
         self.server.interpret(flush=False)
         failed: list[BaseException] = []
         done = trio.Event()

@@ -537,7 +537,7 @@ class Applier:
         elif t is PutVHost:
             upsert(conn, s.vhosts, {"name": op.name}, {"description": op.description})
         elif t is DeleteVHost:
-            self._delete_vhost(conn, op.name)
+            self._delete_vhost(conn, op.name, op.keep_queues)
         elif t is PutUser:
             upsert(conn, s.users, {"name": op.name},
                    {"password_hash": op.password_hash, "tags": op.tags})
@@ -578,11 +578,13 @@ class Applier:
         conn.execute(delete(r).where(r.c.vhost == vhost, r.c.kind == kind, r.c.owner == owner))
 
     @classmethod
-    def _delete_vhost(cls, conn: Connection, name: str) -> None:
-        """Everything in the vhost goes: its queues with their entries first."""
+    def _delete_vhost(cls, conn: Connection, name: str, keep: Sequence[int] = ()) -> None:
+        """Everything in the vhost goes (but the queues in ``keep``): its queues with
+        their entries first."""
         q = s.queues
         for (qid,) in conn.execute(select(q.c.id).where(q.c.vhost == name)).all():
-            cls._delete_queue(conn, qid)
+            if qid not in keep:
+                cls._delete_queue(conn, qid)
         for table in (s.bindings, s.exchanges, s.policies, s.permissions, s.retained):
             conn.execute(delete(table).where(table.c.vhost == name))
         conn.execute(delete(s.vhosts).where(s.vhosts.c.name == name))

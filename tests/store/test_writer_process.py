@@ -17,6 +17,7 @@ from amqplite.store.wire import FrameBuffer, encode
 from amqplite.store.writer import ProcessStore, StoreWriterError
 from tests.brokerproc import wait_for
 from tests.pg_server import both_backends
+from tests.server.dying_writer import dead
 
 
 def _row(i: int) -> tuple[object, ...]:
@@ -222,3 +223,31 @@ def test_log_rows_cross_encoded_and_keep_their_order_ids_and_values(pstore: Proc
                               None)]
     assert [r.message_key for r in got if r.event == "acked"] == [12_345]
     assert int(mark) == 12_345
+
+
+@pytest.mark.parametrize("noticed", [False, True])
+def test_close_after_the_writer_died_writes_what_waits(tmp_path: Path, noticed: bool) -> None:
+    """The writer dies and the loop stops before it starts the next one (``noticed``:
+    it saw the death; else not even that): close() starts one, and what was
+    submitted since (a repair of failed metadata, say) is written, not dropped."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    store = ProcessStore(url, log_linger_s=0)
+    store.create()
+    store.start()
+    got: list[BaseException | None] = []
+    store.submit([PutQueue(1, "/", "before")], got.append)
+    _pump_until(store, lambda: got == [None])
+    pid = store.writer_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: dead(pid), 10, what="the writer to die")  # not a frame to it now
+    if noticed:
+        wait_for(lambda: not store.receive_some(), 10, what="the writer's end to be seen")
+        assert store.sock is None
+    store.submit([PutQueue(2, "/", "after")], got.append)
+    store.close(20, clean=True)
+    assert got == [None, None]
+    again = Store(url)
+    names = {q.name for q in again.load().queues}
+    again.close()
+    assert names == {"before", "after"}

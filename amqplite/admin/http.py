@@ -10,6 +10,7 @@ import base64
 import binascii
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("amqplite.admin")
 
 MAX_BODY = 64 * 1024 * 1024
+#: methods that change something: their bodies must be JSON (see _check_json)
+WRITE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 REALM = 'Basic realm="amqplite Management"'
 
 Scope = dict[str, Any]
@@ -117,6 +120,8 @@ class AdminApp:
         if user is not None:
             self._authorize(route, user, params, method)
         body = await self._read_body(receive)
+        if method in WRITE_METHODS:
+            _check_json(scope, method, body)
         qs = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         req = Request(method=method, params=params, query={k: v[-1] for k, v in qs.items()},
                       body=body, user=user, query_all=qs)
@@ -149,8 +154,11 @@ class AdminApp:
                             headers=challenge) from None
         client = scope.get("client") or ("", 0)
         user = self.server.users.authenticate(name, password, client[0] or "")
-        if user is None:
-            log.warning("admin API: login failed for user '%s' from %s", name, client[0])
+        if user is None:  # one line, the name escaped, rate-limited per peer
+            line = self.server.users.failure_line("admin API", name, client[0] or "",
+                                                  time.monotonic())
+            if line is not None:
+                log.warning("%s", line)
             raise HTTPError(401, "not_authorised", "Login failed",
                             headers=challenge)
         if not user.can_manage:  # RabbitMQ: only management-ish tags open the API
@@ -209,6 +217,26 @@ class AdminApp:
             headers.append((k.encode(), v.encode()))
         await send({"type": "http.response.start", "status": resp.status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
+
+
+def _check_json(scope: Scope, method: str, body: bytes) -> None:
+    """415 for a write that a page on another site could send with the browser's login.
+
+    A body must come as ``application/json``: a form or a ``fetch`` without a
+    CORS preflight can only send form types, ``text/plain`` or no type. A POST
+    needs it even when empty (a bodiless ``fetch`` POST needs no preflight),
+    unless a custom header (``X-Requested-With``, as the dashboard sends) shows
+    that the browser asked first. PUT and DELETE never go cross-site without a
+    preflight, so without a body they need nothing (a DELETE from curl).
+    """
+    ctype = _header(scope, b"content-type")
+    if ctype is not None and ctype.split(";", 1)[0].strip().lower() == "application/json":
+        return
+    if not body and (method != "POST" or _header(scope, b"x-requested-with")):
+        return
+    raise HTTPError(415, "unsupported_media_type",
+                    f"{method} needs Content-Type: application/json"
+                    + (f" (got '{ctype}')" if ctype else ""))
 
 
 def _challenge(scope: Scope) -> dict[str, str]:

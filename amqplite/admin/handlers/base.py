@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from amqplite.admin import views
-from amqplite.admin.plumbing import Request, not_found
+from amqplite.admin.plumbing import HTTPError, Request, not_found
+from amqplite.broker.permissions import refused
 
 if TYPE_CHECKING:
     from amqplite.broker.core import VHost
@@ -70,6 +71,42 @@ class HandlerBase:
             self._sessions[key] = s
         n = next(self._next_channel)
         return self.broker.open_channel(s, n)
+
+    def _check_read(self, req: Request, vhost: str, queue: str) -> None:
+        """Message bodies need the user's AMQP read permission on the queue, whatever its
+        tags: RabbitMQ's HTTP get reads as that user over AMQP and answers its refusal
+        with 401 (and no challenge: the login was right)."""
+        user = req.user
+        if user is None:
+            return
+        b = self.broker
+        if b.access_control and (user.name, vhost) not in b.permissions:
+            raise HTTPError(401, "not_authorised", "User not authorised to access virtual host")
+        if not b.may(user.name, vhost, "read", "queue", queue):
+            exc = refused("queue", queue, vhost, user.name, (0, 0))
+            raise HTTPError(401, "not_authorised", getattr(exc, "reply_text", str(exc)))
+
+    @staticmethod
+    def _sees_all(req: Request) -> bool:
+        """monitoring and administrator see every user's connections, channels and
+        consumers; management and policymaker only their own (RabbitMQ's rule)."""
+        return req.user is None or req.user.can_monitor
+
+    def _own(self, req: Request, username: str | None) -> bool:
+        return self._sees_all(req) or (req.user is not None and req.user.name == username)
+
+    def _check_own(self, req: Request, username: str | None) -> None:
+        """A single connection or channel of another user: 401, RabbitMQ's answer."""
+        if not self._own(req, username):
+            raise HTTPError(401, "not_authorised", "User not authorised to access object")
+
+    def _visible_vhosts(self, req: Request) -> set[str] | None:
+        """The vhosts whose objects the user's aggregates count; None for all."""
+        if self._sees_all(req):
+            return None
+        assert req.user is not None
+        name = req.user.name
+        return {vh for (u, vh) in self.broker.permissions if u == name}
 
     @staticmethod
     def _actor(req: Request) -> str:

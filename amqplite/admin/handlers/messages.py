@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from amqplite.broker.queue import Queue
 
 
+#: entries whose bodies one store read of a peek fetches
+PEEK_PAGE = 200
+
+
 class MessageHandlers(HandlerBase):
     """Routes tagged ``messages``."""
 
@@ -75,7 +79,11 @@ class MessageHandlers(HandlerBase):
         return Response(out)
 
     async def peek_messages(self, req: Request) -> Response:
-        _, q = self._queue(req)
+        """Ready messages without consuming them, bounded by count and by payload bytes
+        (``admin_peek_max_bytes``): headers ``x-max-bytes-reached: true`` and ``x-max-bytes``
+        say the answer stopped at the byte cap before ``limit``."""
+        vh, q = self._queue(req)
+        self._check_read(req, vh.name, q.name)
         limit = req.int_arg("limit", 100, 0, 100_000)
         offset = req.int_arg("offset", 0)
         truncate = req.int_arg("truncate", -1, -1)
@@ -93,12 +101,57 @@ class MessageHandlers(HandlerBase):
             picked = list(enumerate(itertools.islice(q.ready, offset, offset + limit), offset))
         else:
             picked = await self._filtered(q, flt, offset, limit)
-        bodies = await moves.load_bodies(self.server, [e for _, e in picked])
-        out = [views.entry_info(e, i, e.message.body if e.message.body is not None
-                                else bodies.get(e.message.key),
-                                encoding=encoding, truncate=truncate if truncate >= 0 else None)
-               for i, e in picked]
-        return Response(out, headers={"x-total-count": str(total)})
+        cap = self.server.settings.admin_peek_max_bytes_value
+        out, cut = await self._render(picked, encoding, None if truncate < 0 else truncate, cap)
+        headers = {"x-total-count": str(total)}
+        if cut:
+            headers.update({"x-max-bytes-reached": "true", "x-max-bytes": str(cap)})
+        return Response(out, headers=headers)
+
+    async def _render(self, picked: list[tuple[int, Entry]], encoding: str,
+                      truncate: int | None, cap: int) -> tuple[list[dict[str, Any]], bool]:
+        """Peeked entries as JSON, at most ``cap`` payload and property bytes in all; True
+        when entries were left out for it. Sizes are known without the bodies, so only
+        the bodies shown are read, a page at a time off the event loop: a peek of a deep
+        queue costs the broker one page of bodies, not the queue. A first entry larger
+        than the cap is shown cut to it, so any message can be looked at."""
+        out: list[dict[str, Any]] = []
+        budget = cap
+        for start in range(0, len(picked), PEEK_PAGE):
+            take: list[tuple[int, Entry, int]] = []
+            cut = False
+            for i, e in picked[start:start + PEEK_PAGE]:
+                m = e.message
+                size = m.body_size if truncate is None else min(m.body_size, truncate)
+                cost = size + len(m.properties_raw)
+                if cost > budget:
+                    if not out and not take:
+                        take.append((i, e, max(0, budget - len(m.properties_raw))))
+                        budget = 0
+                    cut = True
+                    break
+                take.append((i, e, size))
+                budget -= cost
+            bodies = await self._read_bodies([e for _, e, _ in take])
+            for i, e, shown in take:
+                m = e.message
+                body = m.body if m.body is not None else bodies.get(m.key)
+                info = views.entry_info(e, i, body, encoding=encoding, truncate=shown)
+                info["truncated"] = body is not None and shown < m.body_size
+                out.append(info)
+            del bodies
+            if cut:
+                return out, True
+        return out, False
+
+    async def _read_bodies(self, entries: list[Entry]) -> dict[int, bytes]:
+        """Paged-out bodies of ``entries`` through the store's reads (off the loop)."""
+        keys = [e.message.key for e in entries if e.message.body is None]
+        p = self.server.persistence
+        if not keys or p is None:
+            return {}
+        result: dict[int, bytes] = await p.read("fetch_bodies", keys)
+        return result
 
     async def _filtered(self, q: Queue, flt: dict[str, str], offset: int,
                         limit: int) -> list[tuple[int, Entry]]:
@@ -250,4 +303,5 @@ class MessageHandlers(HandlerBase):
                                                  req.params["message"])
         except TraceError as exc:
             raise HTTPError(503, "unavailable", str(exc)) from None
-        return Response(rows)
+        seen = self._visible_vhosts(req)  # a management user: its vhosts' rows only
+        return Response(rows if seen is None else [r for r in rows if r.get("vhost") in seen])

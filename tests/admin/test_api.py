@@ -90,7 +90,8 @@ def test_bad_bodies_are_400(api: httpx.Client) -> None:
     q = qname()
     assert api.put(f"/api/queues/%2F/{q}", json={}).status_code == 201
     url = f"/api/queues/%2F/{q}/get"
-    is_error(api.post(url, content=b"{not json"), 400)
+    is_error(api.post(url, content=b"{not json", headers={"content-type": "application/json"}),
+             400)
     is_error(api.post(url, json=[1, 2]), 400)
     is_error(api.post(url, json={"count": 0}), 400)
     is_error(api.post(url, json={"count": "3"}), 400)

@@ -155,15 +155,19 @@ class UserDB:
         #: the failed-login log line's rate limit, one for AMQP and HTTP logins
         self.failed_logins = FailedLogins()
 
-    def failure_line(self, what: str, name: str, peer_host: str, now: float) -> str | None:
+    def failure_line(self, what: str, name: str, peer_host: str, now: float, *,
+                     refused: str = "") -> str | None:
         """The log line of a failed login (name escaped), or None when this peer's
-        failures are over the rate limit."""
+        failures are over the rate limit; ``refused`` names a login refused without a
+        password ("client certificate")."""
         log_it, left_out = self.failed_logins.note(peer_host, now)
         if not log_it:
             return None
         more = (f" ({left_out} more failed logins from this address were not logged)"
                 if left_out else "")
-        return f"{what}: login failed for user '{log_safe(name)}' from {peer_host}{more}"
+        how = f"refused for user '{log_safe(name)}' ({refused})" if refused else \
+            f"failed for user '{log_safe(name)}'"
+        return f"{what}: login {how} from {peer_host}{more}"
 
     def get(self, name: str) -> User | None:
         return self.users.get(name)

@@ -131,8 +131,8 @@ class AMQPConnection:
             # what "For details see the broker logfile" points to: one line, the name
             # escaped, rate-limited per peer; the refusal waits LOGIN_FAILURE_DELAY
             line = users.failure_line(
-                f"{self.name} ({'client certificate' if password is None else 'password'})",
-                username, self.peer_host, time.monotonic())
+                self.name, username, self.peer_host, time.monotonic(),
+                refused="client certificate" if password is None else "")
             if line is not None:
                 log.warning("%s", line)
             self._refused_until = trio.current_time() + LOGIN_FAILURE_DELAY

@@ -174,10 +174,13 @@ SCHEMAS: dict[str, S] = {
             "offset": INT, "timestamp": STR, "exchange": STR, "routing_key": STR,
             "message_id": NSTR, "properties": ANYOBJ, "payload": NSTR,
             "payload_bytes": INT, "payload_encoding": STR,
+            "truncated": {"type": "boolean", "description": "the payload shown is shorter"},
         }, ["offset", "timestamp", "exchange", "routing_key", "properties", "payload",
             "payload_bytes", "payload_encoding"])},
         "next": {"type": "integer", "description": "the offset to read from next"},
         "first_offset": INT, "last_offset": INT,
+        "max_bytes_reached": {"type": "boolean",
+                              "description": "the page stopped at admin_peek_max_bytes"},
     }, ["entries", "next", "first_offset", "last_offset"]),
     "SuperStream": _obj({
         "name": STR, "vhost": STR, "routing": {"enum": ["key", "hash"]},
@@ -252,6 +255,8 @@ SCHEMAS: dict[str, S] = {
         "routing_key", "properties", "death"]),
     "PeekedMessage": {"allOf": [_ref("Message"), _obj({
         "index": INT, "position": INT, "delivery_count": INT, "expires_at": NSTR,
+        "truncated": {"type": "boolean", "description": "the payload shown is shorter than "
+                      "payload_bytes (truncate, or the peek's byte cap)"},
     }, ["index", "position", "delivery_count"])]},
     "TraceRow": _obj({
         "id": INT, "ts_us": INT, "time": STR, "event": STR, "vhost": STR, "exchange": NSTR,
@@ -302,10 +307,12 @@ _QUERY: dict[str, S] = {
 
 _ERRORS = {
     400: "Bad request (invalid JSON, bad field, precondition failed)",
-    401: "Missing or wrong credentials",
+    401: "Missing or wrong credentials, or no access to this vhost, object or queue's "
+         "messages",
     403: "Authenticated user is not an administrator",
     404: "No such vhost, queue, exchange, connection, binding or policy",
     409: "Resource locked (exclusive queue of another connection)",
+    415: "A body (or a POST without X-Requested-With) not sent as application/json",
 }
 
 
@@ -359,6 +366,8 @@ def _operation(r: Route) -> S:
         errs.add(400)
     if r.write and "{" in r.path:
         errs |= {400, 409}
+    if r.write:
+        errs.add(415)
     for code in sorted(errs):
         responses[str(code)] = _response("Error", _ERRORS[code])
     op: S = {"operationId": operation_id(r), "summary": r.summary, "tags": [r.tag],

@@ -23,6 +23,7 @@ import pytest
 from amqplite.broker.auth import FAILED_LOGIN_BURST
 from tests.admin.conftest import AdminBroker, start_admin_broker
 from tests.brokerproc import wait_for
+from tests.server.test_security import connect, ok
 
 #: the byte cap of this module's broker (a small one: the test publishes little)
 PEEK_MAX = 64 * 1024
@@ -30,6 +31,7 @@ PEEK_MAX = 64 * 1024
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminBroker]:
+    """This module's own broker: a small byte cap, and a fresh failed-login budget."""
     b = start_admin_broker(tmp_path_factory.mktemp("access"),
                            env={"AMQPLITE_ADMIN_PEEK_MAX_BYTES": str(PEEK_MAX)})
     yield b
@@ -37,14 +39,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminBroker]:
 
 
 @pytest.fixture
-def api(broker: AdminBroker) -> Iterator[httpx.Client]:
-    with broker.api() as c:
-        yield c
-
-
-def ok(r: httpx.Response) -> httpx.Response:
-    assert r.status_code < 300, r.text
-    return r
+def admin_broker(broker: AdminBroker) -> AdminBroker:
+    """conftest's ``api`` fixture then talks to this module's broker."""
+    return broker
 
 
 def add_user(api: httpx.Client, name: str, tags: str,
@@ -54,14 +51,6 @@ def add_user(api: httpx.Client, name: str, tags: str,
         ok(api.put(f"/api/permissions/{quote(vhost, safe='')}/{name}",
                    json={"configure": c, "write": w, "read": r}))
     return name, "pw"
-
-
-def connect(b: AdminBroker, user: str = "guest", password: str = "guest",
-            vhost: str = "/", name: str | None = None) -> pika.BlockingConnection:
-    return pika.BlockingConnection(pika.ConnectionParameters(
-        "127.0.0.1", b.proc.port, vhost, pika.PlainCredentials(user, password),
-        heartbeat=0, connection_attempts=1,
-        client_properties={"connection_name": name} if name else None))
 
 
 def publish(ch: Any, queue: str, bodies: list[bytes]) -> None:
@@ -116,8 +105,8 @@ def test_management_user_sees_its_own_connections_and_its_vhosts_totals(
         ok(api.put(f"/api/vhosts/{vh}", json={}))  # the creator (guest) gets full rights
     mgr = add_user(api, "mgr-a", "management", {"vh-a": (".*", ".*", ".*")})
     mon = add_user(api, "mon-all", "monitoring")
-    other = connect(broker, vhost="vh-b", name="b-secret-client")
-    own = connect(broker, "mgr-a", "pw", vhost="vh-a", name="a-own-client")
+    other = connect(broker, vhost="vh-b")
+    own = connect(broker, "mgr-a", "pw", vhost="vh-a")
     try:
         och = other.channel()
         och.queue_declare("b-orders", durable=True)
@@ -128,12 +117,12 @@ def test_management_user_sees_its_own_connections_and_its_vhosts_totals(
         def conns(client: httpx.Client) -> list[dict[str, Any]]:
             return ok(client.get("/api/connections")).json()  # type: ignore[no-any-return]
 
-        found = wait_for(lambda: {c["client_properties"].get("connection_name"): c
-                                  for c in conns(api)}.keys() >= {"b-secret-client",
-                                                                   "a-own-client"}
-                         and {c["client_properties"].get("connection_name"): c
-                              for c in conns(api)}, what="both connections listed")
-        b_conn, a_conn = found["b-secret-client"]["name"], found["a-own-client"]["name"]
+        def by_login() -> dict[tuple[str, str], str]:
+            return {(c["user"], c["vhost"]): c["name"] for c in conns(api)}
+
+        found = wait_for(lambda: {("guest", "vh-b"), ("mgr-a", "vh-a")} <= by_login().keys()
+                         and by_login(), what="both connections listed")
+        b_conn, a_conn = found[("guest", "vh-b")], found[("mgr-a", "vh-a")]
         b_chan, a_chan = f"{b_conn} (1)", f"{a_conn} (1)"
         wait_for(lambda: any(c["consumer_tag"] == "b-secret-tag"
                              for c in ok(api.get("/api/consumers")).json()),

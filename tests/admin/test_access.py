@@ -236,6 +236,9 @@ def test_peek_is_capped_by_bytes(broker: AdminBroker, api: httpx.Client) -> None
     assert len(r.json()) == 20 and "x-max-bytes-reached" not in r.headers
     assert all(m["truncated"] and len(m["payload"]) == 100 for m in r.json())
 
+    (m,) = ok(api.get("/api/queues/%2F/big-q/messages", params={"filter": "body=C*"})).json()
+    assert m["index"] == 2 and m["payload"].encode() == bodies[2]
+
     r = ok(api.get("/api/queues/%2F/huge-q/messages"))  # one message over the cap: its head
     (m,) = r.json()
     assert m["truncated"] is True and m["payload_bytes"] == PEEK_MAX * 3

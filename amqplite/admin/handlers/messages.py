@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 #: entries whose bodies one store read of a peek fetches
 PEEK_PAGE = 200
+#: entries (and body bytes) a filtered peek examines per step
+FILTER_CHUNK = 500
+FILTER_CHUNK_BYTES = 16 * 1024 * 1024
 
 
 class MessageHandlers(HandlerBase):
@@ -155,13 +158,23 @@ class MessageHandlers(HandlerBase):
 
     async def _filtered(self, q: Queue, flt: dict[str, str], offset: int,
                         limit: int) -> list[tuple[int, Entry]]:
-        """Ready entries (with their index) matching ``flt``, after ``offset`` matches."""
+        """Ready entries (with their index) matching ``flt``, after ``offset`` matches.
+
+        The scan goes a chunk at a time and lets other tasks run between chunks; a
+        ``body`` filter reads the paged-out bodies of one chunk (at most
+        FILTER_CHUNK entries and FILTER_CHUNK_BYTES) at a time."""
         snapshot = list(q.ready)
         out: list[tuple[int, Entry]] = []
         skipped = 0
-        for start in range(0, len(snapshot), 500):
-            chunk = snapshot[start:start + 500]
-            bodies = await moves.load_bodies(self.server, chunk) if "body" in flt else {}
+        start = 0
+        while start < len(snapshot):
+            end, size = start, 0
+            while end < len(snapshot) and end - start < FILTER_CHUNK and (
+                    end == start or size < FILTER_CHUNK_BYTES):
+                size += snapshot[end].message.body_size
+                end += 1
+            chunk = snapshot[start:end]
+            bodies = await self._read_bodies(chunk) if "body" in flt else {}
             for i, e in enumerate(chunk, start):
                 m = e.message
                 headers = moves._headers(m)
@@ -174,6 +187,9 @@ class MessageHandlers(HandlerBase):
                 out.append((i, e))
                 if len(out) >= limit:
                     return out
+            del bodies
+            start = end
+            await trio.lowlevel.checkpoint()
         return out
 
     def _move_args(self, body: dict[str, Any]) -> tuple[int | None, dict[str, str]]:

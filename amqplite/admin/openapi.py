@@ -309,7 +309,8 @@ _ERRORS = {
     400: "Bad request (invalid JSON, bad field, precondition failed)",
     401: "Missing or wrong credentials, or no access to this vhost, object or queue's "
          "messages",
-    403: "Authenticated user is not an administrator",
+    403: "Authenticated user lacks the tag this needs (administrator, policymaker or "
+         "monitoring)",
     404: "No such vhost, queue, exchange, connection, binding or policy",
     409: "Resource locked (exclusive queue of another connection)",
     415: "A body (or a POST without X-Requested-With) not sent as application/json",
@@ -358,7 +359,7 @@ def _operation(r: Route) -> S:
     errs = set()
     if not r.public:
         errs.add(401)
-    if r.write:
+    if r.write or r.needs:
         errs.add(403)
     if "{" in r.path:
         errs.add(404)

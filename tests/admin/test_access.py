@@ -147,6 +147,8 @@ def test_management_user_sees_its_own_connections_and_its_vhosts_totals(
             assert ov["queue_totals"]["messages"] == 0  # b-orders' 3 are not counted
             assert ov["object_totals"]["exchanges"] == len(ok(api.get("/api/exchanges/vh-a")).json())
             assert "listeners" not in ov
+            for url in ("/api/nodes", "/api/nodes/amqplite@localhost", "/api/node/memory"):
+                assert c.get(url).status_code == 403  # node-wide figures: monitoring only
         with broker.api(auth=mon) as c:  # monitoring sees every user's, as in RabbitMQ
             names = {x["name"] for x in conns(c)}
             assert {a_conn, b_conn} <= names
@@ -155,6 +157,7 @@ def test_management_user_sees_its_own_connections_and_its_vhosts_totals(
             ov = ok(c.get("/api/overview")).json()
             assert ov["object_totals"]["connections"] >= 2
             assert ov["queue_totals"]["messages"] >= 3
+            assert ok(c.get("/api/nodes")).json()[0]["sockets_used"] >= 2
     finally:
         other.close()
         own.close()

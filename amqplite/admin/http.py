@@ -24,7 +24,7 @@ from amqplite.admin.moves import committed
 from amqplite.admin.plumbing import HTTPError, Request, Response
 from amqplite.admin.routes import ROUTES, Route, is_list
 from amqplite.admin.static import StaticFiles
-from amqplite.broker.auth import User
+from amqplite.broker.auth import User, log_safe
 from amqplite.server.ports import PortInUse, address_in_use
 
 if TYPE_CHECKING:
@@ -97,7 +97,8 @@ class AdminApp:
         except HTTPError as exc:
             resp = exc.response()
         except Exception as exc:  # a bug in one handler must not kill the server
-            log.exception("admin API error on %s %s", scope.get("method"), scope.get("path"))
+            log.exception("admin API error on %s %s", scope.get("method"),
+                          log_safe(str(scope.get("path")), 500))
             resp = Response({"error": "internal_error", "reason": repr(exc)}, 500)
         await self._send(send, resp)
 

@@ -307,8 +307,8 @@ _QUERY: dict[str, S] = {
 
 _ERRORS = {
     400: "Bad request (invalid JSON, bad field, precondition failed)",
-    401: "Missing or wrong credentials, or no access to this vhost, object or queue's "
-         "messages",
+    401: "Missing or wrong credentials (with WWW-Authenticate), or, without it, no access "
+         "to this vhost or object, or refused by the user's AMQP permissions",
     403: "Authenticated user lacks the tag this needs (administrator, policymaker or "
          "monitoring)",
     404: "No such vhost, queue, exchange, connection, binding or policy",

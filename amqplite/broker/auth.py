@@ -138,7 +138,8 @@ class User:
 
     @property
     def can_monitor(self) -> bool:
-        """monitoring (and administrator) see every vhost's objects and connections."""
+        """monitoring (and administrator) see every connection, channel and consumer and the
+        node's figures; a vhost's objects only where the user has a permission."""
         return "administrator" in self.tags or "monitoring" in self.tags
 
     @property

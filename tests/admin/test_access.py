@@ -83,9 +83,8 @@ def test_message_bodies_need_amqp_read_on_the_queue(broker: AdminBroker,
     mon = add_user(api, "mon-noperm", "monitoring")
     mgr = add_user(api, "mgr-noread", "management", {"/": (".*", ".*", "^$")})
     reader = add_user(api, "mgr-reader", "management", {"/": ("", "", "^secret-")})
-    with broker.api(auth=mon) as c:
-        assert c.get("/api/queues/%2F/secret-q").status_code == 200  # metadata: yes
-        for url in (peek, entries):
+    with broker.api(auth=mon) as c:  # no permission in the vhost: not even its metadata
+        for url in ("/api/queues/%2F/secret-q", peek, entries):
             refused_401(c.get(url), "User not authorised to access virtual host")
     with broker.api(auth=mgr) as c:
         assert c.get("/api/queues/%2F/secret-q").status_code == 200
@@ -138,7 +137,7 @@ def test_management_user_sees_its_own_connections_and_its_vhosts_totals(
                 refused_401(c.get(url), "User not authorised to access object")
             assert [x["name"] for x in ok(c.get("/api/channels")).json()] == [a_chan]
             assert ok(c.get("/api/consumers")).json() == []
-            assert c.get("/api/consumers/vh-b").status_code == 401
+            assert ok(c.get("/api/consumers/vh-b")).json() == []  # RabbitMQ: 200, filtered
             ov = ok(c.get("/api/overview")).json()
             assert ov["object_totals"]["connections"] == 1
             assert ov["object_totals"]["channels"] == 1
@@ -161,6 +160,162 @@ def test_management_user_sees_its_own_connections_and_its_vhosts_totals(
     finally:
         other.close()
         own.close()
+
+
+# ------------------------------------------- monitoring: objects of its vhosts only
+@pytest.fixture(scope="module")
+def two_vhosts(broker: AdminBroker) -> Iterator[dict[str, str]]:
+    """vhosts mv-a and mv-b, each with a queue holding a message, an exchange, a binding
+    and a policy; a consumer on mv-b's queue over guest's connection; two monitoring
+    users: ``mon-none`` without permissions, ``mon-a`` with ``^$`` ones in mv-a (any
+    permission counts, as in RabbitMQ). Yields the names of mv-b's connection and
+    channel."""
+    with broker.api() as api:
+        for vh in ("mv-a", "mv-b"):
+            ok(api.put(f"/api/vhosts/{vh}", json={}))
+            ok(api.put(f"/api/queues/{vh}/{vh}-q", json={"durable": True}))
+            ok(api.put(f"/api/exchanges/{vh}/{vh}-x", json={"type": "direct"}))
+            ok(api.post(f"/api/bindings/{vh}/e/{vh}-x/q/{vh}-q", json={"routing_key": "k"}))
+            ok(api.put(f"/api/policies/{vh}/{vh}-pol",
+                       json={"pattern": "^zz", "definition": {"max-length": 5}}))
+            ok(api.post(f"/api/exchanges/{vh}/amq.default/publish",
+                        json={"routing_key": f"{vh}-q", "payload": "m",
+                              "payload_encoding": "string", "properties": {}}))
+        add_user(api, "mon-none", "monitoring")
+        add_user(api, "mon-a", "monitoring", {"mv-a": ("^$", "^$", "^$")})
+        conn = connect(broker, vhost="mv-b")
+        try:
+            conn.channel().basic_consume("mv-b-q", lambda *a: None, consumer_tag="mv-b-tag")
+
+            def named() -> str | None:
+                return next((c["name"] for c in ok(api.get("/api/connections")).json()
+                             if c["vhost"] == "mv-b"), None)
+
+            name = wait_for(named, what="mv-b's connection listed")
+            wait_for(lambda: any(c["consumer_tag"] == "mv-b-tag"
+                                 for c in ok(api.get("/api/consumers")).json()),
+                     what="mv-b's consumer listed")
+            yield {"connection": name, "channel": f"{name} (1)"}
+        finally:
+            conn.close()
+
+
+MV_LISTS = ("/api/queues", "/api/exchanges", "/api/bindings", "/api/policies")
+
+
+def _vhosts_of(c: httpx.Client, url: str) -> set[str]:
+    return {i["vhost"] for i in ok(c.get(url)).json()} & {"mv-a", "mv-b"}
+
+
+def test_monitoring_lists_vhost_objects_only_where_it_has_a_permission(
+        broker: AdminBroker, two_vhosts: dict[str, str]) -> None:
+    """RabbitMQ 3.10.8: a monitoring user without permissions lists no queue, exchange,
+    binding or policy (``[]``); with a permission in one vhost, that vhost's."""
+    with broker.api(auth=("mon-none", "pw")) as c:
+        for url in MV_LISTS:
+            assert ok(c.get(url)).json() == [], url
+    with broker.api(auth=("mon-a", "pw")) as c:
+        for url in MV_LISTS:
+            assert _vhosts_of(c, url) == {"mv-a"}, url
+    with broker.api() as c:  # an administrator lists both
+        for url in MV_LISTS:
+            assert _vhosts_of(c, url) == {"mv-a", "mv-b"}, url
+
+
+def test_monitoring_reads_no_object_of_a_vhost_without_a_permission(
+        broker: AdminBroker, two_vhosts: dict[str, str]) -> None:
+    """Any path naming a vhost the monitoring user has no permission in: RabbitMQ's 401."""
+    with broker.api(auth=("mon-a", "pw")) as c:
+        for url in ("/api/queues/mv-b", "/api/queues/mv-b/mv-b-q", "/api/exchanges/mv-b",
+                    "/api/exchanges/mv-b/mv-b-x", "/api/bindings/mv-b",
+                    "/api/bindings/mv-b/e/mv-b-x/q/mv-b-q", "/api/queues/mv-b/mv-b-q/bindings",
+                    "/api/exchanges/mv-b/mv-b-x/bindings/source", "/api/policies/mv-b"):
+            refused_401(c.get(url), "User not authorised to access virtual host")
+        for url in ("/api/queues/mv-a/mv-a-q", "/api/exchanges/mv-a/mv-a-x",
+                    "/api/bindings/mv-a/e/mv-a-x/q/mv-a-q", "/api/policies/mv-a"):
+            ok(c.get(url))
+
+
+def test_monitoring_sees_every_vhost_connection_channel_and_consumer(
+        broker: AdminBroker, two_vhosts: dict[str, str]) -> None:
+    """What monitoring does read across vhosts, as RabbitMQ: the vhosts list, every
+    connection, channel and consumer (``/api/consumers/{vhost}`` too) and the node's
+    totals in the overview."""
+    conn, chan = two_vhosts["connection"], two_vhosts["channel"]
+    with broker.api(auth=("mon-none", "pw")) as c:
+        assert {"mv-a", "mv-b"} <= {v["name"] for v in ok(c.get("/api/vhosts")).json()}
+        assert conn in {x["name"] for x in ok(c.get("/api/connections")).json()}
+        assert ok(c.get(f"/api/connections/{quote(conn, safe='')}")).json()["vhost"] == "mv-b"
+        assert ok(c.get(f"/api/channels/{quote(chan, safe='')}")).json()["vhost"] == "mv-b"
+        assert chan in {x["name"] for x in ok(c.get("/api/channels")).json()}
+        for url in ("/api/consumers", "/api/consumers/mv-b"):
+            assert "mv-b-tag" in {x["consumer_tag"] for x in ok(c.get(url)).json()}, url
+        with broker.api() as adm:
+            totals = ok(adm.get("/api/overview")).json()["object_totals"]
+        assert ok(c.get("/api/overview")).json()["object_totals"]["queues"] == totals["queues"]
+
+
+def test_monitoring_traces_messages_of_its_vhosts_only(
+        broker: AdminBroker, two_vhosts: dict[str, str]) -> None:
+    """A message's trace rows name its exchange, queue and routing: vhost objects."""
+    with connect(broker, vhost="mv-b") as c:
+        ch = c.channel()
+        ch.confirm_delivery()
+        ch.basic_publish("", "mv-b-q", b"t", pika.BasicProperties(message_id="mv-b-traced"))
+    with broker.api() as adm:
+        wait_for(lambda: ok(adm.get("/api/trace/mv-b-traced")).json(),
+                 what="the message's trace rows")
+    with broker.api(auth=("mon-a", "pw")) as c:
+        assert ok(c.get("/api/trace/mv-b-traced")).json() == []
+
+
+# ----------------------------------------------- AMQP refusals over HTTP: 401
+def test_amqp_permission_refusals_are_401_as_in_rabbitmq(broker: AdminBroker,
+                                                           api: httpx.Client) -> None:
+    """RabbitMQ 3.10.8 answers what the user's AMQP permissions refuse with 401
+    ``not_authorised`` and no challenge (get with its ACCESS_REFUSED text), and a
+    refused publish with 400 ``403 ACCESS_REFUSED - ...``; nothing changes."""
+    ok(api.put("/api/vhosts/rf", json={}))
+    ok(api.put("/api/queues/rf/rf-q", json={"durable": True}))
+    ok(api.put("/api/exchanges/rf/rf-x", json={"type": "direct"}))
+    ok(api.put("/api/queues/rf/rf-dst", json={"durable": True}))
+    ok(api.post("/api/exchanges/rf/amq.default/publish",
+                json={"routing_key": "rf-q", "payload": "keep", "properties": {}}))
+    user = add_user(api, "rf-admin", "administrator", {"rf": ("^$", "^$", "^$")})
+    get = {"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"}
+    with broker.api(auth=user) as c:
+        refused_401(c.post("/api/queues/rf/rf-q/get", json=get),
+                    "ACCESS_REFUSED - access to queue 'rf-q' in vhost 'rf' refused for user "
+                    "'rf-admin'")
+        for method, url, body in (
+                ("PUT", "/api/queues/rf/rf-new", {}),
+                ("DELETE", "/api/queues/rf/rf-q", None),
+                ("DELETE", "/api/queues/rf/rf-q/contents", None),
+                ("PUT", "/api/exchanges/rf/rf-new-x", {"type": "direct"}),
+                ("DELETE", "/api/exchanges/rf/rf-x", None),
+                ("POST", "/api/bindings/rf/e/rf-x/q/rf-q", {"routing_key": "k"}),
+                ("POST", "/api/queues/rf/rf-q/move", {"to_queue": "rf-dst"}),
+                ("POST", "/api/queues/rf/rf-q/replay", {"queue": "rf-dst"}),
+                ("GET", "/api/aliveness-test/rf", None)):
+            r = c.request(method, url, json=body)
+            assert r.status_code == 401, (method, url, r.text)
+            assert r.json()["error"] == "not_authorised" and "www-authenticate" not in r.headers
+            assert r.json()["reason"].startswith("ACCESS_REFUSED - access to "), r.text
+        r = c.post("/api/exchanges/rf/rf-x/publish",
+                   json={"routing_key": "k", "payload": "x", "properties": {}})
+        assert r.status_code == 400 and r.json() == {
+            "error": "bad_request", "reason": "403 ACCESS_REFUSED - access to exchange 'rf-x' "
+                                              "in vhost 'rf' refused for user 'rf-admin'"}
+    # nothing was made, deleted, purged, bound or moved
+    assert api.get("/api/queues/rf/rf-new").status_code == 404
+    assert api.get("/api/exchanges/rf/rf-new-x").status_code == 404
+    assert api.get("/api/exchanges/rf/rf-x").status_code == 200
+    assert ok(api.get("/api/bindings/rf/e/rf-x/q/rf-q")).json() == []
+    assert [m["payload"] for m in ok(api.get("/api/queues/rf/rf-q/messages")).json()] == ["keep"]
+    assert ok(api.get("/api/queues/rf/rf-dst/messages")).json() == []
+    # the CLI says what it is: a refused permission, not wrong credentials
+    r = broker.cli("purge", "rf-q", "--vhost", "rf", "--user", "rf-admin", "--password", "pw")
+    assert r.returncode != 0 and "permission denied: ACCESS_REFUSED" in r.stderr, r.stderr
 
 
 # ------------------------------------------------------- item 6: failed logins

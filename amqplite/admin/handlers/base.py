@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 import trio
 
 from amqplite.admin import views
-from amqplite.admin.plumbing import HTTPError, Request, not_found
+from amqplite.admin.plumbing import HTTPError, Request, from_amqp, not_found
 from amqplite.broker.permissions import refused
+from amqplite.protocol.errors import AMQPError
 
 if TYPE_CHECKING:
     from amqplite.broker.core import VHost
@@ -72,19 +73,25 @@ class HandlerBase:
         n = next(self._next_channel)
         return self.broker.open_channel(s, n)
 
-    def _check_read(self, req: Request, vhost: str, queue: str) -> None:
-        """Message bodies need the user's AMQP read permission on the queue, whatever its
-        tags: RabbitMQ's HTTP get reads as that user over AMQP and answers its refusal
-        with 401 (and no challenge: the login was right)."""
+    def _check_perm(self, req: Request, vhost: str, perm: str, kind: str, name: str) -> None:
+        """The user's AMQP permission, for what the API does without an AMQP command that
+        checks it: RabbitMQ's management API acts as that user over AMQP and answers a
+        refusal with 401 (and no challenge: the login was right)."""
         user = req.user
         if user is None:
             return
         b = self.broker
         if b.access_control and (user.name, vhost) not in b.permissions:
             raise HTTPError(401, "not_authorised", "User not authorised to access virtual host")
-        if not b.may(user.name, vhost, "read", "queue", queue):
-            exc = refused("queue", queue, vhost, user.name, (0, 0))
-            raise HTTPError(401, "not_authorised", getattr(exc, "reply_text", str(exc)))
+        if not b.may(user.name, vhost, perm, kind, name):
+            exc = refused(kind, name, vhost, user.name, (0, 0))
+            assert isinstance(exc, AMQPError)
+            raise from_amqp(exc)
+
+    def _check_read(self, req: Request, vhost: str, queue: str) -> None:
+        """Message bodies need the user's AMQP read permission on the queue, whatever its
+        tags, as RabbitMQ's HTTP get, which reads as that user over AMQP."""
+        self._check_perm(req, vhost, "read", "queue", queue)
 
     @staticmethod
     def _sees_all(req: Request) -> bool:

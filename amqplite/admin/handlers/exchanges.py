@@ -16,6 +16,7 @@ from amqplite.admin.plumbing import (
     _str,
     bad_request,
     from_amqp,
+    from_amqp_publish,
     not_found,
 )
 from amqplite.protocol.errors import AMQPError
@@ -110,7 +111,7 @@ class ExchangeHandlers(HandlerBase):
         try:
             res = self.server.execute(self.broker.basic_publish, ch, exchange, rk, raw, data)
         except AMQPError as exc:
-            raise from_amqp(exc) from None
+            raise from_amqp_publish(exc) from None
         finally:
             self._close(ch)
         if res.stored:

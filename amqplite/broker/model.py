@@ -337,6 +337,11 @@ class ReadyList:
     def ram_count(self) -> int:
         return len(self._d) + len(self._tail)
 
+    def ram_parts(self) -> tuple[deque[Entry], deque[Entry]]:
+        """The entries in RAM before the spilled run and after it, for a reader that
+        walks the whole queue in order (the admin API's peek); not to be changed."""
+        return self._d, self._tail
+
     @property
     def head_count(self) -> int:
         """Entries in RAM ahead of the spilled run (all of them when nothing is spilled)."""

@@ -91,12 +91,19 @@ class AccessOps(BrokerBase):
         if a is not None and a[0] == epoch and a[3] == name and a[1] == perm and a[2] == kind:
             return
         s = ch.session
-        if not self.access_control or s.internal:
+        if s.internal:
             return
-        p = self.permissions.get((s.username, s.vhost))
-        if p is None or not p.allows(perm, kind, name):
+        if not self.may(s.username, s.vhost, perm, kind, name):
             raise refused(kind, name, s.vhost, s.username, cm)
         ch.allowed = (epoch, perm, kind, name)
+
+    def may(self, user: str, vhost: str, perm: str, kind: str, name: str) -> bool:
+        """Does ``user`` hold ``perm`` on the resource in ``vhost``? The one check AMQP
+        commands and the admin API's reads of message bodies share."""
+        if not self.access_control:
+            return True
+        p = self.permissions.get((user, vhost))
+        return p is not None and p.allows(perm, kind, name)
 
     def check_vhost_access(self, user: str, vhost: str) -> None:
         """connection.open: 530 unless the vhost exists and the user has a permission in it."""

@@ -96,3 +96,31 @@ def test_delivery_log_records_deliveries_from_the_retained_store(api: httpx.Clie
     assert ("retained", q, "request") in events
     assert events.index(("retained", q, "request")) < events.index(("routed", q, None))
     channel.exchange_delete(x)
+
+
+def test_retained_bodies_need_read_on_the_exchange(admin_broker: AdminBroker, api: httpx.Client,
+                                                   channel: Any) -> None:
+    """Retained messages are message content: listing them needs the user's AMQP read
+    on the exchange (issue 22 item 4's rule), clearing them configure."""
+    x = _lvc(channel)
+    user = qname("noread")
+    assert api.put(f"/api/users/{user}", json={"password": "pw",
+                                               "tags": "monitoring"}).status_code == 201
+    assert api.put(f"/api/permissions/%2F/{user}", json={
+        "configure": "", "write": "", "read": ""}).status_code == 201
+    try:
+        with admin_broker.api(auth=(user, "pw")) as other:
+            r = other.get(f"/api/exchanges/%2F/{x}/retained")
+            assert r.status_code == 401 and "ACCESS_REFUSED" in r.json()["reason"]
+            # a write is refused for the tag first (monitoring writes nothing)
+            assert other.delete(f"/api/exchanges/%2F/{x}/retained",
+                                headers={"content-type": "application/json"}
+                                ).status_code == 403
+        assert api.put(f"/api/permissions/%2F/{user}", json={
+            "configure": "", "write": "", "read": ".*"}).status_code == 204
+        with admin_broker.api(auth=(user, "pw")) as other:
+            assert len(other.get(f"/api/exchanges/%2F/{x}/retained").json()) == 2
+        assert api.get(f"/api/exchanges/%2F/{x}").json()["retained"]["messages"] == 2
+    finally:
+        api.delete(f"/api/users/{user}")
+        channel.exchange_delete(x)

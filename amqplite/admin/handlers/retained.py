@@ -35,6 +35,8 @@ class RetainedHandlers(HandlerBase):
 
     async def list_retained(self, req: Request) -> Response:
         vh, ex = self._retaining(req)
+        # message bodies: the user's AMQP read on the exchange, as a binding from it needs
+        self._check_perm(req, vh.name, "read", "exchange", ex.name)
         encoding = req.query.get("encoding", "auto")
         if encoding not in ("auto", "base64"):
             raise bad_request("encoding must be auto or base64")
@@ -56,6 +58,7 @@ class RetainedHandlers(HandlerBase):
 
     async def clear_retained(self, req: Request) -> Response:
         vh, ex = self._retaining(req)
+        self._check_perm(req, vh.name, "configure", "exchange", ex.name)
         removed = self.server.execute(self.broker.clear_retained, vh, ex, req.params.get("key"))
         if removed:
             await moves.committed(self.server)

@@ -168,3 +168,53 @@ async def test_metadata_the_store_refuses_for_good_is_undone_after_bounded_retri
     rec = again.load()
     again.close()
     assert {q.name for q in rec.queues} == {"ok"}
+
+
+@pytest.mark.timeout(120)
+def test_admin_write_undone_after_its_commit_died_stays_undone_after_restart(
+        tmp_path: Path) -> None:
+    """An admin write whose commit died with the writer answers 500 and is undone in
+    memory; the metadata the persistence layer writes again must not outlive that
+    undo in the store: the undo writes what it restored (the old policy)."""
+    import os
+    import signal
+    import threading
+
+    from tests.server.dying_writer import dead
+
+    b = BrokerProcess(tmp_path / "d").start()
+    hdr = {"content-type": "application/json"}
+    old = {"pattern": "^old$", "definition": {"max-length": 1}, "priority": 1,
+           "apply-to": "queues"}
+    new = {"pattern": "^new$", "definition": {"max-length": 2}, "priority": 2,
+           "apply-to": "queues"}
+    try:
+        api = httpx.Client(base_url=b.admin_url or "", auth=("guest", "guest"), timeout=60)
+        assert api.put("/api/policies/%2F/p", json=old, headers=hdr).status_code == 201
+        writer = wait_for(lambda: _writer(b), 30, what="a store writer")
+        os.kill(writer.pid, signal.SIGSTOP)
+        answer: list[int] = []
+        t = threading.Thread(target=lambda: answer.append(
+            api.put("/api/policies/%2F/p", json=new, headers=hdr).status_code), daemon=True)
+        t.start()
+        try:
+            wait_for(lambda: api.get("/api/policies/%2F/p").json()["pattern"] == "^new$", 30,
+                     what="the new policy in memory")
+        finally:
+            os.kill(writer.pid, signal.SIGKILL)
+            wait_for(lambda: dead(writer.pid), 30, what="the killed writer to die")
+        t.join(60)
+        assert answer == [500], answer
+        assert api.get("/api/policies/%2F/p").json()["pattern"] == "^old$"
+        # settle: a write after the repair has committed
+        assert api.put("/api/vhosts/settle", json={}, headers=hdr).status_code == 201
+        api.close()
+    finally:
+        b.kill()
+    b2 = BrokerProcess(tmp_path / "d").start()
+    try:
+        with httpx.Client(base_url=b2.admin_url or "", auth=("guest", "guest")) as api:
+            got = api.get("/api/policies/%2F/p").json()
+            assert got["pattern"] == "^old$" and got["priority"] == 1, got
+    finally:
+        b2.kill()

@@ -119,17 +119,19 @@ def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flag
         problem = _startup_problem(exc)
         if problem is None:
             raise
-        raise click.ClickException(f"cannot start: {problem}") from None
+        raise click.ClickException(problem) from None
 
 
 def _startup_problem(exc: BaseException) -> str | None:
-    """A one-line reason for the failures an operator can fix (port, lock, files, database).
+    """A one-line reason for the failures an operator can fix (port, lock, files, database),
+    ``cannot start: ...``, or ``stopped: ...`` for a broker that lost its database.
 
     trio reports errors from the nursery as exception groups; look inside.
     """
     from sqlalchemy.exc import SQLAlchemyError
 
-    from amqplite.server.datalock import DataDirLocked
+    from amqplite.server.datalock import DatabaseLocked, DatabaseLockLost, DataDirLocked
+    from amqplite.store.database import MissingDriver
 
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
@@ -137,22 +139,26 @@ def _startup_problem(exc: BaseException) -> str | None:
             if found is not None:
                 return found
         return None
-    if isinstance(exc, (OSError, DataDirLocked)):
-        return str(exc)
+    if isinstance(exc, DatabaseLockLost):
+        return f"stopped: {exc}"
+    if isinstance(exc, (OSError, DataDirLocked, DatabaseLocked, MissingDriver)):
+        return f"cannot start: {exc}"
     if isinstance(exc, SQLAlchemyError):
-        return f"database error: {getattr(exc, 'orig', None) or exc}"
+        return f"cannot start: database error: {getattr(exc, 'orig', None) or exc}"
     return None
 
 
 def _register_optional() -> None:
     """Attach command groups that live in other packages (imported lazily inside)."""
     from amqplite.admin.cli import register as register_admin
+    from amqplite.admin.cli_retained import register as register_retained
     from amqplite.admin.cli_security import register as register_security
     from amqplite.admin.cli_streams import register as register_streams
 
     register_admin(main)
     register_security(main)
     register_streams(main)
+    register_retained(main)
     try:
         from amqplite.audit.cli import audit
     except ImportError:  # pragma: no cover - audit package is part of the install

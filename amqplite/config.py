@@ -223,6 +223,9 @@ class Settings:
     admin_tls: bool = False
     admin_tls_cert: str = ""
     admin_tls_key: str = ""
+    #: message payload bytes one peek (``GET /api/queues/{vhost}/{q}/messages``) or one
+    #: stream read (``/api/streams/.../entries``) returns at most, besides its count limit
+    admin_peek_max_bytes: str = attrs.field(default="16MiB", validator=_size)
 
     def __attrs_post_init__(self) -> None:
         """Refuse TLS settings that cannot work together, before anything listens."""
@@ -247,6 +250,10 @@ class Settings:
         if self.admin_tls_cert or self.admin_tls_key:
             return self.admin_tls_cert, self.admin_tls_key
         return self.tls_cert, self.tls_key
+
+    @property
+    def admin_peek_max_bytes_value(self) -> int:
+        return parse_size(self.admin_peek_max_bytes)
 
     @property
     def disk_free_limit_bytes(self) -> int:

@@ -112,6 +112,42 @@ def test_dead_letter_routing_key_override(ch: BlockingChannel, names: Names) -> 
     assert message_count(ch, other) == 0
 
 
+@pytest.mark.parametrize("dlrk", [None, "w"])
+def test_dead_letter_keeps_cc_and_bcc_routes(ch: BlockingChannel, names: Names,
+                                             dlrk: str | None) -> None:
+    """Sender-selected distribution through a dead-lettering: without a dead-letter
+    routing key the dead letter goes where its key, CC and BCC keys lead, CC header
+    kept; with one, there alone and without CC. x-death routing-keys: key and CC."""
+    src, dlx = names.exchange("src"), names.exchange("dlx")
+    ch.exchange_declare(src, "direct")
+    ch.exchange_declare(dlx, "direct")
+    work = names.queue("work")
+    args = {"x-dead-letter-exchange": dlx}
+    if dlrk is not None:
+        args["x-dead-letter-routing-key"] = dlrk
+    ch.queue_declare(work, arguments=args)
+    outs = {}
+    for k in ("w", "c1", "b1"):
+        ch.queue_bind(work, src, k)
+        outs[k] = names.queue(k)
+        ch.queue_declare(outs[k])
+        ch.queue_bind(outs[k], dlx, k)
+    ch.basic_publish(src, "w", b"m", pika.BasicProperties(
+        headers={"CC": ["c1"], "BCC": ["b1"], "app": "kept"}))
+    [(method, props, _)] = drain(ch, work, 1, auto_ack=False)
+    assert props.headers == {"CC": ["c1"], "app": "kept"}
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    reached = ["w"] if dlrk is not None else ["w", "c1", "b1"]
+    for k in reached:
+        [(got, props, _)] = drain(ch, outs[k], 1)
+        assert got.routing_key == (dlrk or "w")
+        assert _death(props)[0]["routing-keys"] == ["w", "c1"]
+        assert props.headers.get("CC") == (None if dlrk else ["c1"])
+        assert props.headers["app"] == "kept" and "BCC" not in props.headers
+    for k in set(outs) - set(reached):
+        assert message_count(ch, outs[k]) == 0
+
+
 def test_dead_letter_to_default_exchange(ch: BlockingChannel, names: Names) -> None:
     queue, target = names.queue(), names.queue("target")
     ch.queue_declare(target)

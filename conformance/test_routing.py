@@ -218,3 +218,91 @@ def test_unbind_missing_binding_is_ok(confirmed: BlockingChannel, names: Names) 
     confirmed.queue_declare(queue)
     confirmed.queue_unbind(queue, ex, "never-bound")
     assert confirmed.is_open
+
+
+# ------------------------------------------------- sender-selected distribution
+def _cc_exchange(ch: BlockingChannel, names: Names, kind: str = "direct",
+                 keys: tuple[str, ...] = ("k1", "k2", "k3", "k4")) -> tuple[str, dict[str, str]]:
+    """An exchange with one queue bound per key: (exchange, key -> queue)."""
+    ex = names.exchange()
+    ch.exchange_declare(ex, kind)
+    queues = {}
+    for k in keys:
+        q = queues[k] = names.queue(k.replace("*", "star").replace("#", "hash"))
+        ch.queue_declare(q)
+        ch.queue_bind(q, ex, k)
+    return ex, queues
+
+
+def _got(ch: BlockingChannel, queues: dict[str, str]) -> dict[str, list[Any]]:
+    """key -> the headers of each message its queue holds (emptied)."""
+    out: dict[str, list[Any]] = {}
+    for k, q in queues.items():
+        out[k] = []
+        while True:
+            method, props, _ = ch.basic_get(q, auto_ack=True)
+            if method is None:
+                break
+            out[k].append(props.headers)
+    return out
+
+
+def test_cc_and_bcc_headers_add_routing_keys(confirmed: BlockingChannel, names: Names) -> None:
+    """RabbitMQ's sender-selected distribution: the message also goes where the keys
+    in its CC and BCC arrays lead, once per queue; BCC is stripped, CC stays."""
+    ex, queues = _cc_exchange(confirmed, names)
+    confirmed.basic_publish(ex, "k1", b"m", pika.BasicProperties(
+        headers={"CC": ["k2"], "BCC": ["k3"], "app": "kept"}))
+    kept = {"CC": ["k2"], "app": "kept"}
+    assert _got(confirmed, queues) == {"k1": [kept], "k2": [kept], "k3": [kept], "k4": []}
+
+
+def test_cc_elements_not_longstr_are_skipped(confirmed: BlockingChannel, names: Names) -> None:
+    ex, queues = _cc_exchange(confirmed, names)
+    confirmed.basic_publish(ex, "k1", b"m", pika.BasicProperties(
+        headers={"CC": ["k2", 5, "k2"], "BCC": ["k1", "k4"]}))
+    kept = {"CC": ["k2", 5, "k2"]}
+    assert _got(confirmed, queues) == {"k1": [kept], "k2": [kept], "k3": [], "k4": [kept]}
+
+
+def test_cc_through_topic_and_default_exchanges(confirmed: BlockingChannel,
+                                                names: Names) -> None:
+    ex, queues = _cc_exchange(confirmed, names, "topic", ("a.*", "b.#", "c"))
+    confirmed.basic_publish(ex, "nowhere", b"m", pika.BasicProperties(
+        headers={"CC": ["a.x", "b"], "BCC": ["a.y"]}))
+    kept = {"CC": ["a.x", "b"]}
+    assert _got(confirmed, queues) == {"a.*": [kept], "b.#": [kept], "c": []}
+    q = names.queue("plain")
+    confirmed.queue_declare(q)
+    confirmed.basic_publish("", names.prefix + "-nobody", b"m",
+                            pika.BasicProperties(headers={"BCC": [q]}))
+    assert _got(confirmed, {"q": q}) == {"q": [{}]}
+
+
+def test_cc_header_names_are_case_sensitive(confirmed: BlockingChannel, names: Names) -> None:
+    ex, queues = _cc_exchange(confirmed, names)
+    confirmed.basic_publish(ex, "k1", b"m", pika.BasicProperties(
+        headers={"cc": ["k2"], "bcc": ["k3"]}))
+    kept = {"cc": ["k2"], "bcc": ["k3"]}
+    assert _got(confirmed, queues) == {"k1": [kept], "k2": [], "k3": [], "k4": []}
+
+
+@pytest.mark.parametrize(("headers", "kind"), [
+    ({"CC": "k2"}, '"CC",longstr'),
+    ({"BCC": 5}, '"BCC",signedint'),
+    ({"CC": {"k": "v"}}, '"CC",table'),
+])
+def test_cc_that_is_not_an_array_refuses_the_publish(
+        connection: pika.BlockingConnection, names: Names, headers: dict[str, Any],
+        kind: str) -> None:
+    ch = connection.channel()
+    q = names.queue()
+    ch.queue_declare(q)
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+        ch.basic_publish("", q, b"m", pika.BasicProperties(headers=headers))
+        ch.queue_declare(q, passive=True)  # a round trip: the close arrives first
+    assert info.value.reply_code == 406
+    assert info.value.reply_text == (
+        f"PRECONDITION_FAILED - invalid message: {{unacceptable_type_in_header,{kind}}}")
+    assert connection.is_open
+    assert connection.channel().queue_declare(q, passive=True).method.message_count == 0

@@ -303,6 +303,21 @@ def test_timestamp_and_interval_offsets(channel: BlockingChannel, names: Names) 
     assert [x for _, x in future] == [b"t2"]
 
 
+def test_enormous_ages_are_taken(connection: pika.BlockingConnection, names: Names) -> None:
+    """RabbitMQ takes a max-age of 5000 digits (keep everything) and an offset interval
+    of 300 digits (from the start): no error, the connection stays open."""
+    q = names.queue()
+    ch = connection.channel()
+    declare(ch, q, **{"x-max-age": "9" * 5000 + "s"})
+    publish(ch, q, [b"a0", b"a1", b"a2"])
+    ch.basic_qos(prefetch_count=10)
+    got: Got = []
+    consume(ch, q, got, "9" * 300 + "Y")
+    wait(ch, lambda: len(got) >= 3)
+    assert got == [(0, b"a0"), (1, b"a1"), (2, b"a2")]
+    assert connection.is_open
+
+
 @pytest.mark.parametrize("settle_with", ["nack-requeue", "nack", "reject-requeue", "reject"])
 def test_nack_and_reject_not_implemented(connection: pika.BlockingConnection, names: Names,
                                          settle_with: str) -> None:

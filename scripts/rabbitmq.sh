@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A throwaway RabbitMQ node for the conformance suite: its own node name, ports,
-# epmd, mnesia and logs in one directory, no plugins, loopback only, so it never
-# clashes with a system RabbitMQ or with another run on the same machine.
+# epmd, mnesia and logs in one directory, loopback only, so it never
+# clashes with a system RabbitMQ or with another run on the same machine. The
+# one plugin enabled is rabbitmq_recent_history_exchange (conformance covers the
+# x-recent-history exchange type); it opens no port.
 #
 #   scripts/rabbitmq.sh start DIR PORT   # returns once the node accepts AMQP
 #   scripts/rabbitmq.sh stop DIR         # SIGTERM, bounded wait, then SIGKILL
@@ -119,7 +121,8 @@ start() {
     echo "EPMD_PORT=$(free_port)"
     echo "NODE_TAG=$$"
   } >"$dir/ports"
-  echo "[]." >"$dir/enabled_plugins"  # no management plugin, nothing else listening
+  # no management plugin, nothing else listening; the recent-history exchange type
+  echo "[rabbitmq_recent_history_exchange]." >"$dir/enabled_plugins"
   echo "[]." >"$dir/advanced.config"
   : >"$dir/rabbitmq-env.conf"
   cat >"$dir/rabbitmq.conf" <<EOF

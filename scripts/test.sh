@@ -13,6 +13,8 @@ command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || need_apt+=(libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni)
 # the reference broker for the conformance suite (Debian 12 ships 3.10.8)
 [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need_apt+=(rabbitmq-server)
+# a throwaway PostgreSQL cluster for the PostgreSQL store tests (tests/pg_server.py)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_apt+=(postgresql)
 # promtool checks a real /metrics scrape (tests/admin/test_metrics.py)
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 # a headless browser for the dashboard tests (tests/admin/test_dashboard.py)
@@ -50,6 +52,8 @@ echo "== mypy"
 .venv/bin/mypy amqplite
 
 echo "== tests (unit, integration, spark)"
+# the PostgreSQL tests fail here rather than skip when PostgreSQL is missing
+export AMQPLITE_PG_REQUIRED=1
 .venv/bin/python -m pytest -q -p no:cacheprovider tests
 
 # Both conformance runs below share one cleanup: whatever was started is

@@ -21,6 +21,7 @@ from amqplite.admin.handlers.metrics import MetricsHandlers
 from amqplite.admin.handlers.nodes import NodeHandlers
 from amqplite.admin.handlers.policies import PolicyHandlers
 from amqplite.admin.handlers.queues import QueueHandlers
+from amqplite.admin.handlers.retained import RetainedHandlers
 from amqplite.admin.handlers.security import SecurityHandlers
 from amqplite.admin.handlers.streams import StreamHandlers
 
@@ -29,5 +30,5 @@ __all__ = ["AdminAPI"]
 
 class AdminAPI(MetaHandlers, ConnectionHandlers, ExchangeHandlers, QueueHandlers,
                MessageHandlers, BindingHandlers, PolicyHandlers, MetricsHandlers,
-               NodeHandlers, SecurityHandlers, StreamHandlers):
+               NodeHandlers, SecurityHandlers, StreamHandlers, RetainedHandlers):
     """One instance per server; handler names match ``Route.handler``."""

@@ -65,7 +65,8 @@ class Client:
             raise self._not_admin("it does not answer HTTP; is that the AMQP port?") from None
         except httpx.HTTPError as exc:
             raise AdminError(f"admin API request failed: {exc}") from None
-        if r.status_code == 401:
+        if r.status_code == 401 and "www-authenticate" in r.headers:
+            # a login refused; a 401 without the challenge is a permission refused
             raise AdminError(f"wrong credentials for user '{self.user}' "
                              f"(the admin API at {self.url} answered 401)")
         if not _ours(r):
@@ -73,7 +74,7 @@ class Client:
                                   "not the admin API's JSON")
         if r.status_code >= 400:
             reason = _reason(r)
-            if r.status_code == 403:
+            if r.status_code in (401, 403):
                 raise AdminError(f"permission denied: {reason}")
             raise AdminError(reason)
         return r

@@ -10,6 +10,7 @@ import base64
 import binascii
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
@@ -23,7 +24,7 @@ from amqplite.admin.moves import committed
 from amqplite.admin.plumbing import HTTPError, Request, Response
 from amqplite.admin.routes import ROUTES, Route, is_list
 from amqplite.admin.static import StaticFiles
-from amqplite.broker.auth import User
+from amqplite.broker.auth import User, log_safe
 from amqplite.server.ports import PortInUse, address_in_use
 
 if TYPE_CHECKING:
@@ -32,7 +33,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("amqplite.admin")
 
 MAX_BODY = 64 * 1024 * 1024
+#: methods that change something: their bodies must be JSON (see _check_json)
+WRITE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 REALM = 'Basic realm="amqplite Management"'
+#: route tags whose objects are not bound by the user's vhosts: connections, channels
+#: and consumers (all of them for monitoring, the user's own for management; RabbitMQ
+#: answers ``/api/consumers/{vhost}`` outside the user's vhosts with a filtered list)
+ACROSS_VHOSTS = frozenset({"connections"})
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -94,7 +101,8 @@ class AdminApp:
         except HTTPError as exc:
             resp = exc.response()
         except Exception as exc:  # a bug in one handler must not kill the server
-            log.exception("admin API error on %s %s", scope.get("method"), scope.get("path"))
+            log.exception("admin API error on %s %s", scope.get("method"),
+                          log_safe(str(scope.get("path")), 500))
             resp = Response({"error": "internal_error", "reason": repr(exc)}, 500)
         await self._send(send, resp)
 
@@ -117,13 +125,15 @@ class AdminApp:
         if user is not None:
             self._authorize(route, user, params, method)
         body = await self._read_body(receive)
+        if method in WRITE_METHODS:
+            _check_json(scope, method, body)
         qs = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         req = Request(method=method, params=params, query={k: v[-1] for k, v in qs.items()},
                       body=body, user=user, query_all=qs)
         handler = getattr(self.api, route.handler)
         resp: Response = await handler(req)
         if is_list(route) and isinstance(resp.body, list):
-            if user is not None and not user.can_monitor:
+            if user is not None and not user.is_admin:
                 resp.body = self._visible(route, user, resp.body)
             resp.body = listing.apply(resp.body, req)
         elif method in ("GET", "HEAD") and isinstance(resp.body, dict) and resp.status < 300:
@@ -149,8 +159,11 @@ class AdminApp:
                             headers=challenge) from None
         client = scope.get("client") or ("", 0)
         user = self.server.users.authenticate(name, password, client[0] or "")
-        if user is None:
-            log.warning("admin API: login failed for user '%s' from %s", name, client[0])
+        if user is None:  # one line, the name escaped, rate-limited per peer
+            line = self.server.users.failure_line("admin API", name, client[0] or "",
+                                                  time.monotonic())
+            if line is not None:
+                log.warning("%s", line)
             raise HTTPError(401, "not_authorised", "Login failed",
                             headers=challenge)
         if not user.can_manage:  # RabbitMQ: only management-ish tags open the API
@@ -159,8 +172,10 @@ class AdminApp:
         return user
 
     def _authorize(self, route: Route, user: User, params: dict[str, str], method: str) -> None:
-        """RabbitMQ's tags: administrator does everything, policymaker sets policies,
-        monitoring reads everything, management reads its own vhosts."""
+        """RabbitMQ's tags: administrator does everything, policymaker sets policies;
+        management and monitoring read the objects of the vhosts they have a permission
+        in (any, even ``^$``), and monitoring also every connection, channel and consumer
+        and the node's figures (RabbitMQ 3.10.8, checked)."""
         needs = route.needs or ("administrator" if route.write else "management")
         allowed = {"administrator": user.is_admin, "policymaker": user.can_set_policies,
                    "monitoring": user.can_monitor, "management": True}[needs]
@@ -168,12 +183,17 @@ class AdminApp:
             raise HTTPError(403, "not_authorised",
                             f"user '{user.name}' is not {_article(needs)}; {method} needs one")
         vhost = params.get("vhost")
-        if (vhost is not None and not user.can_monitor
+        if (vhost is not None and not user.is_admin and route.tag not in ACROSS_VHOSTS
                 and self.server.broker.permission(user.name, vhost) is None):
-            raise HTTPError(401, "not_authorised", "Access refused.")
+            raise HTTPError(401, "not_authorised", "User not authorised to access virtual host")
 
     def _visible(self, route: Route, user: User, items: list[Any]) -> list[Any]:
-        """A management-only user lists objects of the vhosts it has permissions in."""
+        """What a user other than an administrator lists: objects of the vhosts it has
+        permissions in. Connections, channels and consumers are the handlers' to filter
+        (by owner: RabbitMQ lists them by user, not by vhost); monitoring lists every
+        vhost (``/api/vhosts``), management only its own."""
+        if route.tag in ACROSS_VHOSTS or (route.path == "/api/vhosts" and user.can_monitor):
+            return items
         perms = self.server.broker.permissions
         key = "name" if route.path == "/api/vhosts" else "vhost"
         return [i for i in items if not isinstance(i, dict) or key not in i
@@ -209,6 +229,26 @@ class AdminApp:
             headers.append((k.encode(), v.encode()))
         await send({"type": "http.response.start", "status": resp.status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
+
+
+def _check_json(scope: Scope, method: str, body: bytes) -> None:
+    """415 for a write that a page on another site could send with the browser's login.
+
+    A body must come as ``application/json``: a form or a ``fetch`` without a
+    CORS preflight can only send form types, ``text/plain`` or no type. A POST
+    needs it even when empty (a bodiless ``fetch`` POST needs no preflight),
+    unless a custom header (``X-Requested-With``, as the dashboard sends) shows
+    that the browser asked first. PUT and DELETE never go cross-site without a
+    preflight, so without a body they need nothing (a DELETE from curl).
+    """
+    ctype = _header(scope, b"content-type")
+    if ctype is not None and ctype.split(";", 1)[0].strip().lower() == "application/json":
+        return
+    if not body and (method != "POST" or _header(scope, b"x-requested-with")):
+        return
+    raise HTTPError(415, "unsupported_media_type",
+                    f"{method} needs Content-Type: application/json"
+                    + (f" (got '{ctype}')" if ctype else ""))
 
 
 def _challenge(scope: Scope) -> dict[str, str]:

@@ -10,10 +10,10 @@ handlers' plain lists keeps every handler ignorant of them.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from amqplite.admin.plumbing import Request, bad_request
+from amqplite.broker import patterns
 
 __all__ = ["LIST_QUERY", "MAX_PAGE_SIZE", "apply"]
 
@@ -67,11 +67,10 @@ def _name_matcher(req: Request) -> Any:
     if not pattern:
         return None
     if req.flag("use_regex"):
-        try:
-            rx = re.compile(pattern, re.IGNORECASE)
-        except re.error as exc:
-            raise bad_request(f"name is not a valid regular expression: {exc}") from None
-        return lambda name: rx.search(name) is not None
+        why = patterns.check(pattern, ignore_case=True)
+        if why is not None:
+            raise bad_request(f"name: {why}")
+        return lambda name: patterns.search(pattern, name, ignore_case=True)
     low = pattern.lower()
     return lambda name: low in name.lower()
 

@@ -149,9 +149,11 @@ SCHEMAS: dict[str, S] = {
     "Exchange": _obj({
         "name": STR, "vhost": STR, "type": STR, "durable": BOOL, "auto_delete": BOOL,
         "internal": BOOL, "arguments": ANYOBJ,
+        "retained": _obj({"messages": INT, "bytes": INT}, ["messages", "bytes"]),
     }, ["name", "vhost", "type", "durable", "auto_delete", "internal", "arguments"]),
     "ExchangePut": _obj({
-        "type": {"enum": ["direct", "fanout", "topic", "headers"]}, "durable": BOOL,
+        "type": {"enum": ["direct", "fanout", "topic", "headers", "x-recent-history", "x-lvc"]},
+        "durable": BOOL,
         "auto_delete": BOOL, "internal": BOOL, "arguments": ANYOBJ,
     }, ["type"]),
     "Queue": _obj({
@@ -174,10 +176,13 @@ SCHEMAS: dict[str, S] = {
             "offset": INT, "timestamp": STR, "exchange": STR, "routing_key": STR,
             "message_id": NSTR, "properties": ANYOBJ, "payload": NSTR,
             "payload_bytes": INT, "payload_encoding": STR,
+            "truncated": {"type": "boolean", "description": "the payload shown is shorter"},
         }, ["offset", "timestamp", "exchange", "routing_key", "properties", "payload",
             "payload_bytes", "payload_encoding"])},
         "next": {"type": "integer", "description": "the offset to read from next"},
         "first_offset": INT, "last_offset": INT,
+        "max_bytes_reached": {"type": "boolean",
+                              "description": "the page stopped at admin_peek_max_bytes"},
     }, ["entries", "next", "first_offset", "last_offset"]),
     "SuperStream": _obj({
         "name": STR, "vhost": STR, "routing": {"enum": ["key", "hash"]},
@@ -250,8 +255,13 @@ SCHEMAS: dict[str, S] = {
         "death": {"anyOf": [_ref("Death"), {"type": "null"}]},
     }, ["payload", "payload_encoding", "payload_bytes", "redelivered", "exchange",
         "routing_key", "properties", "death"]),
+    "RetainedMessage": {"allOf": [_ref("Message"), _obj({"key": STR, "stored": BOOL},
+                                                        ["key", "stored"])]},
+    "RetainedCleared": _obj({"removed": INT}, ["removed"]),
     "PeekedMessage": {"allOf": [_ref("Message"), _obj({
         "index": INT, "position": INT, "delivery_count": INT, "expires_at": NSTR,
+        "truncated": {"type": "boolean", "description": "the payload shown is shorter than "
+                      "payload_bytes (truncate, or the peek's byte cap)"},
     }, ["index", "position", "delivery_count"])]},
     "TraceRow": _obj({
         "id": INT, "ts_us": INT, "time": STR, "event": STR, "vhost": STR, "exchange": NSTR,
@@ -306,10 +316,13 @@ _QUERY: dict[str, S] = {
 
 _ERRORS = {
     400: "Bad request (invalid JSON, bad field, precondition failed)",
-    401: "Missing or wrong credentials",
-    403: "Authenticated user is not an administrator",
+    401: "Missing or wrong credentials (with WWW-Authenticate), or, without it, no access "
+         "to this vhost or object, or refused by the user's AMQP permissions",
+    403: "Authenticated user lacks the tag this needs (administrator, policymaker or "
+         "monitoring)",
     404: "No such vhost, queue, exchange, connection, binding or policy",
     409: "Resource locked (exclusive queue of another connection)",
+    415: "A body (or a POST without X-Requested-With) not sent as application/json",
     500: "The store did not commit the change; nothing was changed",
 }
 
@@ -357,7 +370,7 @@ def _operation(r: Route) -> S:
     errs = set()
     if not r.public:
         errs.add(401)
-    if r.write:
+    if r.write or r.needs:
         errs.add(403)
     if "{" in r.path:
         errs.add(404)
@@ -366,7 +379,7 @@ def _operation(r: Route) -> S:
     if r.write and "{" in r.path:
         errs |= {400, 409}
     if r.write:
-        errs.add(500)
+        errs |= {415, 500}
     for code in sorted(errs):
         responses[str(code)] = _response("Error", _ERRORS[code])
     op: S = {"operationId": operation_id(r), "summary": r.summary, "tags": [r.tag],

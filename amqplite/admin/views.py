@@ -83,17 +83,31 @@ def message_stats(counts: dict[str, int], rates: dict[str, float]) -> dict[str, 
 
 
 # ------------------------------------------------------------------ overview
-def overview(server: Server, rates: Rates) -> dict[str, Any]:
+def overview(server: Server, rates: Rates, user: str | None = None,
+             vhosts: set[str] | None = None) -> dict[str, Any]:
+    """The broker's totals; with ``vhosts`` (a management user's), RabbitMQ's per-user
+    overview: queues, exchanges and message counts of those vhosts only, connections
+    and channels of ``user`` only, no listeners."""
     b = server.broker
     ready = unacked = queues = exchanges = consumers = 0
+    qcounts: dict[str, int] = {}
+    qrates: dict[str, float] = {}
     for vh in b.vhosts.values():
+        if vhosts is not None and vh.name not in vhosts:
+            continue
         exchanges += len(vh.exchanges)
         for q in vh.queues.values():
             queues += 1
             ready += q.message_count
             unacked += q.unacked
             consumers += len(q.consumers)
-    conns = list(server.connections)
+            if vhosts is not None:  # the user's message stats: its queues' counters
+                qstats = {"publish": q.next_position - 1, **(getattr(q, "stats", None) or {})}
+                for k, v in qstats.items():
+                    qcounts[k] = qcounts.get(k, 0) + int(v)
+                    qrates[k] = qrates.get(k, 0.0) + rates.rate(f"q.{vh.name}.{q.id}.{k}")
+    conns = [c for c in server.connections
+             if vhosts is None or (c.session is not None and c.session.username == user)]
     channels = sum(len(c.session.channels) for c in conns if c.session is not None)
     st = b.stats
     stat_names = {"publish": "published", "deliver_get": "delivered", "ack": "acked",
@@ -101,6 +115,8 @@ def overview(server: Server, rates: Rates) -> dict[str, Any]:
                   "expire": "expired"}
     counts = {k: int(st.get(v, 0)) for k, v in stat_names.items() if v in st}
     rts = {k: rates.rate(f"broker.{v}") for k, v in stat_names.items()}
+    if vhosts is not None:
+        counts, rts = qcounts, {k: round(v, 2) for k, v in qrates.items()}
     s = server.settings
     listeners = [{"node": NODE, "protocol": proto, "ip_address": h, "port": p}
                  for proto, ports in (("amqp", server.listen_ports), ("amqp/ssl", server.tls_ports))
@@ -134,7 +150,7 @@ def overview(server: Server, rates: Rates) -> dict[str, Any]:
             "queues": queues,
             "consumers": consumers,
         },
-        "listeners": listeners,
+        **({"listeners": listeners} if vhosts is None else {}),
         # as RabbitMQ's /api/nodes reports them
         "disk_free_alarm": server.disk is not None and server.disk.alarm,
         "disk_free": server.disk.free if server.disk is not None else None,
@@ -335,8 +351,11 @@ def consumer_info(conn: AMQPConnection, ch: ChannelState, c: Consumer) -> dict[s
 
 
 # ------------------------------------------------------------------ exchanges
-def exchange_info(vhost: str, ex: Exchange) -> dict[str, Any]:
-    return {
+def exchange_info(vhost: str, ex: Exchange,
+                  retained: tuple[int, int] | None = None) -> dict[str, Any]:
+    """RabbitMQ's exchange object; a retaining type (x-lvc, x-recent-history) adds
+    ``retained``: how many messages it keeps and their body bytes."""
+    out = {
         "name": ex.name,
         "vhost": vhost,
         "type": ex.type_name,
@@ -345,6 +364,9 @@ def exchange_info(vhost: str, ex: Exchange) -> dict[str, Any]:
         "internal": ex.internal,
         "arguments": jsonable(ex.arguments),
     }
+    if retained is not None:
+        out["retained"] = {"messages": retained[0], "bytes": retained[1]}
+    return out
 
 
 # --------------------------------------------------------------------- queues

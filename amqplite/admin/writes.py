@@ -4,10 +4,15 @@ A write runs as one synchronous step on the event loop (so its store
 operations form one submission), then waits on a waiter attached to *that*
 submission: the answer is that commit's result, never a later batch's. When
 the commit fails, the :class:`Undo` journal recorded before each change puts
-memory back as it was, so the API, the broker and the store agree (the
-failed rows never reached the database). Undo only restores memory: what it
-deletes was created by the failed write and has no row; what it restores
-still has its old row.
+memory back as it was, so the API, the broker and the store agree.
+
+Every undo step writes what it restores (a delete for what the write created,
+a put of the old value for what it replaced or removed), through the broker's
+own commands. A failed commit's metadata may still reach the store: the
+failed submission may have landed (a writer killed before it answered), and
+``server.persistence`` writes the metadata of failed submissions again. The
+undo's ops are submitted after that re-submission, so the store ends as
+memory does either way.
 """
 
 from __future__ import annotations
@@ -71,8 +76,8 @@ class Undo:
         def undo() -> None:
             if old is None:
                 b.delete_vhost(name)
-            else:
-                old.description = desc
+            elif b.vhosts.get(name) is old:
+                b.add_vhost(name, desc)
         self._steps.append(undo)
 
     def user(self, name: str) -> None:
@@ -84,15 +89,16 @@ class Undo:
                 if b.users.get(name) is not None:
                     b.delete_user(name)
             else:
-                b.users.users[name] = old
+                b.put_user(old.name, old.password_hash, list(old.tags))
         self._steps.append(undo)
 
     def user_and_permissions(self, name: str) -> None:
-        """A user about to be deleted: it and every permission it holds."""
-        self.user(name)
+        """A user about to be deleted: it and every permission it holds (journalled
+        first, so they are undone after the user is back)."""
         for u, v in list(self.broker.permissions):
             if u == name:
                 self.permission(u, v)
+        self.user(name)
 
     def permission(self, user: str, vhost: str) -> None:
         b = self.broker
@@ -100,10 +106,10 @@ class Undo:
 
         def undo() -> None:
             if old is None:
-                b.permissions.pop((user, vhost), None)
-            else:
-                b.permissions[(user, vhost)] = old
-            b.permissions_epoch += 1
+                b.clear_permissions(user, vhost)
+            elif user in b.users.users and vhost in b.vhosts:
+                b.set_permissions(user, vhost, old.configure, old.write, old.read,
+                                  stored=True)
         self._steps.append(undo)
 
     def policy(self, vhost: str, name: str) -> None:
@@ -113,12 +119,11 @@ class Undo:
         def undo() -> None:
             if vhost not in b.vhosts:
                 return
-            table = b.policies.setdefault(vhost, {})
             if old is None:
-                table.pop(name, None)
+                b.clear_policy(vhost, name)
             else:
-                table[name] = old
-            b.apply_policies(vhost)
+                b.set_policy(vhost, name, old.pattern, old.definition, old.priority,
+                             old.apply_to, stored=True)
         self._steps.append(undo)
 
     def exchange(self, vhost: str, name: str) -> None:
@@ -157,8 +162,9 @@ class Undo:
                 return
             if not was:
                 b._drop_binding(v, binding)
-            elif binding.source in v.exchanges:  # its row is still in the store
-                b.restore_binding(v, v.exchanges[binding.source], binding)
+            elif binding.source in v.exchanges:
+                b._add_binding(v, v.exchanges[binding.source], binding,
+                               durable=b._binding_durable(v, binding))
         self._steps.append(undo)
 
     def discard_ops(self) -> None:

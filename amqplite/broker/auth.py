@@ -22,6 +22,62 @@ import attrs
 HASHING_ALGORITHM = "rabbit_password_hashing_sha256"
 #: tags that give access to the HTTP API, in RabbitMQ's meaning
 MANAGEMENT_TAGS = frozenset({"administrator", "monitoring", "policymaker", "management"})
+#: characters of a client-sent name a log line keeps
+LOG_NAME_MAX = 100
+#: failed-login lines logged per peer address within FAILED_LOGIN_WINDOW seconds
+FAILED_LOGIN_BURST = 5
+FAILED_LOGIN_WINDOW = 60.0
+#: peers remembered at most (a flood from many addresses cannot grow the table)
+FAILED_LOGIN_PEERS = 4096
+
+
+def log_safe(text: str, limit: int = LOG_NAME_MAX) -> str:
+    """Client-sent text fit for one log line: control and other unprintable characters
+    and backslashes escaped (a newline cannot forge a line), cut to ``limit``
+    characters with the original length noted (a megabyte of name is not logged)."""
+    out = "".join(map(_escape, text[:limit]))
+    return out if len(text) <= limit else f"{out}... ({len(text)} characters)"
+
+
+def _escape(c: str) -> str:
+    if c == "\\":
+        return "\\\\"
+    return c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+
+
+class FailedLogins:
+    """Rate limit of the failed-login log line, per peer address: at most ``burst``
+    lines per ``window`` seconds, then one line saying how many were left out.
+
+    Pure (the caller passes the time), shared by the AMQP and HTTP logins.
+    """
+
+    def __init__(self, burst: int = FAILED_LOGIN_BURST, window: float = FAILED_LOGIN_WINDOW,
+                 max_peers: int = FAILED_LOGIN_PEERS) -> None:
+        self.burst, self.window, self.max_peers = burst, window, max_peers
+        #: peer -> [window start, lines logged, lines left out]
+        self._peers: dict[str, list[float]] = {}
+
+    def note(self, peer: str, now: float) -> tuple[bool, int]:
+        """(log this failure?, failures left out of the log before it)."""
+        st = self._peers.get(peer)
+        if st is None or now - st[0] >= self.window:
+            left_out = int(st[2]) if st is not None else 0
+            if st is None and len(self._peers) >= self.max_peers:
+                self._prune(now)
+            self._peers[peer] = [now, 1, 0]
+            return True, left_out
+        if st[1] < self.burst:
+            st[1] += 1
+            return True, 0
+        st[2] += 1
+        return False, 0
+
+    def _prune(self, now: float) -> None:
+        for p in [p for p, st in self._peers.items() if now - st[0] >= self.window]:
+            del self._peers[p]
+        if len(self._peers) >= self.max_peers:  # all recent: forget them, never grow
+            self._peers.clear()
 
 
 def hash_password(password: str, salt: bytes | None = None) -> str:
@@ -82,7 +138,8 @@ class User:
 
     @property
     def can_monitor(self) -> bool:
-        """monitoring (and administrator) see every vhost's objects and connections."""
+        """monitoring (and administrator) see every connection, channel and consumer and the
+        node's figures; a vhost's objects only where the user has a permission."""
         return "administrator" in self.tags or "monitoring" in self.tags
 
     @property
@@ -96,6 +153,22 @@ class UserDB:
     def __init__(self, loopback: list[str] | tuple[str, ...] = ()) -> None:
         self.users: dict[str, User] = {}
         self.loopback = set(loopback)
+        #: the failed-login log line's rate limit, one for AMQP and HTTP logins
+        self.failed_logins = FailedLogins()
+
+    def failure_line(self, what: str, name: str, peer_host: str, now: float, *,
+                     refused: str = "") -> str | None:
+        """The log line of a failed login (name escaped), or None when this peer's
+        failures are over the rate limit; ``refused`` names a login refused without a
+        password ("client certificate")."""
+        log_it, left_out = self.failed_logins.note(peer_host, now)
+        if not log_it:
+            return None
+        more = (f" ({left_out} more failed logins from this address were not logged)"
+                if left_out else "")
+        how = f"refused for user '{log_safe(name)}' ({refused})" if refused else \
+            f"failed for user '{log_safe(name)}'"
+        return f"{what}: login {how} from {peer_host}{more}"
 
     def get(self, name: str) -> User | None:
         return self.users.get(name)

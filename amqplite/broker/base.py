@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from amqplite.broker.auth import UserDB
 from amqplite.broker.effects import CloseConnection, Outcome
 from amqplite.broker.model import ChannelState, Entry, Message, Session
+from amqplite.broker.retained import RetainedStore
 from amqplite.broker.vhost import VHost
 from amqplite.config import LOG_LEVELS
 
@@ -98,6 +99,10 @@ class BrokerBase:
         #: (expires_at, seq, queue, entry) for every entry with a TTL
         self._expiry: list[tuple[float, int, Queue, Entry]] = []
         self._expiry_seq = 0
+        #: when the shell's sleeping timer wakes (broker clock; 0.0: no timer asleep);
+        #: arm_ttl calls ``wake_timer`` with a sooner deadline, so TTLs fire on time
+        self.timer_wake_at = 0.0
+        self.wake_timer: Callable[[float], None] | None = None
         #: queues with x-expires, checked by tick()
         self._expiring_queues: set[Queue] = set()
         #: vhost -> policy name -> Policy
@@ -107,6 +112,9 @@ class BrokerBase:
         #: above the memory monitor's paging threshold: transient entries spill too
         self.memory_pressure = False
         self._transient_written = False
+        #: retained publications (x-recent-history, x-lvc exchanges; MQTT later):
+        #: its store operations go to this outbox
+        self.retained = RetainedStore(emit=lambda op: self.store_ops.append(op))
 
     # ------------------------------------------------------------------ ids
     def seed_ids(self, max_queue_id: int, max_message_key: int) -> None:
@@ -232,6 +240,9 @@ class BrokerBase:
         def _queue_persisted(self, q: Queue) -> bool: ...
         def _add_binding(self, vh: VHost, src: Exchange, b: Binding, *, durable: bool,
                          persist: bool = True) -> None: ...
+        @staticmethod
+        def _check_binding(ex: Exchange, arguments: dict[str, Any] | None,
+                           cm: tuple[int, int]) -> None: ...
         def _match_policy(self, vhost: str, queue_name: str) -> Policy | None: ...
         def _enforce_limits(self, q: Queue) -> None: ...
         def _requeue_deliveries(self, ch: ChannelState, ds: list[Any]) -> set[Queue]: ...

@@ -15,9 +15,11 @@ from amqplite.broker.commands import (
 )
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding, Exchange
 from amqplite.broker.exchanges.base import freeze_args
+from amqplite.broker.exchanges.retaining import RETAINED_HEADER, owner_of
 from amqplite.broker.model import ChannelState, Message
 from amqplite.broker.queue import Queue
 from amqplite.broker.vhost import VHost
+from amqplite.protocol.properties import with_header
 
 
 class ExchangeOps(BrokerBase):
@@ -62,6 +64,9 @@ class ExchangeOps(BrokerBase):
         cls = EXCHANGE_TYPES.get(type_)
         if cls is None:
             raise E.command_invalid(f"unknown exchange type '{type_}'", cm)
+        err = cls.argument_error(arguments or {})
+        if err is not None:
+            raise E.precondition(err, cm)
         ae = (arguments or {}).get("alternate-exchange")
         if isinstance(ae, str | bytes):  # a new exchange may only fall back where it may write
             self._authorize(ch, "read", "exchange", name, cm)
@@ -102,6 +107,8 @@ class ExchangeOps(BrokerBase):
         # bindings where this exchange is the destination
         for b in list(vh.bindings_to.get(("exchange", ex.name), ())):
             self._drop_binding(vh, b)
+        if ex.retains:  # its retained rows go with DeleteExchange's (same transaction)
+            self.retained.close(owner_of(vh.name, ex.name), persist=False)
         if ex.durable:
             self.store_ops.append(P.delete_exchange(vh.name, ex.name))
 
@@ -134,14 +141,52 @@ class ExchangeOps(BrokerBase):
         dst = vh.exchanges.get(destination)
         if dst is None:
             raise E.no_exchange(destination, vh.name, cm)
+        self._check_binding(src, arguments, cm)
         self._add_binding(vh, src, b, durable=src.durable and dst.durable)
+
+    @staticmethod
+    def _check_binding(ex: Exchange, arguments: dict[str, Any] | None,
+                       cm: tuple[int, int]) -> None:
+        """The exchange type's say on a binding's arguments (x-publish-on-request)."""
+        err = ex.binding_error(arguments)
+        if err is not None:
+            raise E.precondition(err, cm)
 
     def _add_binding(self, vh: VHost, src: Exchange, b: Binding, *, durable: bool,
                      persist: bool = True) -> None:
-        if src.add_binding(b):
+        new = src.add_binding(b)
+        if new:
             vh.bindings_to.setdefault(b.destination, set()).add(b)
             if durable and persist:
                 self.store_ops.append(P.put_binding(vh.name, b))
+        if src.retains and persist:  # not at recovery: nothing is handed out again
+            self._replay_retained(vh, src, b, new)
+
+    def _replay_retained(self, vh: VHost, src: Exchange, b: Binding, new: bool) -> None:
+        """Hand a binding what its retaining exchange gives it (at bind, or on
+        request): each message a copy with ``x-retained: true``, body shared."""
+        msgs = src.replay(self.retained, vh.name, b, new)
+        if not msgs:
+            return
+        kind, name = b.destination
+        dst = vh.exchanges.get(name) if kind == "exchange" else None
+        why = "bind" if new else "request"
+        touched: dict[int, Queue] = {}
+        for m in msgs:
+            copy = Message(self.new_message_key(), m.exchange, m.routing_key,
+                           with_header(m.properties_raw, RETAINED_HEADER, True, "t"), m.body,
+                           body_size=m.body_size, persistent=m.persistent)
+            if dst is not None:
+                targets = vh.route(dst, m.routing_key, copy)
+            else:
+                q = vh.queues.get(name)
+                targets = [] if q is None else [q]
+            for q in targets:
+                self.log_event("retained", vh.name, copy, q.name, reason=why)
+                self.enqueue(q, copy)
+                touched[id(q)] = q
+        for q in touched.values():
+            self._dispatch(q)
 
     def _drop_binding(self, vh: VHost, b: Binding, *, persist_durable: bool | None = None) -> None:
         src = vh.exchanges.get(b.source)

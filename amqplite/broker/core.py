@@ -13,6 +13,11 @@ broker reaches into its private methods.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from amqplite.broker import persist as P
 from amqplite.broker.base import REPLY_TO
 from amqplite.broker.bindings import ExchangeOps
 from amqplite.broker.confirms import Confirms
@@ -20,6 +25,7 @@ from amqplite.broker.deadletter import DeadLettering
 from amqplite.broker.dispatch import Dispatch
 from amqplite.broker.effects import NEED_PAGE_IN, PublishResult
 from amqplite.broker.exchanges import Binding, Exchange
+from amqplite.broker.exchanges.retaining import owner_of
 from amqplite.broker.expiry import Expiry, parse_expiration
 from amqplite.broker.model import ChannelState, Entry, Message, Session
 from amqplite.broker.paging import Paging
@@ -32,6 +38,8 @@ from amqplite.broker.streams import Streams
 from amqplite.broker.tx import Transactions
 from amqplite.broker.vhost import VHost
 from amqplite.broker.vhosts import VHostOps
+
+log = logging.getLogger("amqplite.broker")
 
 __all__ = ["NEED_PAGE_IN", "REPLY_TO", "Broker", "PublishResult", "VHost", "parse_expiration"]
 
@@ -96,9 +104,44 @@ class Broker(
         """Delete ``q`` as queue.delete would (consumers cancelled); returns its depth."""
         return self._delete_queue(vh, q)
 
+    def commit_abandoned(self, ops: Iterable[Any]) -> None:
+        """Store ops that could not be written, however often tried: undo them in memory.
+
+        The creates are undone as a delete would (consumers of a queue get
+        basic.cancel); the delete this writes is harmless for a row that is not
+        there. Anything else (a delete, a policy, a user...) cannot be undone
+        here: it stays in memory only, and is logged.
+        """
+        for op in ops:
+            t = type(op)
+            vh = self.vhosts.get(getattr(op, "vhost", ""))
+            if t is P.ops.PutQueue:
+                q = vh.queues.get(op.name) if vh is not None else None
+                if vh is not None and q is not None and q.id == op.queue_id:
+                    self._delete_queue(vh, q)
+            elif t is P.ops.PutExchange:
+                ex = vh.exchanges.get(op.name) if vh is not None else None
+                if vh is not None and ex is not None and ex.name:
+                    self._delete_exchange(vh, ex)
+            elif t is P.ops.PutBinding:
+                dest = (op.destination_kind, op.destination)
+                for b in list(vh.bindings_to.get(dest, ())) if vh is not None else ():
+                    if (vh is not None and b.source == op.source
+                            and b.routing_key == op.routing_key
+                            and P.plain_args(b.args_dict) == op.arguments):
+                        self._drop_binding(vh, b)
+            else:
+                log.error("store: %r is in memory only: it could not be written", op)
+
     def restore_binding(self, vh: VHost, src: Exchange, b: Binding) -> None:
         """Recovery: a durable binding read from the store (not written again)."""
         self._add_binding(vh, src, b, durable=True, persist=False)
+
+    def clear_retained(self, vh: VHost, ex: Exchange, key: str | None = None) -> int:
+        """Admin: drop ``ex``'s retained messages (those under ``key`` only, when
+        given), rows included; how many went."""
+        rs = self.retained.find(owner_of(vh.name, ex.name)) if ex.retains else None
+        return 0 if rs is None else self.retained.remove(rs, key)
 
     def would_reject(self, q: Queue, msg: Message) -> bool:
         """True when ``q`` refuses ``msg`` (x-overflow reject-publish at its limit)."""

@@ -22,6 +22,7 @@ from typing import Any
 from amqplite.broker.base import BrokerBase
 from amqplite.broker.model import Entry, Message
 from amqplite.broker.queue import Queue
+from amqplite.broker.sender_selected import cc_keys, route_all
 from amqplite.protocol.codec import FieldArray, FieldTable, Timestamp
 from amqplite.protocol.properties import (
     BasicProperties,
@@ -54,6 +55,7 @@ def dead_letter_properties(
     exchange: str,
     routing_keys: list[str],
     now_s: int,
+    drop_cc: bool = False,
 ) -> bytes:
     """The properties of the dead-lettered copy of a message.
 
@@ -102,9 +104,19 @@ def dead_letter_properties(
     headers.set("x-last-death-exchange", exchange, "S")
     headers.set("x-last-death-queue", queue, "S")
     headers.set("x-last-death-reason", reason, "S")
+    if drop_cc:  # routed by the dead-letter routing key alone, as RabbitMQ does
+        headers.pop("CC", None)
     props.headers = headers
     props.expiration = None
     return encode_properties(props)
+
+
+def _dead_letter_keys(q: Queue, msg: Message) -> tuple[str, list[str]]:
+    """(routing key, more keys) of a dead letter: the queue's dead-letter routing key
+    alone, else the message's key with its CC and BCC keys (RabbitMQ's routing_keys)."""
+    if q.dlrk is not None:
+        return q.dlrk, []
+    return msg.routing_key, [*cc_keys(msg.properties_raw), *getattr(msg, "bcc", ())]
 
 
 def is_cycle(raw_headers: Any, target_queue: str) -> bool:
@@ -157,9 +169,9 @@ class DeadLettering(BrokerBase):
         ex = vh.exchanges.get(q.dlx) if vh is not None and q.dlx is not None else None
         if vh is None or ex is None:
             return False
-        rk = q.dlrk if q.dlrk is not None else msg.routing_key
+        rk, keys = _dead_letter_keys(q, msg)
         return any(not (msg.persistent and t.durable and not t.exclusive)
-                   for t in vh.route(ex, rk, msg))
+                   for t in route_all(vh, ex, rk, keys, msg))
 
     def _count_dead_letter(self, reason: str, strategy: str) -> None:
         key = (reason, strategy)
@@ -173,11 +185,13 @@ class DeadLettering(BrokerBase):
             self.log_event("dead_lettered", q.vhost, msg, q.name, reason=f"{reason}:dropped")
             self._count_dead_letter(reason, "disabled")
             return
-        rk = q.dlrk if q.dlrk is not None else msg.routing_key
+        rk, keys = _dead_letter_keys(q, msg)
         try:
+            cc = cc_keys(msg.properties_raw)
             raw = dead_letter_properties(
                 msg.properties_raw, queue=q.name, reason=reason, exchange=msg.exchange,
-                routing_keys=[msg.routing_key], now_s=int(self.now()),
+                routing_keys=[msg.routing_key, *cc], now_s=int(self.now()),
+                drop_cc=bool(cc) and q.dlrk is not None,
             )
         except Exception as exc:  # one message's content never escapes into a timer or a client
             # Publish checks properties, so only a message stored by an older version
@@ -190,13 +204,17 @@ class DeadLettering(BrokerBase):
         new = Message(self.new_message_key(), ex.name, rk, raw, msg.body, body_size=msg.body_size,
                       persistent=msg.persistent)
         new._mid = msg.message_id
+        bcc = getattr(msg, "bcc", ())
+        if bcc and q.dlrk is None:
+            new.bcc = bcc
         if msg.body is None:
             new.copy_of = msg.key
         self.stats["dead_lettered"] += 1
         self._count_dead_letter(reason, "at_most_once")
         self.log_event("dead_lettered", q.vhost, msg, q.name, reason=reason)
         headers = new.headers()
-        targets = [t for t in vh.route(ex, rk, new) if not is_cycle(headers, t.name)]
+        targets = [t for t in route_all(vh, ex, rk, keys, new)
+                   if not is_cycle(headers, t.name)]
         for t in targets:
             self.enqueue(t, new)
         for t in targets:

@@ -104,3 +104,6 @@ class Expiry(BrokerBase):
             e.expires_at = self.now() + ttl / 1000
             self._expiry_seq += 1
             heapq.heappush(self._expiry, (e.expires_at, self._expiry_seq, q, e))
+            if e.expires_at < self.timer_wake_at and self.wake_timer is not None:
+                self.timer_wake_at = e.expires_at
+                self.wake_timer(e.expires_at)

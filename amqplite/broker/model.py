@@ -30,6 +30,7 @@ class Message:
     __slots__ = (
         "_mid",
         "_props",
+        "bcc",
         "body",
         "body_size",
         "copy_of",
@@ -41,6 +42,10 @@ class Message:
         "routing_key",
         "stored",
     )
+    #: the BCC keys it was published with (their header is stripped), set only when
+    #: there were some, so the hot path pays nothing; read with ``getattr(m, "bcc", ())``.
+    #: A dead letter without a dead-letter routing key goes there too (RabbitMQ)
+    bcc: tuple[str, ...]
 
     def __init__(
         self,
@@ -331,6 +336,11 @@ class ReadyList:
     @property
     def ram_count(self) -> int:
         return len(self._d) + len(self._tail)
+
+    def ram_parts(self) -> tuple[deque[Entry], deque[Entry]]:
+        """The entries in RAM before the spilled run and after it, for a reader that
+        walks the whole queue in order (the admin API's peek); not to be changed."""
+        return self._d, self._tail
 
     @property
     def head_count(self) -> int:

@@ -43,6 +43,19 @@ LOAD_BYTES = 1024 * 1024
 MIN_LOAD = 8
 
 
+def entry_from_row(row: tuple[Any, ...]) -> Entry:
+    """A stored entry as ``Store.fetch_entries`` gives it: (position, message key,
+    delivery_count, redelivered, exchange, routing_key, properties, body, body_size)."""
+    pos, key, count, redelivered, exchange, rk, props, body, size = row
+    m = Message(key, exchange, rk, props, body, body_size=size)
+    m.stored = True
+    e = Entry(pos, m, stored=True)
+    e.committed = True
+    e.delivery_count = count
+    e.redelivered = bool(redelivered or count)
+    return e
+
+
 class Paging(BrokerBase):
     """Which bodies may be evicted, and the page-in requests that bring them back."""
 
@@ -229,13 +242,9 @@ class Paging(BrokerBase):
         # template): those are checked and looked at for a TTL once per run
         checked: bytes | None = None
         ttl_free = False
-        for pos, key, count, redelivered, exchange, rk, props, body, size in rows:
-            m = Message(key, exchange, rk, props, body, body_size=size)
-            m.stored = True
-            e = Entry(pos, m, stored=True)
-            e.committed = True
-            e.delivery_count = count
-            e.redelivered = bool(redelivered or count)
+        for row in rows:
+            e = entry_from_row(row)
+            props = e.message.properties_raw
             if props != checked:
                 try:
                     check_properties(props)
@@ -263,6 +272,7 @@ class Paging(BrokerBase):
         Their publishers get basic.nack; delivering them anyway would hand out
         a message the publisher was told is lost (and will likely republish).
         """
+        self.retained.commit_failed(ops)  # retained messages not stored are withdrawn too
         keys = {(op.queue_id, op.position) for op in ops if type(op) is P.ops.PutEntry}
         if not keys:
             return

@@ -25,12 +25,10 @@ closes its connections, as RabbitMQ does.
 
 from __future__ import annotations
 
-import functools
-import re
-
 import attrs
 
 from amqplite.broker import errors as E
+from amqplite.broker import patterns
 from amqplite.broker.auth import User, parse_tags
 from amqplite.broker.base import BrokerBase
 from amqplite.broker.model import ChannelState
@@ -41,23 +39,15 @@ PERMISSIONS = ("configure", "write", "read")
 FULL = (".*", ".*", ".*")
 
 
-@functools.lru_cache(maxsize=4096)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern or "^$")
-
-
 def validate_pattern(pattern: str) -> str | None:
     """Why ``pattern`` is not a usable expression, or None (RabbitMQ refuses bad ones)."""
-    try:
-        _compiled(pattern)
-    except re.error as exc:
-        return f"invalid regular expression '{pattern}': {exc}"
-    return None
+    return patterns.check(pattern)
 
 
 def permits(pattern: str, name: str) -> bool:
-    """RabbitMQ's match: a search for ``pattern`` in ``name``; empty means ``^$``."""
-    return _compiled(pattern).search(name) is not None
+    """RabbitMQ's match: a search for ``pattern`` in ``name``; empty means ``^$``.
+    RE2 runs it (a pattern set by an administrator meets names tenants choose)."""
+    return patterns.search(pattern or "^$", name)
 
 
 def resource_name(kind: str, name: str) -> str:
@@ -101,12 +91,19 @@ class AccessOps(BrokerBase):
         if a is not None and a[0] == epoch and a[3] == name and a[1] == perm and a[2] == kind:
             return
         s = ch.session
-        if not self.access_control or s.internal:
+        if s.internal:
             return
-        p = self.permissions.get((s.username, s.vhost))
-        if p is None or not p.allows(perm, kind, name):
+        if not self.may(s.username, s.vhost, perm, kind, name):
             raise refused(kind, name, s.vhost, s.username, cm)
         ch.allowed = (epoch, perm, kind, name)
+
+    def may(self, user: str, vhost: str, perm: str, kind: str, name: str) -> bool:
+        """Does ``user`` hold ``perm`` on the resource in ``vhost``? The one check AMQP
+        commands and the admin API's reads of message bodies share."""
+        if not self.access_control:
+            return True
+        p = self.permissions.get((user, vhost))
+        return p is not None and p.allows(perm, kind, name)
 
     def check_vhost_access(self, user: str, vhost: str) -> None:
         """connection.open: 530 unless the vhost exists and the user has a permission in it."""
@@ -141,13 +138,14 @@ class AccessOps(BrokerBase):
 
     # ----------------------------------------------------------- permissions
     def set_permissions(self, user: str, vhost: str, configure: str, write: str, read: str,
-                        *, persist: bool = True) -> Permission:
-        """Grant (or replace) a user's permissions in a vhost; ValueError when refused."""
+                        *, persist: bool = True, stored: bool = False) -> Permission:
+        """Grant (or replace) a user's permissions in a vhost; ValueError when refused.
+        A ``stored`` one (recovery) keeps a pattern RE2 refuses, matching nothing."""
         if user not in self.users.users:
             raise ValueError(f"no user '{user}'")
         if vhost not in self.vhosts:
             raise ValueError(f"no vhost '{vhost}'")
-        for pattern in (configure, write, read):
+        for pattern in () if stored else (configure, write, read):
             why = validate_pattern(pattern)
             if why is not None:
                 raise ValueError(why)

@@ -21,11 +21,13 @@ class PolicyOps(BrokerBase):
         return best
 
     def set_policy(self, vhost: str, name: str, pattern: str, definition: dict[str, Any],
-                   priority: int = 0, apply_to: str = "queues", *, persist: bool = True) -> Policy:
-        """Create or replace a policy and apply it to existing queues (ValueError if bad)."""
+                   priority: int = 0, apply_to: str = "queues", *, persist: bool = True,
+                   stored: bool = False) -> Policy:
+        """Create or replace a policy and apply it to existing queues (ValueError if bad);
+        a ``stored`` one (recovery) keeps a pattern RE2 refuses, matching nothing."""
         if vhost not in self.vhosts:
             raise ValueError(f"no vhost '{vhost}'")
-        pol = make_policy(vhost, name, pattern, definition, priority, apply_to)
+        pol = make_policy(vhost, name, pattern, definition, priority, apply_to, stored=stored)
         self.policies.setdefault(vhost, {})[name] = pol
         if persist:
             self.store_ops.append(P.put_policy(pol))

@@ -7,11 +7,12 @@ regex matches the queue name applies.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
+
+from amqplite.broker import patterns
 
 OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
 QUEUE_TYPES = ("classic", "quorum", "stream")
@@ -103,14 +104,11 @@ class Policy:
     priority: int = 0
     apply_to: str = "queues"
     vhost: str = "/"
-    _regex: re.Pattern[str] | None = attrs.field(default=None, repr=False, eq=False)
 
     def matches_queue(self, queue_name: str) -> bool:
         if self.apply_to not in ("queues", "all"):
             return False
-        if self._regex is None:
-            self._regex = re.compile(self.pattern)
-        return self._regex.search(queue_name) is not None
+        return patterns.search(self.pattern, queue_name)
 
     def as_dict(self) -> dict[str, Any]:
         return {"vhost": self.vhost, "name": self.name, "pattern": self.pattern,
@@ -119,14 +117,14 @@ class Policy:
 
 
 def make_policy(vhost: str, name: str, pattern: str, definition: Mapping[str, Any],
-                priority: int = 0, apply_to: str = "queues") -> Policy:
-    """Validate and build a policy; ValueError names what is wrong."""
+                priority: int = 0, apply_to: str = "queues", *, stored: bool = False) -> Policy:
+    """Validate and build a policy; ValueError names what is wrong. A ``stored``
+    policy's pattern is not checked: one RE2 refuses matches nothing."""
     if not name:
         raise ValueError("policy name must not be empty")
-    try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"policy pattern {pattern!r} is not a valid regex: {exc}") from None
+    why = None if stored else patterns.check(pattern)
+    if why is not None:
+        raise ValueError(f"policy pattern is not a valid regex: {why}")
     if apply_to not in ("queues", "exchanges", "all"):
         raise ValueError(f"apply-to must be queues, exchanges or all; got {apply_to!r}")
     if isinstance(priority, bool) or not isinstance(priority, int):
@@ -143,7 +141,7 @@ def make_policy(vhost: str, name: str, pattern: str, definition: Mapping[str, An
         if reason is not None:
             raise ValueError(f"invalid value {value!r} for policy key {key!r}: {reason}")
         clean[key] = _plain(value)
-    return Policy(name, pattern, clean, priority, apply_to, vhost, rx)
+    return Policy(name, pattern, clean, priority, apply_to, vhost)
 
 
 def effective(args: Mapping[str, Any], policy: Policy | None, key: str) -> Any:

@@ -18,11 +18,13 @@ from amqplite.broker.exchanges import Exchange
 from amqplite.broker.expiry import parse_expiration
 from amqplite.broker.model import ChannelState, Entry, Message, PriorityReadyList
 from amqplite.broker.queue import Queue
+from amqplite.broker.sender_selected import HEADERS_FLAG, bad_header, header_routes, route_all
 from amqplite.broker.vhost import VHost
 from amqplite.protocol.errors import FrameSyntaxError
 from amqplite.protocol.properties import (
     check_properties,
     expiration_of,
+    headers_of,
     printable,
     priority_of,
     reply_to_of,
@@ -117,6 +119,11 @@ class Publishing(BrokerBase):
                     f"user_id property set to '{printable(uid)}' but authenticated user was "
                     f"'{ch.session.username}'", cm,
                 )
+        if table and b"CC" in table:  # sender-selected distribution: arrays only
+            headers = headers_of(raw)
+            why = None if headers is None else bad_header(headers)
+            if why is not None:
+                raise E.invalid_message(why, cm)
         ch.last_props = raw
         ch.last_table = table
 
@@ -130,9 +137,16 @@ class Publishing(BrokerBase):
         mandatory: bool = False,
         ch: ChannelState | None = None,
     ) -> PublishResult:
+        extra: list[str] | None = None
+        # a headers flag and the bytes "CC": only then CC/BCC may add keys (BCC is stripped)
+        if properties_raw[0] & HEADERS_FLAG and b"CC" in properties_raw:
+            cc, bcc, properties_raw = header_routes(properties_raw)
+            extra = cc + bcc
         key = self._next_message_key
         self._next_message_key = key + 1
         msg = Message(key, ex.name, routing_key, properties_raw, body)
+        if extra and bcc:
+            msg.bcc = tuple(bcc)
         self.stats["published"] += 1
         if self._log_on:
             self._log_msg("published", vh.name, msg, None, None, None)
@@ -142,8 +156,12 @@ class Publishing(BrokerBase):
                 self._deliver_reply(target, msg)
                 return PublishResult(True, False)
             queues: list[Queue] = []
+        elif extra:
+            queues = route_all(vh, ex, routing_key, extra, msg)
         else:
-            queues = vh.route(ex, routing_key, msg)
+            queues = vh.route(ex, routing_key, msg, True)
+        if ex.retains or vh.reached:  # x-recent-history, x-lvc: kept, routed or not
+            return self._publish_retained(vh, ex, msg, queues, mandatory, ch)
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
@@ -167,6 +185,31 @@ class Publishing(BrokerBase):
         for q in queues:
             self._dispatch(q)
         return PublishResult(True, stored, rejected)
+
+    def _publish_retained(self, vh: VHost, ex: Exchange, msg: Message, queues: list[Queue],
+                          mandatory: bool, ch: ChannelState | None) -> PublishResult:
+        """A publish to (or through) a retaining exchange: each such exchange type
+        keeps it in the retained store, then it goes to ``queues`` as any publish;
+        a confirm waits for the retained rows' commit as for a queue entry's."""
+        keepers = [ex] if ex.retains else []
+        keepers += [e for e in vh.reached if e is not ex]  # through exchange bindings
+        vh.reached.clear()
+        kept = False
+        for e in keepers:
+            kept = e.retain(self.retained, vh.name, msg) or kept
+        if not queues:
+            if mandatory and ch is not None:
+                self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
+                self.log_event("returned", vh.name, msg, reason="NO_ROUTE")
+            return PublishResult(False, kept)
+        stored = rejected = False
+        for q in queues:
+            r = self.enqueue(q, msg)
+            stored = stored or r == STORED
+            rejected = rejected or r == REJECTED
+        for q in queues:
+            self._dispatch(q)
+        return PublishResult(True, stored or kept, rejected)
 
     def _deliver_reply(self, ch: ChannelState, msg: Message) -> None:
         """A reply goes straight to its requester's no-ack consumer: no queue, no store."""

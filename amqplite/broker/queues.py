@@ -202,6 +202,7 @@ class QueueOps(BrokerBase):
         if q is None:
             raise E.no_queue(queue, vh.name, cm)
         self._check_exclusive(q, ch, cm)
+        self._check_binding(ex, arguments, cm)
         self._add_binding(vh, ex, b, durable=ex.durable and self._queue_persisted(q))
 
     @staticmethod

@@ -31,11 +31,16 @@ MIN_READ = 8
 
 _AGE = re.compile(r"^([0-9]+)([YMDhms])$")
 _UNIT_SECONDS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
+#: ages are clamped to 100,000 years (in µs still an int64): RabbitMQ takes
+#: ``<5000 digits>s`` as a max-age and ``<300 digits>Y`` as an offset, meaning
+#: "keep all" and "from the start"
+MAX_AGE_SECONDS = 100_000 * 365 * 86400
+_MAX_AGE_DIGITS = len(str(MAX_AGE_SECONDS))
 
 
 def parse_age(value: Any) -> float | None:
     """Seconds in an x-max-age / interval string (``7D``, ``12h``, ``30m``, ``10s``),
-    RabbitMQ's units Y M D h m s; None when it is not one."""
+    RabbitMQ's units Y M D h m s, at most MAX_AGE_SECONDS; None when it is not one."""
     if isinstance(value, bytes | bytearray):
         value = value.decode("utf-8", "replace")
     if not isinstance(value, str):
@@ -43,7 +48,10 @@ def parse_age(value: Any) -> float | None:
     m = _AGE.match(value)
     if m is None:
         return None
-    return int(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    digits = m.group(1).lstrip("0")
+    if len(digits) > _MAX_AGE_DIGITS:  # int() would refuse past 4300 digits
+        return MAX_AGE_SECONDS
+    return min(int(digits or "0") * _UNIT_SECONDS[m.group(2)], MAX_AGE_SECONDS)
 
 
 class Segment:

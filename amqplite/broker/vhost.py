@@ -33,6 +33,10 @@ class VHost:
         self.queues: dict[str, Queue] = {}
         #: bindings by destination, so deleting a queue finds its bindings fast
         self.bindings_to: dict[Destination, set[Binding]] = {}
+        #: retaining exchanges (x-recent-history, x-lvc) a publish's walk passed
+        #: through (``route(..., collect=True)``); that publish takes them (the
+        #: one-hop path reaches no other exchange, so it never touches this)
+        self.reached: list[Exchange] = []
         for name_, kind in (
             ("amq.direct", "direct"),
             ("amq.fanout", "fanout"),
@@ -46,8 +50,10 @@ class VHost:
         src = self.exchanges.get(b.source)
         return src is not None and b in src.bindings
 
-    def route(self, ex: Exchange, routing_key: str, msg: Message) -> list[Queue]:
-        """Follow exchange-to-exchange bindings and alternate exchanges to queues."""
+    def route(self, ex: Exchange, routing_key: str, msg: Message,
+              collect: bool = False) -> list[Queue]:
+        """Follow exchange-to-exchange bindings and alternate exchanges to queues;
+        ``collect``: note the retaining exchanges passed in ``reached``."""
         if type(ex) is DefaultExchange:  # by name, no bindings, no alternate
             q = self.queues.get(routing_key)
             return [] if q is None else [q]
@@ -57,14 +63,15 @@ class VHost:
             found: dict[str, Queue] = {}
             for kind, name in dests:
                 if kind != "queue":
-                    return self._walk(ex, routing_key, msg)
+                    return self._walk(ex, routing_key, msg, collect)
                 q = queues.get(name)
                 if q is not None:
                     found[name] = q
             return list(found.values())
-        return self._walk(ex, routing_key, msg)
+        return self._walk(ex, routing_key, msg, collect)
 
-    def _walk(self, ex: Exchange, routing_key: str, msg: Message) -> list[Queue]:
+    def _walk(self, ex: Exchange, routing_key: str, msg: Message,
+              collect: bool = False) -> list[Queue]:
         """The general route: a walk over exchange bindings and alternate exchanges."""
         seen: set[str] = set()
         found: dict[str, Queue] = {}
@@ -75,6 +82,8 @@ class VHost:
             if e.name in seen:
                 continue
             seen.add(e.name)
+            if collect and e.retains:
+                self.reached.append(e)
             dests = e.route(routing_key, headers)
             if not dests:
                 ae_name = e.alternate_exchange

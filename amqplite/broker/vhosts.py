@@ -36,6 +36,8 @@ class VHostOps(BrokerBase):
         for q in list(vh.queues.values()):
             self._delete_queue(vh, q)
         del self.vhosts[name]
+        for rs in self.retained.owners(name):  # their rows go with DeleteVHost's
+            self.retained.close(rs.owner, persist=False)
         self.policies.pop(name, None)
         for key in [k for k in self.permissions if k[1] == name]:
             del self.permissions[key]

@@ -29,7 +29,7 @@ from amqplite.config import Settings
 from amqplite.protocol.handshake import default_server_properties
 from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPConnection
 from amqplite.server.counters import Counters
-from amqplite.server.datalock import DataDirLock
+from amqplite.server.datalock import DatabaseLock, DatabaseLockLost, DataDirLock
 from amqplite.server.disk import DiskMonitor
 from amqplite.server.interpreter import Interpreter
 from amqplite.server.memory import MemoryMonitor
@@ -38,6 +38,7 @@ from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.server.recovery import restore, seed_security
 from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
+from amqplite.store.database import is_postgresql, masked
 from amqplite.store.engine import CLEAN_KEY, Store
 from amqplite.store.ops import EXPORTED_KEY
 from amqplite.store.writer import ProcessStore
@@ -47,6 +48,19 @@ log = logging.getLogger("amqplite.server")
 #: a task the composition root runs beside the broker: ``service(server, task_status=...)``
 Service = Callable[..., Awaitable[None]]
 _R = TypeVar("_R")
+
+
+#: how often the broker checks that it still holds its database lock (PostgreSQL)
+DB_LOCK_CHECK_S = 5.0
+
+#: the longest the timer sleeps with nothing armed (queue expiry is looked at then)
+TIMER_NAP = 0.25
+
+
+def _trio_deadline(now: float, at: float) -> float:
+    """The trio clock's time for broker-clock time ``at``, a hair after it (so tick() sees
+    the deadline passed)."""
+    return trio.current_time() + max(at - now, 0.0) + 0.001
 
 
 SHUTDOWN_TEXT = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
@@ -83,6 +97,8 @@ class Server:
         self.mqtt: Any = None
         #: base URL of the admin HTTP API once it listens (None when disabled)
         self.admin_url: str | None = None
+        #: why the broker stopped, if another broker took its database (PostgreSQL)
+        self._lock_lost: DatabaseLockLost | None = None
 
     def server_properties(self) -> dict[str, Any]:
         """What connection.start announces (the protocol layer owns the capability list)."""
@@ -205,18 +221,24 @@ class Server:
         the composition root chooses them, so this layer names none of them."""
         s = self.settings
         lock_dir = _lock_dir(s)
-        lock = None
+        lock: DataDirLock | DatabaseLock | None = None
         if lock_dir is not None:
             lock_dir.mkdir(parents=True, exist_ok=True)
             lock = DataDirLock(lock_dir)
             lock.acquire(ports=[s.port], admin_port=s.admin_port)
+        elif is_postgresql(s.db_url):
+            lock = DatabaseLock(s.db_url)
+            await trio.to_thread.run_sync(functools.partial(
+                lock.acquire, ports=[s.port], admin_port=s.admin_port))
         try:
             await self._run_locked(lock_dir, lock, services, task_status)
         finally:
             if lock is not None:
                 lock.release()
+        if self._lock_lost is not None:
+            raise self._lock_lost
 
-    async def _run_locked(self, lock_dir: Path | None, lock: DataDirLock | None,
+    async def _run_locked(self, lock_dir: Path | None, lock: DataDirLock | DatabaseLock | None,
                           services: Sequence[Service],
                           task_status: trio.TaskStatus[Server]) -> None:
         s = self.settings
@@ -272,15 +294,19 @@ class Server:
                 for service in services:
                     await nursery.start(service, self)
                 if lock is not None:
-                    lock.update(ports=self.listen_ports + self.tls_ports,
-                                admin_port=_port_of(self.admin_url))
+                    await trio.to_thread.run_sync(functools.partial(
+                        lock.update, ports=self.listen_ports + self.tls_ports,
+                        admin_port=_port_of(self.admin_url)))
+                if isinstance(lock, DatabaseLock):
+                    nursery.start_soon(self._watch_db_lock, lock)
                 log.info("amqplite %s listening on port(s) %s%s, data in %s; %s",
                          __version__, self.listen_ports,
-                         f", AMQPS on {self.tls_ports}" if secure else "", s.db_url,
+                         f", AMQPS on {self.tls_ports}" if secure else "", masked(s.db_url),
                          self.memory.describe())
                 task_status.started(self)
                 await self._stopping.wait()
-                clean = await self._shutdown()
+                # a broker that lost its database to another writes no clean mark there
+                clean = await self._shutdown() and self._lock_lost is None
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
@@ -318,10 +344,23 @@ class Server:
     async def _timers(self) -> None:
         """Message TTL and queue expiry happen on time, consumers or not."""
         b = self.broker
+        scope = trio.CancelScope()
+
+        def wake(at: float) -> None:
+            """A sooner TTL was armed while the timer sleeps: wake it then, not later."""
+            scope.deadline = min(scope.deadline, _trio_deadline(b.now(), at))
+
+        b.wake_timer = wake
         while True:
             deadline = b.next_deadline()
-            delay = 0.25 if deadline is None else min(max(deadline - time.time(), 0.0) + 0.001, 0.25)
-            await trio.sleep(delay)
+            now = b.now()
+            # queue expiry (x-expires) does not wake the timer: it looks again after the nap
+            wake_at = now + TIMER_NAP if deadline is None else min(deadline, now + TIMER_NAP)
+            b.timer_wake_at = wake_at
+            scope = trio.CancelScope(deadline=_trio_deadline(now, wake_at))
+            with scope:
+                await trio.sleep_forever()
+            b.timer_wake_at = 0.0
             if b.next_deadline() is not None:
                 try:
                     self.execute(b.tick)
@@ -350,6 +389,25 @@ class Server:
                     log.info("pruned %d delivery-log rows (exported up to id %s)", n, mark)
             except Exception:
                 log.exception("delivery-log retention failed; will retry")
+
+    async def _watch_db_lock(self, lock: DatabaseLock) -> None:
+        """Keep the database lock: a session that broke (the database restarted) is
+        replaced; if another broker took the lock meanwhile, this one stops, since
+        two brokers on one database would deliver the same messages."""
+        while True:
+            await trio.sleep(DB_LOCK_CHECK_S)
+            try:
+                # abandoned on shutdown: a check stuck on an unreachable database
+                # must not hold the broker's exit (the connection has timeouts)
+                held = await trio.to_thread.run_sync(lock.check, abandon_on_cancel=True)
+            except DatabaseLockLost as exc:
+                log.critical("%s: shutting down", exc)
+                self._lock_lost = exc
+                self.stop()
+                return
+            if not held:
+                log.warning("database lock not held right now (the database cannot be "
+                            "reached, or the old session is still closing); retrying")
 
     async def _watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as sigs:
@@ -404,7 +462,7 @@ def _tune_gc() -> None:
 
 def _lock_dir(s: Settings) -> Path | None:
     """The directory one broker owns: the data dir, or a SQLite URL's folder; None for
-    a database server (PostgreSQL guards its own data)."""
+    a database server (on PostgreSQL the broker holds a DatabaseLock instead)."""
     if not s.database_url:
         return Path(s.data_dir)
     url = s.database_url

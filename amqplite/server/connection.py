@@ -126,13 +126,15 @@ class AMQPConnection:
         users = self.server.users
         user = (users.identify(username, self.peer_host) if password is None  # EXTERNAL
                 else users.authenticate(username, password, self.peer_host))
-        if user is None:  # what "For details see the broker logfile" points to
-            log.warning("%s: login refused for user %r (%s)", self.name, username,
-                        "client certificate" if password is None else "password")
         self._user = user
         if user is None:
-            # logged, and the refusal waits LOGIN_FAILURE_DELAY (this connection only)
-            log.warning("%s: login failed for user '%s'", self.name, username)
+            # what "For details see the broker logfile" points to: one line, the name
+            # escaped, rate-limited per peer; the refusal waits LOGIN_FAILURE_DELAY
+            line = users.failure_line(
+                self.name, username, self.peer_host, time.monotonic(),
+                refused="client certificate" if password is None else "")
+            if line is not None:
+                log.warning("%s", line)
             self._refused_until = trio.current_time() + LOGIN_FAILURE_DELAY
         return user is not None
 
@@ -590,10 +592,13 @@ class AMQPConnection:
 
         A client told "declared" must find the queue after a restart; while the
         disk refuses writes the reply waits (the writer retries). Later frames
-        of this connection wait too, so replies keep their order.
+        of this connection wait too, so replies keep their order. With nothing
+        to write (the queue exists) it still waits while metadata of a failed
+        commit is written again: the client retrying after a 541 is told
+        "declared" only once the store has the queue.
         """
-        if not self.broker.store_ops:  # log rows only, or nothing
-            return
+        if not self.broker.store_ops and not self._persist.repairing:
+            return  # log rows only, or nothing
         self.server.interpret(flush=False)
         failed: list[BaseException] = []
         done = trio.Event()

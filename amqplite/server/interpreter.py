@@ -45,6 +45,7 @@ class Interpreter:
         #: acknowledgements read together have all run (``flush_confirmed``)
         self._confirmed: dict[Any, None] = {}
         persistence.on_commits = self.flush_confirmed
+        persistence.on_rollback = self._rolled_back
 
     def apply(self, outcome: Outcome, *, flush: bool = True) -> None:
         """Carry out ``outcome``; ``flush=False`` leaves the store batch open so the
@@ -111,6 +112,11 @@ class Interpreter:
         if err is None:
             self.broker.commit_done(entries)
             self.apply(self.broker.take_outcome())
+
+    def _rolled_back(self) -> None:
+        """Ops the store could never take were undone in memory: carry out what that
+        did (basic.cancel to the consumers of a queue that is gone, the deletes)."""
+        self.apply(self.broker.take_outcome())
 
     def _committed(self, c: Confirm, err: BaseException | None) -> None:
         """The submission a Confirm waited for has ended: a failed commit turns it to nack."""

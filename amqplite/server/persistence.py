@@ -22,9 +22,20 @@ from amqplite.broker.core import Broker
 from amqplite.server.counters import Counters
 from amqplite.store.engine import Store
 from amqplite.store.logbatch import LogBuffer
-from amqplite.store.writer import ProcessStore
+from amqplite.store.ops import REPLAYABLE, DeleteVHost, PutQueue
+from amqplite.store.writer import ProcessStore, StoreWriterGone
 
 Waiter = Callable[[BaseException | None], None]
+
+log = logging.getLogger("amqplite.server")
+
+#: a re-submission of metadata (see ``Persistence._repair``) that fails this many
+#: times for its content (not because the writer died) is tried once more op by
+#: op; an op that fails then is undone in memory
+REDO_ATTEMPTS = 5
+
+# what a submission is, for ``_done``
+_PLAIN, _REDO, _LAST_REDO = 0, 1, 2
 
 
 def log_alarm(log: logging.Logger, was: bool, now: bool, raised: str, cleared: str,
@@ -85,6 +96,25 @@ class Persistence:
         self.on_commits: Callable[[], None] | None = None
         #: ``pump`` is running the callbacks of one read of acknowledgements
         self._in_acks = False
+        #: numbers submissions in order (see ``_flight``)
+        self._seq = 0
+        #: the ops of each submission handed over and not called back yet, by number;
+        #: None once a re-submission (``_repair``) carries its metadata again
+        self._flight: dict[int, list[Any] | None] = {}
+        #: metadata ops of failed submissions, not yet re-submitted
+        self._redo: list[Any] = []
+        #: re-submissions handed over, not called back yet
+        self._repairs = 0
+        #: re-submissions that failed for their content since the last clean state
+        self._redo_failures = 0
+        #: waiters of submissions that committed while a repair was under way: what
+        #: they release (a confirm, a declare-ok) may depend on the repaired ops
+        self._held: list[Waiter] = []
+        #: the store refused a submission because it is closed (shutdown)
+        self._store_closed = False
+        #: called after ops that could not be written were undone in memory (the
+        #: interpreter carries out the broker's outcome: consumers cancelled...)
+        self.on_rollback: Callable[[], None] | None = None
 
     def bind_loop(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
@@ -245,12 +275,20 @@ class Persistence:
         n_ops = len(ops) + rows  # for the capacity: what the writer has yet to store
         if rows:  # every message key in the rows is below the broker's next one
             ops.extend(self._log.take(self.broker.message_key_mark))
-        if not ops and self.inflight == 0:
+        if not ops and self.inflight == 0 and not self.repairing:
             for w in waiters:
                 w(None)
             if self.on_commits is not None and not self._in_acks:
                 self.on_commits()  # confirms released just now go out now too
             return
+        # a waiter (a confirm, a read-after-write) must not wait for a log linger
+        self._hand_over(ops, waiters, n_ops, _PLAIN, urgent=bool(waiters))
+
+    def _hand_over(self, ops: list[Any], waiters: list[Waiter], n_ops: int, kind: int, *,
+                   urgent: bool) -> None:
+        """Submit ``ops`` to the store; ``_done`` runs once it has committed or failed."""
+        self._seq = seq = self._seq + 1
+        self._flight[seq] = ops
         self.inflight += 1
         self.inflight_ops += n_ops
         self._idle = trio.Event() if self._idle.is_set() else self._idle
@@ -265,29 +303,113 @@ class Persistence:
             # every submission of a group sees the same ``groups`` (the writer
             # counts the group once all its callbacks ran)
             if threading.get_ident() == loop_thread:  # the writer process's ack
-                self._done(waiters, ops, n_ops, err, started, store.groups)
+                self._done(seq, kind, waiters, ops, n_ops, err, started, store.groups)
             else:  # writer thread -> event loop
-                token.run_sync_soon(self._done, waiters, ops, n_ops, err, started,
+                token.run_sync_soon(self._done, seq, kind, waiters, ops, n_ops, err, started,
                                     store.groups)
 
-        # a waiter (a confirm, a read-after-write) must not wait for a log linger
-        self.store.submit(ops, committed, urgent=bool(waiters))
+        try:
+            self.store.submit(ops, committed, urgent=urgent)
+        except RuntimeError as exc:  # the store is closed: the broker is stopping
+            self._store_closed = True
+            log.error("store closed: %d ops not written (%s)", len(ops), exc)
+            committed(exc)
 
-    def _done(self, waiters: list[Waiter], ops: list[Any], n_ops: int,
+    @property
+    def repairing(self) -> bool:
+        """Metadata of a failed submission waits to be written again (see ``_repair``)."""
+        return self._repairs > 0 or bool(self._redo)
+
+    def _done(self, seq: int, kind: int, waiters: list[Waiter], ops: list[Any], n_ops: int,
               err: BaseException | None, started: float, group: int) -> None:
         self.counters.committed(time.monotonic() - started, group)
         self.inflight -= 1
         self.inflight_ops -= n_ops
+        flight = self._flight.pop(seq, None)
+        if kind != _PLAIN:
+            self._repairs -= 1
         if err is not None:
             # nacked publishes must not be delivered as well: take them back
             self.broker.commit_failed(ops)
-        for w in waiters:
-            w(err)
+            self._failed(kind, flight, ops, err)
+            for w in waiters:
+                w(err)
+        elif self.repairing:
+            self._held.extend(waiters)
+        else:
+            for w in waiters:
+                w(None)
+        if self._redo and self._store_closed:
+            log.error("store closed: %d metadata ops of failed commits not written again",
+                      len(self._redo))
+            self._redo = []
+        if self._redo:
+            self._repair()
+        elif not self.repairing:
+            self._redo_failures = 0
+            if self._held:
+                held, self._held = self._held, []
+                for w in held:
+                    w(None)
         self._update_capacity()
         if self.inflight == 0:
             self._idle.set()
         if not self._in_acks and self.on_commits is not None:
             self.on_commits()  # not called back from ``pump``: nobody else will
+
+    def _failed(self, kind: int, flight: list[Any] | None, ops: list[Any],
+                err: BaseException) -> None:
+        """A submission failed: its metadata is to be written again, or (after
+        REDO_ATTEMPTS) undone in memory."""
+        if kind != _PLAIN and not isinstance(err, StoreWriterGone) and not self._store_closed:
+            # its content, not the writer's end or a shutdown: that may fail for good
+            self._redo_failures += 1
+            if kind == _LAST_REDO:
+                log.error("store: %r could not be written (%s); undone in memory", ops, err)
+                self.broker.commit_abandoned(ops)
+                if self.on_rollback is not None:
+                    self.on_rollback()
+                return
+        if flight is not None:  # else a re-submission handed over after it carries it
+            self._redo.extend(op for op in flight if type(op) in REPLAYABLE)
+
+    def _repair(self) -> None:
+        """Write the metadata of failed submissions again, after everything in flight.
+
+        Why re-submit and not undo: memory already holds these changes (clients
+        may have been told of them by later replies), and a submission failed by
+        a dying writer may have committed anyway; the ops are idempotent
+        (``store.ops.REPLAYABLE``), so writing them again is right in both cases.
+
+        Order: submissions handed over after the failed one may commit before
+        this one (the writer process's unsent frames go to the next writer). So
+        the re-submission carries the metadata of every submission still in
+        flight as well, in order: whatever of them commits first, the store ends
+        as the last op on each key left it, which is what memory holds. A
+        ``DeleteVHost`` carried again keeps the queues created after it.
+
+        Until the re-submissions have committed, the waiters of later
+        submissions are held (``_done``): a confirm or declare-ok may depend on
+        them (a message in a queue whose PutQueue is being written again).
+        Message data is not re-submitted: those publishes were withdrawn and
+        nacked (``Broker.commit_failed``).
+        """
+        ops, self._redo = self._redo, []
+        flight = self._flight
+        for seq, in_flight in flight.items():
+            if in_flight is not None:
+                ops.extend(op for op in in_flight if type(op) in REPLAYABLE)
+                flight[seq] = None
+        ops = _keep_recreated(ops)
+        if self._redo_failures + 1 >= REDO_ATTEMPTS:  # last try: op by op, so one
+            batches, kind = [[op] for op in ops], _LAST_REDO  # bad op fails alone
+        else:
+            batches, kind = [ops], _REDO
+        if self._redo_failures == 0:
+            log.warning("store: writing %d metadata ops of failed commits again", len(ops))
+        for batch in batches:
+            self._repairs += 1
+            self._hand_over(batch, [], len(batch), kind, urgent=True)
 
     async def committed(self) -> None:
         """Wait until everything submitted so far has committed (or failed)."""
@@ -336,3 +458,18 @@ class Persistence:
     async def wait_idle(self) -> None:
         self.flush(force=True)
         await self._idle.wait()
+
+
+def _keep_recreated(ops: list[Any]) -> list[Any]:
+    """``ops`` with each DeleteVHost told to keep the queues that ops after it (re)create
+    in that vhost: written again after their entries, it must not take those along."""
+    if not any(type(op) is DeleteVHost for op in ops):
+        return ops
+    out: list[Any] = []
+    for i, op in enumerate(ops):
+        if type(op) is DeleteVHost:
+            keep = {q.queue_id for q in ops[i + 1:] if type(q) is PutQueue and q.vhost == op.name}
+            if keep:
+                op = DeleteVHost(op.name, tuple(sorted(keep | set(op.keep_queues))))
+        out.append(op)
+    return out

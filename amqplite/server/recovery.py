@@ -46,7 +46,7 @@ def restore_security(broker: Broker, rec: Any) -> None:
     for p in rec.permissions:
         try:
             broker.set_permissions(p.user, p.vhost, p.configure, p.write, p.read,
-                                   persist=False)
+                                   persist=False, stored=True)
         except ValueError:
             log.warning("ignoring stored permission of user '%s' in vhost '%s'", p.user,
                         p.vhost)
@@ -69,6 +69,18 @@ def seed_security(broker: Broker, rec: Any, settings: Settings) -> None:
         broker.put_user(name, hash_password(password), tags)
         broker.set_permissions(name, "/", *FULL)
     broker.store_ops.append(PutMeta(SEEDED_KEY, "1"))
+
+
+def restore_retained(broker: Broker, rows: list[Any]) -> None:
+    """Retained publications of durable exchanges, oldest first, as stored."""
+    for r in rows:
+        vh = broker.vhosts.get(r.vhost)
+        ex = None if vh is None or r.kind != "exchange" else vh.exchanges.get(r.owner)
+        if ex is None or not ex.retains:
+            continue
+        m = Message(r.message_id, r.exchange, r.routing_key, r.properties, r.body,
+                    persistent=True)
+        broker.retained.restore(ex.retained_set(broker.retained, r.vhost), r.key, m)
 
 
 def restore(broker: Broker, rec: Any, *, unclean: bool = False,
@@ -95,9 +107,9 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
         broker.vhosts.setdefault(pol.vhost, VHost(pol.vhost))
         try:
             broker.set_policy(pol.vhost, pol.name, pol.pattern, dict(pol.definition),
-                              pol.priority, pol.apply_to, persist=False)
-        except ValueError:
-            continue
+                              pol.priority, pol.apply_to, persist=False, stored=True)
+        except ValueError as exc:
+            log.warning("ignoring stored policy '%s' in vhost '%s': %s", pol.name, pol.vhost, exc)
     for ex in rec.exchanges:
         vh = broker.vhosts.setdefault(ex.vhost, VHost(ex.vhost))
         if ex.name in vh.exchanges:
@@ -126,6 +138,7 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
         binding = Binding(b.source, (b.destination_kind, b.destination), b.routing_key,
                           freeze_args(b.arguments))
         broker.restore_binding(bvh, src, binding)
+    restore_retained(broker, rec.retained)
     messages: dict[int, Message] = {}
     bad: dict[int, str | None] = {}
     by_id = {q.id: q for vh in broker.vhosts.values() for q in vh.queues.values()}

@@ -40,6 +40,7 @@ from .ops import (
     LOG_FIELDS,
     AppendStream,
     AppendStreams,
+    ClearRetained,
     CopyMessage,
     DeleteBinding,
     DeleteEntries,
@@ -48,6 +49,7 @@ from .ops import (
     DeletePermission,
     DeletePolicy,
     DeleteQueue,
+    DeleteRetained,
     DeleteStreamSegments,
     DeleteUser,
     DeleteVHost,
@@ -61,6 +63,7 @@ from .ops import (
     PutPermission,
     PutPolicy,
     PutQueue,
+    PutRetained,
     PutStreamSegment,
     PutUser,
     PutVHost,
@@ -392,7 +395,7 @@ class Applier:
                         )
                     if t is PutQueue and op.queue_id > hw_queue:
                         hw_queue = op.queue_id
-                    elif t is CopyMessage and op.message_id > hw_message:
+                    elif (t is CopyMessage or t is PutRetained) and op.message_id > hw_message:
                         hw_message = op.message_id
                     self._apply_meta(conn, op)
         if seg:
@@ -468,11 +471,23 @@ class Applier:
         elif t is DeleteExchange:
             x, b = s.exchanges, s.bindings
             conn.execute(delete(x).where(x.c.vhost == op.vhost, x.c.name == op.name))
+            self._clear_retained(conn, op.vhost, "exchange", op.name)
             conn.execute(delete(b).where(
                 b.c.vhost == op.vhost,
                 or_(b.c.source == op.name,
                     and_(b.c.destination == op.name, b.c.destination_kind == "exchange")),
             ))
+        elif t is PutRetained:
+            upsert(conn, s.retained, {"vhost": op.vhost, "kind": op.kind, "owner": op.owner,
+                                      "id": op.message_id},
+                   {"key": op.key, "exchange": op.exchange, "routing_key": op.routing_key,
+                    "properties": op.properties, "body": op.body})
+        elif t is DeleteRetained:
+            r = s.retained
+            conn.execute(delete(r).where(r.c.vhost == op.vhost, r.c.kind == op.kind,
+                                         r.c.owner == op.owner, r.c.id == op.message_id))
+        elif t is ClearRetained:
+            self._clear_retained(conn, op.vhost, op.kind, op.owner)
         elif t is PutQueue:
             q = s.queues
             conn.execute(delete(q).where(q.c.id == op.queue_id))
@@ -522,7 +537,7 @@ class Applier:
         elif t is PutVHost:
             upsert(conn, s.vhosts, {"name": op.name}, {"description": op.description})
         elif t is DeleteVHost:
-            self._delete_vhost(conn, op.name)
+            self._delete_vhost(conn, op.name, op.keep_queues)
         elif t is PutUser:
             upsert(conn, s.users, {"name": op.name},
                    {"password_hash": op.password_hash, "tags": op.tags})
@@ -557,13 +572,20 @@ class Applier:
         else:
             raise TypeError(f"not a store op: {op!r}")
 
+    @staticmethod
+    def _clear_retained(conn: Connection, vhost: str, kind: str, owner: str) -> None:
+        r = s.retained
+        conn.execute(delete(r).where(r.c.vhost == vhost, r.c.kind == kind, r.c.owner == owner))
+
     @classmethod
-    def _delete_vhost(cls, conn: Connection, name: str) -> None:
-        """Everything in the vhost goes: its queues with their entries first."""
+    def _delete_vhost(cls, conn: Connection, name: str, keep: Sequence[int] = ()) -> None:
+        """Everything in the vhost goes (but the queues in ``keep``): its queues with
+        their entries first."""
         q = s.queues
         for (qid,) in conn.execute(select(q.c.id).where(q.c.vhost == name)).all():
-            cls._delete_queue(conn, qid)
-        for table in (s.bindings, s.exchanges, s.policies, s.permissions):
+            if qid not in keep:
+                cls._delete_queue(conn, qid)
+        for table in (s.bindings, s.exchanges, s.policies, s.permissions, s.retained):
             conn.execute(delete(table).where(table.c.vhost == name))
         conn.execute(delete(s.vhosts).where(s.vhosts.c.name == name))
 

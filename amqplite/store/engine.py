@@ -22,7 +22,6 @@ from sqlalchemy import (
     Connection,
     Engine,
     bindparam,
-    create_engine,
     event,
     insert,
     select,
@@ -33,6 +32,7 @@ from sqlalchemy.exc import OperationalError
 from . import recovery
 from . import schema as s
 from .apply import Applier, PruneRange, storable_logs, upsert
+from .database import make_engine
 from .logbatch import create_views
 from .ops import (
     AppendStream,
@@ -217,7 +217,7 @@ class Store(StoreReads):
             raise ValueError(f"durability must be 'fsync' or 'os', not {durability!r}")
         self.url = url
         self.durability = durability
-        self.engine: Engine = create_engine(url)
+        self.engine: Engine = make_engine(url)
         self._is_sqlite = self.engine.dialect.name == "sqlite"
         if self._is_sqlite:
             sync = DURABILITY_SYNCHRONOUS[durability]

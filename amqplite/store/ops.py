@@ -119,6 +119,45 @@ class DeletePolicy:
 
 
 @attrs.frozen
+class PutRetained:
+    """Keep one retained publication (broker/retained.py) of a durable owner.
+
+    ``kind``/``owner`` name the index (kind "exchange": the exchange ``owner``
+    of ``vhost``), ``key`` the message's key in it; ``message_id`` is the
+    message's broker key (never reused): one row per owner and message (a
+    message may reach two retaining exchanges)."""
+
+    message_id: int
+    vhost: str
+    kind: str
+    owner: str
+    key: str
+    exchange: str
+    routing_key: str
+    properties: bytes
+    body: bytes
+
+
+@attrs.frozen
+class DeleteRetained:
+    """Drop one retained publication (replaced, evicted by a limit, or cleared)."""
+
+    vhost: str
+    kind: str
+    owner: str
+    message_id: int
+
+
+@attrs.frozen
+class ClearRetained:
+    """Drop every retained publication of one owner."""
+
+    vhost: str
+    kind: str
+    owner: str
+
+
+@attrs.frozen
 class PutVHost:
     """Create or replace a virtual host row."""
 
@@ -129,9 +168,14 @@ class PutVHost:
 @attrs.frozen
 class DeleteVHost:
     """Delete a vhost and every row in it: queues (entries, orphaned messages),
-    exchanges, bindings, policies and permissions."""
+    exchanges, bindings, policies and permissions.
+
+    ``keep_queues``: ids of queues left alone. A re-submitted delete (see
+    ``REPLAYABLE``) may run after a later submission created the vhost again
+    with queues and entries; those belong to the new vhost."""
 
     name: str
+    keep_queues: tuple[int, ...] = ()
 
 
 @attrs.frozen
@@ -377,6 +421,26 @@ class DeleteStreamSegments:
     first_offset: int
 
 
+#: Ops that set one key to a value or remove one key (with what hangs on it):
+#: applying such an op again, followed again by every later op of these kinds,
+#: leaves the store as applying them once did. The metadata ops of a
+#: submission whose commit failed are re-submitted that way
+#: (``server.persistence``): memory already holds them, and the failed commit
+#: may even have landed (a writer killed before it answered), so writing them
+#: again is right either way, where undoing them in memory would be wrong in
+#: the second case. Not here: message bodies (``CopyMessage`` too: an insert),
+#: entries, acks, log rows and stream appends; a failed publish is withdrawn
+#: and nacked instead (``Broker.commit_failed``).
+REPLAYABLE: frozenset[type] = frozenset({
+    PutExchange, DeleteExchange, PutQueue, DeleteQueue, DeleteEntries, PutBinding,
+    DeleteBinding, PutPolicy, DeletePolicy, PutVHost, DeleteVHost, PutUser, DeleteUser,
+    PutPermission, DeletePermission, PutMeta, PutStreamSegment, DeleteStreamSegments,
+    # removals of retained messages; a PutRetained is message data (its message row
+    # is not written again): ``RetainedStore.commit_failed`` withdraws it instead
+    DeleteRetained, ClearRetained,
+})
+
+
 #: The delivery_log columns after ``id``, in row order: LogEvent's fields. The one
 #: definition of that order; the table, the writer, the broker's row tuples and
 #: the audit job follow it (this module stays free of SQLAlchemy and pyspark).
@@ -391,6 +455,9 @@ META_OPS = (
     CopyMessage,
     PutExchange,
     DeleteExchange,
+    PutRetained,
+    DeleteRetained,
+    ClearRetained,
     PutQueue,
     DeleteQueue,
     DeleteEntries,
@@ -415,6 +482,9 @@ Op = (
     | CopyMessage
     | PutExchange
     | DeleteExchange
+    | PutRetained
+    | DeleteRetained
+    | ClearRetained
     | PutQueue
     | DeleteQueue
     | DeleteEntries

@@ -21,6 +21,7 @@ from .ops import (
     PutPermission,
     PutPolicy,
     PutQueue,
+    PutRetained,
     PutUser,
     PutVHost,
 )
@@ -57,6 +58,8 @@ class Recovered:
     #: queue_id -> (count, bytes, lo, hi) of the entries after the first window,
     #: left in the store (the broker loads them as the queue drains)
     spilled: dict[int, tuple[int, int, int, int]] = attrs.Factory(dict)
+    #: retained publications of durable owners, oldest first
+    retained: list[PutRetained] = attrs.Factory(list)
     #: highest ids ever used (seed the broker's counters above these)
     max_queue_id: int = 0
     max_message_id: int = 0
@@ -90,6 +93,12 @@ def clean_up(conn: Connection) -> None:
         ~exists().where(q.c.vhost == b.c.vhost, q.c.name == b.c.destination),
     ))
     conn.execute(delete(m).where(~exists().where(e.c.message_id == m.c.id)))
+    # retained messages of exchanges that are gone (deleted by an older version)
+    r, x = s.retained, s.exchanges
+    conn.execute(delete(r).where(
+        r.c.kind == "exchange",
+        ~exists().where(x.c.vhost == r.c.vhost, x.c.name == r.c.owner),
+    ))
 
 
 def _drop_transient(conn: Connection) -> None:
@@ -180,6 +189,10 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
         if entries:
             rec.entries[qid] = entries
 
+    rt = s.retained
+    rec.retained = [PutRetained(r.id, r.vhost, r.kind, r.owner, r.key, r.exchange,
+                                r.routing_key, r.properties, r.body)
+                    for r in conn.execute(select(rt).order_by(rt.c.id))]
     _load_streams(conn, rec)
     hw = rec.meta
     rec.max_queue_id = max(_int(conn, select(func.max(s.queues.c.id))),
@@ -187,6 +200,7 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
     # stream appends raise meta.max_message_id in their own transaction (their keys
     # live inside chunk blobs)
     rec.max_message_id = max(_int(conn, select(func.max(m.c.id))),
+                             _int(conn, select(func.max(rt.c.id))),
                              int(hw.get("max_message_id", 0)))
     rec.max_log_id = max_log_id(conn)
     return rec

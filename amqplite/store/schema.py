@@ -97,6 +97,25 @@ exchanges = Table(
     PrimaryKeyConstraint("vhost", "name"),
 )
 
+#: Retained publications (broker/retained.py): one row per message an owner
+#: keeps (an x-recent-history or x-lvc exchange; kind "exchange"). Its own
+#: copy of the body: queue entries settle independently. Added to older
+#: databases by ``create_all`` (no schema version change: nothing moves).
+retained = Table(
+    "retained",
+    metadata,
+    Column("vhost", String(255), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("owner", String(255), nullable=False),
+    Column("id", BigInteger, nullable=False),  # the message key (age order)
+    Column("key", String(255), nullable=False),
+    Column("exchange", String(255), nullable=False),
+    Column("routing_key", String(255), nullable=False),
+    Column("properties", LargeBinary, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("vhost", "kind", "owner", "id"),
+)
+
 queues = Table(
     "queues",
     metadata,

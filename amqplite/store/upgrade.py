@@ -8,6 +8,10 @@ gain ``x-stream-offset`` as new appends store them.
 Version 3 kept one ``delivery_log`` row per event; version 4 keeps batches
 (``log_batches``, see ``logbatch.py``) and a view of that name. Every event
 keeps its id, so the audit job's watermark still points where it did.
+
+The ``retained`` table (retained publications, ``broker/retained.py``) needs
+no step here and no version change: ``create_all`` adds it to an older
+database at start, and nothing moves into it (an older version ignores it).
 """
 
 from __future__ import annotations

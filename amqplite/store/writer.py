@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 #: a child that keeps dying is restarted after this, doubling up to the max
 RESPAWN_MIN_S = 0.1
 RESPAWN_MAX_S = 5.0
+#: writers :meth:`ProcessStore.close` starts at most, when the one it stops dies
+CLOSE_SPAWNS = 3
 #: buffers handed to one sendmsg
 MAX_IOV = 256
 
@@ -57,6 +59,11 @@ ReadCallback = Callable[[Any, BaseException | None], None]
 
 class StoreWriterError(Exception):
     """A commit failed in the writer process (its text names the original error)."""
+
+
+class StoreWriterGone(StoreWriterError):
+    """The writer process ended before it answered: the commit may or may not have
+    landed, and says nothing about the submission's content."""
 
 
 class ProcessStore(Store):
@@ -159,9 +166,20 @@ class ProcessStore(Store):
         if self._started:
             with self._lock:
                 self._stopping = True
-                self._out.append((-1, encode(("x",))))
+            self.on_socket_closing = None  # the loop waits on the socket no more
             deadline = None if timeout is None else time.monotonic() + timeout
-            if not self._drive(lambda: self._stop_acked, deadline):
+            for _ in range(CLOSE_SPAWNS):
+                if self._sock is None:
+                    # the last writer died and the loop stopped before it started the
+                    # next (or it died now): what is queued for it (a repair of failed
+                    # metadata too) is written by one started here, not dropped
+                    self.restarts += 1
+                    self._spawn()
+                with self._lock:  # a dead writer's frames to stop are gone with it
+                    self._out.append((-1, encode(("x",))))
+                if self._drive(lambda: self._stop_acked, deadline) or self._sock is not None:
+                    break
+            if not self._stop_acked:
                 self._kill()
                 self._fail(list(self._callbacks), "store writer process did not stop in time")
                 raise TimeoutError("store writer process did not stop in time")
@@ -380,9 +398,10 @@ class ProcessStore(Store):
         self._set_failing(f"store writer process exited with code {code}")
 
     def _fail(self, sids: list[int], why: str) -> None:
+        """Call back the submissions ``sids`` with the writer's end as their error."""
         if not sids:
             return
-        err = StoreWriterError(why)
+        err = StoreWriterGone(why)
         with self._lock:
             calls = [self._callbacks.pop(sid) for sid in sids if sid in self._callbacks]
             self._failed += len(calls)

@@ -90,7 +90,8 @@ def test_bad_bodies_are_400(api: httpx.Client) -> None:
     q = qname()
     assert api.put(f"/api/queues/%2F/{q}", json={}).status_code == 201
     url = f"/api/queues/%2F/{q}/get"
-    is_error(api.post(url, content=b"{not json"), 400)
+    is_error(api.post(url, content=b"{not json", headers={"content-type": "application/json"}),
+             400)
     is_error(api.post(url, json=[1, 2]), 400)
     is_error(api.post(url, json={"count": 0}), 400)
     is_error(api.post(url, json={"count": "3"}), 400)
@@ -264,8 +265,10 @@ def test_publish_endpoint(api: httpx.Client, channel: Any) -> None:
     r = api.post("/api/exchanges/%2F/amq.default/publish",
                  json={"routing_key": "no-such-queue", "payload": "x"})
     assert r.json() == {"routed": False}
-    is_error(api.post("/api/exchanges/%2F/nope/publish", json={"routing_key": "", "payload": ""}),
-             404)
+    # RabbitMQ 3.10.8's publish answers every AMQP error with 400 and the reply code
+    assert is_error(api.post("/api/exchanges/%2F/nope/publish",
+                             json={"routing_key": "", "payload": ""}), 400)["reason"] == \
+        "404 NOT_FOUND - no exchange 'nope' in vhost '/'"
     _, props, body = channel.basic_get(q, auto_ack=True)
     assert body == b"\x00\x01"
     assert props.message_id == "m1" and props.headers == {"k": "v", "n": 5}
@@ -396,7 +399,7 @@ def test_exchange_and_binding_lifecycle(api: httpx.Client, channel: Any) -> None
     assert api.put(f"/api/exchanges/%2F/{x}", json={"type": "topic"}).status_code == 201
     assert api.put(f"/api/exchanges/%2F/{x}", json={"type": "topic"}).status_code == 204
     is_error(api.put(f"/api/exchanges/%2F/{x}", json={"type": "fanout"}), 400)
-    is_error(api.put("/api/exchanges/%2F/amq.nope", json={"type": "topic"}), 403)
+    is_error(api.put("/api/exchanges/%2F/amq.nope", json={"type": "topic"}), 401)  # RabbitMQ
     info = api.get(f"/api/exchanges/%2F/{x}").json()
     assert (info["type"], info["durable"]) == ("topic", True)
     r = api.post(f"/api/bindings/%2F/e/{x}/q/{q}", json={"routing_key": "orders.*"})

@@ -208,3 +208,52 @@ def test_policy_added_and_deleted_on_the_policies_page(dash: Any,
     browser.wait(dash, lambda d: not d.find_elements(*by_css(row)), "the policy to go")
     with admin_broker.api() as api:
         assert api.get(f"/api/policies/%2F/{name}").status_code == 404
+
+
+def test_exchange_page_shows_and_clears_retained_messages(dash: Any, admin_broker: AdminBroker,
+                                                          channel: Any) -> None:
+    import pika
+
+    x = qname("dash-lvc")
+    channel.exchange_declare(x, "x-lvc", durable=True)
+    for key, body in (("eur", b"1.08"), ("usd", b"1.00")):
+        channel.basic_publish(x, key, body, pika.BasicProperties(delivery_mode=2))
+    browser.open_page(dash, f"exchange/%2F/{quote(x)}", "exchange")
+    browser.wait(dash, lambda d: "2 messages" in browser.text_of("#x-retained")(d),
+                 "the retained count")
+    assert "1.08" in browser.text_of('#retained tr[data-key="eur"]')(dash)
+    assert "1.00" in browser.text_of('#retained tr[data-key="usd"]')(dash)
+    button = dash.find_element(*by_css("#clear-retained"))
+    button.click()  # arms
+    dash.find_element(*by_css("#clear-retained")).click()  # confirms
+    browser.wait(dash, lambda d: "Nothing retained." in browser.text_of("#retained")(d),
+                 "the cleared retained list", timeout=20)
+    with admin_broker.api() as api:
+        assert api.get(f"/api/exchanges/%2F/{x}").json()["retained"]["messages"] == 0
+    channel.exchange_delete(x)
+
+
+def test_a_refused_permission_keeps_the_login(driver: Any, admin_broker: AdminBroker,
+                                              channel: Any) -> None:
+    """A 401 that refuses one operation (the user's AMQP permissions, as RabbitMQ
+    answers) is shown as an error; only a 401 that refuses the login logs out."""
+    q = qname("dash-refused")
+    channel.queue_declare(q, durable=True)
+    user = qname("dash-noread")
+    with admin_broker.api() as api:
+        assert api.put(f"/api/users/{user}", json={"password": "pw",
+                                                   "tags": "administrator"}).status_code == 201
+        assert api.put(f"/api/permissions/%2F/{user}", json={
+            "configure": "", "write": "", "read": ""}).status_code == 201
+    try:
+        browser.log_in(driver, admin_broker.admin_url, user, "pw")
+        browser.open_page(driver, f"queue/%2F/{quote(q)}", "queue")
+        driver.find_element(*by_css("#peek-form button[type=submit]")).click()
+        browser.wait(driver, lambda d: "ACCESS_REFUSED" in browser.text_of("#flash")(d),
+                     "the refusal shown")
+        assert driver.find_element(*by_css("#nav")).is_displayed()
+        assert not driver.find_element(*by_css("#login")).is_displayed()
+        assert driver.execute_script("return sessionStorage.length") == 1  # still logged in
+    finally:
+        with admin_broker.api() as api:
+            api.delete(f"/api/users/{user}")

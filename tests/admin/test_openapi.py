@@ -105,9 +105,12 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
     qs, sup, sup_new = qname("oas"), qname("oass"), qname("oassn")
     channel.queue_declare(qs, durable=True, arguments={"x-queue-type": "stream"})
     assert api.put(f"/api/super-streams/%2F/{sup}", json={"partitions": 1}).status_code == 201
+    lvc = qname("oalvc")  # the retained routes: a retaining exchange with a value for "rk"
+    channel.exchange_declare(lvc, "x-lvc")
+    channel.basic_publish(lvc, "rk", b"v")
     values = {"vhost": "/", "name": q, "exchange": x, "queue": q, "props": "rk", "source": x,
               "destination": x2, "port": port, "protocol": "amqp091", "message": "m0",
-              "user": oa_user}
+              "user": oa_user, "key": "rk"}
     bodies: dict[str, Any] = {
         "ExchangePut": {"type": "direct"}, "QueuePut": {"durable": True},
         "PublishRequest": {"routing_key": "rk", "payload": "hi"},
@@ -133,6 +136,8 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
             v["name"] = conn_name
         elif r.path.startswith("/api/policies/"):
             v["name"] = pol
+        elif r.path.startswith("/api/exchanges/{vhost}/{name}/retained"):
+            v["name"] = lvc
         elif r.path.startswith("/api/exchanges/"):
             v["name"] = x
         elif r.path.startswith("/api/channels/"):

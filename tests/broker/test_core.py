@@ -6,8 +6,9 @@ import pytest
 
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import CancelNotify, Return
+from amqplite.protocol.codec import FieldArray
 from amqplite.protocol.errors import AMQPError, ChannelError, ConnectionError_
-from amqplite.protocol.properties import BasicProperties, encode_properties
+from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
 from amqplite.store import ops
 from tests.broker.conftest import PERSISTENT, TRANSIENT, deliveries, session_channel
 
@@ -208,3 +209,25 @@ def test_delivery_log_rows_follow_the_one_column_order(broker: Broker) -> None:
         "size": 4, "reason": "why"}
     assert (bare["event"], bare["queue"], bare["message_key"], bare["reason"]) == (
         "expired", "q2", None, "queue_expired")
+
+
+def test_bcc_is_stripped_before_the_store_and_cc_kept(broker: Broker) -> None:
+    """Sender-selected distribution: CC/BCC keys route too; the stored row and the
+    delivery carry no BCC (its keys are the sender's secret), CC keeps its tags."""
+    _, ch = session_channel(broker)
+    for q in ("d1", "d2", "d3"):
+        broker.queue_declare(ch, q, durable=True)
+    cc = FieldArray()
+    cc.append_tagged("d2", "S")
+    props = encode_properties(BasicProperties(delivery_mode=2, headers={
+        "CC": cc, "BCC": ["d3"], "app": 1}))
+    broker.store_ops.clear()
+    assert broker.basic_publish(ch, "", "d1", props, b"p").stored
+    puts = [o for o in broker.store_ops if isinstance(o, ops.PutMessage)]
+    assert len(puts) == 1
+    stored = decode_properties(puts[0].properties).headers
+    assert stored == {"CC": ["d2"], "app": 1} and stored["CC"].tags == ["S"]
+    qs = broker.vhosts["/"].queues
+    assert [qs[q].message_count for q in ("d1", "d2", "d3")] == [1, 1, 1]
+    m = broker.basic_get(ch, "d3", True)
+    assert "BCC" not in (m.message.properties.headers or {})

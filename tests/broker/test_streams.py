@@ -13,7 +13,14 @@ import pytest
 
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import Confirm, ReadStream
-from amqplite.broker.streamlog import MIN_READ, READ_BATCH, READ_BYTES, StreamLog, parse_age
+from amqplite.broker.streamlog import (
+    MAX_AGE_SECONDS,
+    MIN_READ,
+    READ_BATCH,
+    READ_BYTES,
+    StreamLog,
+    parse_age,
+)
 from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import FieldTable, Timestamp
 from amqplite.protocol.errors import ChannelError, ConnectionError_
@@ -285,6 +292,17 @@ def test_parse_age_and_resolve_edges() -> None:
         st.resolve("bogus", 0)
     with pytest.raises(ValueError):
         st.resolve(True, 0)
+
+
+def test_enormous_ages_are_clamped() -> None:
+    """``<5000 digits>s`` (int() refuses past 4300 digits) and ``<300 digits>Y`` (too big
+    for a float) mean "forever": clamped, as RabbitMQ takes them, never an exception."""
+    assert parse_age("9" * 5000 + "s") == MAX_AGE_SECONDS
+    assert parse_age("9" * 300 + "Y") == MAX_AGE_SECONDS
+    assert parse_age("0" * 5000 + "7s") == 7
+    st = StreamLog()
+    assert st.resolve("9" * 300 + "Y", 1_700_000_000.0) == (0, None)
+    assert st.over_retention(None, parse_age("9" * 5000 + "s"), 1_700_000_000 * 10**6) == 0
 
 
 def test_store_upgrade_from_schema_1(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from amqplite.store import (
     Store,
     UpdateEntry,
 )
+from tests.pg_server import both_backends
 
 
 def publish(mid: int, *queue_ids: int) -> list:
@@ -28,6 +29,7 @@ def publish(mid: int, *queue_ids: int) -> list:
     return ops
 
 
+@both_backends
 def test_callbacks_run_after_commit(store: Store, raw) -> None:
     seen: list[tuple] = []
     done = threading.Event()
@@ -44,6 +46,7 @@ def test_callbacks_run_after_commit(store: Store, raw) -> None:
     assert seen == [(7,), (1, 7)]
 
 
+@both_backends
 def test_ops_apply_in_submission_order(make_store, raw) -> None:
     store = make_store()
     results: list[BaseException | None] = []
@@ -66,6 +69,7 @@ def test_ops_apply_in_submission_order(make_store, raw) -> None:
     assert raw("SELECT delivery_count, redelivered FROM queue_entries") == [(1, 1)]
 
 
+@both_backends
 def test_put_then_delete_in_one_group_writes_nothing(make_store, raw) -> None:
     store = make_store()
     store.submit([PutQueue(1, "/", "q")])
@@ -81,6 +85,7 @@ def test_put_then_delete_in_one_group_writes_nothing(make_store, raw) -> None:
     assert raw("SELECT event, message_key FROM delivery_log") == [("published", 1)]
 
 
+@both_backends
 def test_message_kept_while_any_entry_survives_in_group(make_store, raw) -> None:
     store = make_store()
     store.submit([PutQueue(1, "/", "a"), PutQueue(2, "/", "b")])
@@ -92,6 +97,7 @@ def test_message_kept_while_any_entry_survives_in_group(make_store, raw) -> None
     assert raw("SELECT queue_id FROM queue_entries") == [(2,)]
 
 
+@both_backends
 def test_shared_message_deleted_with_last_entry(store: Store, raw) -> None:
     store.submit([PutQueue(1, "/", "a"), PutQueue(2, "/", "b"), PutQueue(3, "/", "c")])
     store.submit(publish(1, 1, 2, 3))
@@ -108,6 +114,7 @@ def test_shared_message_deleted_with_last_entry(store: Store, raw) -> None:
     assert raw("SELECT count(*) FROM queue_entries") == [(0,)]
 
 
+@both_backends
 def test_delete_of_committed_entry_and_new_entry_same_group(make_store, raw) -> None:
     """Inserts of a segment run before its deletes, so the orphan check sees them."""
     store = make_store()
@@ -120,6 +127,7 @@ def test_delete_of_committed_entry_and_new_entry_same_group(make_store, raw) -> 
     assert raw("SELECT queue_id, position FROM queue_entries") == [(2, 5)]
 
 
+@both_backends
 def test_position_reused_after_delete_in_one_group(store: Store, raw) -> None:
     store.submit([PutQueue(1, "/", "a"), *publish(1, 1)])
     store.flush(10)
@@ -129,6 +137,7 @@ def test_position_reused_after_delete_in_one_group(store: Store, raw) -> None:
     assert raw("SELECT id FROM messages") == [(2,)]
 
 
+@both_backends
 def test_delete_queue_removes_entries_bindings_and_orphans(store: Store, raw) -> None:
     store.submit([
         PutQueue(1, "/", "a"), PutQueue(2, "/", "b"), PutExchange("/", "x", "fanout"),
@@ -144,6 +153,7 @@ def test_delete_queue_removes_entries_bindings_and_orphans(store: Store, raw) ->
     assert raw("SELECT id FROM messages ORDER BY id") == [(2,), (3,)]
 
 
+@both_backends
 def test_a_bad_submission_fails_alone(make_store, raw) -> None:
     """One submission's content error must not fail the others in its group."""
     store = make_store()
@@ -196,6 +206,7 @@ def wait_until(pred, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-
         time.sleep(0.01)
 
 
+@both_backends
 def test_submit_from_many_threads(store: Store, raw) -> None:
     store.submit([PutQueue(q, "/", f"q{q}") for q in range(1, 5)])
     committed: list[int] = []
@@ -233,6 +244,7 @@ def test_submit_from_many_threads(store: Store, raw) -> None:
         assert keys == sorted(keys)
 
 
+@both_backends
 def test_flush_and_close(make_store) -> None:
     store = make_store()
     store.flush(1)  # nothing pending: returns at once

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from amqplite.store import LogEvent, PutEntry, PutMessage, PutQueue
+from tests.pg_server import both_backends
 
 
 def _row(message_id: object, ts: int = 1) -> tuple[object, ...]:
@@ -10,6 +11,7 @@ def _row(message_id: object, ts: int = 1) -> tuple[object, ...]:
     return (ts, "published", "/", "", "q", None, message_id, None, None, None, 3, None)
 
 
+@both_backends
 def test_unencodable_log_row_fails_no_one_and_is_stored_escaped(make_store, raw) -> None:
     store = make_store()
     results: list[BaseException | None] = []
@@ -28,6 +30,7 @@ def test_unencodable_log_row_fails_no_one_and_is_stored_escaped(make_store, raw)
         ("id-\\udcff",), ("\\ud800",), ("ok",)]
 
 
+@both_backends
 def test_a_submission_that_cannot_commit_fails_alone(make_store, raw) -> None:
     first = make_store()
     first.start()

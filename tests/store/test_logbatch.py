@@ -19,6 +19,7 @@ from amqplite.store.logbatch import (
 )
 from amqplite.store.ops import LOG_FIELDS
 from amqplite.store.schema import SCHEMA_VERSION
+from tests.pg_server import both_backends
 
 values = st.one_of(
     st.none(),
@@ -57,6 +58,7 @@ def _events(n: int, start: int = 0) -> list[LogEvent]:
                      message_key=i, consumer_tag="c", attempt=1, size=10) for i in range(n)]
 
 
+@both_backends
 def test_the_view_shows_one_row_per_event_as_the_table_did(store: Store, raw: Callable) -> None:
     store.submit(_events(5))
     store.submit(_events(3, start=100))
@@ -72,6 +74,7 @@ def test_the_view_shows_one_row_per_event_as_the_table_did(store: Store, raw: Ca
     assert raw("SELECT count(*) FROM log_batches")[0][0] <= 2
 
 
+@both_backends
 def test_ids_continue_after_pruning_everything_and_a_restart(make_store: Callable[..., Store]) -> None:
     first = make_store()
     first.start()
@@ -87,6 +90,7 @@ def test_ids_continue_after_pruning_everything_and_a_restart(make_store: Callabl
     assert [r["id"] for r in second.read_delivery_log()] == [11, 12]
 
 
+@both_backends
 def test_prune_keeps_a_batch_until_all_its_events_are_old(store: Store, raw: Callable) -> None:
     store.submit(_events(10))  # one batch, times 0..9
     store.flush(10)
@@ -169,6 +173,7 @@ def test_a_log_buffer_hands_over_every_row_in_order_in_bounded_batches(
         assert (b.first_ts_us, b.last_ts_us) == (min(ts), max(ts)) and len(ts) == b.n_events
 
 
+@both_backends
 def test_log_buffer_batches_land_as_consecutive_ids(store: Store) -> None:
     """What the buffer hands over is stored like any rows: ids in order, no gaps."""
     from amqplite.store.logbatch import LogBuffer, iter_log_rows

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from amqplite.store import LogEvent, Store
+from tests.pg_server import both_backends
 
 
 def log_rows(n: int, start_ts: int = 0) -> list[LogEvent]:
     return [LogEvent(start_ts + i, "published", "/", "", "q", message_key=i) for i in range(n)]
 
 
+@both_backends
 def test_prune_in_batches(store: Store, raw) -> None:
     store.submit(log_rows(12_000))
     store.flush(10)
@@ -21,6 +23,7 @@ def test_prune_in_batches(store: Store, raw) -> None:
     assert store.prune_delivery_log(max_id=10_000, older_than_us=9_000) == 0
 
 
+@both_backends
 def test_ids_not_reused_after_pruning_everything(store: Store) -> None:
     store.submit(log_rows(10))
     store.flush(10)

@@ -18,6 +18,7 @@ from amqplite.store import (
     RecoveredEntry,
     UpdateEntry,
 )
+from tests.pg_server import both_backends
 
 META = [
     PutPolicy("/", "dlx", "^q", "queues", 1, {"dead-letter-exchange": "dlx"}),
@@ -29,6 +30,7 @@ META = [
 ]
 
 
+@both_backends
 def test_round_trip(make_store) -> None:
     store = make_store()
     store.start()
@@ -66,6 +68,7 @@ def test_round_trip(make_store) -> None:
     assert rec.entries[5] == [RecoveredEntry(1, 10, 0, False, "x", "rk10", b"p10", b"b" * 10, 10)]
 
 
+@both_backends
 def test_body_window_edges(make_store) -> None:
     store = make_store()
     store.start()
@@ -77,6 +80,7 @@ def test_body_window_edges(make_store) -> None:
     assert rec.entries[1][0].body == b"x" and not rec.spilled
 
 
+@both_backends
 def test_orphans_removed_at_load(make_store, raw) -> None:
     store = make_store()
     store.start()
@@ -92,6 +96,7 @@ def test_orphans_removed_at_load(make_store, raw) -> None:
     assert rec.max_message_id == 3  # ids stay monotonic even though 2 and 3 are gone
 
 
+@both_backends
 def test_fetch_bodies_and_log_reads(store) -> None:
     ops: list = [PutQueue(1, "/", "q")]
     for mid in range(1, 2001):
@@ -112,3 +117,43 @@ def test_fetch_bodies_and_log_reads(store) -> None:
     assert store.read_delivery_log(message_key=8)[0]["message_id"] == "m8"
     assert store.get_meta("max_message_id") == "2000"
     assert store.get_meta("nope") is None
+
+
+def test_retained_rows_round_trip_and_go_with_their_exchange(make_store, raw,
+                                                            db_path) -> None:
+    """PutRetained/DeleteRetained/ClearRetained, DeleteExchange's clean-up, the
+    message-key mark, and a database made before the table existed."""
+    from amqplite.store import DeleteExchange
+    from amqplite.store.ops import ClearRetained, DeleteRetained, PutRetained
+
+    store = make_store()
+    store.start()
+    store.submit([PutExchange("/", "lvc", "x-lvc"), PutExchange("/", "rh", "x-recent-history"),
+                  PutExchange("/", "gone", "x-lvc")])
+    store.submit([PutRetained(7, "/", "exchange", "lvc", "a", "lvc", "a", b"p", b"a1"),
+                  PutRetained(9, "/", "exchange", "lvc", "a", "lvc", "a", b"p", b"a2"),
+                  DeleteRetained("/", "exchange", "lvc", 7),
+                  # the same message kept by a second exchange (an exchange binding)
+                  PutRetained(9, "/", "exchange", "rh", "a", "lvc", "a", b"p", b"a2"),
+                  PutRetained(12, "/", "exchange", "rh", "", "rh", "", b"p", b"h1"),
+                  PutRetained(40, "/", "exchange", "gone", "k", "gone", "k", b"p", b"g"),
+                  PutRetained(41, "/", "exchange", "rh", "", "rh", "", b"p", b"h2")])
+    store.submit([DeleteExchange("/", "gone"), ClearRetained("/", "exchange", "nothing")])
+    store.close(10)
+    rec = make_store().load()
+    assert sorted(rec.retained, key=lambda r: (r.message_id, r.owner)) == [
+        PutRetained(9, "/", "exchange", "lvc", "a", "lvc", "a", b"p", b"a2"),
+        PutRetained(9, "/", "exchange", "rh", "a", "lvc", "a", b"p", b"a2"),
+        PutRetained(12, "/", "exchange", "rh", "", "rh", "", b"p", b"h1"),
+        PutRetained(41, "/", "exchange", "rh", "", "rh", "", b"p", b"h2"),
+    ]
+    assert rec.max_message_id >= 41
+    # a database from before the table: Store.create adds it, nothing else changes
+    import sqlite3
+
+    conn = sqlite3.connect(db_path)
+    conn.execute("DROP TABLE retained")
+    conn.commit()
+    conn.close()
+    make_store()
+    assert raw("SELECT count(*) FROM retained") == [(0,)]

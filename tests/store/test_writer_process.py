@@ -16,6 +16,8 @@ from amqplite.store.ops import LogEvent, PutMessage, PutMeta, PutQueue
 from amqplite.store.wire import FrameBuffer, encode
 from amqplite.store.writer import ProcessStore, StoreWriterError
 from tests.brokerproc import wait_for
+from tests.pg_server import both_backends
+from tests.server.dying_writer import dead
 
 
 def _row(i: int) -> tuple[object, ...]:
@@ -41,8 +43,8 @@ def _pump_until(store: ProcessStore, cond: object, timeout: float = 20.0) -> Non
 
 
 @pytest.fixture
-def pstore(tmp_path: Path):  # type: ignore[no-untyped-def]
-    store = ProcessStore(f"sqlite:///{tmp_path / 'w.db'}", log_linger_s=0)
+def pstore(db_url: str):  # type: ignore[no-untyped-def]
+    store = ProcessStore(db_url, log_linger_s=0)
     store.create()
     store.start()
     yield store
@@ -61,6 +63,7 @@ def test_frames_round_trip_hot_ops_and_log_rows() -> None:
     assert frames.next() is None
 
 
+@both_backends
 def test_submissions_commit_in_the_child_and_callbacks_run_here(pstore: ProcessStore) -> None:
     assert pstore.writer_pid is not None and pstore.writer_pid != os.getpid()
     results: list[BaseException | None] = []
@@ -78,6 +81,7 @@ def test_submissions_commit_in_the_child_and_callbacks_run_here(pstore: ProcessS
     assert _log_rows(pstore) == 100
 
 
+@both_backends
 def test_a_failing_submission_fails_alone(pstore: ProcessStore) -> None:
     got: dict[str, BaseException | None] = {}
     pstore.submit([PutMessage(1, "", "q", b"", b"x")], lambda e: got.__setitem__("a", e))
@@ -90,6 +94,7 @@ def test_a_failing_submission_fails_alone(pstore: ProcessStore) -> None:
     assert isinstance(got["b"], StoreWriterError) and "IntegrityError" in str(got["b"])
 
 
+@both_backends
 def test_a_killed_writer_fails_what_it_had_and_a_new_one_takes_over(
         pstore: ProcessStore) -> None:
     pstore.submit([_row(1)])
@@ -178,6 +183,7 @@ def test_an_urgent_submission_ends_the_linger(tmp_path: Path, kind: type[Store])
         store.close(20)
 
 
+@both_backends
 def test_a_read_sees_every_submission_sent_before_it(pstore: ProcessStore) -> None:
     """No flush in between: the writer commits what came first, then reads."""
     from amqplite.store.ops import PutEntry
@@ -197,6 +203,7 @@ def test_a_read_sees_every_submission_sent_before_it(pstore: ProcessStore) -> No
     assert "not a store read" in str(err3)
 
 
+@both_backends
 def test_log_rows_cross_encoded_and_keep_their_order_ids_and_values(pstore: ProcessStore) -> None:
     """The process store sends a submission's row tuples as JSON batches
     (EncodedLog); what the view shows is what was submitted, in order, with
@@ -216,3 +223,31 @@ def test_log_rows_cross_encoded_and_keep_their_order_ids_and_values(pstore: Proc
                               None)]
     assert [r.message_key for r in got if r.event == "acked"] == [12_345]
     assert int(mark) == 12_345
+
+
+@pytest.mark.parametrize("noticed", [False, True])
+def test_close_after_the_writer_died_writes_what_waits(tmp_path: Path, noticed: bool) -> None:
+    """The writer dies and the loop stops before it starts the next one (``noticed``:
+    it saw the death; else not even that): close() starts one, and what was
+    submitted since (a repair of failed metadata, say) is written, not dropped."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    store = ProcessStore(url, log_linger_s=0)
+    store.create()
+    store.start()
+    got: list[BaseException | None] = []
+    store.submit([PutQueue(1, "/", "before")], got.append)
+    _pump_until(store, lambda: got == [None])
+    pid = store.writer_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: dead(pid), 10, what="the writer to die")  # not a frame to it now
+    if noticed:
+        wait_for(lambda: not store.receive_some(), 10, what="the writer's end to be seen")
+        assert store.sock is None
+    store.submit([PutQueue(2, "/", "after")], got.append)
+    store.close(20, clean=True)
+    assert got == [None, None]
+    again = Store(url)
+    names = {q.name for q in again.load().queues}
+    again.close()
+    assert names == {"before", "after"}

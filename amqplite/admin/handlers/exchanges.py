@@ -8,16 +8,29 @@ from amqplite.admin import validate as V
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
 from amqplite.admin.messages import decode_payload
-from amqplite.admin.plumbing import Request, Response, _exchange_name, bad_request, not_found
+from amqplite.admin.plumbing import (
+    Request,
+    Response,
+    _exchange_name,
+    bad_request,
+    from_amqp_publish,
+    not_found,
+)
 from amqplite.admin.validate import body_args, body_bool, body_obj, body_str
+from amqplite.broker.exchanges import Exchange
+from amqplite.broker.exchanges.retaining import owner_of
 
 
 class ExchangeHandlers(HandlerBase):
     """Routes tagged ``exchanges``."""
 
     async def list_exchanges(self, req: Request) -> Response:
-        return Response([views.exchange_info(vh.name, ex) for vh in self._vhosts(req)
+        return Response([self._exchange_info(vh.name, ex) for vh in self._vhosts(req)
                          for ex in sorted(vh.exchanges.values(), key=lambda e: e.name)])
+
+    def _exchange_info(self, vhost: str, ex: Exchange) -> dict[str, Any]:
+        totals = self.broker.retained.totals(owner_of(vhost, ex.name)) if ex.retains else None
+        return views.exchange_info(vhost, ex, totals)
 
     async def get_exchange(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])
@@ -25,7 +38,7 @@ class ExchangeHandlers(HandlerBase):
         ex = vh.exchanges.get(name)
         if ex is None:
             raise not_found(f"no exchange '{name}' in vhost '{vh.name}'")
-        return Response(views.exchange_info(vh.name, ex))
+        return Response(self._exchange_info(vh.name, ex))
 
     async def put_exchange(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])
@@ -34,14 +47,15 @@ class ExchangeHandlers(HandlerBase):
         type_ = body_str(body, "type")
         if not type_:
             raise bad_request("type is required (direct, fanout, topic or headers)")
-        flags = {k: body_bool(body, k, k == "durable")
-                 for k in ("durable", "auto_delete", "internal")}
         args = body_args(body)
         existed = name in vh.exchanges
         undo = self._journal()
         undo.exchange(vh.name, name)
         await self._write_as(req, vh.name, self.broker.exchange_declare, name, type_,
-                             arguments=args, undo=undo, **flags)
+                             arguments=args, undo=undo,
+                             durable=body_bool(body, "durable", True),
+                             auto_delete=body_bool(body, "auto_delete", False),
+                             internal=body_bool(body, "internal", False))
         return Response(None, 204 if existed else 201)
 
     async def delete_exchange(self, req: Request) -> Response:
@@ -91,5 +105,6 @@ class ExchangeHandlers(HandlerBase):
             raise bad_request(f"cannot encode properties: {exc}") from None
         # answered once its own submission committed (a stored message is durable)
         res = await self._write_as(req, vh.name, self.broker.basic_publish, exchange,
-                                   V.shortstr(rk, "routing_key"), raw, data)
+                                   V.shortstr(rk, "routing_key"), raw, data,
+                                   to_http=from_amqp_publish)
         return Response({"routed": bool(res.routed)})

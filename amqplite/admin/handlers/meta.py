@@ -16,7 +16,9 @@ class MetaHandlers(HandlerBase):
         return Response(document())
 
     async def get_overview(self, req: Request) -> Response:
-        return Response(views.overview(self.server, self.rates))
+        return Response(views.overview(self.server, self.rates,
+                                       req.user.name if req.user is not None else None,
+                                       self._visible_vhosts(req)))
 
     async def get_memory(self, req: Request) -> Response:
         return Response(views.memory(self.server))

@@ -7,7 +7,14 @@ from typing import Any
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
 from amqplite.admin.nodes import CLUSTER_NAME, NODE, listener_ports, node_info
-from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, not_found
+from amqplite.admin.plumbing import (
+    HTTPError,
+    Request,
+    Response,
+    bad_request,
+    from_amqp,
+    not_found,
+)
 from amqplite.broker.effects import GetOk
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.properties import BasicProperties, encode_properties
@@ -104,6 +111,8 @@ class NodeHandlers(HandlerBase):
                encode_properties(BasicProperties()), b"test_message")
             got = ex(self.broker.basic_get, ch, ALIVENESS_QUEUE, no_ack=True)
         except AMQPError as exc:
+            if exc.reply_code == 403:  # the user may not: RabbitMQ's 401, not a failed node
+                raise from_amqp(exc) from None
             return _failed(exc.reply_text)
         finally:
             self._close(ch)

@@ -45,10 +45,12 @@ class QueueHandlers(HandlerBase):
             raise bad_request(f"queue '{q.name}' in vhost '{vh.name}' is not empty")
         if req.flag("if-unused") and q.consumers:
             raise bad_request(f"queue '{q.name}' in vhost '{vh.name}' in use")
+        self._check_perm(req, vh.name, "configure", "queue", q.name)  # queue.delete's
         await self._write(lambda: self.broker.delete_queue(vh, q))
         return Response(None, 204)
 
     async def purge_queue(self, req: Request) -> Response:
-        _, q = self._queue(req)
+        vh, q = self._queue(req)
+        self._check_perm(req, vh.name, "read", "queue", q.name)  # queue.purge's
         n = await self._write(lambda: self.broker.purge(q))
         return Response({"purged": n})

@@ -59,9 +59,12 @@ class StreamHandlers(HandlerBase):
 
     async def stream_entries(self, req: Request) -> Response:
         vh, q = self._queue(req)
+        self._check_read(req, vh.name, q.name)
         st = q.stream
         if st is None:
             raise bad_request(f"queue '{q.name}' in vhost '{vh.name}' is not a stream")
+        budget = self.server.settings.admin_peek_max_bytes_value
+        cut = False
         count = req.int_arg("count", 100, 1, MAX_ENTRIES)
         truncate = req.int_arg("truncate", 256, -1)
         encoding = req.query.get("encoding", "auto")
@@ -88,15 +91,27 @@ class StreamHandlers(HandlerBase):
             if seen == count:
                 break
             seen += 1
-            nxt = off + 1
             ts, key, exchange, rk, props, body = streamrecord.decode(data, at)
             if min_ts is not None and ts < min_ts:
+                nxt = off + 1
                 continue
-            out.append(self._entry(off, ts, key, exchange, rk, props, body, encoding,
-                                   None if truncate < 0 else truncate))
-        if lo <= hi and (seen < count or beyond):
+            shown = len(body) if truncate < 0 else min(len(body), truncate)
+            if shown + len(props) > budget:  # admin_peek_max_bytes: 'next' resumes here
+                if out:
+                    cut = True
+                    break
+                shown = max(0, budget - len(props))
+                cut = True
+            budget -= shown + len(props)
+            nxt = off + 1
+            info = self._entry(off, ts, key, exchange, rk, props, body, encoding, shown)
+            info["truncated"] = shown < len(body)
+            out.append(info)
+            if cut:
+                break
+        if lo <= hi and not cut and (seen < count or beyond):
             nxt = hi + 1  # nothing more up to hi (a failed commit leaves a gap): go past it
-        return Response({"entries": out, "next": max(nxt, lo),
+        return Response({"entries": out, "next": max(nxt, lo), "max_bytes_reached": cut,
                          "first_offset": st.first_offset, "last_offset": st.next_offset - 1})
 
     @staticmethod

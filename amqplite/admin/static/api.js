@@ -5,10 +5,12 @@
 const KEY = "amqplite.auth";
 
 export class ApiError extends Error {
-  constructor(status, error, reason) {
+  constructor(status, error, reason, loginRefused = false) {
     super(reason || error || `HTTP ${status}`);
     this.status = status;
     this.error = error;
+    // the login itself was refused (a 401 can also refuse one operation)
+    this.loginRefused = loginRefused;
   }
 }
 
@@ -26,7 +28,12 @@ export function logout() {
   sessionStorage.removeItem(KEY);
 }
 
-// Called on a 401, so the app can show the login form again.
+// The reasons of a 401 that refuses the login; any other 401 refuses one
+// operation to a logged-in user (an AMQP permission), who stays logged in.
+const LOGIN_REFUSED = new Set(["Login failed", "Login required",
+  "Malformed Authorization header", "Not management user"]);
+
+// Called on a 401 that refuses the login, so the app can show the login form again.
 let onUnauthorised = () => {};
 export function setUnauthorisedHandler(fn) {
   onUnauthorised = fn;
@@ -51,12 +58,13 @@ export async function api(path, { method = "GET", body } = {}) {
     try { data = JSON.parse(text); } catch { data = text; }
   }
   if (!resp.ok) {
-    if (resp.status === 401) {
+    const err = data && typeof data === "object" ? data : {};
+    const loginRefused = resp.status === 401 && LOGIN_REFUSED.has(err.reason);
+    if (loginRefused) {
       logout();
       onUnauthorised();
     }
-    const err = data && typeof data === "object" ? data : {};
-    throw new ApiError(resp.status, err.error, err.reason || text);
+    throw new ApiError(resp.status, err.error, err.reason || text, loginRefused);
   }
   return data;
 }

@@ -77,7 +77,7 @@ function route() {
       await refresh();
       if (mine === generation) main.dataset.loaded = page || "overview";
     } catch (err) {
-      if (mine !== generation || err.status === 401) return;
+      if (mine !== generation || err.loginRefused) return;
       if (err.status === 404) {  // deleted, or a mistyped link: stop asking
         clear(main, h("h1", {}, "Not found"), h("p", {}, err.message));
         main.dataset.loaded = "not-found";
@@ -96,7 +96,7 @@ loginForm.addEventListener("submit", async (ev) => {
   try {
     await start();
   } catch (err) {
-    showLogin(err.status === 401 ? "Login failed: wrong user or password." : err.message);
+    showLogin(err.loginRefused ? "Login failed: wrong user or password." : err.message);
   }
 });
 
@@ -109,7 +109,7 @@ setUnauthorisedHandler(() => showLogin("Your session ended; log in again."));
 window.addEventListener("hashchange", route);
 
 if (loggedIn()) {
-  start().catch((err) => { if (err.status !== 401) showLogin(err.message); });
+  start().catch((err) => { if (!err.loginRefused) showLogin(err.message); });
 } else {
   showLogin();
 }

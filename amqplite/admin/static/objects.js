@@ -188,12 +188,34 @@ export function exchange(main, [vhost, name]) {
       flash(text, r.routed ? "ok" : "warn");
     }
   });
+  // x-lvc and x-recent-history: what the exchange retains, and a way to clear it
+  const retained = h("section", { id: "retained", hidden: true });
   main.append(h("h1", {}, "Exchange ", h("span", { class: "name" }, exchangeName(xname)), h("span", { class: "muted" }, ` in ${vhost}`)),
-    details, section("Publish a message", publish, h("p", { id: "publish-result", class: "result" })),
+    details, retained, section("Publish a message", publish, h("p", { id: "publish-result", class: "result" })),
     section("Bindings from this exchange", binds));
   return async () => {
     const [x, bs] = await Promise.all([api(path), api(`${path}/bindings/source`)]);
-    clear(details, dl([["Type", x.type], ["Features", features(x)], ["Arguments", json(x.arguments) || "none"]]));
+    const rows = [["Type", x.type], ["Features", features(x)], ["Arguments", json(x.arguments) || "none"]];
+    if (x.retained) rows.push(["Retained", `${num(x.retained.messages)} messages, ${bytes(x.retained.bytes)}`, "x-retained"]);
+    clear(details, dl(rows));
     clear(binds, bindingTable(bs));
+    retained.hidden = !x.retained;
+    if (x.retained) clear(retained, ...(await retainedSection(path)));
   };
+}
+
+async function retainedSection(path) {
+  const items = await api(`${path}/retained`);
+  const clearAll = confirmButton("Clear retained", async () => {
+    const r = await attempt(() => api(`${path}/retained`, { method: "DELETE" }));
+    if (r) flash(`cleared ${r.removed} retained messages`, "ok");
+  }, { id: "clear-retained" });
+  return [h("h2", {}, "Retained messages"), table([
+    { title: "Key", value: (m) => m.key, cls: "mono" },
+    { title: "Routing key", value: (m) => m.routing_key, cls: "mono" },
+    { title: "Stored", value: (m) => (m.stored ? "yes" : "") },
+    { title: "Size", value: (m) => bytes(m.payload_bytes), num: true },
+    { title: "Properties", value: propsSummary, cls: "mono small" },
+    { title: "Payload", value: payload, cls: "payload mono" },
+  ], items, { empty: "Nothing retained.", rowAttrs: (m) => ({ dataset: { key: m.key } }) }), h("p", {}, clearAll)];
 }

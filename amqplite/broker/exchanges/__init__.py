@@ -11,6 +11,8 @@ from amqplite.broker.exchanges.base import Binding, Destination, Exchange, Heade
 from amqplite.broker.exchanges.direct import DirectExchange
 from amqplite.broker.exchanges.fanout import FanoutExchange
 from amqplite.broker.exchanges.headers import HeadersExchange
+from amqplite.broker.exchanges.lvc import LvcExchange
+from amqplite.broker.exchanges.recent_history import RecentHistoryExchange
 from amqplite.broker.exchanges.topic import TopicExchange
 
 EXCHANGE_TYPES: dict[str, type[Exchange]] = {
@@ -18,6 +20,8 @@ EXCHANGE_TYPES: dict[str, type[Exchange]] = {
     "fanout": FanoutExchange,
     "topic": TopicExchange,
     "headers": HeadersExchange,
+    "x-recent-history": RecentHistoryExchange,
+    "x-lvc": LvcExchange,
 }
 
 __all__ = [
@@ -29,5 +33,7 @@ __all__ = [
     "FanoutExchange",
     "HeadersExchange",
     "HeadersGetter",
+    "LvcExchange",
+    "RecentHistoryExchange",
     "TopicExchange",
 ]

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    from amqplite.broker.model import Message
+    from amqplite.broker.retained import RetainedSet, RetainedStore
 
 #: A binding destination: ("queue", name) or ("exchange", name).
 Destination = tuple[str, str]
@@ -43,10 +47,33 @@ def _freeze(v: Any) -> Any:
     return v
 
 
+#: binding argument of an x-lvc exchange: deliver only when the binding is re-issued
+PUBLISH_ON_REQUEST = "x-publish-on-request"
+
+
 class Exchange:
-    """Base class: stores bindings; subclasses index them for ``route``."""
+    """Base class: stores bindings; subclasses index them for ``route``.
+
+    Retaining types (``retains``: x-recent-history, x-lvc) also keep
+    publications in the broker's retained store and hand them to bindings
+    (``retain``/``replay``, see exchanges/retaining.py).
+    """
 
     type_name = ""
+    retains = False
+
+    @classmethod
+    def argument_error(cls, args: Mapping[str, Any]) -> str | None:
+        """Why ``args`` are refused at declare (406 text after the class), or None."""
+        return None
+
+    def binding_error(self, args: Mapping[str, Any] | None) -> str | None:
+        """Why a binding with ``args`` is refused by this type (406), or None."""
+        if args and PUBLISH_ON_REQUEST in args:
+            return (f"Invalid argument '{PUBLISH_ON_REQUEST}': only bindings to an x-lvc "
+                    f"exchange may publish on request, '{self.name}' is of type "
+                    f"'{self.type_name}'")
+        return None
 
     def __init__(
         self,
@@ -70,6 +97,20 @@ class Exchange:
         if isinstance(ae, bytes):
             ae = ae.decode("utf-8", "replace")
         return ae if isinstance(ae, str) and ae else None
+
+    # retaining types only (``retains``): see exchanges/retaining.py
+    def retained_set(self, store: RetainedStore, vhost: str) -> RetainedSet:
+        """This exchange's set in the retained store (created empty if new)."""
+        raise NotImplementedError
+
+    def retain(self, store: RetainedStore, vhost: str, msg: Message) -> bool:
+        """Keep a publish; True when a store write must commit before its confirm."""
+        raise NotImplementedError
+
+    def replay(self, store: RetainedStore, vhost: str, binding: Binding,
+               new: bool) -> list[Message]:
+        """What ``binding`` receives from the store: made (``new``) or re-issued."""
+        raise NotImplementedError
 
     def add_binding(self, binding: Binding) -> bool:
         """Add ``binding``; False when it already existed (bind is idempotent)."""

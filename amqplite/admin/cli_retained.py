@@ -1,0 +1,85 @@
+"""``amqplite retained list|show|clear EXCHANGE [KEY]``: what an x-lvc or
+x-recent-history exchange retains, through ``/api/exchanges/{vhost}/{name}/retained``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from amqplite.admin.cli import Ctx, _body_of, _plural, _size, _table, _yn, common
+from amqplite.admin.client import path
+from amqplite.admin.messages import preview
+
+
+@click.group()
+def retained() -> None:
+    """Retained messages of x-lvc and x-recent-history exchanges: list, show, clear."""
+
+
+def _command(name: str) -> Callable[[Callable[..., None]], click.Command]:
+    """``amqplite retained NAME EXCHANGE [KEY]`` with the admin options."""
+    def wrap(f: Callable[..., None]) -> click.Command:
+        f = common(f)
+        f = click.argument("key", required=False)(f)
+        f = click.argument("exchange")(f)
+        return retained.command(name)(f)
+
+    return wrap
+
+
+def _url(ctx: Ctx, exchange: str, key: str | None) -> str:
+    parts = ["exchanges", ctx.vhost, exchange, "retained"]
+    return path(*parts, key) if key is not None else path(*parts)
+
+
+@_command("list")
+def list_(ctx: Ctx, exchange: str, key: str | None) -> None:
+    """List what EXCHANGE retains (under KEY only, when given), oldest first."""
+    data = ctx.client.get(_url(ctx, exchange, key))
+    if ctx.as_json:
+        return ctx.emit_json(data)
+    rows = []
+    for i, m in enumerate(data, 1):
+        text, _ = preview(_body_of(m), m["properties"].get("content_type"))
+        rows.append([i, m["key"], m["routing_key"], _yn(m["stored"]),
+                     _size(m["payload_bytes"]), text])
+    total = sum(m["payload_bytes"] for m in data)
+    _table(f"Retained by {exchange}", ["#", "Key", "Routing key", "Stored", "Size", "Payload"],
+           rows, f"{_plural(len(data), 'message')}, {_size(total)}", right=("#", "Size"))
+
+
+@_command("show")
+def show(ctx: Ctx, exchange: str, key: str | None) -> None:
+    """Show each retained message of EXCHANGE (under KEY) in full: properties and body."""
+    data = ctx.client.get(_url(ctx, exchange, key))
+    if ctx.as_json:
+        return ctx.emit_json(data)
+    for i, m in enumerate(data, 1):
+        text, how = preview(_body_of(m), m["properties"].get("content_type"), limit=100_000)
+        props: dict[str, Any] = {k: v for k, v in m["properties"].items() if v is not None}
+        click.echo(f"--- {i}. key {m['key']!r}, routing key {m['routing_key']!r}, "
+                   f"{_size(m['payload_bytes'])}{', stored' if m['stored'] else ''}")
+        click.echo(f"properties: {json.dumps(props, ensure_ascii=False)}")
+        click.echo(f"body ({how}): {text}")
+    if not data:
+        click.echo(f"Exchange '{exchange}' retains nothing.")
+
+
+@_command("clear")
+def clear(ctx: Ctx, exchange: str, key: str | None) -> None:
+    """Drop what EXCHANGE retains (under KEY only, when given); live bindings stay."""
+    res = ctx.client.send("DELETE", _url(ctx, exchange, key))
+    if ctx.as_json:
+        return ctx.emit_json(res)
+    where = f" under key '{key}'" if key is not None else ""
+    click.echo(f"Cleared {_plural(res['removed'], 'retained message')} of exchange "
+               f"'{exchange}'{where}.")
+
+
+def register(main: click.Group) -> None:
+    """Attach ``amqplite retained`` to the top-level group."""
+    if "retained" not in main.commands:
+        main.add_command(retained)

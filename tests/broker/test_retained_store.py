@@ -1,0 +1,93 @@
+"""The retained store and the retaining exchanges, driven with plain calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqplite.broker.core import Broker
+from amqplite.broker.model import Message
+from amqplite.broker.retained import Limits, RetainedStore
+from amqplite.store import ops
+from tests.broker.conftest import PERSISTENT, TRANSIENT, session_channel
+
+
+def _msg(key: int, rk: str, body: bytes, props: bytes = PERSISTENT) -> Message:
+    return Message(key, "x", rk, props, body)
+
+
+def test_keyed_set_replaces_and_limits_evict_oldest_with_store_ops() -> None:
+    out: list[Any] = []
+    store = RetainedStore(emit=out.append)
+    rs = store.open(("/", "exchange", "x"), keyed=True, durable=True,
+                    limits=Limits(max_count=2, max_bytes=None))
+    a1, b1, a2, c1 = (_msg(1, "a", b"1"), _msg(2, "b", b"22"), _msg(3, "a", b"333"),
+                      _msg(4, "c", b"4"))
+    assert all(store.put(rs, m.routing_key, m) for m in (a1, b1, a2))
+    assert [r.message for r in rs] == [b1, a2] and rs.bytes == 5
+    assert (a1.pinned, b1.pinned, a2.pinned) == (0, 1, 1)
+    store.put(rs, "c", c1)  # over two keys: b (the oldest update) goes
+    assert [r.key for r in rs] == ["a", "c"] and b1.pinned == 0
+    assert [type(o).__name__ for o in out] == [
+        "PutRetained", "PutRetained", "DeleteRetained", "PutRetained", "PutRetained",
+        "DeleteRetained"]
+    assert out[2] == ops.DeleteRetained("/", "exchange", "x", 1)
+    assert out[5] == ops.DeleteRetained("/", "exchange", "x", 2)
+    # an MQTT-style lookup: keys matched by a predicate (a topic filter)
+    assert [r.key for r in store.matching(rs, lambda k: k.startswith("a"))] == ["a"]
+
+
+def test_transient_or_non_durable_is_kept_in_ram_only() -> None:
+    out: list[Any] = []
+    store = RetainedStore(emit=out.append)
+    durable = store.open(("/", "exchange", "d"), keyed=False, durable=True)
+    ram = store.open(("/", "exchange", "r"), keyed=False, durable=False)
+    assert store.put(durable, "k", _msg(1, "k", b"t", TRANSIENT)) is False
+    assert store.put(ram, "k", _msg(2, "k", b"p")) is False
+    assert out == [] and store.totals(("/", "exchange", "d")) == (1, 1)
+
+
+def test_failed_commit_withdraws_the_retained_message() -> None:
+    out: list[Any] = []
+    store = RetainedStore(emit=out.append)
+    rs = store.open(("/", "exchange", "x"), keyed=True, durable=True)
+    old, new = _msg(1, "k", b"old"), _msg(2, "k", b"new")
+    store.put(rs, "k", old)
+    store.put(rs, "k", new)
+    assert store.commit_failed([out[-1]]) == 1  # new's PutRetained failed
+    assert len(rs) == 0 and new.pinned == 0
+    assert store.commit_failed([ops.PutEntry(1, 1, 2, 0, False)]) == 0
+
+
+def test_publish_to_durable_lvc_waits_for_its_commit_and_bind_delivers_a_copy(
+        broker: Broker) -> None:
+    _s, ch = session_channel(broker)
+    broker.exchange_declare(ch, "lvc", "x-lvc", durable=True)
+    res = broker.basic_publish(ch, "lvc", "k", PERSISTENT, b"v1")
+    assert not res.routed and res.stored  # no binding, but a row to commit
+    broker.take_outcome()
+    broker.queue_declare(ch, "q")
+    broker.queue_bind(ch, "q", "lvc", "k")
+    q = broker.vhosts["/"].queues["q"]
+    (e,) = list(q.ready)
+    kept = broker.retained.find(("/", "exchange", "lvc"))
+    assert kept is not None
+    (r,) = list(kept)
+    assert e.message is not r.message and e.message.body is r.message.body
+    assert e.message.headers() == {"x-retained": True}
+    log = broker.take_outcome().log
+    assert [row[1] for row in log if row[1] == "retained"] == ["retained"]
+    assert [row[-1] for row in log if row[1] == "retained"] == ["bind"]
+    broker.exchange_delete(ch, "lvc")
+    assert broker.retained.find(("/", "exchange", "lvc")) is None and r.message.pinned == 0
+
+
+def test_deleting_the_vhost_drops_its_retained_sets(broker: Broker) -> None:
+    broker.add_vhost("v")
+    s = broker.open_session("guest", "v")
+    ch = broker.open_channel(s, 1)
+    broker.exchange_declare(ch, "lvc", "x-lvc", durable=True)
+    broker.basic_publish(ch, "lvc", "k", PERSISTENT, b"v1")
+    (rs,) = broker.retained.owners("v")
+    (r,) = list(rs)
+    broker.delete_vhost("v")
+    assert broker.retained.owners("v") == [] and r.message.pinned == 0

@@ -23,7 +23,7 @@ from amqplite.protocol.mqtt.packets import Packet, encode
 from tests.brokerproc import BrokerProcess, wait_for
 
 TIMEOUT = 15.0
-V311, V5 = 4, 5
+V31, V311, V5 = 3, 4, 5
 
 
 def mqtt_broker(data_dir: Any, *extra: str) -> BrokerProcess:
@@ -70,7 +70,7 @@ class Client:
         self.session_expiry = session_expiry
         self.clean = clean
         self.keepalive = keepalive
-        proto = paho.MQTTv5 if version == V5 else paho.MQTTv311
+        proto = {V31: paho.MQTTv31, V311: paho.MQTTv311, V5: paho.MQTTv5}[version]
         kw: dict[str, Any] = {} if version == V5 else {"clean_session": clean}
         self.c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=client_id,
                              protocol=proto, reconnect_on_failure=False, **kw)

@@ -25,7 +25,7 @@ from amqplite.protocol.mqtt.packets import (
 )
 from amqplite.protocol.mqtt.properties import Properties
 from tests.brokerproc import BrokerProcess, wait_for
-from tests.server.mqttclient import V5, V311, Client, RawClient, new_id, running_broker
+from tests.server.mqttclient import V5, V31, V311, Client, RawClient, new_id, running_broker
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def amqp(mb: BrokerProcess) -> Iterator[pika.adapters.blocking_connection.Blocki
     c.close()
 
 
-@pytest.mark.parametrize("version", [V311, V5])
+@pytest.mark.parametrize("version", [V31, V311, V5])
 @pytest.mark.parametrize("pub_qos", [0, 1, 2])
 @pytest.mark.parametrize("sub_qos", [0, 1, 2])
 def test_mqtt_to_mqtt(mb: BrokerProcess, version: int, pub_qos: int, sub_qos: int) -> None:

@@ -90,6 +90,12 @@ def main() -> None:
               help="PEM certificate for the admin API's HTTPS (implies --admin-tls).")
 @click.option("--admin-tls-key", type=click.Path(dir_okay=False),
               help="PEM private key of --admin-tls-cert.")
+@click.option("--mqtt-port", type=int,
+              help="MQTT listener port (default 0: off; MQTT is incomplete, see docs/mqtt.md).")
+@click.option("--mqtt-vhost", help="Vhost of MQTT users who name none (default /).")
+@click.option("--mqtt-exchange", help="Exchange MQTT publishes go to (default amq.topic).")
+@click.option("--mqtt-allow-anonymous/--no-mqtt-allow-anonymous", default=None,
+              help="Let MQTT clients without a user name in as the default user.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flags: Any) -> None:

@@ -205,6 +205,16 @@ class Settings:
     tls_verify_peer: bool = False
     #: with tls_verify_peer: refuse the handshake of a client that sends no certificate
     tls_fail_if_no_peer_cert: bool = False
+    #: MQTT listener port; 0 (the default while issue 23 is incomplete) is off.
+    #: Will become 1883 once the MQTT feature is complete.
+    mqtt_port: int = attrs.field(default=0, validator=_positive)
+    #: the vhost of MQTT users who name none (``vhost:user`` names one)
+    mqtt_vhost: str = "/"
+    #: the topic exchange MQTT publishes go to and subscriptions bind to
+    mqtt_exchange: str = "amq.topic"
+    #: MQTT CONNECT without a user name logs in as default_user (RabbitMQ's
+    #: mqtt.allow_anonymous); refused with CONNACK "not authorized" otherwise
+    mqtt_allow_anonymous: bool = False
     admin_host: str = "127.0.0.1"
     #: 0 disables the admin HTTP API
     admin_port: int = attrs.field(default=15672, validator=_positive)

@@ -11,8 +11,13 @@ from amqplite.server.app import Server, Service
 
 
 async def serve(settings: Settings) -> None:
-    """Run the AMQP server, its store and, when configured, the admin API."""
+    """Run the AMQP server, its store and, when configured, the MQTT listener and the
+    admin API."""
     services: list[Service] = []
+    if settings.mqtt_port:
+        from amqplite.server.mqtt import run_mqtt
+
+        services.append(run_mqtt)
     if settings.admin_port:
         from amqplite.admin.http import run_admin
 

@@ -20,6 +20,7 @@ command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 # a headless browser for the dashboard tests (tests/admin/test_dashboard.py)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
+command -v mosquitto_sub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing Debian packages: ${need_apt[*]}"

@@ -237,6 +237,35 @@ def connection_info(conn: AMQPConnection) -> dict[str, Any]:
     }
 
 
+def mqtt_connection_info(conn: Any) -> dict[str, Any]:
+    """An MQTT client (server/mqtt.py) in the shape of :func:`connection_info`,
+    as RabbitMQ's management API shows MQTT connections."""
+    s = conn.session
+    return {
+        "name": conn.name,
+        "node": NODE,
+        "type": "network",
+        "user": s.username if s is not None else None,
+        "vhost": s.vhost if s is not None else None,
+        "state": "running" if s is not None and conn.alive else "starting",
+        "protocol": conn.protocol,
+        "ssl": False,
+        "peer_host": conn.peer_host,
+        "peer_port": conn.peer_port,
+        "channels": 0,
+        "timeout": conn.proto.keep_alive,
+        "connected_at": int(conn.connected_at * 1000),
+        "recv_oct": conn.bytes_in,
+        "send_oct": conn.bytes_out,
+        "client_properties": {"client_id": conn.client_id},
+    }
+
+
+def mqtt_connections(server: Server) -> list[Any]:
+    """The MQTT listener's connections (none when it is off)."""
+    return list(server.mqtt.connections) if server.mqtt is not None else []
+
+
 def _channel_name(conn: AMQPConnection, ch: ChannelState) -> str:
     return f"{conn.name} ({ch.number})"
 

@@ -34,7 +34,7 @@ from amqplite.server.disk import DiskMonitor
 from amqplite.server.interpreter import Interpreter
 from amqplite.server.memory import MemoryMonitor
 from amqplite.server.persistence import Persistence
-from amqplite.server.ports import PortInUse, address_in_use
+from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.server.recovery import restore, seed_security
 from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
@@ -92,6 +92,9 @@ class Server:
         #: RSS against memory_high_watermark; its ``paging``/``on_paging`` tell the
         #: broker when to move bodies out of RAM (exists once run() has started)
         self.memory: MemoryMonitor | None = None
+        #: the MQTT listener (server/mqtt.py) once it runs, None when mqtt_port is 0;
+        #: the admin API lists its connections
+        self.mqtt: Any = None
         #: base URL of the admin HTTP API once it listens (None when disabled)
         self.admin_url: str | None = None
         #: why the broker stopped, if another broker took its database (PostgreSQL)
@@ -311,26 +314,15 @@ class Server:
 
     async def _open_listeners(self, port: int, *, tls: bool = False,
                               ) -> list[trio.SocketListener]:
-        s = self.settings
-        if not s.host:
-            return await _listen(port, None, tls)
-        out: list[trio.SocketListener] = []
-        for h in s.host:
-            got = await _listen(port, h, tls)
-            out.extend(got)
-            if port == 0 and got:
-                port = got[0].socket.getsockname()[1]
-        return out
+        return await listen_tcp(port, self.settings.host, "AMQPS" if tls else "AMQP",
+                                "tls_port" if tls else "port")
 
     async def _serve(self, listeners: list[trio.SocketListener],
                      secure: list[trio.SocketListener]) -> None:
         async def handle(stream: trio.SocketStream, tls: ssl.SSLContext | None = None) -> None:
-            try:
-                peer = stream.socket.getpeername()
-            except OSError:
+            peer = accepted_peer(stream)
+            if peer is None:
                 return
-            with contextlib.suppress(OSError):
-                stream.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
             if tls is None:
                 await AMQPConnection(self, stream, peer).run()
                 return
@@ -434,6 +426,8 @@ class Server:
         """
         for c in list(self.connections):
             c.force_close(320, SHUTDOWN_TEXT)
+        if self.mqtt is not None:
+            self.mqtt.close_all(SHUTDOWN_TEXT)
         # each connection waits for close-ok, then lingers: both are bounded
         with trio.move_on_after(CLOSE_OK_TIMEOUT + LINGER_TIMEOUT + 1):
             while self.connections:
@@ -443,17 +437,6 @@ class Server:
             await self.persistence.wait_idle()
             return not self.connections
         return False
-
-
-async def _listen(port: int, host: str | None, tls: bool = False,
-                  ) -> list[trio.SocketListener]:
-    try:
-        return await trio.open_tcp_listeners(port, host=host)
-    except OSError as exc:
-        if address_in_use(exc):
-            raise PortInUse("AMQPS" if tls else "AMQP", host or "every address", port,
-                            "tls_port" if tls else "port") from None
-        raise
 
 
 #: the cyclic collector runs after this many allocations net of frees (CPython: 700)

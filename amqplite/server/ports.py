@@ -1,14 +1,17 @@
 """A taken port, reported so the operator knows which listener and which setting.
 
-The kernel says only "Address already in use"; the broker opens two kinds of
-listener (AMQP, admin API), each moved by its own setting.
+The kernel says only "Address already in use"; the broker opens several kinds of
+listener (AMQP, AMQPS, MQTT, admin API), each moved by its own setting.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 
-__all__ = ["PortInUse", "address_in_use"]
+import trio
+
+__all__ = ["PortInUse", "accepted_peer", "address_in_use", "listen_tcp"]
 
 
 class PortInUse(OSError):
@@ -29,3 +32,35 @@ def address_in_use(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return any(address_in_use(e) for e in exc.exceptions)
     return isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE
+
+
+async def listen_tcp(port: int, hosts: list[str], what: str, setting: str,
+                     ) -> list[trio.SocketListener]:
+    """Listeners on ``port`` at each of ``hosts`` (every address when empty); a taken
+    port raises :class:`PortInUse` naming ``what`` and its ``setting``. Port 0 picks
+    one free port, the same on every host."""
+    out: list[trio.SocketListener] = []
+    targets: list[str | None] = list(hosts) or [None]
+    for host in targets:
+        try:
+            got = await trio.open_tcp_listeners(port, host=host)
+        except OSError as exc:
+            if address_in_use(exc):
+                raise PortInUse(what, host or "every address", port, setting) from None
+            raise
+        out.extend(got)
+        if port == 0 and got:
+            port = got[0].socket.getsockname()[1]
+    return out
+
+
+def accepted_peer(stream: trio.SocketStream) -> tuple[str, int] | None:
+    """The peer of a fresh connection, with Nagle off (small frames go at once);
+    None when it is already gone."""
+    try:
+        peer = stream.socket.getpeername()
+    except OSError:
+        return None
+    with contextlib.suppress(OSError):
+        stream.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
+    return peer[0], peer[1]

@@ -15,9 +15,9 @@ class ConnectionHandlers(HandlerBase):
     """Routes tagged ``connections``."""
 
     def _connection(self, name: str, req: Request) -> Any:
-        """A connection by name: 404 if none, 401 if another user's (management users
-        see their own only)."""
-        for c in self.server.connections:
+        """A connection by name (AMQP or MQTT): 404 if none, 401 if another user's
+        (management users see their own only)."""
+        for c in [*self.server.connections, *views.mqtt_connections(self.server)]:
             if c.name == name:
                 self._check_own(req, c.session.username if c.session is not None else None)
                 return c
@@ -25,17 +25,22 @@ class ConnectionHandlers(HandlerBase):
 
     def _channels(self, req: Request) -> list[tuple[Any, Any]]:
         """Open channels the user may see: all, or only those of its own connections."""
-        return [(c, ch) for c, ch in views.channels(self.server)
-                if self._own(req, c.session.username if c.session is not None else None)]
+        return [(c, ch) for c, ch in views.channels(self.server) if self._owns(req, c)]
 
     async def list_connections(self, req: Request) -> Response:
         conns = sorted(self.server.connections, key=lambda c: c.connected_at)
-        return Response([views.connection_info(c) for c in conns
-                         if self._own(req, c.session.username if c.session is not None
-                                      else None)])
+        mqtt = sorted(views.mqtt_connections(self.server), key=lambda c: c.connected_at)
+        return Response([views.connection_info(c) for c in conns if self._owns(req, c)]
+                        + [views.mqtt_connection_info(c) for c in mqtt if self._owns(req, c)])
+
+    def _owns(self, req: Request, c: Any) -> bool:
+        """May the requesting user see connection ``c`` (AMQP or MQTT)?"""
+        return self._own(req, c.session.username if c.session is not None else None)
 
     async def get_connection(self, req: Request) -> Response:
-        return Response(views.connection_info(self._connection(req.params["name"], req)))
+        c = self._connection(req.params["name"], req)
+        return Response(views.mqtt_connection_info(c) if hasattr(c, "client_id")
+                        else views.connection_info(c))
 
     async def close_connection(self, req: Request) -> Response:
         c = self._connection(req.params["name"], req)

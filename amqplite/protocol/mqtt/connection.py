@@ -178,6 +178,10 @@ class MQTTConnection:
         self._out.clear()
         return out
 
+    def pending_bytes(self) -> int:
+        """Bytes queued and not yet taken by ``data_to_send`` (the shell's back-pressure)."""
+        return len(self._out)
+
     @property
     def closed(self) -> bool:
         return self.state is State.CLOSED

@@ -1,0 +1,188 @@
+"""MQTT connections that go wrong: refused logins, malformed packets, dropped sockets
+(wills), expired keep-alives, a taken port; and the mosquitto command-line clients."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from amqplite.protocol.mqtt.errors import ReasonCode
+from amqplite.protocol.mqtt.packets import ConnAck, Connect, Disconnect, PingReq, PingResp, Will
+from tests.brokerproc import BrokerProcess, wait_for
+from tests.server.mqttclient import V5, V311, Client, RawClient, mqtt_broker, new_id, running_broker
+
+
+@pytest.fixture(scope="module")
+def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    yield from running_broker(tmp_path_factory.mktemp("mqtt-errors"))
+
+
+def _port(b: BrokerProcess) -> int:
+    return int(b.mqtt_port)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("version", "user", "password", "code"), [
+    (V311, "guest", b"wrong", 4),  # bad user name or password
+    (V311, "nobody", b"guest", 4),
+    (V311, None, None, 5),  # not authorized: anonymous logins are off
+    (V311, "no-such-vhost:guest", b"guest", 5),
+    (V5, "guest", b"wrong", ReasonCode.BAD_USER_NAME_OR_PASSWORD),
+    (V5, None, None, ReasonCode.NOT_AUTHORIZED),
+])
+def test_refused_login_gets_connack_code(mb: BrokerProcess, version: int, user: str | None,
+                                         password: bytes | None, code: int) -> None:
+    raw = RawClient(_port(mb), version)
+    raw.send(Connect(new_id(), protocol_level=version, username=user, password=password))
+    answer = raw.recv()
+    assert isinstance(answer, ConnAck) and answer.reason_code == code
+    assert raw.closed_by_broker()
+
+
+def test_vhost_in_user_name(mb: BrokerProcess) -> None:
+    raw = RawClient(_port(mb))
+    raw.send(Connect(new_id(), username="/:guest", password=b"guest"))
+    assert _accepted(raw.recv())
+    raw.drop()
+
+
+def test_anonymous_login_when_allowed(tmp_path: Path) -> None:
+    b = mqtt_broker(tmp_path / "data", "--mqtt-allow-anonymous")
+    try:
+        raw = RawClient(_port(b))
+        raw.send(Connect(new_id()))
+        assert _accepted(raw.recv())
+        raw.drop()
+    finally:
+        b.stop()
+
+
+@pytest.mark.parametrize("version", [V311, V5])
+def test_malformed_packet_closes_only_that_client(mb: BrokerProcess, version: int) -> None:
+    topic = f"healthy/{new_id()}"
+    other = Client(_port(mb), new_id(), version)
+    other.connect()
+    other.subscribe(topic, 1)
+    raw = RawClient(_port(mb), version)
+    raw.send(Connect(new_id(), protocol_level=version, username="guest", password=b"guest"))
+    assert _accepted(raw.recv())
+    raw.sock.sendall(b"\x36\x03\x00\x01a")  # PUBLISH with QoS 3: malformed
+    if version == V5:
+        answer = raw.recv()
+        assert isinstance(answer, Disconnect)
+        assert answer.reason_code == ReasonCode.MALFORMED_PACKET
+    assert raw.closed_by_broker()
+    other.publish(topic, b"still here", 1)
+    assert other.get().payload == b"still here"
+    other.close()
+
+
+@pytest.mark.parametrize("version", [V311, V5])
+def test_will_published_on_socket_drop(mb: BrokerProcess, version: int) -> None:
+    topic = f"wills/{new_id()}"
+    watcher = Client(_port(mb), new_id())
+    watcher.connect()
+    watcher.subscribe(topic, 1)
+    raw = RawClient(_port(mb), version)
+    raw.send(Connect(new_id(), protocol_level=version, username="guest", password=b"guest",
+                     will=Will(topic, b"gone", qos=1)))
+    assert _accepted(raw.recv())
+    raw.drop()
+    m = watcher.get()
+    assert (m.topic, m.payload, m.qos) == (topic, b"gone", 1)
+    watcher.close()
+
+
+def test_no_will_after_normal_disconnect(mb: BrokerProcess) -> None:
+    topic = f"wills/{new_id()}"
+    watcher = Client(_port(mb), new_id())
+    watcher.connect()
+    watcher.subscribe(topic, 1)
+    leaving = Client(_port(mb), new_id(), will=(topic, b"should not appear", 1))
+    leaving.connect()
+    leaving.close()
+    # a message published after the disconnect is the first the watcher sees
+    marker = Client(_port(mb), new_id())
+    marker.connect()
+    marker.publish(topic, b"marker", 1)
+    assert watcher.get().payload == b"marker"
+    marker.close()
+    watcher.close()
+
+
+@pytest.mark.parametrize("version", [V311, V5])
+def test_keepalive_expiry_closes_and_publishes_the_will(mb: BrokerProcess,
+                                                        version: int) -> None:
+    topic = f"wills/{new_id()}"
+    watcher = Client(_port(mb), new_id())
+    watcher.connect()
+    watcher.subscribe(topic, 1)
+    raw = RawClient(_port(mb), version)
+    raw.send(Connect(new_id(), protocol_level=version, keep_alive=1, username="guest",
+                     password=b"guest", will=Will(topic, b"silent", qos=1)))
+    assert _accepted(raw.recv())
+    # silence: the broker gives up 1.5 s later (the socket timeout is 15 s)
+    if version == V5:
+        answer = raw.recv()
+        assert isinstance(answer, Disconnect)
+        assert answer.reason_code == ReasonCode.KEEP_ALIVE_TIMEOUT
+    assert raw.closed_by_broker()
+    assert watcher.get().payload == b"silent"
+    watcher.close()
+
+
+def test_pingreq_gets_pingresp(mb: BrokerProcess) -> None:
+    raw = RawClient(_port(mb))
+    raw.send(Connect(new_id(), keep_alive=30, username="guest", password=b"guest"))
+    assert _accepted(raw.recv())
+    raw.send(PingReq())
+    assert raw.recv() == PingResp()
+    raw.send(Disconnect())
+    assert raw.closed_by_broker()
+
+
+def _accepted(p: object) -> bool:
+    return isinstance(p, ConnAck) and p.reason_code == 0 and not p.session_present
+
+
+def test_mosquitto_clients(mb: BrokerProcess) -> None:
+    port = str(_port(mb))
+    cid, topic = new_id(), f"cli/{new_id()}"
+    sub = subprocess.Popen(["mosquitto_sub", "-p", port, "-u", "guest", "-P", "guest",
+                            "-i", cid, "-q", "1", "-t", topic, "-C", "1", "-W", "20"],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        def subscribed() -> bool:
+            r = httpx.get(f"{mb.admin_url}/api/queues", auth=("guest", "guest"))
+            return any(q["name"] == f"mqtt-subscription-{cid}qos1" for q in r.json())
+
+        wait_for(subscribed, what="mosquitto_sub's subscription")
+        subprocess.run(["mosquitto_pub", "-p", port, "-u", "guest", "-P", "guest", "-q", "2",
+                        "-V", "mqttv5", "-t", topic, "-m", "from mosquitto"],
+                       check=True, timeout=20)
+        out, _ = sub.communicate(timeout=20)
+        assert out.strip() == "from mosquitto"
+    finally:
+        if sub.poll() is None:
+            sub.kill()
+            sub.wait()
+
+
+def test_mqtt_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port", "0",
+             "--admin-port", "0", "--mqtt-port", str(port), "--data-dir", str(tmp_path)],
+            capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert f"MQTT port {port} on 127.0.0.1 is already in use" in out.stderr
+    assert "--mqtt-port, AMQPLITE_MQTT_PORT or `mqtt_port` in the config file" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -1,0 +1,190 @@
+"""MQTT sessions: persistent sessions keep QoS 1 messages while offline and across a
+kill -9 of the broker, clean sessions leave nothing behind, a second CONNECT with
+the same client id takes the session over."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from amqplite.protocol.mqtt.packets import (
+    ConnAck,
+    Connect,
+    Disconnect,
+    PubAck,
+    PubComp,
+    Publish,
+    PubRec,
+    PubRel,
+)
+from tests.brokerproc import BrokerProcess, wait_for
+from tests.server.mqttclient import (
+    V5,
+    V311,
+    Client,
+    RawClient,
+    listening,
+    mqtt_broker,
+    new_id,
+    running_broker,
+)
+
+
+@pytest.fixture(scope="module")
+def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    yield from running_broker(tmp_path_factory.mktemp("mqtt-sessions"))
+
+
+def _queues(b: BrokerProcess) -> set[str]:
+    r = httpx.get(f"{b.admin_url}/api/queues", auth=("guest", "guest"))
+    r.raise_for_status()
+    return {q["name"] for q in r.json()}
+
+
+def _persistent(port: int, cid: str, version: int) -> Client:
+    if version == V5:
+        return Client(port, cid, V5, clean=False, session_expiry=3600)
+    return Client(port, cid, V311, clean=False)
+
+
+@pytest.mark.parametrize("version", [V311, V5])
+def test_persistent_session_receives_qos1_sent_while_offline(mb: BrokerProcess,
+                                                             version: int) -> None:
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid, topic = new_id(), f"offline/{new_id()}"
+    sub = _persistent(port, cid, version)
+    assert sub.connect() == (0, False)
+    assert sub.subscribe(topic, 1) == [1]
+    sub.close()
+    assert f"mqtt-subscription-{cid}qos1" in _queues(mb)  # kept after DISCONNECT
+    pub = Client(port, new_id())
+    pub.connect()
+    for i in range(3):
+        pub.publish(topic, b"m%d" % i, 1)
+    pub.close()
+    again = _persistent(port, cid, version)
+    assert again.connect() == (0, True)  # session present
+    got = [again.get() for _ in range(3)]
+    assert [(m.payload, m.qos) for m in got] == [(b"m0", 1), (b"m1", 1), (b"m2", 1)]
+    again.close()
+
+
+def test_clean_session_leaves_no_queue(mb: BrokerProcess) -> None:
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid = new_id()
+    c = Client(port, cid)
+    c.connect()
+    c.subscribe("clean/#", 1)
+    c.subscribe("clean0/#", 0)
+    assert {f"mqtt-subscription-{cid}qos1", f"mqtt-subscription-{cid}qos0"} <= _queues(mb)
+    c.close()
+    wait_for(lambda: not any(cid in q for q in _queues(mb)), what="queues gone")
+    # a persistent session resumed with a clean start forgets the old one
+    p = _persistent(port, cid, V311)
+    p.connect()
+    p.subscribe("clean/#", 1)
+    p.close()
+    c = Client(port, cid)
+    assert c.connect() == (0, False)
+    c.close()
+    wait_for(lambda: not any(cid in q for q in _queues(mb)), what="queues gone")
+
+
+def test_second_connect_takes_the_session_over(mb: BrokerProcess) -> None:
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid, topic = new_id(), f"takeover/{new_id()}"
+    first = _persistent(port, cid, V5)
+    first.connect()
+    first.subscribe(topic, 1)
+    second = _persistent(port, cid, V5)
+    assert second.connect() == (0, True)
+    assert first.disconnected.wait(15)  # the first was closed (MQTT 5: DISCONNECT 0x8E)
+    pub = Client(port, new_id())
+    pub.connect()
+    pub.publish(topic, b"to the new one", 1)
+    assert second.get().payload == b"to the new one"
+    pub.close()
+    second.close()
+
+
+def test_persistent_session_survives_kill_9(tmp_path: Path) -> None:
+    b = mqtt_broker(tmp_path / "data")
+    port = b.mqtt_port  # type: ignore[attr-defined]
+    cid, topic = new_id(), "crash/test"
+    try:
+        sub = _persistent(port, cid, V311)
+        sub.connect()
+        sub.subscribe("crash/#", 1)
+        sub.close()
+        pub = Client(port, new_id())
+        pub.connect()
+        for i in range(20):
+            pub.publish(topic, b"n%d" % i, 1)  # each PUBACKed: committed
+        b.kill()
+        b.start()
+        wait_for(lambda: listening(port), 30, what="MQTT after restart")
+        again = _persistent(port, cid, V311)
+        assert again.connect() == (0, True)
+        got = [again.get().payload for _ in range(20)]
+        assert got == [b"n%d" % i for i in range(20)]
+        again.close()
+    finally:
+        b.kill()
+
+
+
+def test_shutdown_publishes_wills_before_the_store_closes(tmp_path: Path) -> None:
+    """SIGTERM closes MQTT clients first: a will (QoS 1) reaches a persistent session's
+    durable queue and is there after the restart; the broker exits cleanly."""
+    b = mqtt_broker(tmp_path / "data")
+    port = b.mqtt_port  # type: ignore[attr-defined]
+    cid = new_id()
+    try:
+        sub = _persistent(port, cid, V311)
+        sub.connect()
+        sub.subscribe("last/#", 1)
+        sub.close()
+        dying = Client(port, new_id(), V5, will=("last/words", b"bye", 1))
+        dying.connect()
+        assert b.stop() == 0
+        assert dying.disconnected.wait(15)
+        b.start()
+        wait_for(lambda: listening(port), 30, what="MQTT after restart")
+        again = _persistent(port, cid, V311)
+        assert again.connect() == (0, True)
+        m = again.get()
+        assert (m.topic, m.payload) == ("last/words", b"bye")
+        again.close()
+    finally:
+        b.kill()
+
+
+def test_qos2_id_awaiting_pubrel_survives_a_reconnect(mb: BrokerProcess) -> None:
+    """PUBREC sent, connection lost before PUBREL: the persistent session's client
+    sends the PUBLISH again (DUP) after reconnecting; it is not routed twice."""
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid, topic = new_id(), f"qos2/{new_id()}"
+    watcher = Client(port, new_id())
+    watcher.connect()
+    watcher.subscribe(f"{topic}/#", 1)
+    first = RawClient(port)
+    first.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
+    assert first.recv() == ConnAck(False, 0)
+    first.send(Publish(topic, b"once", qos=2, packet_id=9))
+    assert first.recv() == PubRec(9)
+    first.drop()
+    again = RawClient(port)
+    again.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
+    assert isinstance(again.recv(), ConnAck)
+    again.send(Publish(topic, b"once", qos=2, dup=True, packet_id=9))
+    assert again.recv() == PubRec(9)
+    again.send(PubRel(9))
+    assert again.recv() == PubComp(9)
+    again.send(Publish(f"{topic}/marker", b"after", qos=1, packet_id=10))
+    assert again.recv() == PubAck(10)
+    assert [watcher.get().payload, watcher.get().payload] == [b"once", b"after"]
+    again.send(Disconnect())
+    watcher.close()

@@ -20,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import trio
-
 from amqplite.admin.plumbing import HTTPError
 
 if TYPE_CHECKING:
@@ -36,19 +34,7 @@ async def own_commit(server: Server) -> BaseException | None:
     that submission's error, or None once it has committed."""
     p = server.persistence
     server.interpret(flush=False)
-    if p is None:
-        return None
-    done = trio.Event()
-    box: list[BaseException | None] = []
-
-    def waiter(err: BaseException | None) -> None:
-        box.append(err)
-        done.set()
-
-    p.add_waiter(waiter)  # rides on the submission carrying this step's ops
-    p.flush()
-    await done.wait()
-    return box[0]
+    return None if p is None else await p.own_commit()
 
 
 def commit_failed(err: BaseException, undone: bool) -> HTTPError:

@@ -600,22 +600,10 @@ class AMQPConnection:
         if not self.broker.store_ops and not self._persist.repairing:
             return  # log rows only, or nothing
         self.server.interpret(flush=False)
-        failed: list[BaseException] = []
-        done = trio.Event()
-
-        def waiter(err: BaseException | None) -> None:
-            if err is not None:
-                failed.append(err)
-            done.set()
-
-        persistence = self._persist
-        persistence.add_waiter(waiter)
-        persistence.flush()
         self._wake_writer()
-        await done.wait()
-        if failed:
-            raise ChannelError(541, f"INTERNAL_ERROR - store commit failed: {failed[0]}",
-                               0, 0)
+        err = await self._persist.own_commit()
+        if err is not None:
+            raise ChannelError(541, f"INTERNAL_ERROR - store commit failed: {err}", 0, 0)
 
     # ---------------------------------------------------------- handlers
     async def _exchange_declare(self, ch: ChannelState, m: Any) -> None:

@@ -411,6 +411,22 @@ class Persistence:
             self._repairs += 1
             self._hand_over(batch, [], len(batch), kind, urgent=True)
 
+    async def own_commit(self) -> BaseException | None:
+        """Hand the batch gathered so far over as one submission and wait for it: its
+        error, or None once it has committed. A reply that must not go out before its
+        own change is stored (declare-ok, an admin write) waits here."""
+        done = trio.Event()
+        box: list[BaseException | None] = []
+
+        def waiter(err: BaseException | None) -> None:
+            box.append(err)
+            done.set()
+
+        self.add_waiter(waiter)  # rides on the submission carrying the batch's ops
+        self.flush()
+        await done.wait()
+        return box[0]
+
     async def committed(self) -> None:
         """Wait until everything submitted so far has committed (or failed)."""
         if self.inflight == 0 and not self.batch_has_ops and not self._waiters:

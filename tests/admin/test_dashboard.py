@@ -484,8 +484,11 @@ def test_administrator_creates_a_user_and_a_vhost_and_the_user_logs_in(
         browser.open_page(driver, "", "overview")
         options = [o.get_attribute("value") for o in driver.find_elements(*by_css("#vhost option"))]
         assert options == ["", vh]
-        assert browser.console_errors(driver) == [] or all(
-            "/api/nodes" in e for e in browser.console_errors(driver))
+        # without the monitoring tag the node figures are not asked for, and say why
+        assert "monitoring tag" in browser.wait(
+            driver, lambda d: browser.text_of("#node-hidden")(d), "the node note")
+        assert "ops" in browser.text_of("#node-backlog")(driver)
+        assert browser.console_errors(driver) == []
 
         # back as the administrator: delete the user and the vhost
         browser.log_in(driver, admin_broker.admin_url)

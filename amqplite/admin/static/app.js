@@ -1,6 +1,6 @@
 // The dashboard's entry point: login, hash routing, periodic refresh.
 
-import { api, login, loggedIn, logout, setUnauthorisedHandler } from "./api.js";
+import { api, login, loggedIn, logout, session, setUnauthorisedHandler } from "./api.js";
 import { clear, flash, h } from "./dom.js";
 import { permissions, users, vhosts } from "./admin.js";
 import { exchange, queue } from "./objects.js";
@@ -44,6 +44,7 @@ function showLogin(message) {
 
 async function start() {
   const me = await api("/api/whoami");
+  Object.assign(session, { name: me.name, tags: me.tags });
   loginForm.hidden = true;
   nav.hidden = false;
   document.getElementById("logout").hidden = false;

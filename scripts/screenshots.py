@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Take the dashboard screenshots in docs/images/ (PNG).
 
-Starts a throwaway broker, gives it some queues, bindings, a policy, dead
-letters and live traffic, then photographs the main pages in headless
+Starts a throwaway broker, gives it some queues, a stream, bindings, a policy, dead
+letters, users, vhosts and live traffic, then photographs the main pages in headless
 Chromium with the same selenium setup as tests/admin/test_dashboard.py.
 
     .venv/bin/python scripts/screenshots.py [--out docs/images] [--seconds 30]
@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -59,8 +60,24 @@ def setup(b: AdminBroker) -> None:
         method, _, _ = ch.basic_get("orders.work")
         assert method is not None
         ch.basic_reject(method.delivery_tag, requeue=False)
+    # a stream: its page reads entries from an offset
+    ch.queue_declare("events", durable=True, arguments={"x-queue-type": "stream"})
+    for i in range(40):
+        ch.basic_publish("", "events", b'{"event": "login", "user": %d}' % i,
+                         pika.BasicProperties(message_id=f"evt-{i}", timestamp=1764115200 + i))
     conn.close()
     with b.api() as api:
+        for vh in ("staging", "reports"):
+            api.put(f"/api/vhosts/{vh}", json={"description": f"{vh} apps"}).raise_for_status()
+        for user, tags in (("ops-alice", "administrator"), ("grafana", "monitoring"),
+                           ("billing-app", "")):
+            api.put(f"/api/users/{user}", json={"password": "not-shown",
+                                                "tags": tags}).raise_for_status()
+        for vh, user, perms in (("/", "billing-app", ("^billing", "^billing", ".*")),
+                                ("staging", "billing-app", (".*", ".*", ".*")),
+                                ("reports", "grafana", ("", "", ".*"))):
+            api.put(f"/api/permissions/{quote(vh, safe='')}/{user}", json=dict(
+                zip(("configure", "write", "read"), perms, strict=True))).raise_for_status()
         api.put("/api/policies/%2F/billing-ttl", json={
             "pattern": "^billing$", "definition": {"message-ttl": 3600000},
             "apply-to": "queues"}).raise_for_status()
@@ -147,6 +164,13 @@ def main() -> None:
             shoot(driver, args.out / "dashboard-queue.png")
             browser.open_page(driver, f"trace/{TRACED}", "trace")
             shoot(driver, args.out / "dashboard-trace.png")
+            browser.open_page(driver, "queue/%2F/events", "queue")
+            browser.wait(driver, lambda d: d.find_elements("css selector", "#entries td.offset"),
+                         "the stream entries")
+            shoot(driver, args.out / "dashboard-stream.png")
+            for page in ("users", "vhosts", "permissions", "policies"):
+                browser.open_page(driver, page, page)
+                shoot(driver, args.out / f"dashboard-{page}.png")
             errors = browser.console_errors(driver)
             if errors:
                 sys.exit(f"the dashboard logged errors: {errors}")

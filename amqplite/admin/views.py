@@ -83,13 +83,31 @@ def message_stats(counts: dict[str, int], rates: dict[str, float]) -> dict[str, 
 
 
 # ------------------------------------------------------------------ overview
+def queue_depth(q: Queue) -> tuple[int, int, int]:
+    """(messages, ready, unacked) as queue_info reports them: a stream's entries stay
+    after delivery, so its length is the log's, not the undelivered count."""
+    if q.stream is not None:
+        return q.stream.count, q.stream.count, q.unacked
+    return q.message_count + q.unacked, q.message_count, q.unacked
+
+
+def queue_totals(queues: Iterable[Queue]) -> dict[str, int]:
+    """Summed depths, so a vhost's or the overview's total is what its queues add up to."""
+    total = ready = unacked = 0
+    for q in queues:
+        m, r, u = queue_depth(q)
+        total, ready, unacked = total + m, ready + r, unacked + u
+    return {"messages": total, "messages_ready": ready, "messages_unacknowledged": unacked}
+
+
 def overview(server: Server, rates: Rates, user: str | None = None,
              vhosts: set[str] | None = None) -> dict[str, Any]:
     """The broker's totals; with ``vhosts`` (a management user's), RabbitMQ's per-user
     overview: queues, exchanges and message counts of those vhosts only, connections
     and channels of ``user`` only, no listeners."""
     b = server.broker
-    ready = unacked = queues = exchanges = consumers = 0
+    queues = exchanges = consumers = 0
+    counted: list[Queue] = []
     qcounts: dict[str, int] = {}
     qrates: dict[str, float] = {}
     for vh in b.vhosts.values():
@@ -98,8 +116,7 @@ def overview(server: Server, rates: Rates, user: str | None = None,
         exchanges += len(vh.exchanges)
         for q in vh.queues.values():
             queues += 1
-            ready += q.message_count
-            unacked += q.unacked
+            counted.append(q)
             consumers += len(q.consumers)
             if vhosts is not None:  # the user's message stats: its queues' counters
                 qstats = {"publish": q.next_position - 1, **(getattr(q, "stats", None) or {})}
@@ -138,11 +155,7 @@ def overview(server: Server, rates: Rates, user: str | None = None,
         "exchange_types": EXCHANGE_TYPES,
         "uptime": int((time.time() - server.started_at) * 1000),
         "message_stats": message_stats(counts, rts),
-        "queue_totals": {
-            "messages": ready + unacked,
-            "messages_ready": ready,
-            "messages_unacknowledged": unacked,
-        },
+        "queue_totals": queue_totals(counted),
         "object_totals": {
             "connections": len(conns),
             "channels": channels,

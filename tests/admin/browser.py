@@ -83,6 +83,9 @@ def login_form(driver: Any, base_url: str) -> Any:
     driver.get(base_url + "/")
     driver.execute_script("sessionStorage.clear()")  # credentials live per tab
     driver.refresh()
+    # drop what the page logged before: an earlier test's expected errors, or the
+    # 401 of a stale login (a user an earlier test deleted) on the first load
+    console_errors(driver)
     return wait(driver, lambda d: d.find_element(By.ID, "login").is_displayed()
                 and d.find_element(By.ID, "login"), "the login form")
 
@@ -114,3 +117,46 @@ def open_page(driver: Any, hash_path: str, loaded: str) -> None:
         "else location.hash = arguments[0];", "#/" + hash_path)
     wait(driver, lambda d: d.find_element(By.ID, "main").get_attribute("data-loaded") == loaded,
          f"page {hash_path!r} to load")
+
+
+def fill(driver: Any, form_css: str, values: dict[str, str], submit: bool = True) -> None:
+    """Type ``values`` into the named fields of a form (replacing what is there;
+    a select is chosen by its value) and submit it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    form = driver.find_element(By.CSS_SELECTOR, form_css)
+    for name, value in values.items():
+        el = form.find_element(By.NAME, name)
+        if el.tag_name == "select":
+            wait(driver, lambda d, el=el, value=value: any(
+                o.get_attribute("value") == value for o in el.find_elements(By.TAG_NAME, "option")),
+                f"option {value!r} of {name}")
+            Select(el).select_by_value(value)
+        else:
+            el.clear()
+            el.send_keys(value)
+    if submit:
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+
+
+def choose_vhost(driver: Any, vhost: str) -> None:
+    """Pick a virtual host ("" = all) in the header's selector."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    el = driver.find_element(By.ID, "vhost")
+    wait(driver, lambda d: any(o.get_attribute("value") == vhost
+                               for o in el.find_elements(By.TAG_NAME, "option")),
+         f"vhost {vhost!r} in the selector")
+    Select(el).select_by_value(vhost)
+
+
+def click_twice(driver: Any, css: str) -> None:
+    """A confirm button: the first click arms it, the second acts."""
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.CSS_SELECTOR, css).click()
+    wait(driver, lambda d: "Confirm" in d.find_element(By.CSS_SELECTOR, css).text,
+         f"{css} to ask for confirmation")
+    driver.find_element(By.CSS_SELECTOR, css).click()

@@ -201,10 +201,16 @@ def test_policy_added_and_deleted_on_the_policies_page(dash: Any,
     with admin_broker.api() as api:
         got = api.get(f"/api/policies/%2F/{name}").json()
     assert got["definition"] == {"max-length": 7} and got["apply-to"] == "queues"
-    dash.find_element(*by_css(f"{row} button")).click()  # asks first
-    browser.wait(dash, lambda d: "Confirm" in browser.text_of(f"{row} button")(d),
-                 "the delete confirmation")
-    dash.find_element(*by_css(f"{row} button")).click()
+    # Edit puts it into the form; submitting replaces it
+    dash.find_element(*by_css(f"{row} button.edit")).click()
+    assert dash.find_element(*by_css("#policy-form [name=name]")).get_attribute("value") == name
+    browser.fill(dash, "#policy-form", {"definition": '{"max-length": 9}', "apply-to": "all"})
+    browser.wait(dash, lambda d: '"max-length":9' in browser.text_of(row)(d), "the edited policy")
+    with admin_broker.api() as api:
+        got = api.get(f"/api/policies/%2F/{name}").json()
+    assert got["definition"] == {"max-length": 9} and got["apply-to"] == "all"
+    assert got["pattern"] == f"^{name}$"
+    browser.click_twice(dash, f"{row} button.delete")
     browser.wait(dash, lambda d: not d.find_elements(*by_css(row)), "the policy to go")
     with admin_broker.api() as api:
         assert api.get(f"/api/policies/%2F/{name}").status_code == 404
@@ -257,3 +263,246 @@ def test_a_refused_permission_keeps_the_login(driver: Any, admin_broker: AdminBr
     finally:
         with admin_broker.api() as api:
             api.delete(f"/api/users/{user}")
+
+
+# ------------------------------------------------------------ issue 26: the dashboard
+def main_text_nodes(driver: Any) -> list[str]:
+    """Bare text directly under #main (a page's parts are all elements)."""
+    return driver.execute_script(
+        "return [...document.getElementById('main').childNodes]"
+        ".filter(n => n.nodeType === Node.TEXT_NODE && n.textContent.trim())"
+        ".map(n => n.textContent)")
+
+
+def test_list_pages_print_nothing_under_their_heading(dash: Any) -> None:
+    """The list pages without a form above the table printed a literal "null"."""
+    for page in ("connections", "channels", "exchanges", "bindings", "policies", "users"):
+        browser.open_page(dash, page, page)
+        assert main_text_nodes(dash) == [], page
+        heading = dash.find_element(*by_css("#main h1"))
+        after = dash.execute_script("return arguments[0].nextSibling.textContent", heading)
+        assert not after.startswith("null"), (page, after[:40])
+
+
+def test_overview_message_total_includes_streams(dash: Any, admin_broker: AdminBroker,
+                                                 channel: Any) -> None:
+    """/api/overview's queue_totals (and a vhost's) counted a stream's undelivered
+    messages (none), not its entries: 100 where the queues add up to 140."""
+    vh = qname("dash-totals")
+    with admin_broker.api() as api:
+        assert api.put(f"/api/vhosts/{vh}").status_code == 201
+        try:
+            for q, args in (("s", {"x-queue-type": "stream"}), ("c", {})):
+                assert api.put(f"/api/queues/{vh}/{q}", json={
+                    "durable": True, "arguments": args}).status_code == 201
+            for q, n in (("s", 4), ("c", 3)):
+                for i in range(n):
+                    r = api.post(f"/api/exchanges/{vh}/amq.default/publish", json={
+                        "routing_key": q, "payload": f"m{i}", "payload_encoding": "string",
+                        "properties": {}})
+                    assert r.json()["routed"] is True
+            queues = api.get(f"/api/queues/{vh}").json()
+            assert sorted(q["messages"] for q in queues) == [3, 4]
+            one = api.get(f"/api/vhosts/{vh}").json()
+            assert (one["messages"], one["messages_ready"]) == (7, 7)
+            listed = {v["name"]: v for v in api.get("/api/vhosts").json()}[vh]
+            assert listed["messages"] == 7
+            everything = sum(q["messages"] for q in api.get("/api/queues").json())
+            totals = api.get("/api/overview").json()["queue_totals"]
+            assert totals["messages"] == everything
+            # the overview page shows the API's total
+            browser.open_page(dash, "", "overview")
+            assert browser.wait(dash, lambda d: browser.text_of("#total-messages")(d),
+                                "the total") == f"{everything:,}"
+        finally:
+            assert api.delete(f"/api/vhosts/{vh}").status_code == 204
+
+
+def test_overview_shows_node_and_store_figures(dash: Any, admin_broker: AdminBroker) -> None:
+    with admin_broker.api() as api:
+        node = api.get("/api/nodes").json()[0]
+    browser.open_page(dash, "", "overview")
+    browser.wait(dash, lambda d: d.find_element(*by_css("#node-memory")), "the node cards")
+    text = browser.text_of("#node")(dash)
+    assert "watermark" in text and "limit" in text, text
+    assert browser.text_of("#node-fds")(dash).endswith(f"/ {node['fd_total']:,}")
+    assert browser.text_of("#node-sockets")(dash).endswith(f"/ {node['sockets_total']:,}")
+    assert browser.text_of("#node-disk")(dash).endswith(("B", "KiB", "MiB", "GiB", "TiB"))
+    assert "ops" in browser.text_of("#node-backlog")(dash)
+    assert "commits" in text and "batches" in text, text
+    commit = browser.text_of("#node-commit")(dash)
+    assert commit == "no commits" or commit.endswith(" ms"), commit
+
+
+def test_stream_page_reads_entries_and_offers_no_get(dash: Any, admin_broker: AdminBroker,
+                                                     channel: Any) -> None:
+    s = qname("dash-stream")
+    channel.queue_declare(s, durable=True, arguments={"x-queue-type": "stream"})
+    for i in range(30):
+        publish(channel, s, b"entry %d" % i)
+    try:
+        browser.open_page(dash, f"queue/%2F/{quote(s)}", "queue")
+        assert browser.text_of("#q-ready")(dash) == "30"
+        offsets = lambda d: [e.text for e in d.find_elements(*by_css("#entries td.offset"))]  # noqa: E731
+        assert browser.wait(dash, offsets, "the first entries") == [str(i) for i in range(20)]
+        assert "entry 0" in browser.text_of('#entries tr[data-offset="0"]')(dash)
+        # get, move, replay, purge and peek do not apply to a stream
+        for css in ("#get-form", "#move-form", "#replay-form", "#purge", "#peek-form"):
+            assert not dash.find_element(*by_css(css)).is_displayed(), css
+        dash.find_element(*by_css("#entries-next")).click()
+        browser.wait(dash, lambda d: offsets(d) == [str(i) for i in range(20, 30)], "the rest")
+        browser.fill(dash, "#entries-form", {"from": "25", "count": "2"})
+        browser.wait(dash, lambda d: offsets(d) == ["25", "26"], "entries from offset 25")
+        # nothing was consumed
+        with admin_broker.api() as api:
+            assert api.get(f"/api/queues/%2F/{s}").json()["messages"] == 30
+    finally:
+        channel.queue_delete(s)
+
+
+def test_classic_queue_page_offers_its_operations_not_stream_entries(
+        dash: Any, admin_broker: AdminBroker, channel: Any) -> None:
+    q = qname("dash-classic")
+    channel.queue_declare(q, durable=True)
+    browser.open_page(dash, f"queue/%2F/{quote(q)}", "queue")
+    for css in ("#get-form", "#move-form", "#replay-form", "#purge", "#peek-form"):
+        assert dash.find_element(*by_css(css)).is_displayed(), css
+    assert not dash.find_element(*by_css("#entries-form")).is_displayed()
+    channel.queue_delete(q)
+
+
+def test_publish_from_the_queue_page(dash: Any, admin_broker: AdminBroker,
+                                     channel: Any) -> None:
+    q = qname("dash-qpub")
+    channel.queue_declare(q, durable=True)
+    browser.open_page(dash, f"queue/%2F/{quote(q)}", "queue")
+    form = dash.find_element(*by_css("#publish-form"))
+    assert form.find_element(*by_css("[name=routing_key]")).get_attribute("value") == q
+    browser.fill(dash, "#publish-form", {"payload": "straight into the queue",
+                                         "message_id": f"id-{q}"})
+    browser.wait(dash, lambda d: "routed" in browser.text_of("#publish-result")(d),
+                 "the publish result")
+    browser.wait(dash, lambda d: browser.text_of("#q-ready")(d) == "1", "the queue depth")
+    method, props, body = channel.basic_get(q, auto_ack=True)
+    assert method is not None and body == b"straight into the queue"
+    assert method.exchange == "" and method.routing_key == q
+    assert props.message_id == f"id-{q}" and props.delivery_mode == 2
+    channel.queue_delete(q)
+
+
+def test_vhost_selector_narrows_every_list(dash: Any, admin_broker: AdminBroker) -> None:
+    vh = qname("dash-vh")
+    with admin_broker.api() as api:
+        assert api.put(f"/api/vhosts/{vh}").status_code == 201
+        assert api.put(f"/api/queues/{vh}/only-here", json={"durable": True}).status_code == 201
+        assert api.put(f"/api/exchanges/{vh}/x-here", json={"type": "fanout"}).status_code == 201
+        assert api.put(f"/api/policies/{vh}/pol-here", json={
+            "pattern": "^only", "definition": {"max-length": 1}}).status_code == 201
+    try:
+        browser.open_page(dash, "queues", "queues")
+        dash.refresh()  # the selector lists the vhosts there are at login
+        browser.wait(dash, lambda d: d.find_element(*by_css("#vhost")).is_displayed(),
+                     "the vhost selector")
+        browser.choose_vhost(dash, vh)
+        browser.wait(dash, lambda d: d.find_element(*by_css("#main")).get_attribute(
+            "data-loaded") == "queues", "the queues of the vhost")
+        rows = dash.find_elements(*by_css("tr[data-queue]"))
+        assert [(r.get_attribute("data-vhost"), r.get_attribute("data-queue")) for r in rows] == [
+            (vh, "only-here")]
+        for page in ("exchanges", "bindings", "policies", "connections", "channels",
+                     "permissions"):
+            browser.open_page(dash, page, page)
+            vhosts = set(dash.execute_script(
+                "return [...document.querySelectorAll('#main tbody tr')].map("
+                "r => r.querySelector('td').textContent)"))
+            if page == "exchanges":
+                assert vh in vhosts and vhosts == {vh}, (page, vhosts)
+                assert "x-here" in browser.text_of("#main table")(dash)
+            elif page == "policies":
+                assert vhosts == {vh}, (page, vhosts)
+            elif page == "permissions":
+                assert "guest" in vhosts  # its creator got permissions there
+                assert {r.get_attribute("data-vhost") for r in dash.find_elements(
+                    *by_css("tr[data-vhost]"))} == {vh}
+            else:
+                assert vhosts <= {vh}, (page, vhosts)
+        browser.choose_vhost(dash, "")
+        browser.open_page(dash, "queues", "queues")
+        assert {r.get_attribute("data-vhost") for r in dash.find_elements(
+            *by_css("tr[data-queue]"))} >= {"/", vh}
+    finally:
+        browser.choose_vhost(dash, "")
+        with admin_broker.api() as api:
+            assert api.delete(f"/api/vhosts/{vh}").status_code == 204
+
+
+def test_administrator_creates_a_user_and_a_vhost_and_the_user_logs_in(
+        driver: Any, admin_broker: AdminBroker) -> None:
+    user, vh = qname("dash-user"), qname("dash-vhost")
+    browser.log_in(driver, admin_broker.admin_url)
+    try:
+        browser.open_page(driver, "vhosts", "vhosts")
+        browser.fill(driver, "#vhost-form", {"name": vh, "description": "made in the browser"})
+        browser.wait(driver, lambda d: d.find_elements(*by_css(f'tr[data-vhost="{vh}"]')),
+                     "the new vhost")
+        assert "made in the browser" in browser.text_of(f'tr[data-vhost="{vh}"]')(driver)
+        assert "no vhost limits" in browser.text_of("#vhost-limits-note")(driver)
+
+        browser.open_page(driver, "users", "users")
+        browser.fill(driver, "#user-form", {"name": user, "password": "first-pw",
+                                            "tags": "management"})
+        row = f'tr[data-user="{user}"]'
+        browser.wait(driver, lambda d: "management" in browser.text_of(row)(d), "the new user")
+
+        browser.open_page(driver, "permissions", "permissions")
+        browser.fill(driver, "#permission-form", {"user": user, "vhost": vh,
+                                                  "configure": "", "write": "^w", "read": ".*"})
+        prow = f'tr[data-user="{user}"][data-vhost="{vh}"]'
+        browser.wait(driver, lambda d: "^w" in browser.text_of(prow)(d), "the permission")
+        assert "Topic permissions" in browser.text_of("#topic-permissions-note")(driver)
+        with admin_broker.api() as api:
+            assert api.get(f"/api/permissions/{vh}/{user}").json() == {
+                "user": user, "vhost": vh, "configure": "", "write": "^w", "read": ".*"}
+            assert api.get(f"/api/users/{user}").json()["tags"] == ["management"]
+
+        # change the password and the tags: Edit fills the form
+        browser.open_page(driver, "users", "users")
+        driver.find_element(*by_css(f"{row} button.edit")).click()
+        browser.fill(driver, "#user-form", {"password": "second-pw",
+                                            "tags": "management,policymaker"})
+        browser.wait(driver, lambda d: "policymaker" in browser.text_of(row)(d), "the new tags")
+        assert browser.console_errors(driver) == []
+
+        # the new user logs in with the new password and sees its vhost, no admin pages
+        browser.submit_login(browser.login_form(driver, admin_broker.admin_url), user, "first-pw")
+        browser.wait(driver, lambda d: "Login failed" in browser.text_of("#login-error")(d),
+                     "the old password refused")
+        browser.console_errors(driver)  # the refused login's 401
+        browser.log_in(driver, admin_broker.admin_url, user, "second-pw")
+        assert browser.text_of("#who")(driver) == f"{user} (read-only)"
+        assert not driver.find_element(*by_css('nav a[data-page="users"]')).is_displayed()
+        browser.open_page(driver, "", "overview")
+        options = [o.get_attribute("value") for o in driver.find_elements(*by_css("#vhost option"))]
+        assert options == ["", vh]
+        # without the monitoring tag the node figures are not asked for, and say why
+        assert "monitoring tag" in browser.wait(
+            driver, lambda d: browser.text_of("#node-hidden")(d), "the node note")
+        assert "ops" in browser.text_of("#node-backlog")(driver)
+        assert browser.console_errors(driver) == []
+
+        # back as the administrator: delete the user and the vhost
+        browser.log_in(driver, admin_broker.admin_url)
+        browser.open_page(driver, "users", "users")
+        browser.click_twice(driver, f"{row} button.delete")
+        browser.wait(driver, lambda d: not d.find_elements(*by_css(row)), "the user to go")
+        browser.open_page(driver, "vhosts", "vhosts")
+        browser.click_twice(driver, f'tr[data-vhost="{vh}"] button.delete')
+        browser.wait(driver, lambda d: not d.find_elements(*by_css(f'tr[data-vhost="{vh}"]')),
+                     "the vhost to go")
+        with admin_broker.api() as api:
+            assert api.get(f"/api/users/{user}").status_code == 404
+            assert api.get(f"/api/vhosts/{vh}").status_code == 404
+    finally:
+        with admin_broker.api() as api:
+            api.delete(f"/api/users/{user}")
+            api.delete(f"/api/vhosts/{vh}")

@@ -47,9 +47,6 @@ class MetaHandlers(HandlerBase):
     async def list_vhosts(self, req: Request) -> Response:
         out = []
         for vh in self.broker.vhosts.values():
-            ready = sum(q.message_count for q in vh.queues.values())
-            un = sum(q.unacked for q in vh.queues.values())
             out.append({"name": vh.name, "description": vh.description, "tags": [],
-                        "messages": ready + un, "messages_ready": ready,
-                        "messages_unacknowledged": un})
+                        **views.queue_totals(vh.queues.values())})
         return Response(out)

@@ -14,6 +14,11 @@ export class ApiError extends Error {
   }
 }
 
+// Who is logged in (/api/whoami), so pages skip what the user's tags cannot read.
+export const session = { name: "", tags: [] };
+
+export const hasTag = (...tags) => session.tags.some((t) => tags.includes(t));
+
 export function loggedIn() {
   return sessionStorage.getItem(KEY) !== null;
 }

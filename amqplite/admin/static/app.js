@@ -1,16 +1,19 @@
 // The dashboard's entry point: login, hash routing, periodic refresh.
 
-import { api, login, loggedIn, logout, setUnauthorisedHandler } from "./api.js";
+import { api, login, loggedIn, logout, session, setUnauthorisedHandler } from "./api.js";
 import { clear, flash, h } from "./dom.js";
+import { permissions, users, vhosts } from "./admin.js";
 import { exchange, queue } from "./objects.js";
 import {
   bindings, channels, connections, exchanges, overview, policies, queues, trace,
 } from "./pages.js";
+import { loadVhosts, watchVhost } from "./vhost.js";
 
 // ?refresh=<seconds> changes how often a page reloads its figures (default 5)
 const REFRESH_MS = Math.max(1, Number(new URLSearchParams(location.search).get("refresh")) || 5) * 1000;
 const ROUTES = {
   "": overview, connections, channels, exchanges, exchange, queues, queue, bindings, policies, trace,
+  users, vhosts, permissions,
 };
 const NAV = { exchange: "exchanges", queue: "queues", "": "overview" };
 
@@ -31,6 +34,7 @@ function showLogin(message) {
   nav.hidden = true;
   document.getElementById("logout").hidden = true;
   document.getElementById("who").textContent = "";
+  document.getElementById("vhost-choice").hidden = true;
   loginForm.hidden = false;
   const err = document.getElementById("login-error");
   err.textContent = message || "";
@@ -40,10 +44,15 @@ function showLogin(message) {
 
 async function start() {
   const me = await api("/api/whoami");
+  Object.assign(session, { name: me.name, tags: me.tags });
   loginForm.hidden = true;
   nav.hidden = false;
   document.getElementById("logout").hidden = false;
   document.getElementById("who").textContent = `${me.name}${me.is_admin ? "" : " (read-only)"}`;
+  // the administration pages need the administrator tag
+  for (const a of nav.querySelectorAll("a.admin")) a.hidden = !me.is_admin;
+  await loadVhosts();
+  document.getElementById("vhost-choice").hidden = false;
   route();
 }
 
@@ -107,6 +116,7 @@ document.getElementById("logout").addEventListener("click", () => {
 
 setUnauthorisedHandler(() => showLogin("Your session ended; log in again."));
 window.addEventListener("hashchange", route);
+watchVhost(route);
 
 if (loggedIn()) {
   start().catch((err) => { if (!err.loginRefused) showLogin(err.message); });

@@ -50,6 +50,38 @@ function moveSummary(r) {
   return `moved ${r.moved}, skipped ${r.skipped}, ${r.remaining} left${errs}`;
 }
 
+// A stream's entries from an offset (first, last, next, a number, an interval
+// such as 10m, or a time), read without consuming; "Read on" continues after
+// the last one shown.
+function streamEntries(vhost, name) {
+  const path = `/api/streams/${enc(vhost)}/${enc(name)}/entries`;
+  const body = h("div", { id: "entries" });
+  let next = null;
+  const more = h("button", { type: "button", id: "entries-next", hidden: true }, "Read on");
+  const read = async (from, count = 20) => {
+    const r = await attempt(() => api(`${path}?${new URLSearchParams({ from, count, truncate: 2000 })}`));
+    if (!r) return;
+    next = r.next;
+    more.hidden = !r.entries.length;
+    clear(body, h("p", { class: "muted" }, `Offsets ${r.first_offset} to ${r.last_offset} are in the stream; `
+      + `showing ${r.entries.length} from ${from}.`), table([
+      { title: "Offset", value: (e) => e.offset, num: true, cls: "offset" },
+      { title: "Time", value: (e) => e.timestamp ?? "" },
+      { title: "Message id", value: (e) => (e.message_id ? link(traceHref(e.message_id), e.message_id) : "") },
+      { title: "Routing key", value: (e) => e.routing_key, cls: "mono" },
+      { title: "Properties", value: propsSummary, cls: "mono small" },
+      { title: "Payload", value: payload, cls: "payload mono" },
+    ], r.entries, { empty: "No entries from there.", rowAttrs: (e) => ({ dataset: { offset: e.offset } }) }));
+  };
+  more.addEventListener("click", () => read(String(next)));
+  const f = form("entries-form", [
+    h("label", {}, "Read ", h("input", { name: "count", type: "number", min: 1, max: 1000, value: 20 }), " entries from "),
+    h("input", { name: "from", value: "first", size: 12, title: "first, last, next, an offset, 10m, or an ISO time" }),
+    h("button", { type: "submit" }, "Read"),
+  ], (v) => read(v.from.trim() || "first", Number(v.count) || 20));
+  return [section("Stream entries", h("div", { class: "ops" }, f), body, more), read];
+}
+
 export function queue(main, [vhost, name]) {
   const path = `/api/queues/${enc(vhost)}/${enc(name)}`;
   const details = h("div");
@@ -125,16 +157,31 @@ export function queue(main, [vhost, name]) {
     if (r) { show(`purged ${r.purged} message(s)`); await refresh(); }
   }, { id: "purge" }, `purge:${vhost}/${name}`);
 
+  // a stream keeps its entries after delivery: it is read from an offset, and
+  // get, move, replay and purge do not apply to it (RabbitMQ refuses them too)
+  const ops = section("Messages", h("div", { class: "ops" }, peek, get, move, replay, h("div", { class: "inline" }, purge)),
+    result, messages);
+  const [entries, readEntries] = streamEntries(vhost, name);
+  ops.hidden = true;
+  entries.hidden = true;
+  let kind = null;
+
   main.append(h("h1", {}, "Queue ", h("span", { class: "name" }, name), h("span", { class: "muted" }, ` in ${vhost}`)),
     details,
     h("div", { class: "charts" }, section("Queued messages", depth.el), section("Message rates", rates.el)),
-    section("Messages", h("div", { class: "ops" }, peek, get, move, replay, h("div", { class: "inline" }, purge)),
-      result, messages),
+    ops, entries,
+    section("Publish a message", publishForm(`/api/exchanges/${exchangePath(vhost, "")}/publish`, name)),
     section("Consumers", consumers), section("Bindings", binds));
 
   refresh = async () => {
     const [q, cons, bs] = await Promise.all([
       api(path), api(`/api/consumers/${enc(vhost)}`), api(`${path}/bindings`)]);
+    if (kind !== q.type) {  // the first refresh: show what applies to this queue type
+      kind = q.type;
+      ops.hidden = kind === "stream";
+      entries.hidden = kind !== "stream";
+      if (kind === "stream") await readEntries("first");
+    }
     const ms = q.message_stats || {};
     depth.push([q.messages_ready, q.messages_unacknowledged, q.messages_paged_out ?? 0]);
     rates.push(["publish", "deliver_get", "ack"].map((k) => (ms[`${k}_details`] ? ms[`${k}_details`].rate : 0)));
@@ -160,13 +207,16 @@ export function queue(main, [vhost, name]) {
   return refresh;
 }
 
-export function exchange(main, [vhost, name]) {
-  const xname = name === "amq.default" ? "" : name;
-  const path = `/api/exchanges/${exchangePath(vhost, xname)}`;
-  const details = h("div");
-  const binds = h("div");
-  const publish = form("publish-form", [
-    h("label", {}, "Routing key ", h("input", { name: "routing_key" })),
+// POST {exchange}/publish: the publish form of the exchange page, and of a
+// queue's page with queue set (the default exchange, routing key = the queue),
+// as RabbitMQ's UI has it on both.
+function publishForm(publishPath, queue) {
+  const result = h("p", { id: "publish-result", class: "result" });
+  const key = queue === undefined
+    ? h("label", {}, "Routing key ", h("input", { name: "routing_key" }))
+    : h("label", {}, "Routing key ", h("input", { name: "routing_key", value: queue, readonly: true, title: "the default exchange routes by queue name" }));
+  const f = form("publish-form", [
+    key,
     h("label", {}, "Message id ", h("input", { name: "message_id", placeholder: "optional" })),
     h("label", {}, h("input", { type: "checkbox", name: "persistent", value: "1", checked: true }), " persistent"),
     h("label", { class: "wide" }, "Headers (JSON) ", h("input", { name: "headers", placeholder: "{}" })),
@@ -178,20 +228,29 @@ export function exchange(main, [vhost, name]) {
     if (v.headers && v.headers.trim()) {
       try { properties.headers = JSON.parse(v.headers); } catch (err) { flash(`headers: ${err.message}`, "error"); return; }
     }
-    const r = await attempt(() => api(`${path}/publish`, {
+    const r = await attempt(() => api(publishPath, {
       method: "POST",
       body: { routing_key: v.routing_key || "", payload: v.payload || "", payload_encoding: "string", properties },
     }));
     if (r) {
       const text = r.routed ? "published: routed to at least one queue" : "published, but no queue was bound to take it";
-      document.getElementById("publish-result").textContent = text;
+      result.textContent = text;
       flash(text, r.routed ? "ok" : "warn");
     }
   });
+  return h("div", {}, f, result);
+}
+
+export function exchange(main, [vhost, name]) {
+  const xname = name === "amq.default" ? "" : name;
+  const path = `/api/exchanges/${exchangePath(vhost, xname)}`;
+  const details = h("div");
+  const binds = h("div");
+  const publish = publishForm(`${path}/publish`);
   // x-lvc and x-recent-history: what the exchange retains, and a way to clear it
   const retained = h("section", { id: "retained", hidden: true });
   main.append(h("h1", {}, "Exchange ", h("span", { class: "name" }, exchangeName(xname)), h("span", { class: "muted" }, ` in ${vhost}`)),
-    details, retained, section("Publish a message", publish, h("p", { id: "publish-result", class: "result" })),
+    details, retained, section("Publish a message", publish),
     section("Bindings from this exchange", binds));
   return async () => {
     const [x, bs] = await Promise.all([api(path), api(`${path}/bindings/source`)]);

@@ -2,11 +2,12 @@
 // static parts once and returns a refresh function the app calls on a timer,
 // so forms keep what the user typed while the figures update.
 
-import { api, enc } from "./api.js";
+import { api, enc, hasTag } from "./api.js";
 import { LineChart } from "./chart.js";
 import {
   bytes, clear, duration, flash, form, h, json, link, num, rate, section, table,
 } from "./dom.js";
+import { currentVhost, inVhost, scoped } from "./vhost.js";
 
 export const exchangeName = (name) => name || "(AMQP default)";
 // The API names the default exchange amq.default in paths, as RabbitMQ does.
@@ -50,9 +51,65 @@ export async function attempt(fn, done) {
   }
 }
 
-function card(title, value, id) {
+function card(title, value, id, sub) {
   return h("div", { class: "card" }, h("div", { class: "card-title" }, title),
-    h("div", { class: "card-value", id }, value));
+    h("div", { class: "card-value", id }, value), sub ? h("div", { class: "card-sub" }, sub) : null);
+}
+
+// Unlabelled samples of a Prometheus text exposition: name -> value.
+function samples(text, names) {
+  const out = {};
+  for (const line of String(text).split("\n")) {
+    const sp = line.lastIndexOf(" ");
+    if (line.startsWith("#") || sp < 0) continue;
+    if (names.includes(line.slice(0, sp))) out[line.slice(0, sp)] = Number(line.slice(sp + 1));
+  }
+  return out;
+}
+
+const STORE = ["amqplite_store_commit_seconds_sum", "amqplite_store_commit_seconds_count",
+  "amqplite_store_writer_backlog_ops", "amqplite_store_writer_backlog_batches"];
+const ms = (s) => `${(s * 1000).toFixed(1)} ms`;
+const pct = (used, limit) => (limit ? ` (${((100 * used) / limit).toFixed(0)}%)` : "");
+
+// The node's resources (/api/nodes, as RabbitMQ's overview shows them) and the
+// store's commit latency and writer backlog (/metrics only has those). A user
+// without the monitoring tag cannot read /api/nodes: the cards say so.
+function nodeFigures() {
+  const el = h("div", { class: "cards", id: "node" });
+  let last = null;
+  const refresh = async () => {
+    const [nodes, metrics] = await Promise.all([
+      hasTag("administrator", "monitoring") ? api("/api/nodes") : null, api("/metrics")]);
+    const n = nodes && nodes[0];
+    const m = samples(metrics, STORE);
+    const sum = m.amqplite_store_commit_seconds_sum ?? 0;
+    const count = m.amqplite_store_commit_seconds_count ?? 0;
+    // latency of the commits since the last refresh; the all-time mean below it
+    const recent = last && count > last.count ? ms((sum - last.sum) / (count - last.count)) : "no commits";
+    last = { sum, count };
+    const parts = [];
+    if (n) {
+      parts.push(
+        card("Memory", bytes(n.mem_used), "node-memory",
+          `watermark ${bytes(n.mem_limit)}${pct(n.mem_used, n.mem_limit)}${n.mem_alarm ? " — ALARM" : ""}`),
+        card("Disk free", bytes(n.disk_free), "node-disk",
+          `limit ${bytes(n.disk_free_limit)}${n.disk_free_alarm ? " — ALARM" : ""}`),
+        card("File descriptors", `${num(n.fd_used)} / ${num(n.fd_total)}`, "node-fds"),
+        card("Sockets", `${num(n.sockets_used)} / ${num(n.sockets_total)}`, "node-sockets"));
+    } else {
+      parts.push(h("p", { class: "muted", id: "node-hidden" }, "Memory, disk and descriptors need the monitoring tag."));
+    }
+    if (STORE.every((k) => k in m)) {
+      parts.push(
+        card("Store commit latency", recent, "node-commit",
+          `mean ${count ? ms(sum / count) : "-"} over ${num(count)} commits`),
+        card("Store writer backlog", `${num(m.amqplite_store_writer_backlog_ops)} ops`, "node-backlog",
+          `${num(m.amqplite_store_writer_backlog_batches)} batches`));
+    }
+    clear(el, parts);
+  };
+  return [el, refresh];
 }
 
 const rateOf = (stats, key) => (stats && stats[`${key}_details`] ? stats[`${key}_details`].rate : 0);
@@ -62,11 +119,12 @@ export function overview(main) {
   const rates = new LineChart("overview.rates", ["publish", "deliver / get", "ack", "dead-lettered"], { unit: "/s" });
   const depth = new LineChart("overview.depth", ["ready", "unacked"]);
   const listeners = h("div");
+  const [node, nodeRefresh] = nodeFigures();
   main.append(h("h1", {}, "Overview"), cards,
     h("div", { class: "charts" }, section("Message rates", rates.el), section("Queued messages", depth.el)),
-    section("Listeners", listeners));
+    section("Node", node), section("Listeners", listeners));
   return async () => {
-    const o = await api("/api/overview");
+    const [o] = await Promise.all([api("/api/overview"), nodeRefresh()]);
     const ms = o.message_stats || {};
     rates.push(["publish", "deliver_get", "ack", "dead_letter"].map((k) => rateOf(ms, k)));
     const qt = o.queue_totals;
@@ -91,15 +149,21 @@ export function overview(main) {
   };
 }
 
-// A page that is one table of what an API list answers; columns(refresh)
-// lets a row's button refresh the page after it acted.
-// opts.above(refresh): nodes shown above the table (a form that adds a row).
-function listPage(title, path, columns, opts = {}) {
+// A page that is one table of what an API list answers, for the vhost chosen
+// in the header; columns(refresh) lets a row's button refresh the page after it
+// acted. opts.above(refresh): nodes shown above the table (a form that adds a
+// row); opts.filterVhost: the API cannot narrow this list to a vhost, filter it
+// here; opts.unscoped: a list that is not per vhost (users, vhosts).
+export function listPage(title, path, columns, opts = {}) {
   return (main) => {
     const body = h("div");
     let refresh;
-    main.append(h("h1", {}, title), opts.above ? opts.above(() => refresh()) : null, body);
-    refresh = async () => { clear(body, table(columns(refresh), await api(path), opts)); };
+    // h() drops a missing part; main.append() would print it as "null"
+    clear(main, h("h1", {}, title), opts.above ? opts.above(() => refresh()) : null, body);
+    refresh = async () => {
+      const rows = opts.filterVhost ? inVhost(await api(path)) : await api(opts.unscoped ? path : scoped(path));
+      clear(body, table(columns(refresh), rows, opts));
+    };
     return refresh;
   };
 }
@@ -117,7 +181,7 @@ export const connections = listPage("Connections", "/api/connections", (refresh)
   { title: "", value: (c) => confirmButton("Close", () => attempt(
     () => api(`/api/connections/${enc(c.name)}`, { method: "DELETE" }), "connection closed").then(refresh),
   {}, `connection:${c.name}`) },
-], { empty: "No connections." });
+], { empty: "No connections.", filterVhost: true });
 
 export const channels = listPage("Channels", "/api/channels", () => [
   { title: "Channel", value: (c) => c.name },
@@ -130,7 +194,7 @@ export const channels = listPage("Channels", "/api/channels", () => [
   { title: "Publish", value: (c) => rate(c.message_stats, "publish"), num: true },
   { title: "Deliver", value: (c) => rate(c.message_stats, "deliver_get"), num: true },
   { title: "Ack", value: (c) => rate(c.message_stats, "ack"), num: true },
-], { empty: "No channels." });
+], { empty: "No channels.", filterVhost: true });
 
 export const exchanges = listPage("Exchanges", "/api/exchanges", () => [
   { title: "Vhost", value: (x) => x.vhost },
@@ -153,7 +217,7 @@ export function queues(main) {
   const body = h("div");
   const refresh = async () => {
     const q = new URLSearchParams({ page, page_size: 50, name: filter.value, use_regex: "true" });
-    const res = await api(`/api/queues?${q}`);
+    const res = await api(`${scoped("/api/queues")}?${q}`);
     if (page > Math.max(1, res.page_count)) { page = Math.max(1, res.page_count); return refresh(); }
     clear(pager,
       h("button", { type: "button", disabled: page <= 1, onclick: () => { page--; refresh(); } }, "‹ prev"),
@@ -206,15 +270,25 @@ export const policies = listPage("Policies", "/api/policies", (refresh) => [
   { title: "Apply to", value: (p) => p["apply-to"] },
   { title: "Priority", value: (p) => num(p.priority), num: true },
   { title: "Definition", value: (p) => json(p.definition), cls: "mono" },
-  { title: "", value: (p) => confirmButton("Delete", () => attempt(
+  { title: "", value: (p) => [h("button", { type: "button", class: "edit", onclick: () => editPolicy(p) }, "Edit"), " ",
+    confirmButton("Delete", () => attempt(
     () => api(`/api/policies/${enc(p.vhost)}/${enc(p.name)}`, { method: "DELETE" }),
-    `policy ${p.name} deleted`).then(refresh), {}, `policy:${p.vhost}/${p.name}`) },
+    `policy ${p.name} deleted`).then(refresh), { class: "danger delete" }, `policy:${p.vhost}/${p.name}`)] },
 ], { empty: "No policies.", rowAttrs: (p) => ({ dataset: { policy: p.name } }), above: policyForm });
+
+// Puts a policy into the form above the table, to change and submit again.
+function editPolicy(p) {
+  const f = document.getElementById("policy-form");
+  const values = { vhost: p.vhost, name: p.name, pattern: p.pattern, "apply-to": p["apply-to"],
+    priority: p.priority, definition: JSON.stringify(p.definition) };
+  for (const [k, v] of Object.entries(values)) f.elements[k].value = v;
+  f.elements.definition.focus();
+}
 
 // PUT /api/policies/{vhost}/{name}: adds a policy or replaces one of that name.
 function policyForm(refresh) {
   return form("policy-form", [
-    h("input", { name: "vhost", value: "/", required: true, title: "vhost", size: 6 }),
+    h("input", { name: "vhost", value: currentVhost() || "/", required: true, title: "vhost", size: 6 }),
     h("input", { name: "name", required: true, placeholder: "name" }),
     h("input", { name: "pattern", required: true, placeholder: "pattern (regex)" }),
     h("select", { name: "apply-to" }, ["queues", "exchanges", "all"].map((v) => h("option", { value: v }, v))),

@@ -34,6 +34,8 @@ def _obj(props: S, required: list[str] | None = None, extra: bool = True) -> S:
 STR: S = {"type": "string"}
 NSTR: S = {"type": ["string", "null"]}
 INT: S = {"type": "integer"}
+#: an integer written as a string, as rabbitmqadmin sends numbers
+NUMSTR: S = {"type": "string", "pattern": "^ *[0-9]+ *$"}
 NINT: S = {"type": ["integer", "null"]}
 BOOL: S = {"type": "boolean"}
 NUM: S = {"type": "number"}
@@ -203,7 +205,6 @@ SCHEMAS: dict[str, S] = {
                                    "key over the partitions (x-super-stream-routing)"},
     }),
     "QueuePut": _obj({"durable": BOOL, "auto_delete": BOOL, "arguments": ANYOBJ}),
-    "PurgeResult": _obj({"purged": INT}, ["purged"]),
     "Binding": _obj({
         "source": STR, "vhost": STR, "destination": STR,
         "destination_type": {"enum": ["queue", "exchange"]}, "routing_key": STR,
@@ -242,19 +243,21 @@ SCHEMAS: dict[str, S] = {
     }, ["reason", "queue", "exchange", "routing_keys", "count", "first_death_at",
         "origin_queue", "deaths"]),
     "GetRequest": _obj({
-        "count": {"type": "integer", "minimum": 1},
+        # as RabbitMQ's: a number or a string of one (rabbitmqadmin sends "1")
+        "count": {"oneOf": [{"type": "integer", "minimum": 0}, NUMSTR]},
         "ackmode": {"enum": ["ack_requeue_true", "ack_requeue_false", "reject_requeue_true",
                              "reject_requeue_false"]},
         "encoding": {"enum": ["auto", "base64"]},
-        "truncate": {"type": "integer", "minimum": 0},
+        "truncate": {"oneOf": [{"type": "integer", "minimum": 0}, NUMSTR]},
     }),
     "Message": _obj({
         "payload": NSTR, "payload_encoding": {"enum": ["string", "base64", "none"]},
         "payload_bytes": INT, "redelivered": BOOL, "exchange": STR, "routing_key": STR,
         "message_id": STR, "message_count": INT, "properties": _ref("Properties"),
-        "death": {"anyOf": [_ref("Death"), {"type": "null"}]},
+        # only on a dead-lettered message: a null breaks rabbitmqadmin's table
+        "death": _ref("Death"),
     }, ["payload", "payload_encoding", "payload_bytes", "redelivered", "exchange",
-        "routing_key", "properties", "death"]),
+        "routing_key", "properties"]),
     "RetainedMessage": {"allOf": [_ref("Message"), _obj({"key": STR, "stored": BOOL},
                                                         ["key", "stored"])]},
     "RetainedCleared": _obj({"removed": INT}, ["removed"]),

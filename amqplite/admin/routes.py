@@ -212,7 +212,8 @@ ROUTES: list[Route] = [
     _r("DELETE", "/api/queues/{vhost}/{name}", "delete_queue", "Delete a queue", write=True,
        status=204, query=("if-empty", "if-unused"), tag="queues"),
     _r("DELETE", "/api/queues/{vhost}/{name}/contents", "purge_queue",
-       "Purge a queue's ready messages", write=True, response="PurgeResult", tag="queues"),
+       "Purge a queue's ready messages: 204 with no body, as RabbitMQ's; the count in "
+       "the x-amqplite-purged header", write=True, status=204, tag="queues"),
     _r("GET", "/api/queues/{vhost}/{name}/bindings", "queue_bindings", "Bindings to a queue",
        response="[Binding]", tag="bindings"),
     _r("POST", "/api/queues/{vhost}/{name}/get", "get_messages",

@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from amqplite import __version__
 from amqplite.admin.messages import death_summary, encode_payload, iso, jsonable
@@ -121,9 +122,16 @@ def overview(server: Server, rates: Rates, user: str | None = None,
     listeners = [{"node": NODE, "protocol": proto, "ip_address": h, "port": p}
                  for proto, ports in (("amqp", server.listen_ports), ("amqp/ssl", server.tls_ports))
                  for p in ports for h in (s.host or ["::"])]
+    contexts: list[dict[str, Any]] = []
     if server.admin_url:
+        # the bound port: admin_port may be 0 (any free port)
+        port = urlsplit(server.admin_url).port or s.admin_port
         listeners.append({"node": NODE, "protocol": "https" if s.admin_tls else "http",
-                          "ip_address": s.admin_host, "port": s.admin_port})
+                          "ip_address": s.admin_host, "port": port})
+        # RabbitMQ's HTTP contexts (its port a string, as RabbitMQ's): clients take the
+        # node name from contexts[0].node
+        contexts.append({"node": NODE, "description": "amqplite Management", "path": "/",
+                         "ip": s.admin_host, "port": str(port), "ssl_opts": []})
     return {
         # what this is; tools that gate features on a RabbitMQ version read the next two
         "product_name": "amqplite",
@@ -151,6 +159,7 @@ def overview(server: Server, rates: Rates, user: str | None = None,
             "consumers": consumers,
         },
         **({"listeners": listeners} if vhosts is None else {}),
+        "contexts": contexts,
         # as RabbitMQ's /api/nodes reports them
         "disk_free_alarm": server.disk is not None and server.disk.alarm,
         "disk_free": server.disk.free if server.disk is not None else None,
@@ -369,6 +378,7 @@ def queue_info(server: Server, q: Queue, rates: Rates, ubytes: dict[int, int]) -
     info: dict[str, Any] = {
         "name": q.name,
         "vhost": q.vhost,
+        "node": NODE,  # one process: every queue lives on this node
         "type": qtype,
         "durable": q.durable,
         "auto_delete": q.auto_delete,
@@ -480,7 +490,9 @@ def message_info(msg: Message, body: bytes | None, *, redelivered: bool, encodin
         if truncate is not None and truncate >= 0:
             body = body[:truncate]
         out["payload"], out["payload_encoding"] = encode_payload(body, encoding)
-    out["death"] = death_summary(props.headers)
+    death = death_summary(props.headers)
+    if death is not None:  # absent, not null: rabbitmqadmin's table cannot print a null
+        out["death"] = death
     return out
 
 

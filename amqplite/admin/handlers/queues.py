@@ -5,7 +5,7 @@ from __future__ import annotations
 from amqplite.admin import validate as V
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import Request, Response, bad_request
+from amqplite.admin.plumbing import PURGED_HEADER, Request, Response, bad_request
 from amqplite.admin.validate import body_args, body_bool
 from amqplite.broker.policy import validate_queue_args
 
@@ -53,4 +53,5 @@ class QueueHandlers(HandlerBase):
         vh, q = self._queue(req)
         self._check_perm(req, vh.name, "read", "queue", q.name)  # queue.purge's
         n = await self._write(lambda: self.broker.purge(q))
-        return Response({"purged": n})
+        # RabbitMQ answers 204 with no body; the count rides in a header of ours
+        return Response(None, 204, headers={PURGED_HEADER: str(n)})

@@ -212,6 +212,9 @@ SCHEMAS: dict[str, S] = {
     }, ["source", "vhost", "destination", "destination_type", "routing_key", "arguments",
         "properties_key"]),
     "BindingPost": _obj({"routing_key": STR, "arguments": ANYOBJ}),
+    "Parameter": _obj({"vhost": STR, "component": STR, "name": STR, "value": ANYOBJ},
+                      ["vhost", "component", "name", "value"]),
+    "VHostLimit": _obj({"vhost": STR, "value": ANYOBJ}, ["vhost", "value"]),
     "Policy": _obj({
         "vhost": STR, "name": STR, "pattern": STR,
         "apply-to": {"enum": ["queues", "exchanges", "all"]}, "priority": INT,

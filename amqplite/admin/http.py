@@ -227,6 +227,7 @@ class AdminApp:
         headers = [(b"content-type", resp.content_type.encode())] if payload else []
         headers.append((b"content-length", str(len(payload)).encode()))
         headers.append((b"cache-control", b"no-cache"))
+        headers.append((b"vary", b"accept, accept-encoding, origin"))  # as RabbitMQ's
         for k, v in resp.headers.items():
             headers.append((k.encode(), v.encode()))
         await send({"type": "http.response.start", "status": resp.status, "headers": headers})

@@ -41,6 +41,10 @@ BOOL: S = {"type": "boolean"}
 NUM: S = {"type": "number"}
 ANYOBJ: S = {"type": "object"}
 RATE: S = _obj({"rate": NUM}, ["rate"])
+#: RabbitMQ's HTTP contexts (overview and nodes): the port is a string, as RabbitMQ's
+CONTEXTS: S = {"type": "array", "items": _obj(
+    {"node": STR, "description": STR, "path": STR, "ip": STR, "port": STR,
+     "ssl_opts": {"type": "array"}}, ["node", "description", "path", "port"])}
 STATS: S = {"type": "object", "additionalProperties": {"anyOf": [INT, RATE]}}
 FILTER: S = {
     "description": "Field -> shell-style glob; all must match. Fields: reason, queue, "
@@ -65,9 +69,9 @@ SCHEMAS: dict[str, S] = {
         "disk_free": NINT, "disk_free_limit": NINT, "disk_free_alarm": BOOL, "fd_used": INT,
         "fd_total": INT, "sockets_used": INT, "sockets_total": INT,
         "partitions": {"type": "array"}, "exchange_types": {"type": "array"},
-        "enabled_plugins": {"type": "array", "items": STR},
+        "enabled_plugins": {"type": "array", "items": STR}, "contexts": CONTEXTS,
     }, ["name", "type", "running", "uptime", "mem_used", "mem_limit", "mem_alarm",
-        "disk_free_alarm", "fd_used", "fd_total", "partitions"]),
+        "disk_free_alarm", "fd_used", "fd_total", "partitions", "contexts"]),
     "ClusterName": _obj({"name": STR}, ["name"]),
     "Extension": ANYOBJ,
     "OpenAPI": _obj({"openapi": STR, "paths": ANYOBJ}, ["openapi", "paths"]),
@@ -87,9 +91,9 @@ SCHEMAS: dict[str, S] = {
             {"node": STR, "protocol": STR, "ip_address": STR, "port": INT})},
         "disk_free_alarm": BOOL, "disk_free": NINT, "disk_free_limit": NINT,
         **_MEMORY,
-        "alarms": {"type": "array", "items": ANYOBJ},
+        "alarms": {"type": "array", "items": ANYOBJ}, "contexts": CONTEXTS,
     }, ["product_name", "product_version", "management_version", "rabbitmq_version", "node",
-        "message_stats", "queue_totals", "object_totals", "listeners"]),
+        "message_stats", "queue_totals", "object_totals", "contexts"]),
     "Memory": _obj(_MEMORY, ["mem_used", "mem_limit", "mem_alarm"]),
     "MemoryPut": _obj({"memory_high_watermark": {
         "description": "A fraction of RAM (0.4) or a size (200MB, 1GiB, bytes)",
@@ -102,8 +106,10 @@ SCHEMAS: dict[str, S] = {
     "User": _obj({"name": STR, "tags": {"type": "array", "items": STR}, "is_admin": BOOL},
                  ["name", "tags", "is_admin"]),
     "VHost": _obj({"name": STR, "description": STR, "tags": {"type": "array", "items": STR},
+                   "metadata": _obj({"description": STR, "tags": {"type": "array"}}),
+                   "tracing": BOOL, "default_queue_type": STR,
                    "messages": INT, "messages_ready": INT,
-                   "messages_unacknowledged": INT}, ["name"]),
+                   "messages_unacknowledged": INT}, ["name", "tracing"]),
     "VHostPut": _obj({"description": STR, "tags": {"anyOf": [STR, {"type": "array"}]}}),
     "UserRecord": _obj({"name": STR, "password_hash": STR, "hashing_algorithm": STR,
                         "tags": {"type": "array", "items": STR}, "limits": ANYOBJ},
@@ -159,8 +165,9 @@ SCHEMAS: dict[str, S] = {
         "auto_delete": BOOL, "internal": BOOL, "arguments": ANYOBJ,
     }, ["type"]),
     "Queue": _obj({
-        "name": STR, "vhost": STR, "type": STR, "durable": BOOL, "auto_delete": BOOL,
-        "exclusive": BOOL, "arguments": ANYOBJ, "state": STR, "messages": INT,
+        "name": STR, "vhost": STR, "node": STR, "type": STR, "durable": BOOL,
+        "auto_delete": BOOL, "exclusive": BOOL, "arguments": ANYOBJ, "state": STR,
+        "messages": INT,
         "messages_ready": INT, "messages_unacknowledged": INT, "consumers": INT,
         "message_bytes": INT, "message_bytes_ready": INT, "message_bytes_unacknowledged": INT,
         "policy": NSTR, "effective_policy_definition": ANYOBJ, "message_stats": STATS,
@@ -170,7 +177,8 @@ SCHEMAS: dict[str, S] = {
                             {"name": STR, "members": INT, "active": NSTR, "offset": NINT},
                             ["name", "members", "active", "offset"])}},
                        ["first_offset", "last_offset", "messages", "segments", "size_bytes"]),
-    }, ["name", "vhost", "durable", "auto_delete", "exclusive", "arguments", "messages",
+    }, ["name", "vhost", "node", "durable", "auto_delete", "exclusive", "arguments",
+        "messages",
         "messages_ready", "messages_unacknowledged", "consumers", "message_bytes", "policy",
         "effective_policy_definition", "message_stats"]),
     "StreamEntries": _obj({

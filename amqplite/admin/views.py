@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from amqplite.broker.exchanges import Binding, Exchange
     from amqplite.broker.model import ChannelState, Consumer, Entry, Message
     from amqplite.broker.queue import Queue
+    from amqplite.broker.vhost import VHost
     from amqplite.server.app import Server
     from amqplite.server.connection import AMQPConnection
 
@@ -122,16 +123,9 @@ def overview(server: Server, rates: Rates, user: str | None = None,
     listeners = [{"node": NODE, "protocol": proto, "ip_address": h, "port": p}
                  for proto, ports in (("amqp", server.listen_ports), ("amqp/ssl", server.tls_ports))
                  for p in ports for h in (s.host or ["::"])]
-    contexts: list[dict[str, Any]] = []
     if server.admin_url:
-        # the bound port: admin_port may be 0 (any free port)
-        port = urlsplit(server.admin_url).port or s.admin_port
         listeners.append({"node": NODE, "protocol": "https" if s.admin_tls else "http",
-                          "ip_address": s.admin_host, "port": port})
-        # RabbitMQ's HTTP contexts (its port a string, as RabbitMQ's): clients take the
-        # node name from contexts[0].node
-        contexts.append({"node": NODE, "description": "amqplite Management", "path": "/",
-                         "ip": s.admin_host, "port": str(port), "ssl_opts": []})
+                          "ip_address": s.admin_host, "port": admin_port(server)})
     return {
         # what this is; tools that gate features on a RabbitMQ version read the next two
         "product_name": "amqplite",
@@ -159,7 +153,7 @@ def overview(server: Server, rates: Rates, user: str | None = None,
             "consumers": consumers,
         },
         **({"listeners": listeners} if vhosts is None else {}),
-        "contexts": contexts,
+        "contexts": contexts(server),
         # as RabbitMQ's /api/nodes reports them
         "disk_free_alarm": server.disk is not None and server.disk.alarm,
         "disk_free": server.disk.free if server.disk is not None else None,
@@ -360,6 +354,32 @@ def unacked_bytes(server: Server) -> dict[int, int]:
                 size = e.body_size if isinstance(e, StreamEntry) else e.message.body_size
                 out[d.queue.id] = out.get(d.queue.id, 0) + size
     return out
+
+
+def vhost_info(vh: VHost) -> dict[str, Any]:
+    """A virtual host as RabbitMQ's /api/vhosts shows it (no tracing in amqplite: the
+    firehose is off; every queue is classic unless declared otherwise)."""
+    ready = sum(q.message_count for q in vh.queues.values())
+    un = sum(q.unacked for q in vh.queues.values())
+    return {"name": vh.name, "description": vh.description, "tags": [],
+            "metadata": {"description": vh.description, "tags": []},
+            "tracing": False, "default_queue_type": "classic",
+            "messages": ready + un, "messages_ready": ready, "messages_unacknowledged": un}
+
+
+def contexts(server: Server) -> list[dict[str, Any]]:
+    """RabbitMQ's HTTP contexts (the port a string, as RabbitMQ's): clients take the node
+    name from ``contexts[0].node``."""
+    if not server.admin_url:
+        return []
+    return [{"node": NODE, "description": "amqplite Management", "path": "/",
+             "ip": server.settings.admin_host, "port": str(admin_port(server)),
+             "ssl_opts": []}]
+
+
+def admin_port(server: Server) -> int:
+    """The bound admin port: the setting may be 0 (any free port)."""
+    return urlsplit(server.admin_url or "").port or server.settings.admin_port
 
 
 def queue_info(server: Server, q: Queue, rates: Rates, ubytes: dict[int, int]) -> dict[str, Any]:

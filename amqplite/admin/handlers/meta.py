@@ -45,11 +45,4 @@ class MetaHandlers(HandlerBase):
                          "is_admin": req.user.is_admin})
 
     async def list_vhosts(self, req: Request) -> Response:
-        out = []
-        for vh in self.broker.vhosts.values():
-            ready = sum(q.message_count for q in vh.queues.values())
-            un = sum(q.unacked for q in vh.queues.values())
-            out.append({"name": vh.name, "description": vh.description, "tags": [],
-                        "messages": ready + un, "messages_ready": ready,
-                        "messages_unacknowledged": un})
-        return Response(out)
+        return Response([views.vhost_info(vh) for vh in self.broker.vhosts.values()])

@@ -6,6 +6,7 @@ from typing import Any
 
 from amqplite.admin import definitions as D
 from amqplite.admin import validate as V
+from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
 from amqplite.admin.plumbing import Request, Response, bad_request, not_found
 from amqplite.admin.writes import Undo, write
@@ -27,12 +28,7 @@ class SecurityHandlers(HandlerBase):
 
     # ---------------------------------------------------------------- vhosts
     async def get_vhost(self, req: Request) -> Response:
-        vh = self._vhost(req.params["vhost"])
-        ready = sum(q.message_count for q in vh.queues.values())
-        un = sum(q.unacked for q in vh.queues.values())
-        return Response({"name": vh.name, "description": vh.description, "tags": [],
-                         "messages": ready + un, "messages_ready": ready,
-                         "messages_unacknowledged": un})
+        return Response(views.vhost_info(self._vhost(req.params["vhost"])))
 
     async def put_vhost(self, req: Request) -> Response:
         name = V.shortstr(req.params["vhost"], "name", allow_empty=False)

@@ -46,7 +46,7 @@ def _get(path: str, auth: tuple[str, str] | None = None, method: str = "GET") ->
      b"HTTP/1.1 404 Not Found"),
     # one hypercorn answers itself, before the app: a request line it cannot parse
     (b"NOT HTTP AT ALL\r\n\r\n", b"HTTP/1.1 400 Bad Request"),
-])
+], ids=["401", "200", "404-route", "405", "404-queue", "400-hypercorn"])
 def test_every_status_line_has_its_reason_phrase(admin_broker: AdminBroker,
                                                  request_bytes: bytes, line: bytes) -> None:
     assert status_line(admin_broker.admin_url, request_bytes) == line

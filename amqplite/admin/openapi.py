@@ -214,7 +214,8 @@ SCHEMAS: dict[str, S] = {
                     "description": "hash: the exchange routes by murmur3 of the routing "
                                    "key over the partitions (x-super-stream-routing)"},
     }),
-    "QueuePut": _obj({"durable": BOOL, "auto_delete": BOOL, "arguments": ANYOBJ}),
+    "QueuePut": _obj({"durable": BOOL, "auto_delete": BOOL, "arguments": ANYOBJ,
+                      "node": {"type": "string", "description": "this node only"}}),
     "Binding": _obj({
         "source": STR, "vhost": STR, "destination": STR,
         "destination_type": {"enum": ["queue", "exchange"]}, "routing_key": STR,

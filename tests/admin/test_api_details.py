@@ -120,3 +120,15 @@ def test_vhost_tracing_as_rabbitmqadmin_sends_it(api: httpx.Client) -> None:
             assert api.get(f"/api/vhosts/{other}").status_code == 404
     finally:
         api.delete(f"/api/vhosts/{name}")
+
+
+def test_queue_declared_on_a_node(api: httpx.Client) -> None:
+    """``declare queue node=...``: this node is fine; another is refused (RabbitMQ:
+    400 "could not be contacted"), never a queue silently made elsewhere."""
+    node = api.get("/api/overview").json()["node"]
+    q, other = qname(), qname()
+    assert api.put(f"/api/queues/%2F/{q}", json={"node": node}).status_code == 201
+    r = api.put(f"/api/queues/%2F/{other}", json={"node": "rabbit@elsewhere"})
+    assert r.status_code == 400 and r.json()["reason"].startswith("node"), r.text
+    assert api.get(f"/api/queues/%2F/{other}").status_code == 404
+    api.delete(f"/api/queues/%2F/{q}")

@@ -101,8 +101,9 @@ class NodeHandlers(HandlerBase):
         return _ok()
 
     async def health_quorum_critical(self, req: Request) -> Response:
-        """One node and no replicas: stopping it never costs a quorum."""
-        return _ok()
+        """One node and no replicas: stopping it never costs a quorum (RabbitMQ's
+        reason for a node alone)."""
+        return _ok(reason="single node cluster")
 
     async def aliveness_test(self, req: Request) -> Response:
         """RabbitMQ's aliveness test: declare, publish to and get from a queue."""

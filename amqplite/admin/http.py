@@ -295,7 +295,11 @@ def _standard_reason_phrases() -> None:
     import h11
     from hypercorn.protocol.h11 import H11Protocol
 
-    send = H11Protocol._send_h11_event
+    send = getattr(H11Protocol, "_send_h11_event", None)
+    if send is None:  # a hypercorn without this seam: its empty phrases, no failure
+        log.warning("hypercorn has no H11Protocol._send_h11_event: status lines keep "
+                    "an empty reason phrase")
+        return
     if getattr(send, "_with_reasons", False):
         return
 

@@ -12,6 +12,8 @@ from urllib.parse import quote
 
 import click
 
+from amqplite.admin.plumbing import PURGED_HEADER
+
 if TYPE_CHECKING:
     import httpx
 
@@ -90,6 +92,8 @@ class Client:
 
     def send(self, method: str, url: str, body: Any = None, **params: Any) -> Any:
         r = self.call(method, url, json=body, params=params or None)
+        if PURGED_HEADER in r.headers:  # a purge: 204, as RabbitMQ's; the count in a header
+            return {"purged": int(r.headers[PURGED_HEADER])}
         return _json(r) if r.content else None
 
 

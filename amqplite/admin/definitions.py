@@ -65,8 +65,8 @@ def export(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
             {"user": u, "vhost": v, "configure": p.configure, "write": p.write, "read": p.read}
             for (u, v), p in sorted(broker.permissions.items())]
         out["topic_permissions"] = []
-        out["parameters"] = []
         out["global_parameters"] = []
+    out["parameters"] = []  # one vhost's export has them too (RabbitMQ's)
     out["policies"], out["queues"], out["exchanges"], out["bindings"] = [], [], [], []
     for n in names:
         vh = broker.vhosts[n]

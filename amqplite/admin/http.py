@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qs, unquote
 
@@ -225,6 +227,7 @@ class AdminApp:
         headers = [(b"content-type", resp.content_type.encode())] if payload else []
         headers.append((b"content-length", str(len(payload)).encode()))
         headers.append((b"cache-control", b"no-cache"))
+        headers.append((b"vary", b"accept, accept-encoding, origin"))  # as RabbitMQ's
         for k, v in resp.headers.items():
             headers.append((k.encode(), v.encode()))
         await send({"type": "http.response.start", "status": resp.status, "headers": headers})
@@ -273,6 +276,42 @@ def _bind(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
+def _phrase(status: int) -> bytes:
+    try:
+        return HTTPStatus(status).phrase.encode("ascii")
+    except ValueError:  # a code the standard does not name keeps the empty phrase
+        return b""
+
+
+def _standard_reason_phrases() -> None:
+    """Make hypercorn write ``HTTP/1.1 401 Unauthorized``, not ``HTTP/1.1 401 ``.
+
+    An ASGI app hands the server a status code only; hypercorn passes it to h11
+    without a reason, and h11's default reason is empty. RFC 9112 allows that,
+    but clients of RabbitMQ's API match on the phrase. Filled in where hypercorn
+    hands h11 its events, so every status line gets its standard phrase,
+    including the 400s and 500s hypercorn sends itself. Idempotent.
+    """
+    import h11
+    from hypercorn.protocol.h11 import H11Protocol
+
+    send = getattr(H11Protocol, "_send_h11_event", None)
+    if send is None:  # a hypercorn without this seam: its empty phrases, no failure
+        log.warning("hypercorn has no H11Protocol._send_h11_event: status lines keep "
+                    "an empty reason phrase")
+        return
+    if getattr(send, "_with_reasons", False):
+        return
+
+    async def with_reason(self: H11Protocol, event: Any) -> None:
+        if isinstance(event, h11.Response | h11.InformationalResponse) and not event.reason:
+            event = dataclasses.replace(event, reason=_phrase(event.status_code))
+        await send(self, event)
+
+    setattr(with_reason, "_with_reasons", True)  # noqa: B010
+    setattr(H11Protocol, "_send_h11_event", with_reason)  # noqa: B010
+
+
 async def run_admin(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     """Serve the admin API on settings.admin_host:admin_port until cancelled, over
     HTTPS when ``admin_tls`` is set.
@@ -282,6 +321,7 @@ async def run_admin(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
+    _standard_reason_phrases()
     s = server.settings
     config = Config()
     config.bind = [_bind(s.admin_host, s.admin_port)]

@@ -34,11 +34,17 @@ def _obj(props: S, required: list[str] | None = None, extra: bool = True) -> S:
 STR: S = {"type": "string"}
 NSTR: S = {"type": ["string", "null"]}
 INT: S = {"type": "integer"}
+#: an integer written as a string, as rabbitmqadmin sends numbers
+NUMSTR: S = {"type": "string", "pattern": "^ *[0-9]+ *$"}
 NINT: S = {"type": ["integer", "null"]}
 BOOL: S = {"type": "boolean"}
 NUM: S = {"type": "number"}
 ANYOBJ: S = {"type": "object"}
 RATE: S = _obj({"rate": NUM}, ["rate"])
+#: RabbitMQ's HTTP contexts (overview and nodes): the port is a string, as RabbitMQ's
+CONTEXTS: S = {"type": "array", "items": _obj(
+    {"node": STR, "description": STR, "path": STR, "ip": STR, "port": STR,
+     "ssl_opts": {"type": "array"}}, ["node", "description", "path", "port"])}
 STATS: S = {"type": "object", "additionalProperties": {"anyOf": [INT, RATE]}}
 FILTER: S = {
     "description": "Field -> shell-style glob; all must match. Fields: reason, queue, "
@@ -63,9 +69,9 @@ SCHEMAS: dict[str, S] = {
         "disk_free": NINT, "disk_free_limit": NINT, "disk_free_alarm": BOOL, "fd_used": INT,
         "fd_total": INT, "sockets_used": INT, "sockets_total": INT,
         "partitions": {"type": "array"}, "exchange_types": {"type": "array"},
-        "enabled_plugins": {"type": "array", "items": STR},
+        "enabled_plugins": {"type": "array", "items": STR}, "contexts": CONTEXTS,
     }, ["name", "type", "running", "uptime", "mem_used", "mem_limit", "mem_alarm",
-        "disk_free_alarm", "fd_used", "fd_total", "partitions"]),
+        "disk_free_alarm", "fd_used", "fd_total", "partitions", "contexts"]),
     "ClusterName": _obj({"name": STR}, ["name"]),
     "Extension": ANYOBJ,
     "OpenAPI": _obj({"openapi": STR, "paths": ANYOBJ}, ["openapi", "paths"]),
@@ -85,9 +91,9 @@ SCHEMAS: dict[str, S] = {
             {"node": STR, "protocol": STR, "ip_address": STR, "port": INT})},
         "disk_free_alarm": BOOL, "disk_free": NINT, "disk_free_limit": NINT,
         **_MEMORY,
-        "alarms": {"type": "array", "items": ANYOBJ},
+        "alarms": {"type": "array", "items": ANYOBJ}, "contexts": CONTEXTS,
     }, ["product_name", "product_version", "management_version", "rabbitmq_version", "node",
-        "message_stats", "queue_totals", "object_totals", "listeners"]),
+        "message_stats", "queue_totals", "object_totals", "contexts"]),
     "Memory": _obj(_MEMORY, ["mem_used", "mem_limit", "mem_alarm"]),
     "MemoryPut": _obj({"memory_high_watermark": {
         "description": "A fraction of RAM (0.4) or a size (200MB, 1GiB, bytes)",
@@ -100,9 +106,13 @@ SCHEMAS: dict[str, S] = {
     "User": _obj({"name": STR, "tags": {"type": "array", "items": STR}, "is_admin": BOOL},
                  ["name", "tags", "is_admin"]),
     "VHost": _obj({"name": STR, "description": STR, "tags": {"type": "array", "items": STR},
+                   "metadata": _obj({"description": STR, "tags": {"type": "array"}}),
+                   "tracing": BOOL, "default_queue_type": STR,
                    "messages": INT, "messages_ready": INT,
-                   "messages_unacknowledged": INT}, ["name"]),
-    "VHostPut": _obj({"description": STR, "tags": {"anyOf": [STR, {"type": "array"}]}}),
+                   "messages_unacknowledged": INT}, ["name", "tracing"]),
+    "VHostPut": _obj({"description": STR, "tracing": {"anyOf": [BOOL, STR],
+                                                       "description": "false only"},
+                      "tags": {"anyOf": [STR, {"type": "array"}]}}),
     "UserRecord": _obj({"name": STR, "password_hash": STR, "hashing_algorithm": STR,
                         "tags": {"type": "array", "items": STR}, "limits": ANYOBJ},
                        ["name", "password_hash", "hashing_algorithm", "tags"]),
@@ -157,8 +167,9 @@ SCHEMAS: dict[str, S] = {
         "auto_delete": BOOL, "internal": BOOL, "arguments": ANYOBJ,
     }, ["type"]),
     "Queue": _obj({
-        "name": STR, "vhost": STR, "type": STR, "durable": BOOL, "auto_delete": BOOL,
-        "exclusive": BOOL, "arguments": ANYOBJ, "state": STR, "messages": INT,
+        "name": STR, "vhost": STR, "node": STR, "type": STR, "durable": BOOL,
+        "auto_delete": BOOL, "exclusive": BOOL, "arguments": ANYOBJ, "state": STR,
+        "messages": INT,
         "messages_ready": INT, "messages_unacknowledged": INT, "consumers": INT,
         "message_bytes": INT, "message_bytes_ready": INT, "message_bytes_unacknowledged": INT,
         "policy": NSTR, "effective_policy_definition": ANYOBJ, "message_stats": STATS,
@@ -168,7 +179,8 @@ SCHEMAS: dict[str, S] = {
                             {"name": STR, "members": INT, "active": NSTR, "offset": NINT},
                             ["name", "members", "active", "offset"])}},
                        ["first_offset", "last_offset", "messages", "segments", "size_bytes"]),
-    }, ["name", "vhost", "durable", "auto_delete", "exclusive", "arguments", "messages",
+    }, ["name", "vhost", "node", "durable", "auto_delete", "exclusive", "arguments",
+        "messages",
         "messages_ready", "messages_unacknowledged", "consumers", "message_bytes", "policy",
         "effective_policy_definition", "message_stats"]),
     "StreamEntries": _obj({
@@ -202,8 +214,8 @@ SCHEMAS: dict[str, S] = {
                     "description": "hash: the exchange routes by murmur3 of the routing "
                                    "key over the partitions (x-super-stream-routing)"},
     }),
-    "QueuePut": _obj({"durable": BOOL, "auto_delete": BOOL, "arguments": ANYOBJ}),
-    "PurgeResult": _obj({"purged": INT}, ["purged"]),
+    "QueuePut": _obj({"durable": BOOL, "auto_delete": BOOL, "arguments": ANYOBJ,
+                      "node": {"type": "string", "description": "this node only"}}),
     "Binding": _obj({
         "source": STR, "vhost": STR, "destination": STR,
         "destination_type": {"enum": ["queue", "exchange"]}, "routing_key": STR,
@@ -211,6 +223,9 @@ SCHEMAS: dict[str, S] = {
     }, ["source", "vhost", "destination", "destination_type", "routing_key", "arguments",
         "properties_key"]),
     "BindingPost": _obj({"routing_key": STR, "arguments": ANYOBJ}),
+    "Parameter": _obj({"vhost": STR, "component": STR, "name": STR, "value": ANYOBJ},
+                      ["vhost", "component", "name", "value"]),
+    "VHostLimit": _obj({"vhost": STR, "value": ANYOBJ}, ["vhost", "value"]),
     "Policy": _obj({
         "vhost": STR, "name": STR, "pattern": STR,
         "apply-to": {"enum": ["queues", "exchanges", "all"]}, "priority": INT,
@@ -242,19 +257,21 @@ SCHEMAS: dict[str, S] = {
     }, ["reason", "queue", "exchange", "routing_keys", "count", "first_death_at",
         "origin_queue", "deaths"]),
     "GetRequest": _obj({
-        "count": {"type": "integer", "minimum": 1},
+        # as RabbitMQ's: a number or a string of one (rabbitmqadmin sends "1")
+        "count": {"oneOf": [{"type": "integer", "minimum": 0}, NUMSTR]},
         "ackmode": {"enum": ["ack_requeue_true", "ack_requeue_false", "reject_requeue_true",
                              "reject_requeue_false"]},
         "encoding": {"enum": ["auto", "base64"]},
-        "truncate": {"type": "integer", "minimum": 0},
+        "truncate": {"oneOf": [{"type": "integer", "minimum": 0}, NUMSTR]},
     }),
     "Message": _obj({
         "payload": NSTR, "payload_encoding": {"enum": ["string", "base64", "none"]},
         "payload_bytes": INT, "redelivered": BOOL, "exchange": STR, "routing_key": STR,
         "message_id": STR, "message_count": INT, "properties": _ref("Properties"),
-        "death": {"anyOf": [_ref("Death"), {"type": "null"}]},
+        # only on a dead-lettered message: a null breaks rabbitmqadmin's table
+        "death": _ref("Death"),
     }, ["payload", "payload_encoding", "payload_bytes", "redelivered", "exchange",
-        "routing_key", "properties", "death"]),
+        "routing_key", "properties"]),
     "RetainedMessage": {"allOf": [_ref("Message"), _obj({"key": STR, "stored": BOOL},
                                                         ["key", "stored"])]},
     "RetainedCleared": _obj({"removed": INT}, ["removed"]),

@@ -17,6 +17,10 @@ from amqplite.protocol.errors import AMQPError
 #: AMQP reply code -> HTTP status for errors raised by broker commands; a refusal (403
 #: ACCESS_REFUSED) is RabbitMQ's ``401 not_authorised``, without a challenge: the login
 #: was right, the permission is missing (RabbitMQ 3.10.8, checked)
+#: how many messages a purge removed: RabbitMQ's purge answers 204 with no body,
+#: so the count (which the CLI prints) comes in this header
+PURGED_HEADER = "x-amqplite-purged"
+
 _AMQP_STATUS = {403: 401, 404: 404, 405: 409, 406: 400}
 
 

@@ -212,7 +212,8 @@ ROUTES: list[Route] = [
     _r("DELETE", "/api/queues/{vhost}/{name}", "delete_queue", "Delete a queue", write=True,
        status=204, query=("if-empty", "if-unused"), tag="queues"),
     _r("DELETE", "/api/queues/{vhost}/{name}/contents", "purge_queue",
-       "Purge a queue's ready messages", write=True, response="PurgeResult", tag="queues"),
+       "Purge a queue's ready messages: 204 with no body, as RabbitMQ's; the count in "
+       "the x-amqplite-purged header", write=True, status=204, tag="queues"),
     _r("GET", "/api/queues/{vhost}/{name}/bindings", "queue_bindings", "Bindings to a queue",
        response="[Binding]", tag="bindings"),
     _r("POST", "/api/queues/{vhost}/{name}/get", "get_messages",
@@ -275,6 +276,17 @@ ROUTES: list[Route] = [
        tag="policies"),
     _r("GET", "/api/policies/{vhost}", "list_policies", "Policies of a vhost",
        response="[Policy]", tag="policies"),
+    *[_r("GET", path, handler, f"{what}: amqplite has none (always empty, "
+         "as RabbitMQ's on a node without any)", response=f"[{schema}]", tag="policies")
+      for handler, what, schema, paths in (
+          ("list_parameters", "Runtime parameters", "Parameter",
+           ("/api/parameters", "/api/parameters/{component}",
+            "/api/parameters/{component}/{vhost}")),
+          ("list_operator_policies", "Operator policies", "Policy",
+           ("/api/operator-policies", "/api/operator-policies/{vhost}")),
+          ("list_vhost_limits", "Virtual host limits", "VHostLimit",
+           ("/api/vhost-limits", "/api/vhost-limits/{vhost}")))
+      for path in paths],
     _r("GET", "/api/policies/{vhost}/{name}", "get_policy", "One policy", response="Policy",
        tag="policies"),
     _r("PUT", "/api/policies/{vhost}/{name}", "put_policy", "Create or replace a policy",

@@ -151,9 +151,12 @@ def body_bool(body: dict[str, Any], key: str, default: bool = False) -> bool:
     return boolean(body.get(key, default), key, lenient=True)
 
 
-def body_int(body: dict[str, Any], key: str, default: int | None, lo: int = 0) -> int | None:
+def body_int(body: dict[str, Any], key: str, default: int | None, lo: int = 0,
+             lenient: bool = False) -> int | None:
+    """With ``lenient``, "5" too: RabbitMQ's get takes count and truncate as strings
+    (rabbitmqadmin sends ``"count": "1"``), though a policy's priority it does not."""
     v = body.get(key, default)
-    return None if v is None else integer(v, key, lo=lo)
+    return None if v is None else integer(v, key, lo=lo, lenient=lenient)
 
 
 def body_obj(body: dict[str, Any], key: str) -> dict[str, Any]:

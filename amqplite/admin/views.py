@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from amqplite import __version__
 from amqplite.admin.messages import death_summary, encode_payload, iso, jsonable
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from amqplite.broker.exchanges import Binding, Exchange
     from amqplite.broker.model import ChannelState, Consumer, Entry, Message
     from amqplite.broker.queue import Queue
+    from amqplite.broker.vhost import VHost
     from amqplite.server.app import Server
     from amqplite.server.connection import AMQPConnection
 
@@ -140,7 +142,7 @@ def overview(server: Server, rates: Rates, user: str | None = None,
                  for p in ports for h in (s.host or ["::"])]
     if server.admin_url:
         listeners.append({"node": NODE, "protocol": "https" if s.admin_tls else "http",
-                          "ip_address": s.admin_host, "port": s.admin_port})
+                          "ip_address": s.admin_host, "port": admin_port(server)})
     return {
         # what this is; tools that gate features on a RabbitMQ version read the next two
         "product_name": "amqplite",
@@ -164,6 +166,7 @@ def overview(server: Server, rates: Rates, user: str | None = None,
             "consumers": consumers,
         },
         **({"listeners": listeners} if vhosts is None else {}),
+        "contexts": contexts(server),
         # as RabbitMQ's /api/nodes reports them
         "disk_free_alarm": server.disk is not None and server.disk.alarm,
         "disk_free": server.disk.free if server.disk is not None else None,
@@ -395,6 +398,30 @@ def unacked_bytes(server: Server) -> dict[int, int]:
     return out
 
 
+def vhost_info(vh: VHost) -> dict[str, Any]:
+    """A virtual host as RabbitMQ's /api/vhosts shows it (no tracing in amqplite: the
+    firehose is off; every queue is classic unless declared otherwise)."""
+    return {"name": vh.name, "description": vh.description, "tags": [],
+            "metadata": {"description": vh.description, "tags": []},
+            "tracing": False, "default_queue_type": "classic",
+            **queue_totals(vh.queues.values())}
+
+
+def contexts(server: Server) -> list[dict[str, Any]]:
+    """RabbitMQ's HTTP contexts (the port a string, as RabbitMQ's): clients take the node
+    name from ``contexts[0].node``."""
+    if not server.admin_url:
+        return []
+    return [{"node": NODE, "description": "amqplite Management", "path": "/",
+             "ip": server.settings.admin_host, "port": str(admin_port(server)),
+             "ssl_opts": []}]
+
+
+def admin_port(server: Server) -> int:
+    """The bound admin port: the setting may be 0 (any free port)."""
+    return urlsplit(server.admin_url or "").port or server.settings.admin_port
+
+
 def queue_info(server: Server, q: Queue, rates: Rates, ubytes: dict[int, int]) -> dict[str, Any]:
     pol = q.policy if hasattr(q, "policy") else None
     eff = getattr(server.broker, "effective_policy", None)
@@ -411,6 +438,7 @@ def queue_info(server: Server, q: Queue, rates: Rates, ubytes: dict[int, int]) -
     info: dict[str, Any] = {
         "name": q.name,
         "vhost": q.vhost,
+        "node": NODE,  # one process: every queue lives on this node
         "type": qtype,
         "durable": q.durable,
         "auto_delete": q.auto_delete,
@@ -522,7 +550,9 @@ def message_info(msg: Message, body: bytes | None, *, redelivered: bool, encodin
         if truncate is not None and truncate >= 0:
             body = body[:truncate]
         out["payload"], out["payload_encoding"] = encode_payload(body, encoding)
-    out["death"] = death_summary(props.headers)
+    death = death_summary(props.headers)
+    if death is not None:  # absent, not null: rabbitmqadmin's table cannot print a null
+        out["death"] = death
     return out
 
 

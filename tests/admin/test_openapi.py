@@ -110,7 +110,7 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
     channel.basic_publish(lvc, "rk", b"v")
     values = {"vhost": "/", "name": q, "exchange": x, "queue": q, "props": "rk", "source": x,
               "destination": x2, "port": port, "protocol": "amqp091", "message": "m0",
-              "user": oa_user, "key": "rk"}
+              "user": oa_user, "key": "rk", "component": "shovel"}
     bodies: dict[str, Any] = {
         "ExchangePut": {"type": "direct"}, "QueuePut": {"durable": True},
         "PublishRequest": {"routing_key": "rk", "payload": "hi"},

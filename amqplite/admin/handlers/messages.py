@@ -53,14 +53,16 @@ class MessageHandlers(HandlerBase):
     async def get_messages(self, req: Request) -> Response:
         vh, q = self._queue(req)
         body = req.json()
-        count = body_int(body, "count", 1, lo=1) or 1
+        # RabbitMQ: 0 gets nothing (an empty list), strings are numbers
+        count = body_int(body, "count", 1, lenient=True)
+        assert count is not None
         ackmode = body_str(body, "ackmode", "ack_requeue_true")
         if ackmode not in ACK_MODES:
             raise bad_request(f"ackmode must be one of {', '.join(ACK_MODES)}")
         encoding = body_str(body, "encoding", "auto")
         if encoding not in ("auto", "base64"):
             raise bad_request("encoding must be auto or base64")
-        truncate = body_int(body, "truncate", None)
+        truncate = body_int(body, "truncate", None, lenient=True)
         ch = self._channel(vh.name, self._actor(req))
         out: list[dict[str, Any]] = []
         try:

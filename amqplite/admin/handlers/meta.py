@@ -45,8 +45,4 @@ class MetaHandlers(HandlerBase):
                          "is_admin": req.user.is_admin})
 
     async def list_vhosts(self, req: Request) -> Response:
-        out = []
-        for vh in self.broker.vhosts.values():
-            out.append({"name": vh.name, "description": vh.description, "tags": [],
-                        **views.queue_totals(vh.queues.values())})
-        return Response(out)
+        return Response([views.vhost_info(vh) for vh in self.broker.vhosts.values()])

@@ -37,12 +37,17 @@ class NodeHandlers(HandlerBase):
     """Routes tagged ``nodes`` and ``health``."""
 
     async def list_nodes(self, req: Request) -> Response:
-        return Response([node_info(self.server, views.alarms(self.server))])
+        return Response([self._node()])
 
     async def get_node(self, req: Request) -> Response:
         if req.params["name"] != NODE:
             raise not_found(f"no node '{req.params['name']}' (this one is {NODE})")
-        return Response(node_info(self.server, views.alarms(self.server)))
+        return Response(self._node())
+
+    def _node(self) -> dict[str, Any]:
+        """The node, with its HTTP contexts as RabbitMQ's /api/nodes has them."""
+        return {**node_info(self.server, views.alarms(self.server)),
+                "contexts": views.contexts(self.server)}
 
     async def cluster_name(self, req: Request) -> Response:
         return Response({"name": CLUSTER_NAME})
@@ -96,8 +101,9 @@ class NodeHandlers(HandlerBase):
         return _ok()
 
     async def health_quorum_critical(self, req: Request) -> Response:
-        """One node and no replicas: stopping it never costs a quorum."""
-        return _ok()
+        """One node and no replicas: stopping it never costs a quorum (RabbitMQ's
+        reason for a node alone)."""
+        return _ok(reason="single node cluster")
 
     async def aliveness_test(self, req: Request) -> Response:
         """RabbitMQ's aliveness test: declare, publish to and get from a queue."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 from amqplite.admin import validate as V
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import Request, Response, bad_request
+from amqplite.admin.nodes import NODE
+from amqplite.admin.plumbing import PURGED_HEADER, Request, Response, bad_request
 from amqplite.admin.validate import body_args, body_bool
 from amqplite.broker.policy import validate_queue_args
 
@@ -32,6 +33,10 @@ class QueueHandlers(HandlerBase):
         if bad is not None:
             raise bad_request(f"invalid arg '{bad[0]}': {bad[1]}")
         durable, auto_delete = body_bool(body, "durable", True), body_bool(body, "auto_delete")
+        node = body.get("node")  # rabbitmqadmin's declare queue node=...
+        if node is not None and node != NODE:
+            raise V.Invalid("node", f"{node!r} is not this broker's node ({NODE}); "
+                                    "amqplite is one node")
         existed = name in vh.queues
         undo = self._journal()
         undo.queue(vh.name, name)
@@ -53,4 +58,5 @@ class QueueHandlers(HandlerBase):
         vh, q = self._queue(req)
         self._check_perm(req, vh.name, "read", "queue", q.name)  # queue.purge's
         n = await self._write(lambda: self.broker.purge(q))
-        return Response({"purged": n})
+        # RabbitMQ answers 204 with no body; the count rides in a header of ours
+        return Response(None, 204, headers={PURGED_HEADER: str(n)})

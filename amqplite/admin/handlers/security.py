@@ -28,14 +28,16 @@ class SecurityHandlers(HandlerBase):
 
     # ---------------------------------------------------------------- vhosts
     async def get_vhost(self, req: Request) -> Response:
-        vh = self._vhost(req.params["vhost"])
-        return Response({"name": vh.name, "description": vh.description, "tags": [],
-                         **views.queue_totals(vh.queues.values())})
+        return Response(views.vhost_info(self._vhost(req.params["vhost"])))
 
     async def put_vhost(self, req: Request) -> Response:
         name = V.shortstr(req.params["vhost"], "name", allow_empty=False)
         body = req.json() if req.body else {}
         description = V.text(body.get("description", ""), "description")
+        # rabbitmqadmin's declare vhost sends tracing as a string; the firehose is not
+        # amqplite's, so asking for it is refused rather than ignored
+        if V.body_bool(body, "tracing", False):
+            raise V.Invalid("tracing", "cannot be true: amqplite has no firehose tracer")
         existed = name in self.broker.vhosts
         creator = req.user.name if req.user is not None and not existed else None
         undo = self._journal()

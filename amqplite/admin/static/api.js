@@ -58,6 +58,9 @@ export async function api(path, { method = "GET", body } = {}) {
     cache: "no-store", credentials: "omit",
   });
   const text = await resp.text();
+  // a purge answers 204 with no body, as RabbitMQ's; the count comes in a header
+  const purged = resp.headers.get("x-amqplite-purged");
+  if (resp.ok && purged !== null) return { purged: Number(purged) };
   let data = null;
   if (text) {
     try { data = JSON.parse(text); } catch { data = text; }

@@ -394,6 +394,8 @@ def test_vhost_selector_narrows_every_list(dash: Any, admin_broker: AdminBroker)
     vh = qname("dash-vh")
     with admin_broker.api() as api:
         assert api.put(f"/api/vhosts/{vh}").status_code == 201
+        # a queue in "/" too: "all vhosts" must show both, whatever ran before
+        assert api.put(f"/api/queues/%2F/{vh}-root", json={"durable": False}).status_code == 201
         assert api.put(f"/api/queues/{vh}/only-here", json={"durable": True}).status_code == 201
         assert api.put(f"/api/exchanges/{vh}/x-here", json={"type": "fanout"}).status_code == 201
         assert api.put(f"/api/policies/{vh}/pol-here", json={
@@ -434,6 +436,7 @@ def test_vhost_selector_narrows_every_list(dash: Any, admin_broker: AdminBroker)
         browser.choose_vhost(dash, "")
         with admin_broker.api() as api:
             assert api.delete(f"/api/vhosts/{vh}").status_code == 204
+            assert api.delete(f"/api/queues/%2F/{vh}-root").status_code == 204
 
 
 def test_administrator_creates_a_user_and_a_vhost_and_the_user_logs_in(

@@ -13,7 +13,11 @@ with ``vhost`` and ``queue``.
 
 from __future__ import annotations
 
+import platform
+import resource
+import time
 from collections.abc import Iterator
+from importlib.metadata import version
 from typing import TYPE_CHECKING
 
 import attrs
@@ -31,6 +35,8 @@ from prometheus_client.utils import floatToGoString
 
 from amqplite import __version__
 from amqplite.admin.nodes import CLUSTER_NAME, NODE
+from amqplite.admin.views import RABBITMQ_VERSION
+from amqplite.broker.base import MESSAGE_SIZE_BUCKETS
 from amqplite.server.counters import DEAD_LETTER_REASONS, Histogram
 
 if TYPE_CHECKING:
@@ -41,6 +47,7 @@ __all__ = ["CONTENT_TYPE", "Snapshot", "render", "snapshot"]
 #: the text format every Prometheus 2.x parses
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 PROTOCOL = "amqp091"
+PROMETHEUS_CLIENT_VERSION = version("prometheus_client")
 QUEUE_TYPE = "rabbit_classic_queue"
 
 #: (metric name, help) of the per-queue gauges
@@ -56,8 +63,34 @@ QUEUE_GAUGES = (
 BROKER_COUNTERS = {
     "delivered": ("rabbitmq_global_messages_delivered",
                   "Messages delivered to consumers (basic.deliver and basic.get-ok)"),
-    "acknowledged": ("rabbitmq_global_messages_acknowledged",
-                     "Messages acknowledged by consumers"),
+    "acked": ("rabbitmq_global_messages_acknowledged", "Messages acknowledged by consumers"),
+    "delivered_consume_auto_ack": ("rabbitmq_global_messages_delivered_consume_auto_ack",
+                                   "Messages delivered to consumers in automatic ack mode"),
+    "delivered_consume_manual_ack": ("rabbitmq_global_messages_delivered_consume_manual_ack",
+                                     "Messages delivered to consumers in manual ack mode"),
+    "delivered_get_auto_ack": ("rabbitmq_global_messages_delivered_get_auto_ack",
+                               "Messages fetched with basic.get in automatic ack mode"),
+    "delivered_get_manual_ack": ("rabbitmq_global_messages_delivered_get_manual_ack",
+                                 "Messages fetched with basic.get in manual ack mode"),
+    "get_empty": ("rabbitmq_global_messages_get_empty",
+                  "basic.get operations on an empty queue"),
+    "delivered_redelivered": ("rabbitmq_global_messages_redelivered",
+                              "Messages redelivered to consumers (redelivered flag set)"),
+}
+
+#: broker-core stats key -> (RabbitMQ queue lifecycle counter, help); no protocol label
+QUEUE_COUNTERS = {
+    "queues_declared": ("rabbitmq_queues_declared", "Queues declared"),
+    "queues_created": ("rabbitmq_queues_created", "Queues created"),
+    "queues_deleted": ("rabbitmq_queues_deleted", "Queues deleted"),
+}
+#: Counters attribute -> (RabbitMQ connection/channel lifecycle counter, help)
+SHELL_COUNTERS = {
+    "connections_opened": ("rabbitmq_connections_opened", "Connections opened"),
+    "connections_closed": ("rabbitmq_connections_closed",
+                           "Connections closed or terminated"),
+    "channels_opened": ("rabbitmq_channels_opened", "Channels opened"),
+    "channels_closed": ("rabbitmq_channels_closed", "Channels closed"),
 }
 
 
@@ -70,7 +103,16 @@ class Snapshot:
     connections: int
     channels: int
     consumers: int
+    #: channels that have published at least once (RabbitMQ's "publishers")
+    publishers: int
     broker_stats: dict[str, int]
+    shell_stats: dict[str, int]
+    #: published body sizes: (cumulative buckets, sum)
+    message_sizes: tuple[list[tuple[float, int]], float]
+    uptime: float
+    memory_limit: int | None
+    memory_alarm: bool
+    max_sockets: int
     received: int
     received_confirm: int
     routed: int
@@ -91,6 +133,12 @@ class Snapshot:
     disk_alarm: bool
 
 
+def _fd_limit() -> int:
+    """Descriptors this process may open: the most client sockets it could hold."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if soft != resource.RLIM_INFINITY else 0
+
+
 def _hist(h: Histogram) -> tuple[list[tuple[float, int]], float]:
     return h.cumulative(), h.sum
 
@@ -106,18 +154,29 @@ def snapshot(server: Server) -> Snapshot:
             consumers += cons
             queues.append((vh.name, q.name, (ready, unacked, ready + unacked, cons)))
     conns = list(server.connections)
+    channels = [ch for x in conns if x.session is not None for ch in x.session.channels.values()]
     c = server.counters
+    n = 0
+    sizes: list[tuple[float, int]] = []
+    for bound, count in zip((*MESSAGE_SIZE_BUCKETS, float("inf")), b.message_sizes,
+                            strict=True):
+        n += count
+        sizes.append((bound, n))
     p = server.persistence
     disk = server.disk
     return Snapshot(
         queues=queues,
         connections=len(conns),
-        channels=sum(len(x.session.channels) for x in conns if x.session is not None),
+        channels=len(channels),
         consumers=consumers,
-        broker_stats={"delivered": int(b.stats.get("delivered", 0)),
-                      "acknowledged": int(b.stats.get("acked", 0)),
-                      "requeued": int(b.stats.get("redelivered", 0)),
-                      "expired": int(b.stats.get("expired", 0))},
+        publishers=sum(1 for ch in channels if ch.publishes),
+        broker_stats={k: int(v) for k, v in b.stats.items()},
+        shell_stats={k: getattr(c, k) for k in SHELL_COUNTERS},
+        message_sizes=(sizes, float(b.message_bytes)),
+        uptime=time.time() - server.started_at,
+        memory_limit=server.memory.limit if server.memory is not None else None,
+        memory_alarm=server.memory is not None and server.memory.alarm,
+        max_sockets=server.settings.max_connections or _fd_limit(),
         received=int(b.stats["published"]), received_confirm=int(b.stats["received_confirm"]),
         routed=int(b.stats["routed"]), unroutable_returned=int(b.stats["unroutable_returned"]),
         unroutable_dropped=int(b.stats["unroutable_dropped"]),
@@ -145,10 +204,16 @@ def _counter(name: str, doc: str, value: float, labels: dict[str, str]) -> Count
 
 
 def _histogram(name: str, doc: str, data: tuple[list[tuple[float, int]], float],
-               ) -> HistogramMetricFamily:
+               labels: dict[str, str] | None = None) -> HistogramMetricFamily:
     buckets, total = data
-    return HistogramMetricFamily(
-        name, doc, buckets=[(floatToGoString(le), n) for le, n in buckets], sum_value=total)
+    if not labels:
+        return HistogramMetricFamily(
+            name, doc, buckets=[(floatToGoString(le), n) for le, n in buckets],
+            sum_value=total)
+    m = HistogramMetricFamily(name, doc, labels=list(labels))
+    m.add_metric(list(labels.values()), [(floatToGoString(le), n) for le, n in buckets],
+                 total)
+    return m
 
 
 class SnapshotCollector(Collector):
@@ -165,6 +230,11 @@ class SnapshotCollector(Collector):
         yield _gauge("rabbitmq_connections", "Connections currently open", s.connections)
         yield _gauge("rabbitmq_channels", "Channels currently open", s.channels)
         yield _gauge("rabbitmq_consumers", "Consumers currently connected", s.consumers)
+        yield _gauge("rabbitmq_channel_consumers", "Consumers on a channel", s.consumers)
+        yield _gauge("rabbitmq_global_consumers", "Consumers currently connected",
+                     s.consumers)
+        yield _gauge("rabbitmq_global_publishers", "Publishers currently connected",
+                     s.publishers)
         yield from self._globals()
         yield from self._node()
         yield from self._store()
@@ -200,6 +270,12 @@ class SnapshotCollector(Collector):
             yield _counter(name, doc, value, proto)
         for key, (name, doc) in BROKER_COUNTERS.items():
             yield _counter(name, doc, s.broker_stats[key], proto)
+        for key, (name, doc) in QUEUE_COUNTERS.items():
+            yield _counter(name, doc, s.broker_stats[key], {})
+        for key, (name, doc) in SHELL_COUNTERS.items():
+            yield _counter(name, doc, s.shell_stats[key], {})
+        yield _histogram("rabbitmq_message_size_bytes", "Size of published message bodies",
+                         s.message_sizes, {"protocol": PROTOCOL})
         for reason in DEAD_LETTER_REASONS:
             m = CounterMetricFamily(
                 f"rabbitmq_global_messages_dead_lettered_{reason}",
@@ -209,20 +285,45 @@ class SnapshotCollector(Collector):
                 m.add_metric([QUEUE_TYPE, strategy], s.dead_lettered.get((reason, strategy), 0))
             yield m
         yield _counter("amqplite_messages_requeued", "Deliveries returned to their queue "
-                       "(nack, reject, recover, channel close)", s.broker_stats["requeued"], {})
+                       "(nack, reject, recover, channel close)", s.broker_stats["redelivered"], {})
         yield _counter("amqplite_messages_expired", "Messages that reached their TTL",
                        s.broker_stats["expired"], {})
 
     def _node(self) -> Iterator[Metric]:
         s = self.snap
-        info = GaugeMetricFamily("rabbitmq_identity_info", "Node and cluster names",
-                                 labels=["rabbitmq_node", "rabbitmq_cluster"])
-        info.add_metric([NODE, CLUSTER_NAME], 1)
+        info = GaugeMetricFamily(
+            "rabbitmq_identity_info", "Node and cluster names (dashboards join on them)",
+            labels=["rabbitmq_node", "rabbitmq_cluster", "rabbitmq_cluster_permanent_id",
+                    "rabbitmq_endpoint"])
+        info.add_metric([NODE, CLUSTER_NAME, CLUSTER_NAME,
+                         "per-object" if self.per_object else "aggregated"], 1)
         yield info
+        rabbit = GaugeMetricFamily(
+            "rabbitmq_build_info", "Versions: the RabbitMQ API level amqplite follows, "
+            "amqplite's own, and the Python runtime in erlang_version's place",
+            labels=["rabbitmq_version", "product_name", "product_version",
+                    "prometheus_plugin_version", "prometheus_client_version",
+                    "erlang_version"])
+        rabbit.add_metric([RABBITMQ_VERSION, "amqplite", __version__, __version__,
+                           PROMETHEUS_CLIENT_VERSION,
+                           f"Python {platform.python_version()}"], 1)
+        yield rabbit
         build = GaugeMetricFamily("amqplite_build_info", "amqplite version",
                                   labels=["version"])
         build.add_metric([__version__], 1)
         yield build
+        yield _gauge("rabbitmq_erlang_uptime_seconds",
+                     "Seconds since the broker process started", s.uptime)
+        if s.memory_limit is not None:
+            yield _gauge("rabbitmq_resident_memory_limit_bytes",
+                         "Memory use above which publishers are blocked", s.memory_limit)
+        yield _gauge("rabbitmq_alarms_memory_used_watermark",
+                     "1 while the memory alarm is in effect", int(s.memory_alarm))
+        yield _gauge("rabbitmq_process_open_tcp_sockets", "Open client TCP connections",
+                     s.connections)
+        yield _gauge("rabbitmq_process_max_tcp_sockets",
+                     "Client TCP connections allowed (max_connections, else the fd limit)",
+                     s.max_sockets)
         if s.disk_free is not None:
             yield _gauge("rabbitmq_disk_space_available_bytes",
                          "Disk space available to the data directory", s.disk_free)

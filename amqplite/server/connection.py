@@ -299,10 +299,12 @@ class AMQPConnection:
             elif isinstance(ev, ChannelOpened):
                 assert self.session is not None  # closing discards later opens
                 self.channels[ev.channel] = self.broker.open_channel(self.session, ev.channel)
+                self.server.counters.channels_opened += 1
             elif isinstance(ev, ChannelClosed):
                 self._drop_channel(ev.channel)
             elif isinstance(ev, ConnectionOpened):
                 self.session = self.broker.open_session(ev.username, ev.vhost, self.name)
+                self.server.counters.connections_opened += 1
                 self.session.client_properties = dict(ev.client_properties or {})
                 self.session.transport = self
                 self._hb_wake.set()  # heartbeats, if negotiated, start now
@@ -463,12 +465,16 @@ class AMQPConnection:
     def _drop_channel(self, number: int) -> None:
         ch = self.channels.pop(number, None)
         if ch is not None:
+            self.server.counters.channels_closed += 1
             self.server.execute(self.broker.close_channel, ch)
 
     def _drop_session(self) -> None:
         self.admitted = False  # closing: its slot is free for the next client
         if self.session is not None:
             s, self.session = self.session, None
+            counters = self.server.counters
+            counters.channels_closed += len(self.channels)
+            counters.connections_closed += 1
             self.channels.clear()
             self.server.execute(self.broker.close_session, s)
 

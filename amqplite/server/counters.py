@@ -55,6 +55,12 @@ class Counters:
         #: messages covered by the basic.acks sent to publishers
         self.confirmed = 0
         self.page_ins = 0
+        #: AMQP connections (after the handshake) and channels of clients; the admin
+        #: API's internal sessions are not counted, as RabbitMQ counts no such thing
+        self.connections_opened = 0
+        self.connections_closed = 0
+        self.channels_opened = 0
+        self.channels_closed = 0
         self.paged_in_messages = 0
         self.commit_seconds = Histogram(COMMIT_SECONDS_BUCKETS)
         self.group_size = Histogram(GROUP_SIZE_BUCKETS)

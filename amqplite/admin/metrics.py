@@ -29,6 +29,8 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
@@ -57,6 +59,7 @@ QUEUE_GAUGES = (
      "Messages delivered to consumers but not yet acknowledged"),
     ("rabbitmq_queue_messages", "Sum of ready and unacknowledged messages"),
     ("rabbitmq_queue_consumers", "Consumers on a queue"),
+    ("rabbitmq_queue_messages_ready_bytes", "Body bytes of messages ready to be delivered"),
 )
 
 #: broker-core stats key -> (RabbitMQ global counter, help)
@@ -98,8 +101,8 @@ SHELL_COUNTERS = {
 class Snapshot:
     """Everything one scrape reports, copied off live state."""
 
-    #: (vhost, queue, (ready, unacked, messages, consumers)) as QUEUE_GAUGES lists them
-    queues: list[tuple[str, str, tuple[int, int, int, int]]]
+    #: (vhost, queue, values in QUEUE_GAUGES order)
+    queues: list[tuple[str, str, tuple[int, ...]]]
     connections: int
     channels: int
     consumers: int
@@ -110,6 +113,10 @@ class Snapshot:
     #: published body sizes: (cumulative buckets, sum)
     message_sizes: tuple[list[tuple[float, int]], float]
     uptime: float
+    started_at: float
+    #: name -> (help, value) of gauges summed over open channels and connections, as
+    #: RabbitMQ's aggregated endpoint sums its per-channel and per-connection metrics
+    channel_sums: dict[str, tuple[str, int]]
     memory_limit: int | None
     memory_alarm: bool
     max_sockets: int
@@ -146,13 +153,14 @@ def _hist(h: Histogram) -> tuple[list[tuple[float, int]], float]:
 def snapshot(server: Server) -> Snapshot:
     """Read broker, store and shell state now (call on the event loop)."""
     b = server.broker
-    queues = []
+    queues: list[tuple[str, str, tuple[int, ...]]] = []
     consumers = 0
     for vh in b.vhosts.values():
         for q in vh.queues.values():
             ready, unacked, cons = q.message_count, q.unacked, len(q.consumers)
             consumers += cons
-            queues.append((vh.name, q.name, (ready, unacked, ready + unacked, cons)))
+            queues.append((vh.name, q.name, (ready, unacked, ready + unacked, cons,
+                                             q.ready.bytes)))
     conns = list(server.connections)
     channels = [ch for x in conns if x.session is not None for ch in x.session.channels.values()]
     c = server.counters
@@ -174,6 +182,25 @@ def snapshot(server: Server) -> Snapshot:
         shell_stats={k: getattr(c, k) for k in SHELL_COUNTERS},
         message_sizes=(sizes, float(b.message_bytes)),
         uptime=time.time() - server.started_at,
+        channel_sums={
+            "rabbitmq_connection_channels": ("Channels on a connection", len(channels)),
+            "rabbitmq_channel_messages_unacked": (
+                "Delivered but not yet acknowledged messages",
+                sum(len(ch.unacked) for ch in channels)),
+            "rabbitmq_channel_prefetch": ("Total limit of unacknowledged messages for all "
+                                          "consumers on a channel (basic.qos global)",
+                                          sum(ch.global_prefetch for ch in channels)),
+            "rabbitmq_consumer_prefetch": (
+                "Limit of unacknowledged messages for each consumer",
+                sum(c.prefetch for ch in channels for c in ch.consumers.values())),
+            "rabbitmq_channel_messages_published_total": (
+                "Messages published into a channel", sum(ch.publishes for ch in channels)),
+            "rabbitmq_connection_incoming_bytes_total": (
+                "Bytes received on a connection", sum(x.bytes_in for x in conns)),
+            "rabbitmq_connection_outgoing_bytes_total": (
+                "Bytes sent on a connection", sum(x.bytes_out for x in conns)),
+        },
+        started_at=server.started_at,
         memory_limit=server.memory.limit if server.memory is not None else None,
         memory_alarm=server.memory is not None and server.memory.alarm,
         max_sockets=server.settings.max_connections or _fd_limit(),
@@ -312,6 +339,13 @@ class SnapshotCollector(Collector):
                                   labels=["version"])
         build.add_metric([__version__], 1)
         yield build
+        for name, (doc, v) in s.channel_sums.items():
+            if name.endswith("_total"):
+                yield _counter(name[:-len("_total")], doc, v, {})
+            else:
+                yield _gauge(name, doc, v)
+        yield _gauge("process_start_time_seconds",
+                     "Start time of the process since the Unix epoch", s.started_at)
         yield _gauge("rabbitmq_erlang_uptime_seconds",
                      "Seconds since the broker process started", s.uptime)
         if s.memory_limit is not None:
@@ -364,4 +398,7 @@ def render(snap: Snapshot, per_object: bool) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(snap, per_object))
     ProcessCollector(namespace="rabbitmq", registry=registry)
+    # the runtime's own figures, in place of RabbitMQ's erlang_vm_* families
+    GCCollector(registry=registry)
+    PlatformCollector(registry=registry)
     return generate_latest(registry)

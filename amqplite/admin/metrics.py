@@ -95,6 +95,12 @@ SHELL_COUNTERS = {
     "channels_opened": ("rabbitmq_channels_opened", "Channels opened"),
     "channels_closed": ("rabbitmq_channels_closed", "Channels closed"),
 }
+#: Counters attribute -> (RabbitMQ auth counter, help); labelled with the protocol
+AUTH_COUNTERS = {
+    "auth_succeeded": ("rabbitmq_auth_attempts_succeeded", "Successful authentication "
+                       "attempts"),
+    "auth_failed": ("rabbitmq_auth_attempts_failed", "Failed authentication attempts"),
+}
 
 
 @attrs.define
@@ -179,7 +185,7 @@ def snapshot(server: Server) -> Snapshot:
         consumers=consumers,
         publishers=sum(1 for ch in channels if ch.publishes),
         broker_stats={k: int(v) for k, v in b.stats.items()},
-        shell_stats={k: getattr(c, k) for k in SHELL_COUNTERS},
+        shell_stats={k: getattr(c, k) for k in (*SHELL_COUNTERS, *AUTH_COUNTERS)},
         message_sizes=(sizes, float(b.message_bytes)),
         uptime=time.time() - server.started_at,
         channel_sums={
@@ -301,6 +307,10 @@ class SnapshotCollector(Collector):
             yield _counter(name, doc, s.broker_stats[key], {})
         for key, (name, doc) in SHELL_COUNTERS.items():
             yield _counter(name, doc, s.shell_stats[key], {})
+        for key, (name, doc) in AUTH_COUNTERS.items():
+            yield _counter(name, doc, s.shell_stats[key], proto)
+        yield _counter("rabbitmq_auth_attempts", "Authentication attempts",
+                       sum(s.shell_stats[k] for k in AUTH_COUNTERS), proto)
         yield _histogram("rabbitmq_message_size_bytes", "Size of published message bodies",
                          s.message_sizes, {"protocol": PROTOCOL})
         for reason in DEAD_LETTER_REASONS:

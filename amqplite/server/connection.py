@@ -127,6 +127,11 @@ class AMQPConnection:
         user = (users.identify(username, self.peer_host) if password is None  # EXTERNAL
                 else users.authenticate(username, password, self.peer_host))
         self._user = user
+        counters = self.server.counters
+        if user is None:
+            counters.auth_failed += 1
+        else:
+            counters.auth_succeeded += 1
         if user is None:
             # what "For details see the broker logfile" points to: one line, the name
             # escaped, rate-limited per peer; the refusal waits LOGIN_FAILURE_DELAY

@@ -61,6 +61,9 @@ class Counters:
         self.connections_closed = 0
         self.channels_opened = 0
         self.channels_closed = 0
+        #: AMQP logins (RabbitMQ's auth attempts)
+        self.auth_succeeded = 0
+        self.auth_failed = 0
         self.paged_in_messages = 0
         self.commit_seconds = Histogram(COMMIT_SECONDS_BUCKETS)
         self.group_size = Histogram(GROUP_SIZE_BUCKETS)

@@ -257,6 +257,8 @@ def test_delivery_split_and_churn_counters(admin_broker: AdminBroker) -> None:
     assert delta("rabbitmq_channels_closed_total") == 2
     assert delta("rabbitmq_connections_opened_total") == 1
     assert delta("rabbitmq_connections_closed_total") == 1
+    assert delta("rabbitmq_auth_attempts_succeeded_total", protocol="amqp091") == 1
+    assert delta("rabbitmq_auth_attempts_total", protocol="amqp091") == 1
     size = "rabbitmq_message_size_bytes_bucket"
     assert delta(size, protocol="amqp091", le="100.0") == 2  # 0 and 100
     assert delta(size, protocol="amqp091", le="1000.0") == 4

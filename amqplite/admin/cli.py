@@ -1,8 +1,10 @@
 """Admin commands of the ``amqplite`` CLI; they talk to a running broker's HTTP API.
 
 ``register(main)`` attaches them to the top-level click group. Every command
-prints an aligned table for humans, or JSON with ``--json``; errors are one
-line on stderr and a non-zero exit status.
+prints an aligned table for humans, JSON with ``--format json`` (or ``--json``),
+or tab-separated rows with ``--format tsv``; errors are one line on stderr and a
+non-zero exit status. Short options follow rabbitmqadmin: ``-u`` user,
+``-p`` password, ``-V`` vhost.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import click
@@ -23,6 +26,10 @@ from amqplite.admin.messages import ACK_MODES, decode_payload, parse_filter, pre
 F = TypeVar("F", bound=Callable[..., Any])
 
 PAGE = 500
+#: output formats of the listing commands
+FORMATS = ("table", "json", "tsv")
+#: the running command's output format: ``_table`` prints TSV rows when it is "tsv"
+OUTPUT: ContextVar[str] = ContextVar("OUTPUT", default="table")
 
 
 # ------------------------------------------------------------------ plumbing
@@ -38,26 +45,59 @@ class Ctx:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
+def _connection_options(f: F) -> F:
+    for opt in (
+        click.option("--vhost", "-V", envvar="AMQPLITE_VHOST", default="/", show_default=True,
+                     help="Virtual host (env AMQPLITE_VHOST)."),
+        click.option("--password", "-p", envvar="AMQPLITE_PASSWORD", default="guest",
+                     show_default=True, help="Password (env AMQPLITE_PASSWORD)."),
+        click.option("--user", "-u", envvar="AMQPLITE_USER", default="guest",
+                     show_default=True, help="User name (env AMQPLITE_USER)."),
+        click.option("--admin-url", envvar="AMQPLITE_ADMIN_URL", default=DEFAULT_URL,
+                     show_default=True, help="Admin API base URL (env AMQPLITE_ADMIN_URL)."),
+    ):
+        f = opt(f)
+    return f
+
+
+def _run(f: Callable[..., Any], fmt: str, admin_url: str, user: str, password: str,
+         vhost: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    ctx = Ctx(admin_url, user, password, vhost, fmt == "json")
+    token = OUTPUT.set(fmt)
+    try:
+        return f(ctx, *args, **kw)
+    finally:
+        OUTPUT.reset(token)
+        ctx.client.close()
+
+
 def common(f: F) -> F:
-    """Connection options shared by every admin command; passes ``ctx: Ctx``."""
+    """Connection and output options shared by the admin commands; passes ``ctx: Ctx``."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+    @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
+                  show_default=True, help="Output: an aligned table, JSON, or "
+                  "tab-separated rows with a header line.")
+    @_connection_options
+    @functools.wraps(f)
+    def wrapper(admin_url: str, user: str, password: str, vhost: str, fmt: str,
+                as_json: bool, *args: Any, **kw: Any) -> Any:
+        return _run(f, "json" if as_json else fmt, admin_url, user, password, vhost, args, kw)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def common_json_only(f: F) -> F:
+    """``common`` for a command with a ``--format`` of its own (a file format): the
+    output is a table, or JSON with ``--json``."""
 
     @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-    @click.option("--vhost", "-V", envvar="AMQPLITE_VHOST", default="/", show_default=True,
-                  help="Virtual host (env AMQPLITE_VHOST).")
-    @click.option("--password", envvar="AMQPLITE_PASSWORD", default="guest",
-                  show_default=True, help="Password (env AMQPLITE_PASSWORD).")
-    @click.option("--user", "-u", envvar="AMQPLITE_USER", default="guest", show_default=True,
-                  help="User name (env AMQPLITE_USER).")
-    @click.option("--admin-url", envvar="AMQPLITE_ADMIN_URL", default=DEFAULT_URL,
-                  show_default=True, help="Admin API base URL (env AMQPLITE_ADMIN_URL).")
+    @_connection_options
     @functools.wraps(f)
     def wrapper(admin_url: str, user: str, password: str, vhost: str, as_json: bool,
                 *args: Any, **kw: Any) -> Any:
-        ctx = Ctx(admin_url, user, password, vhost, as_json)
-        try:
-            return f(ctx, *args, **kw)
-        finally:
-            ctx.client.close()
+        return _run(f, "json" if as_json else "table", admin_url, user, password, vhost,
+                    args, kw)
 
     return wrapper  # type: ignore[return-value]
 
@@ -74,6 +114,10 @@ def _console(err: bool = False) -> Any:
 
 def _table(title: str | None, columns: list[str], rows: list[list[Any]],
            caption: str | None = None, right: tuple[str, ...] = ()) -> None:
+    if OUTPUT.get() == "tsv":
+        for r in [columns, *rows]:
+            click.echo("\t".join("" if v is None else _tsv_cell(v) for v in r))
+        return
     from rich import box
     from rich.table import Table
 
@@ -84,6 +128,11 @@ def _table(title: str | None, columns: list[str], rows: list[list[Any]],
     for r in rows:
         t.add_row(*("" if v is None else str(v) for v in r))
     _console().print(t)
+
+
+def _tsv_cell(v: Any) -> str:
+    """One TSV field: tabs and line breaks would split it, so they become spaces."""
+    return str(v).replace("\t", " ").replace("\r", " ").replace("\n", " ")
 
 
 def _progress(total: int | None, what: str) -> Any:
@@ -380,7 +429,7 @@ def _kv(values: tuple[str, ...], what: str) -> dict[str, Any]:
 @click.argument("body", required=False)
 @click.option("--file", "body_file", type=click.File("rb"), help="Read the body from a file.")
 @click.option("--header", "-H", multiple=True, help="Header name=value (repeatable).")
-@click.option("--property", "-p", "props", multiple=True,
+@click.option("--property", "-P", "props", multiple=True,
               help="Property name=value, e.g. content_type=application/json (repeatable).")
 @click.option("--persistent/--transient", default=True, show_default=True)
 @common
@@ -672,7 +721,7 @@ def _export_obj(m: dict[str, Any], raw_body: bool) -> dict[str, Any]:
 @click.option("--format", "fmt", type=click.Choice(["json", "cbor"]), default="json",
               show_default=True)
 @click.option("--limit", type=click.IntRange(1), help="At most this many messages.")
-@common
+@common_json_only
 def dlq_export(ctx: Ctx, queue: str, file: str, fmt: str, limit: int | None) -> None:
     """Write the dead letters of QUEUE to FILE ('-' for stdout) without consuming them.
 

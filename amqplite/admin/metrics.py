@@ -81,19 +81,19 @@ BROKER_COUNTERS = {
                               "Messages redelivered to consumers (redelivered flag set)"),
 }
 
-#: broker-core stats key -> (RabbitMQ queue lifecycle counter, help); no protocol label
-QUEUE_COUNTERS = {
+#: broker-core stats key -> (RabbitMQ queue/channel lifecycle counter, help); no labels
+CHURN_COUNTERS = {
     "queues_declared": ("rabbitmq_queues_declared", "Queues declared"),
     "queues_created": ("rabbitmq_queues_created", "Queues created"),
     "queues_deleted": ("rabbitmq_queues_deleted", "Queues deleted"),
+    "channels_opened": ("rabbitmq_channels_opened", "Channels opened"),
+    "channels_closed": ("rabbitmq_channels_closed", "Channels closed"),
 }
-#: Counters attribute -> (RabbitMQ connection/channel lifecycle counter, help)
+#: Counters attribute -> (RabbitMQ connection lifecycle counter, help)
 SHELL_COUNTERS = {
     "connections_opened": ("rabbitmq_connections_opened", "Connections opened"),
     "connections_closed": ("rabbitmq_connections_closed",
                            "Connections closed or terminated"),
-    "channels_opened": ("rabbitmq_channels_opened", "Channels opened"),
-    "channels_closed": ("rabbitmq_channels_closed", "Channels closed"),
 }
 #: Counters attribute -> (RabbitMQ auth counter, help); labelled with the protocol
 AUTH_COUNTERS = {
@@ -303,7 +303,7 @@ class SnapshotCollector(Collector):
             yield _counter(name, doc, value, proto)
         for key, (name, doc) in BROKER_COUNTERS.items():
             yield _counter(name, doc, s.broker_stats[key], proto)
-        for key, (name, doc) in QUEUE_COUNTERS.items():
+        for key, (name, doc) in CHURN_COUNTERS.items():
             yield _counter(name, doc, s.broker_stats[key], {})
         for key, (name, doc) in SHELL_COUNTERS.items():
             yield _counter(name, doc, s.shell_stats[key], {})
@@ -358,24 +358,26 @@ class SnapshotCollector(Collector):
                      "Start time of the process since the Unix epoch", s.started_at)
         yield _gauge("rabbitmq_erlang_uptime_seconds",
                      "Seconds since the broker process started", s.uptime)
-        if s.memory_limit is not None:
-            yield _gauge("rabbitmq_resident_memory_limit_bytes",
-                         "Memory use above which publishers are blocked", s.memory_limit)
-        yield _gauge("rabbitmq_alarms_memory_used_watermark",
-                     "1 while the memory alarm is in effect", int(s.memory_alarm))
-        yield _gauge("rabbitmq_process_open_tcp_sockets", "Open client TCP connections",
-                     s.connections)
-        yield _gauge("rabbitmq_process_max_tcp_sockets",
-                     "Client TCP connections allowed (max_connections, else the fd limit)",
-                     s.max_sockets)
-        if s.disk_free is not None:
-            yield _gauge("rabbitmq_disk_space_available_bytes",
-                         "Disk space available to the data directory", s.disk_free)
-        if s.disk_limit is not None:
-            yield _gauge("rabbitmq_disk_space_available_limit_bytes",
-                         "Free disk space below which publishers are blocked", s.disk_limit)
-        yield _gauge("rabbitmq_alarms_free_disk_space_watermark",
-                     "1 while the disk alarm is in effect", int(s.disk_alarm))
+        optional: tuple[tuple[str, str, float | None], ...] = (  # None: no monitor here
+            ("rabbitmq_resident_memory_limit_bytes",
+             "Memory use above which publishers are blocked", s.memory_limit),
+            ("rabbitmq_alarms_memory_used_watermark", "1 while the memory alarm is in effect",
+             int(s.memory_alarm)),
+            ("rabbitmq_process_open_tcp_sockets", "Open client TCP connections",
+             s.connections),
+            ("rabbitmq_process_max_tcp_sockets",
+             "Client TCP connections allowed (max_connections, else the fd limit)",
+             s.max_sockets),
+            ("rabbitmq_disk_space_available_bytes",
+             "Disk space available to the data directory", s.disk_free),
+            ("rabbitmq_disk_space_available_limit_bytes",
+             "Free disk space below which publishers are blocked", s.disk_limit),
+            ("rabbitmq_alarms_free_disk_space_watermark", "1 while the disk alarm is in effect",
+             int(s.disk_alarm)),
+        )
+        for name, doc, reading in optional:
+            if reading is not None:
+                yield _gauge(name, doc, reading)
 
     def _store(self) -> Iterator[Metric]:
         s = self.snap

@@ -113,7 +113,8 @@ class BrokerBase:
                       "delivered_consume_auto_ack": 0, "delivered_consume_manual_ack": 0,
                       "delivered_get_auto_ack": 0, "delivered_get_manual_ack": 0,
                       "get_empty": 0, "delivered_redelivered": 0,
-                      "queues_declared": 0, "queues_created": 0, "queues_deleted": 0}
+                      "queues_declared": 0, "queues_created": 0, "queues_deleted": 0,
+                      "channels_opened": 0, "channels_closed": 0}
         #: published body sizes: counts per MESSAGE_SIZE_BUCKETS bucket (+Inf last), sum
         self.message_sizes = [0] * (len(MESSAGE_SIZE_BUCKETS) + 1)
         self.message_bytes = 0

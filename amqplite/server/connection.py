@@ -127,11 +127,7 @@ class AMQPConnection:
         user = (users.identify(username, self.peer_host) if password is None  # EXTERNAL
                 else users.authenticate(username, password, self.peer_host))
         self._user = user
-        counters = self.server.counters
-        if user is None:
-            counters.auth_failed += 1
-        else:
-            counters.auth_succeeded += 1
+        self.server.counters.login(user is not None)
         if user is None:
             # what "For details see the broker logfile" points to: one line, the name
             # escaped, rate-limited per peer; the refusal waits LOGIN_FAILURE_DELAY
@@ -304,7 +300,6 @@ class AMQPConnection:
             elif isinstance(ev, ChannelOpened):
                 assert self.session is not None  # closing discards later opens
                 self.channels[ev.channel] = self.broker.open_channel(self.session, ev.channel)
-                self.server.counters.channels_opened += 1
             elif isinstance(ev, ChannelClosed):
                 self._drop_channel(ev.channel)
             elif isinstance(ev, ConnectionOpened):
@@ -470,16 +465,13 @@ class AMQPConnection:
     def _drop_channel(self, number: int) -> None:
         ch = self.channels.pop(number, None)
         if ch is not None:
-            self.server.counters.channels_closed += 1
             self.server.execute(self.broker.close_channel, ch)
 
     def _drop_session(self) -> None:
         self.admitted = False  # closing: its slot is free for the next client
         if self.session is not None:
             s, self.session = self.session, None
-            counters = self.server.counters
-            counters.channels_closed += len(self.channels)
-            counters.connections_closed += 1
+            self.server.counters.connections_closed += 1
             self.channels.clear()
             self.server.execute(self.broker.close_session, s)
 

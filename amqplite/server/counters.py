@@ -55,12 +55,10 @@ class Counters:
         #: messages covered by the basic.acks sent to publishers
         self.confirmed = 0
         self.page_ins = 0
-        #: AMQP connections (after the handshake) and channels of clients; the admin
-        #: API's internal sessions are not counted, as RabbitMQ counts no such thing
+        #: AMQP connections of clients (after the handshake); the admin API's internal
+        #: sessions are not counted, as RabbitMQ has no such thing
         self.connections_opened = 0
         self.connections_closed = 0
-        self.channels_opened = 0
-        self.channels_closed = 0
         #: AMQP logins (RabbitMQ's auth attempts)
         self.auth_succeeded = 0
         self.auth_failed = 0
@@ -69,6 +67,12 @@ class Counters:
         self.group_size = Histogram(GROUP_SIZE_BUCKETS)
         self._group: int | None = None
         self._group_members = 0
+
+    def login(self, ok: bool) -> None:
+        if ok:
+            self.auth_succeeded += 1
+        else:
+            self.auth_failed += 1
 
     def committed(self, seconds: float, group: int) -> None:
         """A store submission committed ``seconds`` after it was handed over, as

@@ -1,97 +1,39 @@
 """Admin commands of the ``amqplite`` CLI; they talk to a running broker's HTTP API.
 
 ``register(main)`` attaches them to the top-level click group. Every command
-prints an aligned table for humans, or JSON with ``--json``; errors are one
-line on stderr and a non-zero exit status.
+prints an aligned table for humans, JSON with ``--format json`` (or ``--json``),
+or tab-separated rows with ``--format tsv``; errors are one line on stderr and a
+non-zero exit status. Short options follow rabbitmqadmin: ``-u`` user,
+``-p`` password, ``-V`` vhost.
 """
 
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import click
 
-from amqplite.admin.client import DEFAULT_URL, AdminError, Client, path
+from amqplite.admin.cli_common import (
+    FORMATS,
+    OUTPUT,
+    Ctx,
+    _console,
+    _progress,
+    _table,
+    common,
+    common_json_only,
+)
+from amqplite.admin.client import AdminError, path
 from amqplite.admin.messages import ACK_MODES, decode_payload, parse_filter, preview
 
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = ["FORMATS", "OUTPUT", "Ctx", "common", "common_json_only", "register"]
 
 PAGE = 500
-
-
-# ------------------------------------------------------------------ plumbing
-class Ctx:
-    """What every admin command needs: the client, the vhost and the output mode."""
-
-    def __init__(self, url: str, user: str, password: str, vhost: str, as_json: bool) -> None:
-        self.client = Client(url, user, password)
-        self.vhost = vhost
-        self.as_json = as_json
-
-    def emit_json(self, data: Any) -> None:
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
-
-
-def common(f: F) -> F:
-    """Connection options shared by every admin command; passes ``ctx: Ctx``."""
-
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-    @click.option("--vhost", "-V", envvar="AMQPLITE_VHOST", default="/", show_default=True,
-                  help="Virtual host (env AMQPLITE_VHOST).")
-    @click.option("--password", envvar="AMQPLITE_PASSWORD", default="guest",
-                  show_default=True, help="Password (env AMQPLITE_PASSWORD).")
-    @click.option("--user", "-u", envvar="AMQPLITE_USER", default="guest", show_default=True,
-                  help="User name (env AMQPLITE_USER).")
-    @click.option("--admin-url", envvar="AMQPLITE_ADMIN_URL", default=DEFAULT_URL,
-                  show_default=True, help="Admin API base URL (env AMQPLITE_ADMIN_URL).")
-    @functools.wraps(f)
-    def wrapper(admin_url: str, user: str, password: str, vhost: str, as_json: bool,
-                *args: Any, **kw: Any) -> Any:
-        ctx = Ctx(admin_url, user, password, vhost, as_json)
-        try:
-            return f(ctx, *args, **kw)
-        finally:
-            ctx.client.close()
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _console(err: bool = False) -> Any:
-    from rich.console import Console
-
-    stream = sys.stderr if err else sys.stdout
-    tty = stream.isatty()
-    # piped output: wide enough that tables never wrap mid-row
-    return Console(file=stream, width=None if tty else 250, highlight=False,
-                   soft_wrap=False, no_color=not tty)
-
-
-def _table(title: str | None, columns: list[str], rows: list[list[Any]],
-           caption: str | None = None, right: tuple[str, ...] = ()) -> None:
-    from rich import box
-    from rich.table import Table
-
-    t = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, title_justify="left",
-              caption_justify="left", pad_edge=False)
-    for c in columns:
-        t.add_column(c, justify="right" if c in right else "left", overflow="fold")
-    for r in rows:
-        t.add_row(*("" if v is None else str(v) for v in r))
-    _console().print(t)
-
-
-def _progress(total: int | None, what: str) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    con = _console(err=True)
-    return Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), console=con,
-                    transient=True, disable=not con.is_terminal)
 
 
 def _plural(n: int, word: str) -> str:
@@ -380,7 +322,7 @@ def _kv(values: tuple[str, ...], what: str) -> dict[str, Any]:
 @click.argument("body", required=False)
 @click.option("--file", "body_file", type=click.File("rb"), help="Read the body from a file.")
 @click.option("--header", "-H", multiple=True, help="Header name=value (repeatable).")
-@click.option("--property", "-p", "props", multiple=True,
+@click.option("--property", "-P", "props", multiple=True,
               help="Property name=value, e.g. content_type=application/json (repeatable).")
 @click.option("--persistent/--transient", default=True, show_default=True)
 @common
@@ -672,7 +614,7 @@ def _export_obj(m: dict[str, Any], raw_body: bool) -> dict[str, Any]:
 @click.option("--format", "fmt", type=click.Choice(["json", "cbor"]), default="json",
               show_default=True)
 @click.option("--limit", type=click.IntRange(1), help="At most this many messages.")
-@common
+@common_json_only
 def dlq_export(ctx: Ctx, queue: str, file: str, fmt: str, limit: int | None) -> None:
     """Write the dead letters of QUEUE to FILE ('-' for stdout) without consuming them.
 

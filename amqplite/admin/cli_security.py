@@ -9,6 +9,7 @@ what ``rabbitmqctl export_definitions`` writes.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
@@ -92,30 +93,67 @@ def users_list(ctx: Ctx) -> None:
     _list_users(ctx)
 
 
+def _new_password(given: str | None, from_stdin: bool) -> str:
+    """The password from --password-stdin (its first line), --new-password / env, or a
+    hidden prompt typed twice; a script never needs a terminal."""
+    if from_stdin:
+        if given is not None:
+            raise AdminError("give either --password-stdin or --new-password, not both")
+        line = sys.stdin.readline()
+        password = line[:-1] if line.endswith("\n") else line
+        password = password[:-1] if password.endswith("\r") else password
+        if not password:
+            raise AdminError("--password-stdin: no password on standard input")
+        return password
+    if given is not None:
+        return given
+    value: str = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    return value
+
+
+def _password_options(f: Any) -> Any:
+    f = click.option("--password-stdin", "password_stdin", is_flag=True,
+                     help="Read the password from the first line of standard input "
+                     "(for scripts: echo \"$PW\" | amqplite users add NAME "
+                     "--password-stdin).")(f)
+    return click.option("--new-password", envvar="AMQPLITE_NEW_PASSWORD", default=None,
+                        help="The password on the command line (env AMQPLITE_NEW_PASSWORD;"
+                        " visible to other local users, prefer --password-stdin).")(f)
+
+
 @users.command("add")
 @click.argument("name")
-@click.option("--new-password", prompt=True, hide_input=True, confirmation_prompt=True,
-              envvar="AMQPLITE_NEW_PASSWORD", help="The user's password (prompted; env "
-              "AMQPLITE_NEW_PASSWORD).")
+@_password_options
 @click.option("--tags", default="", help="Comma-separated: administrator, monitoring, "
               "policymaker, management.")
 @common
-def users_add(ctx: Ctx, name: str, new_password: str, tags: str) -> None:
-    """Create (or replace) user NAME; grant it permissions with ``permissions set``."""
-    ctx.client.send("PUT", path("users", name), {"password": new_password, "tags": tags})
+def users_add(ctx: Ctx, name: str, new_password: str | None, password_stdin: bool,
+              tags: str) -> None:
+    """Create (or replace) user NAME; grant it permissions with ``permissions set``.
+
+    The password comes from --password-stdin, --new-password (or env
+    AMQPLITE_NEW_PASSWORD), or else a hidden prompt that asks for it twice.
+    """
+    password = _new_password(new_password, password_stdin)
+    ctx.client.send("PUT", path("users", name), {"password": password, "tags": tags})
     _done(ctx, "added", name, f"User '{name}' added.")
 
 
 @users.command("password")
 @click.argument("name")
-@click.option("--new-password", prompt=True, hide_input=True, confirmation_prompt=True,
-              envvar="AMQPLITE_NEW_PASSWORD", help="The new password (prompted).")
+@_password_options
 @common
-def users_password(ctx: Ctx, name: str, new_password: str) -> None:
-    """Change NAME's password (its tags stay); new logins need it at once."""
+def users_password(ctx: Ctx, name: str, new_password: str | None,
+                   password_stdin: bool) -> None:
+    """Change NAME's password (its tags stay); new logins need it at once.
+
+    The password comes as for ``users add``: --password-stdin, --new-password, or a
+    prompt.
+    """
+    password = _new_password(new_password, password_stdin)
     current = ctx.client.get(path("users", name))
     ctx.client.send("PUT", path("users", name),
-                    {"password": new_password, "tags": current.get("tags", [])})
+                    {"password": password, "tags": current.get("tags", [])})
     _done(ctx, "changed", name, f"Password of '{name}' changed.")
 
 

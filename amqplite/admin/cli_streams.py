@@ -93,7 +93,8 @@ def _line(e: dict[str, Any], width: int) -> str:
               help="first, last, next, an offset, an interval (10m) or a time "
               "(ISO 8601, or @<unix seconds>).")
 @click.option("--count", "-n", type=click.IntRange(1), default=None,
-              help="Print at most this many entries.")
+              help="Print at most this many entries; with --from last, the last N "
+              "(as tail -n).")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new entries as they "
               "are appended (Ctrl-C to stop).")
 @click.option("--width", type=click.IntRange(8), default=80, show_default=True,
@@ -105,6 +106,12 @@ def tail(ctx: Ctx, name: str, from_: str, count: int | None, follow: bool,
     without consuming anything."""
     url = path("streams", ctx.vhost, name, "entries")
     start: str = from_
+    if from_ == "last" and count is not None and count > 1:
+        # "last" alone is the newest entry; -n N means the N before it too, as tail -n
+        probe = ctx.client.get(url, **{"from": "last", "count": "1", "truncate": "0"})
+        first, last = probe["first_offset"], probe["last_offset"]
+        if last >= first:
+            start = str(max(first, last - count + 1))
     shown = 0
     out: list[dict[str, Any]] = []
     while True:

@@ -13,7 +13,11 @@ with ``vhost`` and ``queue``.
 
 from __future__ import annotations
 
+import platform
+import resource
+import time
 from collections.abc import Iterator
+from importlib.metadata import version
 from typing import TYPE_CHECKING
 
 import attrs
@@ -25,12 +29,16 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from amqplite import __version__
 from amqplite.admin.nodes import CLUSTER_NAME, NODE
+from amqplite.admin.views import RABBITMQ_VERSION
+from amqplite.broker.base import MESSAGE_SIZE_BUCKETS
 from amqplite.server.counters import DEAD_LETTER_REASONS, Histogram
 
 if TYPE_CHECKING:
@@ -41,6 +49,7 @@ __all__ = ["CONTENT_TYPE", "Snapshot", "render", "snapshot"]
 #: the text format every Prometheus 2.x parses
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 PROTOCOL = "amqp091"
+PROMETHEUS_CLIENT_VERSION = version("prometheus_client")
 QUEUE_TYPE = "rabbit_classic_queue"
 
 #: (metric name, help) of the per-queue gauges
@@ -50,14 +59,47 @@ QUEUE_GAUGES = (
      "Messages delivered to consumers but not yet acknowledged"),
     ("rabbitmq_queue_messages", "Sum of ready and unacknowledged messages"),
     ("rabbitmq_queue_consumers", "Consumers on a queue"),
+    ("rabbitmq_queue_messages_ready_bytes", "Body bytes of messages ready to be delivered"),
 )
 
 #: broker-core stats key -> (RabbitMQ global counter, help)
 BROKER_COUNTERS = {
     "delivered": ("rabbitmq_global_messages_delivered",
                   "Messages delivered to consumers (basic.deliver and basic.get-ok)"),
-    "acknowledged": ("rabbitmq_global_messages_acknowledged",
-                     "Messages acknowledged by consumers"),
+    "acked": ("rabbitmq_global_messages_acknowledged", "Messages acknowledged by consumers"),
+    "delivered_consume_auto_ack": ("rabbitmq_global_messages_delivered_consume_auto_ack",
+                                   "Messages delivered to consumers in automatic ack mode"),
+    "delivered_consume_manual_ack": ("rabbitmq_global_messages_delivered_consume_manual_ack",
+                                     "Messages delivered to consumers in manual ack mode"),
+    "delivered_get_auto_ack": ("rabbitmq_global_messages_delivered_get_auto_ack",
+                               "Messages fetched with basic.get in automatic ack mode"),
+    "delivered_get_manual_ack": ("rabbitmq_global_messages_delivered_get_manual_ack",
+                                 "Messages fetched with basic.get in manual ack mode"),
+    "get_empty": ("rabbitmq_global_messages_get_empty",
+                  "basic.get operations on an empty queue"),
+    "delivered_redelivered": ("rabbitmq_global_messages_redelivered",
+                              "Messages redelivered to consumers (redelivered flag set)"),
+}
+
+#: broker-core stats key -> (RabbitMQ queue/channel lifecycle counter, help); no labels
+CHURN_COUNTERS = {
+    "queues_declared": ("rabbitmq_queues_declared", "Queues declared"),
+    "queues_created": ("rabbitmq_queues_created", "Queues created"),
+    "queues_deleted": ("rabbitmq_queues_deleted", "Queues deleted"),
+    "channels_opened": ("rabbitmq_channels_opened", "Channels opened"),
+    "channels_closed": ("rabbitmq_channels_closed", "Channels closed"),
+}
+#: Counters attribute -> (RabbitMQ connection lifecycle counter, help)
+SHELL_COUNTERS = {
+    "connections_opened": ("rabbitmq_connections_opened", "Connections opened"),
+    "connections_closed": ("rabbitmq_connections_closed",
+                           "Connections closed or terminated"),
+}
+#: Counters attribute -> (RabbitMQ auth counter, help); labelled with the protocol
+AUTH_COUNTERS = {
+    "auth_succeeded": ("rabbitmq_auth_attempts_succeeded", "Successful authentication "
+                       "attempts"),
+    "auth_failed": ("rabbitmq_auth_attempts_failed", "Failed authentication attempts"),
 }
 
 
@@ -65,12 +107,25 @@ BROKER_COUNTERS = {
 class Snapshot:
     """Everything one scrape reports, copied off live state."""
 
-    #: (vhost, queue, (ready, unacked, messages, consumers)) as QUEUE_GAUGES lists them
-    queues: list[tuple[str, str, tuple[int, int, int, int]]]
+    #: (vhost, queue, values in QUEUE_GAUGES order)
+    queues: list[tuple[str, str, tuple[int, ...]]]
     connections: int
     channels: int
     consumers: int
+    #: channels that have published at least once (RabbitMQ's "publishers")
+    publishers: int
     broker_stats: dict[str, int]
+    shell_stats: dict[str, int]
+    #: published body sizes: (cumulative buckets, sum)
+    message_sizes: tuple[list[tuple[float, int]], float]
+    uptime: float
+    started_at: float
+    #: name -> (help, value) of gauges summed over open channels and connections, as
+    #: RabbitMQ's aggregated endpoint sums its per-channel and per-connection metrics
+    channel_sums: dict[str, tuple[str, int]]
+    memory_limit: int | None
+    memory_alarm: bool
+    max_sockets: int
     received: int
     received_confirm: int
     routed: int
@@ -91,6 +146,12 @@ class Snapshot:
     disk_alarm: bool
 
 
+def _fd_limit() -> int:
+    """Descriptors this process may open: the most client sockets it could hold."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if soft != resource.RLIM_INFINITY else 0
+
+
 def _hist(h: Histogram) -> tuple[list[tuple[float, int]], float]:
     return h.cumulative(), h.sum
 
@@ -98,26 +159,57 @@ def _hist(h: Histogram) -> tuple[list[tuple[float, int]], float]:
 def snapshot(server: Server) -> Snapshot:
     """Read broker, store and shell state now (call on the event loop)."""
     b = server.broker
-    queues = []
+    queues: list[tuple[str, str, tuple[int, ...]]] = []
     consumers = 0
     for vh in b.vhosts.values():
         for q in vh.queues.values():
             ready, unacked, cons = q.message_count, q.unacked, len(q.consumers)
             consumers += cons
-            queues.append((vh.name, q.name, (ready, unacked, ready + unacked, cons)))
+            queues.append((vh.name, q.name, (ready, unacked, ready + unacked, cons,
+                                             q.ready.bytes)))
     conns = list(server.connections)
+    channels = [ch for x in conns if x.session is not None for ch in x.session.channels.values()]
     c = server.counters
+    n = 0
+    sizes: list[tuple[float, int]] = []
+    for bound, count in zip((*MESSAGE_SIZE_BUCKETS, float("inf")), b.message_sizes,
+                            strict=True):
+        n += count
+        sizes.append((bound, n))
     p = server.persistence
     disk = server.disk
     return Snapshot(
         queues=queues,
         connections=len(conns),
-        channels=sum(len(x.session.channels) for x in conns if x.session is not None),
+        channels=len(channels),
         consumers=consumers,
-        broker_stats={"delivered": int(b.stats.get("delivered", 0)),
-                      "acknowledged": int(b.stats.get("acked", 0)),
-                      "requeued": int(b.stats.get("redelivered", 0)),
-                      "expired": int(b.stats.get("expired", 0))},
+        publishers=sum(1 for ch in channels if ch.publishes),
+        broker_stats={k: int(v) for k, v in b.stats.items()},
+        shell_stats={k: getattr(c, k) for k in (*SHELL_COUNTERS, *AUTH_COUNTERS)},
+        message_sizes=(sizes, float(b.message_bytes)),
+        uptime=time.time() - server.started_at,
+        channel_sums={
+            "rabbitmq_connection_channels": ("Channels on a connection", len(channels)),
+            "rabbitmq_channel_messages_unacked": (
+                "Delivered but not yet acknowledged messages",
+                sum(len(ch.unacked) for ch in channels)),
+            "rabbitmq_channel_prefetch": ("Total limit of unacknowledged messages for all "
+                                          "consumers on a channel (basic.qos global)",
+                                          sum(ch.global_prefetch for ch in channels)),
+            "rabbitmq_consumer_prefetch": (
+                "Limit of unacknowledged messages for each consumer",
+                sum(c.prefetch for ch in channels for c in ch.consumers.values())),
+            "rabbitmq_channel_messages_published_total": (
+                "Messages published into a channel", sum(ch.publishes for ch in channels)),
+            "rabbitmq_connection_incoming_bytes_total": (
+                "Bytes received on a connection", sum(x.bytes_in for x in conns)),
+            "rabbitmq_connection_outgoing_bytes_total": (
+                "Bytes sent on a connection", sum(x.bytes_out for x in conns)),
+        },
+        started_at=server.started_at,
+        memory_limit=server.memory.limit if server.memory is not None else None,
+        memory_alarm=server.memory is not None and server.memory.alarm,
+        max_sockets=server.settings.max_connections or _fd_limit(),
         received=int(b.stats["published"]), received_confirm=int(b.stats["received_confirm"]),
         routed=int(b.stats["routed"]), unroutable_returned=int(b.stats["unroutable_returned"]),
         unroutable_dropped=int(b.stats["unroutable_dropped"]),
@@ -145,10 +237,16 @@ def _counter(name: str, doc: str, value: float, labels: dict[str, str]) -> Count
 
 
 def _histogram(name: str, doc: str, data: tuple[list[tuple[float, int]], float],
-               ) -> HistogramMetricFamily:
+               labels: dict[str, str] | None = None) -> HistogramMetricFamily:
     buckets, total = data
-    return HistogramMetricFamily(
-        name, doc, buckets=[(floatToGoString(le), n) for le, n in buckets], sum_value=total)
+    if not labels:
+        return HistogramMetricFamily(
+            name, doc, buckets=[(floatToGoString(le), n) for le, n in buckets],
+            sum_value=total)
+    m = HistogramMetricFamily(name, doc, labels=list(labels))
+    m.add_metric(list(labels.values()), [(floatToGoString(le), n) for le, n in buckets],
+                 total)
+    return m
 
 
 class SnapshotCollector(Collector):
@@ -165,6 +263,11 @@ class SnapshotCollector(Collector):
         yield _gauge("rabbitmq_connections", "Connections currently open", s.connections)
         yield _gauge("rabbitmq_channels", "Channels currently open", s.channels)
         yield _gauge("rabbitmq_consumers", "Consumers currently connected", s.consumers)
+        yield _gauge("rabbitmq_channel_consumers", "Consumers on a channel", s.consumers)
+        yield _gauge("rabbitmq_global_consumers", "Consumers currently connected",
+                     s.consumers)
+        yield _gauge("rabbitmq_global_publishers", "Publishers currently connected",
+                     s.publishers)
         yield from self._globals()
         yield from self._node()
         yield from self._store()
@@ -200,6 +303,16 @@ class SnapshotCollector(Collector):
             yield _counter(name, doc, value, proto)
         for key, (name, doc) in BROKER_COUNTERS.items():
             yield _counter(name, doc, s.broker_stats[key], proto)
+        for key, (name, doc) in CHURN_COUNTERS.items():
+            yield _counter(name, doc, s.broker_stats[key], {})
+        for key, (name, doc) in SHELL_COUNTERS.items():
+            yield _counter(name, doc, s.shell_stats[key], {})
+        for key, (name, doc) in AUTH_COUNTERS.items():
+            yield _counter(name, doc, s.shell_stats[key], proto)
+        yield _counter("rabbitmq_auth_attempts", "Authentication attempts",
+                       sum(s.shell_stats[k] for k in AUTH_COUNTERS), proto)
+        yield _histogram("rabbitmq_message_size_bytes", "Size of published message bodies",
+                         s.message_sizes, {"protocol": PROTOCOL})
         for reason in DEAD_LETTER_REASONS:
             m = CounterMetricFamily(
                 f"rabbitmq_global_messages_dead_lettered_{reason}",
@@ -209,28 +322,62 @@ class SnapshotCollector(Collector):
                 m.add_metric([QUEUE_TYPE, strategy], s.dead_lettered.get((reason, strategy), 0))
             yield m
         yield _counter("amqplite_messages_requeued", "Deliveries returned to their queue "
-                       "(nack, reject, recover, channel close)", s.broker_stats["requeued"], {})
+                       "(nack, reject, recover, channel close)", s.broker_stats["redelivered"], {})
         yield _counter("amqplite_messages_expired", "Messages that reached their TTL",
                        s.broker_stats["expired"], {})
 
     def _node(self) -> Iterator[Metric]:
         s = self.snap
-        info = GaugeMetricFamily("rabbitmq_identity_info", "Node and cluster names",
-                                 labels=["rabbitmq_node", "rabbitmq_cluster"])
-        info.add_metric([NODE, CLUSTER_NAME], 1)
+        info = GaugeMetricFamily(
+            "rabbitmq_identity_info", "Node and cluster names (dashboards join on them)",
+            labels=["rabbitmq_node", "rabbitmq_cluster", "rabbitmq_cluster_permanent_id",
+                    "rabbitmq_endpoint"])
+        info.add_metric([NODE, CLUSTER_NAME, CLUSTER_NAME,
+                         "per-object" if self.per_object else "aggregated"], 1)
         yield info
+        rabbit = GaugeMetricFamily(
+            "rabbitmq_build_info", "Versions: the RabbitMQ API level amqplite follows, "
+            "amqplite's own, and the Python runtime in erlang_version's place",
+            labels=["rabbitmq_version", "product_name", "product_version",
+                    "prometheus_plugin_version", "prometheus_client_version",
+                    "erlang_version"])
+        rabbit.add_metric([RABBITMQ_VERSION, "amqplite", __version__, __version__,
+                           PROMETHEUS_CLIENT_VERSION,
+                           f"Python {platform.python_version()}"], 1)
+        yield rabbit
         build = GaugeMetricFamily("amqplite_build_info", "amqplite version",
                                   labels=["version"])
         build.add_metric([__version__], 1)
         yield build
-        if s.disk_free is not None:
-            yield _gauge("rabbitmq_disk_space_available_bytes",
-                         "Disk space available to the data directory", s.disk_free)
-        if s.disk_limit is not None:
-            yield _gauge("rabbitmq_disk_space_available_limit_bytes",
-                         "Free disk space below which publishers are blocked", s.disk_limit)
-        yield _gauge("rabbitmq_alarms_free_disk_space_watermark",
-                     "1 while the disk alarm is in effect", int(s.disk_alarm))
+        for name, (doc, v) in s.channel_sums.items():
+            if name.endswith("_total"):
+                yield _counter(name[:-len("_total")], doc, v, {})
+            else:
+                yield _gauge(name, doc, v)
+        yield _gauge("process_start_time_seconds",
+                     "Start time of the process since the Unix epoch", s.started_at)
+        yield _gauge("rabbitmq_erlang_uptime_seconds",
+                     "Seconds since the broker process started", s.uptime)
+        optional: tuple[tuple[str, str, float | None], ...] = (  # None: no monitor here
+            ("rabbitmq_resident_memory_limit_bytes",
+             "Memory use above which publishers are blocked", s.memory_limit),
+            ("rabbitmq_alarms_memory_used_watermark", "1 while the memory alarm is in effect",
+             int(s.memory_alarm)),
+            ("rabbitmq_process_open_tcp_sockets", "Open client TCP connections",
+             s.connections),
+            ("rabbitmq_process_max_tcp_sockets",
+             "Client TCP connections allowed (max_connections, else the fd limit)",
+             s.max_sockets),
+            ("rabbitmq_disk_space_available_bytes",
+             "Disk space available to the data directory", s.disk_free),
+            ("rabbitmq_disk_space_available_limit_bytes",
+             "Free disk space below which publishers are blocked", s.disk_limit),
+            ("rabbitmq_alarms_free_disk_space_watermark", "1 while the disk alarm is in effect",
+             int(s.disk_alarm)),
+        )
+        for name, doc, reading in optional:
+            if reading is not None:
+                yield _gauge(name, doc, reading)
 
     def _store(self) -> Iterator[Metric]:
         s = self.snap
@@ -263,4 +410,7 @@ def render(snap: Snapshot, per_object: bool) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(snap, per_object))
     ProcessCollector(namespace="rabbitmq", registry=registry)
+    # the runtime's own figures, in place of RabbitMQ's erlang_vm_* families
+    GCCollector(registry=registry)
+    PlatformCollector(registry=registry)
     return generate_latest(registry)

@@ -26,6 +26,21 @@ from amqplite.broker.retained import RetainedStore
 from amqplite.broker.vhost import VHost
 from amqplite.config import LOG_LEVELS
 
+#: upper bounds of RabbitMQ's ``rabbitmq_message_size_bytes`` histogram (+Inf implied)
+MESSAGE_SIZE_BUCKETS = (100, 1000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000,
+                        100_000_000)
+
+
+def _first_bucket(bits: int) -> int:
+    low = (1 << (bits - 1)) if bits else 0
+    return sum(1 for b in MESSAGE_SIZE_BUCKETS if b < low)
+
+
+#: bit length of a size -> the lowest bucket a size of that length can fall in; the
+#: sizes of one bit length span less than a factor of 2, so at most one bound lies
+#: inside and one comparison finishes the lookup (no bisect per published message)
+SIZE_BUCKET_BY_BITS = tuple(_first_bucket(b) for b in range(65))
+
 if TYPE_CHECKING:
     from amqplite.broker.exchanges import Binding, Exchange
     from amqplite.broker.permissions import Permission
@@ -92,7 +107,17 @@ class BrokerBase:
         #: global counters, counted where they happen, at a dict increment each
         self.stats = {"published": 0, "delivered": 0, "acked": 0, "redelivered": 0,
                       "dead_lettered": 0, "expired": 0, "routed": 0, "unroutable_returned": 0,
-                      "unroutable_dropped": 0, "received_confirm": 0}
+                      "unroutable_dropped": 0, "received_confirm": 0,
+                      # RabbitMQ's split of deliveries; "redelivered" above counts
+                      # requeues, "delivered_redelivered" deliveries flagged redelivered
+                      "delivered_consume_auto_ack": 0, "delivered_consume_manual_ack": 0,
+                      "delivered_get_auto_ack": 0, "delivered_get_manual_ack": 0,
+                      "get_empty": 0, "delivered_redelivered": 0,
+                      "queues_declared": 0, "queues_created": 0, "queues_deleted": 0,
+                      "channels_opened": 0, "channels_closed": 0}
+        #: published body sizes: counts per MESSAGE_SIZE_BUCKETS bucket (+Inf last), sum
+        self.message_sizes = [0] * (len(MESSAGE_SIZE_BUCKETS) + 1)
+        self.message_bytes = 0
         #: (reason, strategy) -> messages dead-lettered; strategy as RabbitMQ labels it:
         #: "at_most_once" (to a dead-letter exchange) or "disabled" (dropped)
         self.dead_letters: dict[tuple[str, str], int] = {}

@@ -81,6 +81,8 @@ class Broker(
     def open_channel(self, session: Session, number: int) -> ChannelState:
         ch = ChannelState(session, number)
         session.channels[number] = ch
+        if session.transport is not None:  # a client's, not the admin API's own
+            self.stats["channels_opened"] += 1
         return ch
 
     def close_channel(self, ch: ChannelState) -> None:
@@ -88,6 +90,8 @@ class Broker(
         if not ch.open:
             return
         ch.open = False
+        if ch.session.transport is not None:
+            self.stats["channels_closed"] += 1
         ch.session.channels.pop(ch.number, None)
         self.stream_channel_closing(ch)
         touched = self._requeue_deliveries(ch, list(ch.unacked.values()))

@@ -146,6 +146,7 @@ class Dispatch(BrokerBase):
                                     f"queue '{q.name}' in vhost '{q.vhost}'", BASIC_GET)
         self._expire_head(q)
         if not q.ready:
+            self.stats["get_empty"] += 1
             return None
         if q.ready.needs_load:
             self._request_load(q)
@@ -159,13 +160,18 @@ class Dispatch(BrokerBase):
         ch.next_tag = tag + 1
         redelivered = entry.redelivered
         self.log_event("delivered", q.vhost, entry.message, q.name, attempt=entry.delivery_count + 1)
+        stats = self.stats
         if no_ack:
             self.log_event("acked", q.vhost, entry.message, q.name, attempt=entry.delivery_count + 1)
             self._entry_done(q, entry)
+            stats["delivered_get_auto_ack"] += 1
         else:
             ch.unacked[tag] = Delivery(tag, q, entry, None)
             q.unacked += 1
-        self.stats["delivered"] += 1
+            stats["delivered_get_manual_ack"] += 1
+        stats["delivered"] += 1
+        if redelivered:
+            stats["delivered_redelivered"] += 1
         q.stats["deliver_get"] += 1
         return GetOk(tag, redelivered, entry.message, q.message_count,
                      self._delivery_props(q, entry))
@@ -234,18 +240,23 @@ class Dispatch(BrokerBase):
                 self._log_msg("delivered", q.vhost, msg, q.name, c.tag, entry.delivery_count + 1)
             if c.no_ack:
                 self._log_msg("acked", q.vhost, msg, q.name, c.tag, entry.delivery_count + 1)
+        stats = self.stats
         if c.no_ack:
             if entry.stored:  # _entry_done, inlined
                 entry.stored = False
                 self.store_ops.append(P.delete_entry(q, entry))
             else:
                 msg.pinned -= 1
+            stats["delivered_consume_auto_ack"] += 1
         else:
             ch.unacked[tag] = Delivery(tag, q, entry, c)
             c.unacked += 1
             q.unacked += 1
             # no "delivered" row: see _requeue_deliveries for where that is written
-        self.stats["delivered"] += 1
+            stats["delivered_consume_manual_ack"] += 1
+        stats["delivered"] += 1
+        if entry.redelivered:
+            stats["delivered_redelivered"] += 1
         q.stats["deliver_get"] += 1
         self.effects.append(Deliver(ch, c.tag, tag, entry.redelivered, msg,
                                     self._delivery_props(q, entry)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from amqplite.broker import errors as E
 from amqplite.broker import persist as P
 from amqplite.broker.base import (
+    MESSAGE_SIZE_BUCKETS,
     NOT_STORED,
     REJECTED,
     REPLY_PREFIX,
     REPLY_TO,
+    SIZE_BUCKET_BY_BITS,
     STORED,
     BrokerBase,
 )
@@ -148,6 +150,12 @@ class Publishing(BrokerBase):
         if extra and bcc:
             msg.bcc = tuple(bcc)
         self.stats["published"] += 1
+        size = len(body)
+        i = SIZE_BUCKET_BY_BITS[size.bit_length()]
+        if i < len(MESSAGE_SIZE_BUCKETS) and size > MESSAGE_SIZE_BUCKETS[i]:
+            i += 1
+        self.message_sizes[i] += 1
+        self.message_bytes += size
         if self._log_on:
             self._log_msg("published", vh.name, msg, None, None, None)
         if not ex.name and routing_key.startswith(REPLY_PREFIX):
@@ -217,6 +225,7 @@ class Publishing(BrokerBase):
         tag = ch.next_tag
         ch.next_tag = tag + 1
         self.stats["delivered"] += 1
+        self.stats["delivered_consume_auto_ack"] += 1
         self.log_event("delivered", ch.session.vhost, msg, REPLY_TO, consumer_tag=ch.reply_consumer)
         self.effects.append(Deliver(ch, ch.reply_consumer, tag, False, msg))
 

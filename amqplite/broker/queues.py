@@ -86,6 +86,7 @@ class QueueOps(BrokerBase):
             if q.exclusive != exclusive:
                 raise E.locked(name, vh.name, cm)
             self._check_args_equivalent(q, arguments or {}, cm)
+            self.stats["queues_declared"] += 1
             return q.name, q.message_count, len(q.consumers)
         dlx = (arguments or {}).get("x-dead-letter-exchange")
         if isinstance(dlx, str | bytes):  # a new queue may only dead-letter where it may write
@@ -103,6 +104,8 @@ class QueueOps(BrokerBase):
         )
         self.add_queue(vh, q)
         ch.last_queue = name
+        self.stats["queues_declared"] += 1
+        self.stats["queues_created"] += 1
         return q.name, 0, 0
 
     _EQUIVALENCE_ARGS = (
@@ -249,6 +252,7 @@ class QueueOps(BrokerBase):
         if q.deleted:
             return 0
         q.deleted = True
+        self.stats["queues_deleted"] += 1
         vh.queues.pop(q.name, None)
         self._expiring_queues.discard(q)
         for c in list(q.consumers):

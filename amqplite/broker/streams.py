@@ -338,6 +338,7 @@ class Streams(BrokerBase):
         c.unacked += n
         q.unacked += n
         self.stats["delivered"] += n
+        self.stats["delivered_consume_manual_ack"] += n  # stream consumers must ack
         q.stats["deliver_get"] += n
         self.effects.append(StreamDeliver(ch, c.tag, first, batch))
 

@@ -127,6 +127,7 @@ class AMQPConnection:
         user = (users.identify(username, self.peer_host) if password is None  # EXTERNAL
                 else users.authenticate(username, password, self.peer_host))
         self._user = user
+        self.server.counters.login(user is not None)
         if user is None:
             # what "For details see the broker logfile" points to: one line, the name
             # escaped, rate-limited per peer; the refusal waits LOGIN_FAILURE_DELAY
@@ -303,6 +304,7 @@ class AMQPConnection:
                 self._drop_channel(ev.channel)
             elif isinstance(ev, ConnectionOpened):
                 self.session = self.broker.open_session(ev.username, ev.vhost, self.name)
+                self.server.counters.connections_opened += 1
                 self.session.client_properties = dict(ev.client_properties or {})
                 self.session.transport = self
                 self._hb_wake.set()  # heartbeats, if negotiated, start now
@@ -469,6 +471,7 @@ class AMQPConnection:
         self.admitted = False  # closing: its slot is free for the next client
         if self.session is not None:
             s, self.session = self.session, None
+            self.server.counters.connections_closed += 1
             self.channels.clear()
             self.server.execute(self.broker.close_session, s)
 

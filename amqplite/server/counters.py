@@ -55,11 +55,24 @@ class Counters:
         #: messages covered by the basic.acks sent to publishers
         self.confirmed = 0
         self.page_ins = 0
+        #: AMQP connections of clients (after the handshake); the admin API's internal
+        #: sessions are not counted, as RabbitMQ has no such thing
+        self.connections_opened = 0
+        self.connections_closed = 0
+        #: AMQP logins (RabbitMQ's auth attempts)
+        self.auth_succeeded = 0
+        self.auth_failed = 0
         self.paged_in_messages = 0
         self.commit_seconds = Histogram(COMMIT_SECONDS_BUCKETS)
         self.group_size = Histogram(GROUP_SIZE_BUCKETS)
         self._group: int | None = None
         self._group_members = 0
+
+    def login(self, ok: bool) -> None:
+        if ok:
+            self.auth_succeeded += 1
+        else:
+            self.auth_failed += 1
 
     def committed(self, seconds: float, group: int) -> None:
         """A store submission committed ``seconds`` after it was handed over, as

@@ -114,7 +114,7 @@ def test_policies_set_list_clear(admin_broker: AdminBroker) -> None:
 def test_publish_get_purge_delete(admin_broker: AdminBroker, channel: Any) -> None:
     q = qname("cliq")
     channel.queue_declare(q, durable=True)
-    out = ok(admin_broker.cli("publish", "-k", q, '{"n": 1}', "-p",
+    out = ok(admin_broker.cli("publish", "-k", q, '{"n": 1}', "-P",
                               "content_type=application/json", "-H", "tenant=acme"))
     assert "Published 8 bytes" in out
     r = admin_broker.cli("publish", "-k", q, "--file", "-", input=b"\x00\x01\x02")

@@ -211,3 +211,56 @@ def test_scrape_stays_bounded_with_10000_queues(paging_broker: AdminBroker) -> N
         assert time.monotonic() - t0 < 5
         assert value(agg, "rabbitmq_queues") >= n + 1
         assert len(text) > 100 * n
+
+
+def test_delivery_split_and_churn_counters(admin_broker: AdminBroker) -> None:
+    """The counters behind the Overview dashboard move by exactly what the traffic did."""
+    _, before = scrape(admin_broker.admin_url)
+    q = qname("split")
+    with admin_broker.connect() as c:
+        ch = c.channel()
+        ch.confirm_delivery()
+        ch.queue_declare(q)
+        ch.queue_declare(q)  # declared again: not created again
+        for size in (100, 101, 1000, 1001, 0):  # either side of the 100 and 1000 bounds
+            ch.basic_publish("", q, b"x" * size)
+        assert ch.basic_get(q, auto_ack=True)[0] is not None
+        method, _, _ = ch.basic_get(q)
+        ch.basic_nack(method.delivery_tag, requeue=True)
+        method, _, _ = ch.basic_get(q)  # the redelivery
+        assert method.redelivered
+        ch.basic_ack(method.delivery_tag)
+        got: list[bool] = []
+        ch.basic_consume(q, lambda chan, m, p, b: got.append(m.redelivered), auto_ack=True)
+        wait_for(lambda: (c.process_data_events(0), len(got) == 3)[1], 10, what="consume")
+        assert ch.basic_get(q)[0] is None
+        ch.queue_delete(q)
+        c.channel().close()
+    closed = "rabbitmq_connections_closed_total"
+    now = wait_for(lambda: (lambda s: s if value(s, closed) > value(before, closed) else None)(
+        scrape(admin_broker.admin_url)[1]), 10, what="the connection close counted")
+
+    def delta(name: str, **labels: str) -> float:
+        return value(now, name, **labels) - value(before, name, **labels)
+
+    g = "rabbitmq_global_messages_"
+    assert delta(g + "delivered_get_auto_ack_total", protocol="amqp091") == 1
+    assert delta(g + "delivered_get_manual_ack_total", protocol="amqp091") == 2
+    assert delta(g + "delivered_consume_auto_ack_total", protocol="amqp091") == 3
+    assert delta(g + "delivered_consume_manual_ack_total", protocol="amqp091") == 0
+    assert delta(g + "get_empty_total", protocol="amqp091") == 1
+    assert delta(g + "redelivered_total", protocol="amqp091") == 1
+    assert delta("rabbitmq_queues_declared_total") == 2
+    assert delta("rabbitmq_queues_created_total") == 1
+    assert delta("rabbitmq_queues_deleted_total") == 1
+    assert delta("rabbitmq_channels_opened_total") == 2
+    assert delta("rabbitmq_channels_closed_total") == 2
+    assert delta("rabbitmq_connections_opened_total") == 1
+    assert delta("rabbitmq_connections_closed_total") == 1
+    assert delta("rabbitmq_auth_attempts_succeeded_total", protocol="amqp091") == 1
+    assert delta("rabbitmq_auth_attempts_total", protocol="amqp091") == 1
+    size = "rabbitmq_message_size_bytes_bucket"
+    assert delta(size, protocol="amqp091", le="100.0") == 2  # 0 and 100
+    assert delta(size, protocol="amqp091", le="1000.0") == 4
+    assert delta(size, protocol="amqp091", le="+Inf") == 5
+    assert delta("rabbitmq_message_size_bytes_sum", protocol="amqp091") == 2202

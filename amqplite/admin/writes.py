@@ -40,7 +40,7 @@ async def own_commit(server: Server) -> BaseException | None:
 def commit_failed(err: BaseException, undone: bool) -> HTTPError:
     """The answer to a write whose commit failed (``undone``: its journal ran)."""
     what = ("so nothing was changed" if undone else
-            "it holds until a restart, which forgets it")
+            "it holds in memory and the store writes it again (look the object up)")
     return HTTPError(500, "internal_error",
                      f"the store did not commit this change, {what}: {err!r}")
 

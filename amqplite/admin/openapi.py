@@ -220,6 +220,10 @@ SCHEMAS: dict[str, S] = {
         "pattern": STR, "definition": ANYOBJ, "priority": INT,
         "apply-to": {"enum": ["queues", "exchanges", "all"]},
     }, ["pattern", "definition"]),
+    "Parameter": _obj({"component": STR, "vhost": STR, "name": STR, "value": ANYOBJ},
+                      ["component", "vhost", "name", "value"]),
+    "ParameterPut": _obj({"value": ANYOBJ, "component": STR, "vhost": STR, "name": STR},
+                         ["value"]),
     "PublishRequest": _obj({
         "routing_key": STR, "payload": STR,
         "payload_encoding": {"enum": ["string", "base64"]},

@@ -7,12 +7,13 @@ together, so the layers keep importing downward only.
 from __future__ import annotations
 
 from amqplite.config import Settings
+from amqplite.links.supervisor import run_links
 from amqplite.server.app import Server, Service
 
 
 async def serve(settings: Settings) -> None:
     """Run the AMQP server, its store and, when configured, the admin API."""
-    services: list[Service] = []
+    services: list[Service] = [run_links]  # before the admin API, which shows its shovels
     if settings.admin_port:
         from amqplite.admin.http import run_admin
 

@@ -222,6 +222,10 @@ SCHEMAS: dict[str, S] = {
     }, ["pattern", "definition"]),
     "Parameter": _obj({"component": STR, "vhost": STR, "name": STR, "value": ANYOBJ},
                       ["component", "vhost", "name", "value"]),
+    "Shovel": _obj({"name": STR, "vhost": STR, "type": STR,
+                    "state": {"enum": ["starting", "running", "terminated"]},
+                    "reason": STR, "src_uri": STR, "dest_uri": STR, "forwarded": INT},
+                   ["name", "vhost", "type", "state"]),
     "ParameterPut": _obj({"value": ANYOBJ, "component": STR, "vhost": STR, "name": STR},
                          ["value"]),
     "PublishRequest": _obj({

@@ -11,7 +11,7 @@ from typing import Any
 
 from amqplite.admin import validate as V
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import Request, Response, bad_request, not_found
+from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, not_found
 from amqplite.links.config import COMPONENTS
 
 
@@ -59,6 +59,22 @@ class ParameterHandlers(HandlerBase):
         undo.parameter(c, vh.name, name)
         await self._write(lambda: params.put(c, vh.name, name, value), undo)
         return Response(None, 204 if existed else 201)
+
+    def _links(self) -> Any:
+        links = self.server.extensions.get("links")
+        if links is None:
+            raise HTTPError(501, "not_implemented", "this broker runs no links supervisor")
+        return links
+
+    async def list_shovels(self, req: Request) -> Response:
+        links = self._links()
+        return Response([row for vh in self._vhosts(req) for row in links.shovels(vh.name)])
+
+    async def restart_shovel(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        if not self._links().restart(vh.name, req.params["name"]):
+            raise not_found(f"no shovel '{req.params['name']}' in vhost '{vh.name}'")
+        return Response(None, 204)
 
     async def delete_parameter(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])

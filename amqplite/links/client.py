@@ -120,12 +120,17 @@ class Connection:
         await self._flush()
 
     async def close(self) -> None:
-        """Close politely (bounded), then drop the socket."""
-        with trio.move_on_after(2):
-            self._proto.send(0, ConnectionClose(200, "goodbye"))
-            with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                await self._flush()
-        await trio.aclose_forcefully(self._stream)
+        """Close politely (shielded, at most a second: this also runs when the link is
+        cancelled), then drop the socket whatever happened, so the peer requeues
+        what we had not acked."""
+        try:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                self._proto.send(0, ConnectionClose(200, "goodbye"))
+                with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError,
+                              trio.BusyResourceError):
+                    await self._flush()
+        finally:
+            await trio.aclose_forcefully(self._stream)
 
     # ---------------------------------------------------------------- tasks
     async def run(self) -> None:

@@ -38,8 +38,12 @@ def put_shovel(broker: AdminBroker, shovel: str, value: dict[str, Any],
 
 
 def status(broker: AdminBroker, shovel: str) -> dict[str, Any] | None:
-    with broker.api() as api:
-        rows = [s for s in api.get("/api/shovels").json() if s["name"] == shovel]
+    """The shovel's row in /api/shovels (None: none, or the API is not up yet)."""
+    try:
+        with broker.api() as api:
+            rows = [s for s in api.get("/api/shovels").json() if s["name"] == shovel]
+    except httpx.ConnectError:
+        return None
     return rows[0] if rows else None
 
 
@@ -126,10 +130,18 @@ def test_on_confirm_survives_destination_kill(pair: tuple[AdminBroker, AdminBrok
     assert status(a, sh)["reason"]  # type: ignore[index]
     publish(a, src, bodies[1500:])
     b.proc.start()
-    wait_for(lambda: depth(a, src) == 0, 60, what="A's queue to drain")
-    got = set(drain(b, dst))
-    assert got == set(bodies), f"{len(set(bodies) - got)} lost"
+    got: set[bytes] = set()
+
+    def all_there() -> bool:
+        got.update(drain(b, dst))
+        return got >= set(bodies)
+
+    wait_for(all_there, 60, what="every confirmed message on B")
+    assert got == set(bodies)
     assert (status(a, sh) or {}).get("state") == "running"
+    with a.api() as api:  # nothing left behind on A, unacked included
+        wait_for(lambda: api.get(f"/api/queues/%2F/{src}").json()["messages"] == 0, 20,
+                 what="A's queue to be empty")
 
 
 def test_delete_after_queue_length(pair: tuple[AdminBroker, AdminBroker]) -> None:

@@ -248,9 +248,12 @@ async def _ensure_queue(conn: C.Connection, queue: str) -> int:
 
 
 def _reason(exc: BaseException) -> str:
-    """The first leaf of an exception group, as text."""
+    """The first leaf of an exception group, as text; a broken stream gives its
+    cause (the TLS handshake's certificate error...)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    while isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
+        exc = exc.__cause__
     text = str(exc) or type(exc).__name__
     return text if isinstance(exc, wire.ProtocolFailure) else f"{type(exc).__name__}: {text}"
 

@@ -95,7 +95,7 @@ def test_definitions_round_trip(api: httpx.Client) -> None:
     # the export imports back whole: URIs in clear, as RabbitMQ writes them
     assert mine == [{"vhost": "/", "component": "shovel", "name": name, "value": shovel()}]
     assert api.delete(url).status_code == 204
-    doc = {"parameters": mine + [{"vhost": "/", "component": "federation-upstream",
+    doc = {"parameters": [*mine, {"vhost": "/", "component": "federation-upstream",
                                   "name": "up", "value": {"uri": "amqp://"}}]}
     r = api.post("/api/definitions", json=doc)
     assert r.status_code in (200, 201, 204), r.text

@@ -100,7 +100,7 @@ def test_forwards_queue_to_queue(pair: tuple[AdminBroker, AdminBroker]) -> None:
     assert depth(a, src) == 0
     conn = b.connect()
     try:
-        m, props, body = conn.channel().basic_get(dst, auto_ack=True)
+        _m, props, body = conn.channel().basic_get(dst, auto_ack=True)
         assert body == b"before-0"
         hdr = props.headers["x-shovelled"][0]
         assert hdr["shovel-name"] == sh and hdr["src-queue"] == src

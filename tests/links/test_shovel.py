@@ -4,6 +4,7 @@ src-delete-after, status, restart, and survival of a restart of A."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,3 +229,23 @@ def test_api_shows_no_passwords(pair: tuple[AdminBroker, AdminBroker]) -> None:
     with httpx.Client(base_url=a.admin_url, auth=("guest", "guest")) as api:
         for path in ("/api/shovels", "/api/parameters", f"/api/parameters/shovel/%2F/{sh}"):
             assert "hush-hush" not in api.get(path).text, path
+
+
+def test_cli_add_list_restart_delete(pair: tuple[AdminBroker, AdminBroker]) -> None:
+    a, b = pair
+    src, dst, sh = name("src"), name("dst"), name()
+    r = a.cli("shovels", "add", sh, "--src-uri", "amqp://", "--src-queue", src,
+              "--dest-uri", b.amqp_url, "--dest-queue", dst, "--set", "src-prefetch-count=10")
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: (status(a, sh) or {}).get("state") == "running", 20, what="running")
+    r = a.cli("shovels")
+    assert r.returncode == 0 and sh in r.stdout and "running" in r.stdout
+    assert "guest:guest" not in r.stdout
+    listed = a.cli("shovels", "list", "--json")
+    assert [s["name"] for s in json.loads(listed.stdout)] == [sh]
+    assert a.cli("shovels", "restart", sh).returncode == 0
+    bad = a.cli("shovels", "add", name(), "--src-uri", "http://x", "--src-queue", "q",
+                "--dest-uri", "amqp://", "--dest-queue", "d")
+    assert bad.returncode != 0 and "src-uri" in bad.stderr + bad.stdout
+    assert a.cli("shovels", "delete", sh).returncode == 0
+    assert status(a, sh) is None

@@ -111,6 +111,10 @@ def test_forwards_queue_to_queue(pair: tuple[AdminBroker, AdminBroker]) -> None:
     st = status(a, sh)
     assert st is not None and st["type"] == "dynamic" and st["vhost"] == "/"
     assert "guest:guest" not in st["dest_uri"] and st["forwarded"] == 100
+    metrics = httpx.get(a.admin_url + "/metrics").text
+    assert 'amqplite_shovels{state="running"} 1.0' in metrics
+    assert f'amqplite_shovel_forwarded_messages_total{{shovel="{sh}",vhost="/"}} 100.0' \
+        in metrics
 
 
 def test_on_confirm_survives_destination_kill(pair: tuple[AdminBroker, AdminBroker]) -> None:

@@ -84,10 +84,7 @@ def add(ctx: Ctx, name: str, extra: tuple[str, ...], **fields: Any) -> None:
 @click.argument("name")
 def delete(ctx: Ctx, name: str) -> None:
     """Delete shovel NAME (it stops at once; unacked messages go back to the source)."""
-    ctx.client.send("DELETE", path("parameters", "shovel", ctx.vhost, name))
-    if ctx.as_json:
-        return ctx.emit_json(None)
-    click.echo(f"Shovel '{name}' deleted.")
+    _delete(ctx, path("parameters", "shovel", ctx.vhost, name), f"Shovel '{name}' deleted.")
 
 
 @shovels.command("restart")
@@ -95,10 +92,15 @@ def delete(ctx: Ctx, name: str) -> None:
 @click.argument("name")
 def restart(ctx: Ctx, name: str) -> None:
     """Restart shovel NAME: both connections are dropped and made again."""
-    ctx.client.send("DELETE", path("shovels", "vhost", ctx.vhost, name, "restart"))
+    _delete(ctx, path("shovels", "vhost", ctx.vhost, name, "restart"),
+            f"Shovel '{name}' restarted.")
+
+
+def _delete(ctx: Ctx, url: str, done: str) -> None:
+    ctx.client.send("DELETE", url)
     if ctx.as_json:
         return ctx.emit_json(None)
-    click.echo(f"Shovel '{name}' restarted.")
+    click.echo(done)
 
 
 def register(main: click.Group) -> None:

@@ -139,7 +139,7 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
             v["name"] = conn_name
         elif r.path.startswith("/api/policies/"):
             v["name"] = pol
-        elif r.path.startswith("/api/parameters/"):
+        elif r.path.startswith(("/api/parameters/", "/api/shovels/")):
             v["name"], v["component"] = pol, "shovel"
         elif r.path.startswith("/api/exchanges/{vhost}/{name}/retained"):
             v["name"] = lvc

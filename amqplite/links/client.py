@@ -108,15 +108,22 @@ class Connection:
             raise ChannelClosed(reply.method.reply_code, str(reply.method.reply_text))
         return reply.method
 
-    async def send(self, channel: int, method: Method) -> None:
-        """Send an asynchronous method (basic.ack, basic.nack, ...)."""
+    async def send(self, channel: int, method: Method, *, flush: bool = True) -> None:
+        """Send an asynchronous method (basic.ack, basic.nack, ...); ``flush=False``
+        leaves it buffered until the next :meth:`flush` (one write for many)."""
         self._proto.send(channel, method)
-        await self._flush()
+        if flush:
+            await self._flush()
 
     async def publish(self, channel: int, method: Method, properties: bytes,
-                      body: bytes) -> None:
+                      body: bytes, *, flush: bool = True) -> None:
         await self.unblocked.wait()
         self._proto.publish(channel, method, properties, body)
+        if flush:
+            await self._flush()
+
+    async def flush(self) -> None:
+        """Write what is buffered."""
         await self._flush()
 
     async def close(self) -> None:

@@ -186,25 +186,53 @@ class Shovel:
         outstanding = [remaining]  # messages still to forward (None: no limit)
 
         async def on_confirms() -> None:
+            # publishes follow deliveries in order, so a confirm covers the oldest
+            # pending ones; they are the source's oldest unacked deliveries too, and
+            # one ``multiple`` ack or nack at the source settles them all
             async for c in dest.confirms:
-                tags = ([t for t in pending if t <= c.delivery_tag] if c.multiple
-                        else [c.delivery_tag] if c.delivery_tag in pending else [])
-                for t in tags:
-                    tag = pending.pop(t)
-                    if c.ack:
-                        await src.send(1, BasicAck(tag, False))
-                    else:  # the destination refused it: back to the source queue
-                        await src.send(1, BasicNack(tag, False, True))
+                if c.multiple:
+                    seqs = []
+                    for s in pending:
+                        if s > c.delivery_tag:
+                            break
+                        seqs.append(s)
+                else:
+                    seqs = [c.delivery_tag] if c.delivery_tag in pending else []
+                if not seqs:
+                    continue
+                tags = [pending.pop(s) for s in seqs]
+                multiple = len(tags) > 1
+                if c.ack:
+                    await src.send(1, BasicAck(tags[-1], multiple), flush=False)
+                else:  # the destination refused them: back to the source queue
+                    await src.send(1, BasicNack(tags[-1], multiple, True), flush=False)
+                if not dest.confirms.statistics().current_buffer_used:
+                    await src.flush()
                 if outstanding[0] == 0 and not pending:
+                    await src.flush()
                     finished.set()
 
         async with trio.open_nursery() as n:
             if spec.ack_mode == "on-confirm":
                 n.start_soon(on_confirms)
 
+            async def next_delivery() -> wire.ContentIn:
+                """The next delivery; what is buffered is written first when none is
+                waiting (one write for a run of publishes, one for their acks)."""
+                try:
+                    return src.deliveries.receive_nowait()
+                except trio.WouldBlock:
+                    await dest.flush()
+                    await src.flush()
+                    return await src.deliveries.receive()
+
             async def forward() -> None:
                 nonlocal seq
-                async for d in src.deliveries:
+                while True:
+                    try:
+                        d = await next_delivery()
+                    except trio.EndOfChannel:
+                        raise wire.ProtocolFailure("the source connection ended") from None
                     if not isinstance(d.method, BasicDeliver):
                         continue
                     exchange, key, props = outgoing(spec, self.name, self.vhost, d.method,
@@ -212,17 +240,19 @@ class Shovel:
                     seq += 1
                     if spec.ack_mode == "on-confirm":
                         pending[seq] = d.method.delivery_tag
-                    await dest.publish(1, BasicPublish(exchange, key), props, d.body)
+                    await dest.publish(1, BasicPublish(exchange, key), props, d.body,
+                                       flush=False)
                     if spec.ack_mode == "on-publish":
-                        await src.send(1, BasicAck(d.method.delivery_tag, False))
+                        await src.send(1, BasicAck(d.method.delivery_tag, False), flush=False)
                     self.status.forwarded += 1
                     if outstanding[0] is not None:
                         outstanding[0] -= 1
                         if outstanding[0] == 0:
+                            await dest.flush()
+                            await src.flush()
                             if spec.ack_mode != "on-confirm" or not pending:
                                 finished.set()
                             return
-                raise wire.ProtocolFailure("the source connection ended")
 
             n.start_soon(forward)
             await finished.wait()

@@ -79,6 +79,7 @@ class Connection:
         self._confirms_tx = csend
         self._last_rx = trio.current_time()
         self._failed: BaseException | None = None
+        self._holding = False
         #: the peer blocked our publishes (connection.blocked)
         self.blocked = trio.Event()
         self.unblocked = trio.Event()
@@ -175,7 +176,14 @@ class Connection:
 
     async def _dispatch(self, ev: wire.Event) -> None:
         if isinstance(ev, wire.ContentIn):
-            await self._deliveries_tx.send(ev)
+            # while we hold a delivery back (the other end is slow or blocked) we read
+            # nothing, so the peer's heartbeats count as seen meanwhile
+            self._holding = True
+            try:
+                await self._deliveries_tx.send(ev)
+            finally:
+                self._holding = False
+                self._last_rx = trio.current_time()
         elif isinstance(ev, wire.MethodIn):
             m = ev.method
             if isinstance(m, BasicAck | BasicNack):
@@ -200,7 +208,7 @@ class Connection:
     async def _heartbeats(self, interval: int) -> None:
         while True:
             await trio.sleep(interval / 2)
-            if trio.current_time() - self._last_rx > interval * 2:
+            if not self._holding and trio.current_time() - self._last_rx > interval * 2:
                 raise wire.ProtocolFailure(f"missed heartbeats from the peer ({interval}s)")
             self._proto.heartbeat_frame()
             await self._flush()

@@ -216,14 +216,23 @@ class Shovel:
             if spec.ack_mode == "on-confirm":
                 n.start_soon(on_confirms)
 
+            published = [0]  # on-publish: the newest delivery tag written, not yet acked
+
+            async def write_out() -> None:
+                """Publishes first, then (on-publish) one ack for all of them."""
+                await dest.flush()
+                if published[0]:
+                    await src.send(1, BasicAck(published[0], True), flush=False)
+                    published[0] = 0
+                await src.flush()
+
             async def next_delivery() -> wire.ContentIn:
                 """The next delivery; what is buffered is written first when none is
                 waiting (one write for a run of publishes, one for their acks)."""
                 try:
                     return src.deliveries.receive_nowait()
                 except trio.WouldBlock:
-                    await dest.flush()
-                    await src.flush()
+                    await write_out()
                     return await src.deliveries.receive()
 
             async def forward() -> None:
@@ -243,13 +252,12 @@ class Shovel:
                     await dest.publish(1, BasicPublish(exchange, key), props, d.body,
                                        flush=False)
                     if spec.ack_mode == "on-publish":
-                        await src.send(1, BasicAck(d.method.delivery_tag, False), flush=False)
+                        published[0] = d.method.delivery_tag
                     self.status.forwarded += 1
                     if outstanding[0] is not None:
                         outstanding[0] -= 1
                         if outstanding[0] == 0:
-                            await dest.flush()
-                            await src.flush()
+                            await write_out()
                             if spec.ack_mode != "on-confirm" or not pending:
                                 finished.set()
                             return

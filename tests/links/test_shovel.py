@@ -253,3 +253,20 @@ def test_cli_add_list_restart_delete(pair: tuple[AdminBroker, AdminBroker]) -> N
     assert bad.returncode != 0 and "src-uri" in bad.stderr + bad.stdout
     assert a.cli("shovels", "delete", sh).returncode == 0
     assert status(a, sh) is None
+
+
+@pytest.mark.parametrize("mode", ["on-confirm", "on-publish"])
+def test_delete_after_a_count(pair: tuple[AdminBroker, AdminBroker], mode: str) -> None:
+    """Exactly N messages move; what the prefetch fetched beyond them goes back."""
+    a, b = pair
+    src, dst, sh = name("src"), name("dst"), name()
+    publish(a, src, [b"n-%d" % i for i in range(20)])
+    put_shovel(a, sh, {"src-uri": "amqp://", "src-queue": src, "dest-uri": b.amqp_url,
+                       "dest-queue": dst, "src-delete-after": 5, "ack-mode": mode})
+    with a.api() as api:
+        wait_for(lambda: api.get(f"/api/parameters/shovel/%2F/{sh}").status_code == 404, 30,
+                 what="the shovel to delete itself")
+        wait_for(lambda: api.get(f"/api/queues/%2F/{src}").json()["messages_unacknowledged"]
+                 == 0, 20, what="the extra deliveries to go back")
+    assert drain(b, dst) == [b"n-%d" % i for i in range(5)]
+    assert drain(a, src) == [b"n-%d" % i for i in range(5, 20)]

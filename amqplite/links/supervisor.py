@@ -84,7 +84,10 @@ class Links:
             with scope:
                 await shovel.run()
 
-        self._nursery.start_soon(task)
+        try:
+            self._nursery.start_soon(task)
+        except RuntimeError:  # the broker is shutting down: nothing starts any more
+            del self._running[(vhost, name)]
 
 
 async def run_links(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

@@ -7,13 +7,14 @@ together, so the layers keep importing downward only.
 from __future__ import annotations
 
 from amqplite.config import Settings
+from amqplite.links.supervisor import run_links
 from amqplite.server.app import Server, Service
 
 
 async def serve(settings: Settings) -> None:
-    """Run the AMQP server, its store and, when configured, the MQTT listener and the
-    admin API."""
-    services: list[Service] = []
+    """Run the AMQP server, its store, the links (shovels) and, when configured, the
+    MQTT listener and the admin API."""
+    services: list[Service] = [run_links]  # before the admin API, which shows its shovels
     if settings.mqtt_port:
         from amqplite.server.mqtt import run_mqtt
 

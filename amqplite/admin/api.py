@@ -19,6 +19,7 @@ from amqplite.admin.handlers.messages import MessageHandlers
 from amqplite.admin.handlers.meta import MetaHandlers
 from amqplite.admin.handlers.metrics import MetricsHandlers
 from amqplite.admin.handlers.nodes import NodeHandlers
+from amqplite.admin.handlers.parameters import ParameterHandlers
 from amqplite.admin.handlers.policies import PolicyHandlers
 from amqplite.admin.handlers.queues import QueueHandlers
 from amqplite.admin.handlers.retained import RetainedHandlers
@@ -30,5 +31,6 @@ __all__ = ["AdminAPI"]
 
 class AdminAPI(MetaHandlers, ConnectionHandlers, ExchangeHandlers, QueueHandlers,
                MessageHandlers, BindingHandlers, PolicyHandlers, MetricsHandlers,
-               NodeHandlers, SecurityHandlers, StreamHandlers, RetainedHandlers):
+               NodeHandlers, SecurityHandlers, StreamHandlers, RetainedHandlers,
+               ParameterHandlers):
     """One instance per server; handler names match ``Route.handler``."""

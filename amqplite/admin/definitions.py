@@ -15,7 +15,8 @@ anything, then :func:`apply` carries it out in one synchronous step, which
 is one store submission and one commit, journalling an :class:`Undo` so a
 refusal half-way or a failed commit leaves memory as it was. What has no
 meaning in one process (mirroring policy keys, ...) is ``ignored`` and what
-is not supported (topic permissions, limits, parameters) is ``skipped``;
+is not supported (topic permissions, limits, parameters of components
+other than ``shovel``) is ``skipped``;
 both are listed in the answer, never dropped silently.
 """
 
@@ -37,6 +38,7 @@ from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.model import ChannelState
 from amqplite.broker.permissions import FULL, validate_pattern
 from amqplite.broker.policy import make_policy, validate_queue_args
+from amqplite.links.config import COMPONENTS
 from amqplite.protocol.errors import AMQPError
 
 #: AMQP-side failures of an import surface as ValueError with the broker's text
@@ -71,6 +73,10 @@ def export(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
     for n in names:
         vh = broker.vhosts[n]
         where = {"vhost": n} if vhost is None else {}
+        # in clear, as RabbitMQ exports them: an export must import back whole
+        for (component, _, name), value in broker.parameters.items(vhost=n):
+            out["parameters"].append({**where, "component": component, "name": name,
+                                      "value": jsonable(value)})
         for name, pol in sorted(broker.policies.get(n, {}).items()):
             d = pol.as_dict()
             out["policies"].append({**where, "name": name, "pattern": d["pattern"],
@@ -141,6 +147,7 @@ class Plan:
     queues: list[_Step] = attrs.field(factory=list)
     bindings: list[_Step] = attrs.field(factory=list)
     policies: list[_Step] = attrs.field(factory=list)
+    parameters: list[_Step] = attrs.field(factory=list)
     ignored: list[str] = attrs.field(factory=list)
     skipped: list[str] = attrs.field(factory=list)
 
@@ -210,6 +217,22 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
         out.policies.append(_Step(path, vh, {"name": name, "pattern": pattern,
                                              "definition": kept, "priority": priority,
                                              "apply_to": apply_to}))
+    for i, p in enumerate(_items(data, "parameters")):
+        path = f"parameters[{i}]"
+        component = p.get("component")
+        if component not in COMPONENTS:
+            out.skipped.append(f"{path}: {component} '{p.get('name')}' in vhost "
+                               f"'{p.get('vhost')}' (component {component!r} is not supported)")
+            continue
+        vh = where(p, path)
+        name = V.text(_need(p, "name", path), f"{path}.name", allow_empty=False)
+        value = _need(p, "value", path)
+        try:
+            COMPONENTS[component][0](value)
+        except ValueError as exc:
+            raise V.Invalid(f"{path}.value", f"is refused: {exc}") from None
+        out.parameters.append(_Step(path, vh, {"component": component, "name": name,
+                                               "value": dict(value)}))
     for i, x in enumerate(_items(data, "exchanges")):
         path = f"exchanges[{i}]"
         vh = where(x, path)
@@ -308,9 +331,6 @@ def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set
         out.skipped.append(f"topic_permissions[{i}]: user '{t.get('user')}' in vhost "
                            f"'{t.get('vhost')}' on exchange '{t.get('exchange')}' "
                            "(topic permissions are not supported)")
-    for i, p in enumerate(_items(data, "parameters")):
-        out.skipped.append(f"parameters[{i}]: {p.get('component')} '{p.get('name')}' in "
-                           f"vhost '{p.get('vhost')}' (runtime parameters are not supported)")
     for i, p in enumerate(_items(data, "global_parameters")):
         out.ignored.append(f"global_parameters[{i}]: '{p.get('name')}' (cluster-wide)")
 
@@ -361,6 +381,10 @@ def apply(broker: Broker, p: Plan, channel_for: ChannelFor, undo: Undo) -> None:
             undo.policy(step.vhost, d["name"])
             broker.set_policy(step.vhost, d["name"], d["pattern"], d["definition"],
                               d["priority"], d["apply_to"])
+        for step in p.parameters:  # last: a shovel starts once its queues exist
+            d = step.data
+            undo.parameter(d["component"], step.vhost, d["name"])
+            broker.parameters.put(d["component"], step.vhost, d["name"], d["value"])
     except AMQPError as exc:
         where = step.path if step is not None else "definitions"
         raise V.Invalid(where, f"is refused: {exc.reply_text}") from None

@@ -18,7 +18,7 @@ import resource
 import time
 from collections.abc import Iterator
 from importlib.metadata import version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from prometheus_client import CollectorRegistry, generate_latest
@@ -144,6 +144,8 @@ class Snapshot:
     disk_free: int | None
     disk_limit: int | None
     disk_alarm: bool
+    #: /api/shovels rows (name, vhost, state, forwarded...) of the links supervisor
+    shovels: list[dict[str, Any]] = attrs.field(factory=list)
 
 
 def _fd_limit() -> int:
@@ -223,6 +225,7 @@ def snapshot(server: Server) -> Snapshot:
         disk_free=disk.free if disk is not None else None,
         disk_limit=disk.limit if disk is not None else None,
         disk_alarm=disk is not None and disk.alarm,
+        shovels=links.shovels() if (links := server.extensions.get("links")) else [],
     )
 
 
@@ -271,6 +274,22 @@ class SnapshotCollector(Collector):
         yield from self._globals()
         yield from self._node()
         yield from self._store()
+        yield from self._links()
+
+    def _links(self) -> Iterator[Metric]:
+        """Shovels by state (always), and messages forwarded per shovel (few: one row
+        each, whatever ``per_object``)."""
+        rows = self.snap.shovels
+        states = GaugeMetricFamily("amqplite_shovels", "Shovels by state", labels=["state"])
+        for st in ("starting", "running", "terminated"):
+            states.add_metric([st], sum(1 for r in rows if r["state"] == st))
+        yield states
+        fwd = CounterMetricFamily("amqplite_shovel_forwarded_messages",
+                                  "Messages a shovel forwarded since it (re)started",
+                                  labels=["vhost", "shovel"])
+        for r in rows:
+            fwd.add_metric([r["vhost"], r["name"]], r["forwarded"])
+        yield fwd
 
     def _queues(self) -> Iterator[Metric]:
         rows = self.snap.queues

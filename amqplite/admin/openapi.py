@@ -223,8 +223,6 @@ SCHEMAS: dict[str, S] = {
     }, ["source", "vhost", "destination", "destination_type", "routing_key", "arguments",
         "properties_key"]),
     "BindingPost": _obj({"routing_key": STR, "arguments": ANYOBJ}),
-    "Parameter": _obj({"vhost": STR, "component": STR, "name": STR, "value": ANYOBJ},
-                      ["vhost", "component", "name", "value"]),
     "VHostLimit": _obj({"vhost": STR, "value": ANYOBJ}, ["vhost", "value"]),
     "Policy": _obj({
         "vhost": STR, "name": STR, "pattern": STR,
@@ -235,6 +233,14 @@ SCHEMAS: dict[str, S] = {
         "pattern": STR, "definition": ANYOBJ, "priority": INT,
         "apply-to": {"enum": ["queues", "exchanges", "all"]},
     }, ["pattern", "definition"]),
+    "Parameter": _obj({"component": STR, "vhost": STR, "name": STR, "value": ANYOBJ},
+                      ["component", "vhost", "name", "value"]),
+    "Shovel": _obj({"name": STR, "vhost": STR, "type": STR,
+                    "state": {"enum": ["starting", "running", "terminated"]},
+                    "reason": STR, "src_uri": STR, "dest_uri": STR, "forwarded": INT},
+                   ["name", "vhost", "type", "state"]),
+    "ParameterPut": _obj({"value": ANYOBJ, "component": STR, "vhost": STR, "name": STR},
+                         ["value"]),
     "PublishRequest": _obj({
         "routing_key": STR, "payload": STR,
         "payload_encoding": {"enum": ["string", "base64"]},

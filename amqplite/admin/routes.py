@@ -279,9 +279,6 @@ ROUTES: list[Route] = [
     *[_r("GET", path, handler, f"{what}: amqplite has none (always empty, "
          "as RabbitMQ's on a node without any)", response=f"[{schema}]", tag="policies")
       for handler, what, schema, paths in (
-          ("list_parameters", "Runtime parameters", "Parameter",
-           ("/api/parameters", "/api/parameters/{component}",
-            "/api/parameters/{component}/{vhost}")),
           ("list_operator_policies", "Operator policies", "Policy",
            ("/api/operator-policies", "/api/operator-policies/{vhost}")),
           ("list_vhost_limits", "Virtual host limits", "VHostLimit",
@@ -294,4 +291,27 @@ ROUTES: list[Route] = [
        needs="policymaker"),
     _r("DELETE", "/api/policies/{vhost}/{name}", "delete_policy", "Delete a policy",
        write=True, status=204, tag="policies", needs="policymaker"),
+    _r("GET", "/api/parameters", "list_parameters", "Runtime parameters (URI passwords "
+       "masked)", response="[Parameter]", tag="parameters"),
+    _r("GET", "/api/parameters/{component}", "list_parameters",
+       "Runtime parameters of a component", response="[Parameter]", tag="parameters"),
+    _r("GET", "/api/parameters/{component}/{vhost}", "list_parameters",
+       "Runtime parameters of a component in a vhost", response="[Parameter]",
+       tag="parameters"),
+    _r("GET", "/api/parameters/{component}/{vhost}/{name}", "get_parameter",
+       "One runtime parameter", response="Parameter", tag="parameters"),
+    _r("PUT", "/api/parameters/{component}/{vhost}/{name}", "put_parameter",
+       "Create or replace a runtime parameter (component shovel: a dynamic shovel)",
+       write=True, body="ParameterPut", status=201, also=(204,), tag="parameters",
+       needs="policymaker"),
+    _r("GET", "/api/shovels", "list_shovels", "Shovel status (URI passwords masked)",
+       response="[Shovel]", tag="parameters"),
+    _r("GET", "/api/shovels/{vhost}", "list_shovels", "Shovel status in a vhost",
+       response="[Shovel]", tag="parameters"),
+    _r("DELETE", "/api/shovels/vhost/{vhost}/{name}/restart", "restart_shovel",
+       "Restart a shovel (reconnects both ends)", write=True, status=204, tag="parameters",
+       needs="policymaker"),
+    _r("DELETE", "/api/parameters/{component}/{vhost}/{name}", "delete_parameter",
+       "Delete a runtime parameter", write=True, status=204, tag="parameters",
+       needs="policymaker"),
 ]

@@ -112,6 +112,19 @@ class Undo:
                              old.apply_to, stored=True)
         self._steps.append(undo)
 
+    def parameter(self, component: str, vhost: str, name: str) -> None:
+        params = self.broker.parameters
+        old = params.get(component, vhost, name)
+
+        def undo() -> None:
+            if vhost not in self.broker.vhosts:
+                return
+            if old is None:
+                params.delete(component, vhost, name)
+            else:
+                params.put(component, vhost, name, old)
+        self._steps.append(undo)
+
     def exchange(self, vhost: str, name: str) -> None:
         self._created(vhost, name, "exchanges", self.broker._delete_exchange)
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from amqplite.broker.auth import UserDB
 from amqplite.broker.effects import CloseConnection, Outcome
 from amqplite.broker.model import ChannelState, Entry, Message, Session
+from amqplite.broker.parameters import RuntimeParameters
 from amqplite.broker.retained import RetainedStore
 from amqplite.broker.vhost import VHost
 from amqplite.config import LOG_LEVELS
@@ -140,6 +141,8 @@ class BrokerBase:
         #: retained publications (x-recent-history, x-lvc exchanges; MQTT later):
         #: its store operations go to this outbox
         self.retained = RetainedStore(emit=lambda op: self.store_ops.append(op))
+        #: runtime parameters (shovels, ...): their store operations go to this outbox
+        self.parameters = RuntimeParameters(emit=lambda op: self.store_ops.append(op))
 
     # ------------------------------------------------------------------ ids
     def seed_ids(self, max_queue_id: int, max_message_key: int) -> None:

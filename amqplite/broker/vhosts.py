@@ -39,6 +39,7 @@ class VHostOps(BrokerBase):
         for rs in self.retained.owners(name):  # their rows go with DeleteVHost's
             self.retained.close(rs.owner, persist=False)
         self.policies.pop(name, None)
+        self.parameters.drop_vhost(name)
         for key in [k for k in self.permissions if k[1] == name]:
             del self.permissions[key]
         self.permissions_epoch += 1

@@ -97,6 +97,9 @@ class Server:
         self.mqtt: Any = None
         #: base URL of the admin HTTP API once it listens (None when disabled)
         self.admin_url: str | None = None
+        #: what services beside the broker publish for each other (the links supervisor
+        #: for the admin API...); this layer never looks inside
+        self.extensions: dict[str, Any] = {}
         #: why the broker stopped, if another broker took its database (PostgreSQL)
         self._lock_lost: DatabaseLockLost | None = None
 

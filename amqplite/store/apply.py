@@ -46,6 +46,7 @@ from .ops import (
     DeleteEntries,
     DeleteEntry,
     DeleteExchange,
+    DeleteParameter,
     DeletePermission,
     DeletePolicy,
     DeleteQueue,
@@ -60,6 +61,7 @@ from .ops import (
     PutExchange,
     PutMessage,
     PutMeta,
+    PutParameter,
     PutPermission,
     PutPolicy,
     PutQueue,
@@ -532,6 +534,14 @@ class Applier:
         elif t is DeletePolicy:
             p = s.policies
             conn.execute(delete(p).where(p.c.vhost == op.vhost, p.c.name == op.name))
+        elif t is PutParameter:
+            upsert(conn, s.parameters,
+                   {"component": op.component, "vhost": op.vhost, "name": op.name},
+                   {"value": cbor.encode(op.value)})
+        elif t is DeleteParameter:
+            p = s.parameters
+            conn.execute(delete(p).where(p.c.component == op.component,
+                                         p.c.vhost == op.vhost, p.c.name == op.name))
         elif t is PutMeta:
             upsert(conn, s.meta, {"key": op.key}, {"value": op.value})
         elif t is PutVHost:
@@ -585,7 +595,8 @@ class Applier:
         for (qid,) in conn.execute(select(q.c.id).where(q.c.vhost == name)).all():
             if qid not in keep:
                 cls._delete_queue(conn, qid)
-        for table in (s.bindings, s.exchanges, s.policies, s.permissions, s.retained):
+        for table in (s.bindings, s.exchanges, s.policies, s.parameters, s.permissions,
+                      s.retained):
             conn.execute(delete(table).where(table.c.vhost == name))
         conn.execute(delete(s.vhosts).where(s.vhosts.c.name == name))
 

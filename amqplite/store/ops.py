@@ -119,6 +119,26 @@ class DeletePolicy:
 
 
 @attrs.frozen
+class PutParameter:
+    """Create or replace a runtime parameter (RabbitMQ's ``/api/parameters``: a
+    shovel, later a federation upstream); ``value`` is a dict (CBOR on disk)."""
+
+    component: str
+    vhost: str
+    name: str
+    value: Args = attrs.field(factory=dict, converter=_args)
+
+
+@attrs.frozen
+class DeleteParameter:
+    """Delete a runtime parameter."""
+
+    component: str
+    vhost: str
+    name: str
+
+
+@attrs.frozen
 class PutRetained:
     """Keep one retained publication (broker/retained.py) of a durable owner.
 
@@ -433,7 +453,8 @@ class DeleteStreamSegments:
 #: and nacked instead (``Broker.commit_failed``).
 REPLAYABLE: frozenset[type] = frozenset({
     PutExchange, DeleteExchange, PutQueue, DeleteQueue, DeleteEntries, PutBinding,
-    DeleteBinding, PutPolicy, DeletePolicy, PutVHost, DeleteVHost, PutUser, DeleteUser,
+    DeleteBinding, PutPolicy, DeletePolicy, PutParameter, DeleteParameter, PutVHost,
+    DeleteVHost, PutUser, DeleteUser,
     PutPermission, DeletePermission, PutMeta, PutStreamSegment, DeleteStreamSegments,
     # removals of retained messages; a PutRetained is message data (its message row
     # is not written again): ``RetainedStore.commit_failed`` withdraws it instead
@@ -465,6 +486,8 @@ META_OPS = (
     DeleteBinding,
     PutPolicy,
     DeletePolicy,
+    PutParameter,
+    DeleteParameter,
     PutVHost,
     DeleteVHost,
     PutUser,
@@ -492,6 +515,8 @@ Op = (
     | DeleteBinding
     | PutPolicy
     | DeletePolicy
+    | PutParameter
+    | DeleteParameter
     | PutVHost
     | DeleteVHost
     | PutUser

@@ -18,6 +18,7 @@ from .ops import (
     TRANSIENT_KEY,
     PutBinding,
     PutExchange,
+    PutParameter,
     PutPermission,
     PutPolicy,
     PutQueue,
@@ -50,6 +51,7 @@ class Recovered:
     users: list[PutUser] = attrs.Factory(list)
     permissions: list[PutPermission] = attrs.Factory(list)
     policies: list[PutPolicy] = attrs.Factory(list)
+    parameters: list[PutParameter] = attrs.Factory(list)
     exchanges: list[PutExchange] = attrs.Factory(list)
     queues: list[PutQueue] = attrs.Factory(list)
     bindings: list[PutBinding] = attrs.Factory(list)
@@ -141,6 +143,11 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
     rec.policies = [
         PutPolicy(r.vhost, r.name, r.pattern, r.apply_to, r.priority, cbor.decode(r.definition))
         for r in conn.execute(select(s.policies))
+    ]
+    pm = s.parameters
+    rec.parameters = [
+        PutParameter(r.component, r.vhost, r.name, cbor.decode(r.value))
+        for r in conn.execute(select(pm).order_by(pm.c.component, pm.c.vhost, pm.c.name))
     ]
     rec.exchanges = [
         PutExchange(

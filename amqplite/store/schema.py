@@ -84,6 +84,18 @@ policies = Table(
     PrimaryKeyConstraint("vhost", "name"),
 )
 
+#: Runtime parameters (shovels; federation upstreams later), RabbitMQ's
+#: ``/api/parameters``. ``create_all`` adds the table to an older database.
+parameters = Table(
+    "parameters",
+    metadata,
+    Column("component", String(64), nullable=False),
+    Column("vhost", String(255), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("value", LargeBinary, nullable=False),  # CBOR
+    PrimaryKeyConstraint("component", "vhost", "name"),
+)
+
 exchanges = Table(
     "exchanges",
     metadata,

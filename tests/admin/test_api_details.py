@@ -100,8 +100,12 @@ def test_get_takes_numbers_as_strings_as_rabbitmq_does(api: httpx.Client,
                                   "/api/operator-policies/%2F", "/api/vhost-limits",
                                   "/api/vhost-limits/%2F"])
 def test_lists_of_what_amqplite_has_none_of_are_empty(api: httpx.Client, path: str) -> None:
+    """Operator policies and vhost limits: none, so empty; parameters (shovels) are real
+    and answer a list (other tests on this broker may have left some)."""
     r = api.get(path)
-    assert r.status_code == 200 and r.json() == []
+    assert r.status_code == 200 and isinstance(r.json(), list)
+    if "parameters" not in path:
+        assert r.json() == []
     if "%2F" in path:
         assert api.get(path.replace("%2F", "no-such-vhost")).status_code == 404
 

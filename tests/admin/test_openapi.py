@@ -124,6 +124,9 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
         "PermissionPut": {"configure": "^oa", "write": "^oa", "read": "^oa"},
         "Definitions": {"queues": [{"name": "oa-defs", "durable": False}]},
         "SuperStreamPut": {"partitions": 2, "routing": "hash"},
+        # nothing listens on port 1: the shovel only retries
+        "ParameterPut": {"value": {"src-uri": "amqp://u:pw@127.0.0.1:1", "src-queue": "a",
+                                   "dest-uri": "amqp://u:pw@127.0.0.1:1", "dest-queue": "b"}},
     }
     order = {"GET": 0, "PUT": 1, "POST": 2, "DELETE": 3}
     # deeper DELETEs first: a binding goes before its exchange
@@ -136,6 +139,8 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
             v["name"] = conn_name
         elif r.path.startswith("/api/policies/"):
             v["name"] = pol
+        elif r.path.startswith(("/api/parameters/", "/api/shovels/")):
+            v["name"], v["component"] = pol, "shovel"
         elif r.path.startswith("/api/exchanges/{vhost}/{name}/retained"):
             v["name"] = lvc
         elif r.path.startswith("/api/exchanges/"):
@@ -152,7 +157,8 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
             v["vhost"] = oa_vh  # never delete or import into "/" of the shared broker
         if r.method == "DELETE" and r.path == "/api/queues/{vhost}/{name}":
             v["name"] = q2
-        if r.method == "GET" and r.path == "/api/policies/{vhost}/{name}":
+        if r.method == "GET" and r.path in ("/api/policies/{vhost}/{name}",
+                                            "/api/parameters/{component}/{vhost}/{name}"):
             continue  # checked after PUT below
         url = re.sub(r"\{(\w+)\}", lambda m, v=v: quote(v[m.group(1)], safe=""), r.path)
         body = bodies.get(r.body) if r.body else None
@@ -160,7 +166,12 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
         check_response(doc, r.method, r.path, resp)
         assert resp.status_code < 400, (r.method, url, resp.text)
         seen += 1
-    assert seen == len(ROUTES) - 1
+    assert seen == len(ROUTES) - 2
+    assert api.put(f"/api/parameters/shovel/%2F/{pol}",
+                   json=bodies["ParameterPut"]).status_code == 201
+    resp = api.get(f"/api/parameters/shovel/%2F/{pol}")
+    check_response(doc, "GET", "/api/parameters/{component}/{vhost}/{name}", resp)
+    api.delete(f"/api/parameters/shovel/%2F/{pol}")
     assert api.put(f"/api/policies/%2F/{pol}", json=bodies["PolicyPut"]).status_code == 201
     resp = api.get(f"/api/policies/%2F/{pol}")
     check_response(doc, "GET", "/api/policies/{vhost}/{name}", resp)

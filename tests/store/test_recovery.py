@@ -18,6 +18,7 @@ from amqplite.store import (
     RecoveredEntry,
     UpdateEntry,
 )
+from amqplite.store.ops import REPLAYABLE, DeleteParameter, DeleteVHost, PutParameter, PutVHost
 from tests.pg_server import both_backends
 
 META = [
@@ -157,3 +158,26 @@ def test_retained_rows_round_trip_and_go_with_their_exchange(make_store, raw,
     conn.close()
     make_store()
     assert raw("SELECT count(*) FROM retained") == [(0,)]
+
+
+@both_backends
+def test_runtime_parameters_round_trip(make_store) -> None:
+    """Puts replace, deletes remove, a deleted vhost takes its parameters; applying
+    the same ops again (a re-submission, store.ops.REPLAYABLE) changes nothing."""
+
+    ops = [PutVHost("v"), PutParameter("shovel", "/", "a", {"src-uri": "amqp://"}),
+           PutParameter("shovel", "/", "a", {"src-uri": "amqp://h", "n": 1}),
+           PutParameter("shovel", "/", "b", {}), PutParameter("shovel", "v", "c", {}),
+           PutParameter("federation-upstream", "/", "a", {"uri": "amqp://"}),
+           DeleteParameter("shovel", "/", "b"), DeleteVHost("v")]
+    assert all(type(op) in REPLAYABLE for op in ops)
+    store = make_store()
+    store.start()
+    store.submit(ops)
+    store.submit(ops)
+    store.close(10)
+    rec = make_store().load(body_window=1)
+    assert rec.parameters == [
+        PutParameter("federation-upstream", "/", "a", {"uri": "amqp://"}),
+        PutParameter("shovel", "/", "a", {"src-uri": "amqp://h", "n": 1}),
+    ]

@@ -41,13 +41,13 @@ class PolicyHandlers(HandlerBase):
         return Response(out)
 
     async def list_unsupported(self, req: Request) -> Response:
-        """Runtime parameters, operator policies and vhost limits: amqplite has none, so
+        """Operator policies and vhost limits: amqplite has none, so
         the list is empty, as RabbitMQ's is on a node without them (rabbitmqadmin's
         ``list parameters`` and the like work). A vhost in the path must exist."""
         self._vhosts(req)
         return Response([])
 
-    list_parameters = list_operator_policies = list_vhost_limits = list_unsupported
+    list_operator_policies = list_vhost_limits = list_unsupported
 
     async def get_policy(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])

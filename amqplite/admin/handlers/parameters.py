@@ -1,0 +1,88 @@
+"""Runtime parameter handlers (RabbitMQ's ``/api/parameters``): list, get, put, delete.
+
+A value is validated by its component (``links.config.COMPONENTS``) before it
+is stored, so a bad shovel is a 400 naming the field; what is shown back has
+its URI passwords masked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqplite.admin import validate as V
+from amqplite.admin.handlers.base import HandlerBase
+from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, not_found
+from amqplite.links.config import COMPONENTS
+
+
+def shown(component: str, vhost: str, name: str, value: dict[str, Any]) -> dict[str, Any]:
+    """A parameter as the API shows it: RabbitMQ's shape, secrets masked."""
+    masker = COMPONENTS.get(component, (None, lambda v: v))[1]
+    return {"component": component, "vhost": vhost, "name": name, "value": masker(value)}
+
+
+class ParameterHandlers(HandlerBase):
+    """Routes tagged ``parameters``."""
+
+    async def list_parameters(self, req: Request) -> Response:
+        component = req.params.get("component")
+        names = [vh.name for vh in self._vhosts(req)]
+        return Response([shown(*key, value) for vh in names
+                         for key, value in self.broker.parameters.items(component, vh)])
+
+    async def get_parameter(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        c, name = req.params["component"], req.params["name"]
+        value = self.broker.parameters.get(c, vh.name, name)
+        if value is None:
+            raise not_found(f"no parameter '{name}' of component '{c}' in vhost '{vh.name}'")
+        return Response(shown(c, vh.name, name, value))
+
+    async def put_parameter(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        c = req.params["component"]
+        name = V.text(req.params["name"], "name", allow_empty=False)
+        body = req.json()
+        value = body.get("value")
+        if c not in COMPONENTS:
+            raise bad_request(f"component: '{c}' is not known (known: "
+                              f"{', '.join(sorted(COMPONENTS))})")
+        if not isinstance(value, dict):
+            raise bad_request("value: must be a JSON object")
+        try:
+            COMPONENTS[c][0](value)
+        except ValueError as exc:
+            raise bad_request(f"value.{exc}") from None
+        params = self.broker.parameters
+        existed = params.get(c, vh.name, name) is not None
+        undo = self._journal()
+        undo.parameter(c, vh.name, name)
+        await self._write(lambda: params.put(c, vh.name, name, value), undo)
+        return Response(None, 204 if existed else 201)
+
+    def _links(self) -> Any:
+        links = self.server.extensions.get("links")
+        if links is None:
+            raise HTTPError(501, "not_implemented", "this broker runs no links supervisor")
+        return links
+
+    async def list_shovels(self, req: Request) -> Response:
+        links = self._links()
+        return Response([row for vh in self._vhosts(req) for row in links.shovels(vh.name)])
+
+    async def restart_shovel(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        if not self._links().restart(vh.name, req.params["name"]):
+            raise not_found(f"no shovel '{req.params['name']}' in vhost '{vh.name}'")
+        return Response(None, 204)
+
+    async def delete_parameter(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        c, name = req.params["component"], req.params["name"]
+        params = self.broker.parameters
+        if params.get(c, vh.name, name) is None:
+            raise not_found(f"no parameter '{name}' of component '{c}' in vhost '{vh.name}'")
+        undo = self._journal()
+        undo.parameter(c, vh.name, name)
+        await self._write(lambda: params.delete(c, vh.name, name), undo)
+        return Response(None, 204)

@@ -1,0 +1,74 @@
+"""Runtime parameters: RabbitMQ's ``/api/parameters/{component}/{vhost}/{name}``.
+
+A parameter is a JSON object under a component name (``shovel`` today,
+``federation-upstream`` later). The broker only keeps them and hands their
+store operations to ``emit`` (its outbox); what a component does with its
+parameters (start a shovel, ...) belongs to whoever ``watch``\\ es changes
+(``links/``), so this module stays pure: no trio, no SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from amqplite.store import ops
+
+#: (component, vhost, name)
+ParamKey = tuple[str, str, str]
+#: told of every change: the key and the new value (None: deleted)
+Watcher = Callable[[ParamKey, "dict[str, Any] | None"], None]
+
+
+class RuntimeParameters:
+    """The parameters of every component and vhost; changes go to ``emit`` and to
+    the watchers."""
+
+    def __init__(self, emit: Callable[[Any], None]) -> None:
+        self._emit = emit
+        self._values: dict[ParamKey, dict[str, Any]] = {}
+        self._watchers: list[Watcher] = []
+
+    def watch(self, watcher: Watcher) -> None:
+        """Call ``watcher`` on every later put and delete."""
+        self._watchers.append(watcher)
+
+    def get(self, component: str, vhost: str, name: str) -> dict[str, Any] | None:
+        return self._values.get((component, vhost, name))
+
+    def items(self, component: str | None = None,
+              vhost: str | None = None) -> list[tuple[ParamKey, dict[str, Any]]]:
+        """Matching parameters, sorted by (component, vhost, name)."""
+        return sorted(((k, v) for k, v in self._values.items()
+                       if (component is None or k[0] == component)
+                       and (vhost is None or k[1] == vhost)), key=lambda kv: kv[0])
+
+    def put(self, component: str, vhost: str, name: str, value: dict[str, Any], *,
+            persist: bool = True) -> bool:
+        """Create or replace; True when it existed."""
+        key = (component, vhost, name)
+        existed = key in self._values
+        self._values[key] = dict(value)
+        if persist:
+            self._emit(ops.PutParameter(component, vhost, name, dict(value)))
+        self._tell(key, dict(value))
+        return existed
+
+    def delete(self, component: str, vhost: str, name: str) -> bool:
+        """Remove; False when there was nothing."""
+        key = (component, vhost, name)
+        if self._values.pop(key, None) is None:
+            return False
+        self._emit(ops.DeleteParameter(component, vhost, name))
+        self._tell(key, None)
+        return True
+
+    def drop_vhost(self, vhost: str) -> None:
+        """A deleted vhost's parameters (its DeleteVHost removes their rows)."""
+        for key in [k for k in self._values if k[1] == vhost]:
+            del self._values[key]
+            self._tell(key, None)
+
+    def _tell(self, key: ParamKey, value: dict[str, Any] | None) -> None:
+        for w in list(self._watchers):
+            w(key, value)

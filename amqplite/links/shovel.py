@@ -1,0 +1,316 @@
+"""One dynamic shovel: consume from the source, publish to the destination, ack
+as ``ack-mode`` says; reconnect after ``reconnect-delay`` when either end fails.
+
+``on-confirm`` (the default) acks a source message only once the destination
+confirmed it: at least once, so a destination that fails after confirming
+but before the ack reached the source gets the message again (duplicates are
+possible, losses are not). ``on-publish`` acks once the publish is written;
+``no-ack`` consumes without acks. The message-shaping part
+(:func:`outgoing`) is pure.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from amqplite.links import client as C
+from amqplite.links import wire
+from amqplite.links.config import ShovelSpec
+from amqplite.links.uri import Endpoint, mask, parse
+from amqplite.protocol.codec import FieldTable
+from amqplite.protocol.methods import (
+    BasicAck,
+    BasicConsume,
+    BasicDeliver,
+    BasicNack,
+    BasicPublish,
+    BasicQos,
+    ChannelOpen,
+    ConfirmSelect,
+    QueueBind,
+    QueueDeclare,
+    QueueDeclareOk,
+)
+from amqplite.protocol.properties import decode_properties, encode_properties
+
+log = logging.getLogger("amqplite.links")
+
+#: where ``amqp://`` (no host) connects: the broker's own listener, found at run time
+LocalAddress = Callable[[], tuple[str, int]]
+
+
+@attrs.define
+class Status:
+    """What ``/api/shovels`` shows of a shovel."""
+
+    state: str = "starting"
+    reason: str | None = None
+    src_uri: str = ""
+    dest_uri: str = ""
+    forwarded: int = 0
+    timestamp: float = attrs.field(factory=time.time)
+
+    def set(self, state: str, reason: str | None = None) -> None:
+        self.state, self.reason, self.timestamp = state, reason, time.time()
+
+
+def outgoing(spec: ShovelSpec, name: str, vhost: str, deliver: BasicDeliver,
+             properties: bytes, src_uri: str, dest_uri: str) -> tuple[str, str, bytes]:
+    """(exchange, routing key, properties) of the publish that forwards a delivery."""
+    if spec.dest_queue is not None:
+        exchange, key = "", spec.dest_queue
+    elif spec.dest_exchange is not None:
+        exchange = spec.dest_exchange
+        key = spec.dest_exchange_key if spec.dest_exchange_key is not None else \
+            str(deliver.routing_key)
+    else:
+        exchange, key = str(deliver.exchange), str(deliver.routing_key)
+    if not (spec.publish_properties or spec.add_forward_headers or spec.add_timestamp_header):
+        return exchange, key, properties
+    props = decode_properties(properties)
+    for k, v in spec.publish_properties.items():
+        if hasattr(props, k) and k != "headers":
+            setattr(props, k, v)
+    headers = FieldTable(props.headers or {})
+    if spec.add_forward_headers:
+        src = {"src-queue": spec.src_queue} if spec.src_queue is not None else {
+            "src-exchange": spec.src_exchange, "src-exchange-key": spec.src_exchange_key}
+        dest = {k: v for k, v in (("dest-queue", spec.dest_queue),
+                                  ("dest-exchange", spec.dest_exchange),
+                                  ("dest-exchange-key", spec.dest_exchange_key))
+                if v is not None}
+        entry = FieldTable({"shovelled-by": "amqplite", "shovel-type": "dynamic",
+                            "shovel-name": name, "shovel-vhost": vhost,
+                            "src-uri": mask(src_uri), "dest-uri": mask(dest_uri),
+                            **src, **dest})
+        headers["x-shovelled"] = [*headers.get("x-shovelled", []), entry]
+    if spec.add_timestamp_header:
+        headers["x-shovelled-timestamp"] = int(time.time())
+    props.headers = headers
+    return exchange, key, encode_properties(props)
+
+
+class Shovel:
+    """One shovel's task: ``run`` until cancelled (restart = cancel and start again).
+
+    ``on_done`` is called when ``src-delete-after`` is reached (the supervisor
+    then deletes the parameter, as RabbitMQ does)."""
+
+    def __init__(self, name: str, vhost: str, spec: ShovelSpec, local: LocalAddress,
+                 on_done: Callable[[], None]) -> None:
+        self.name, self.vhost, self.spec = name, vhost, spec
+        self._local = local
+        self._on_done = on_done
+        self.status = Status(src_uri=mask(spec.src_uris[0]), dest_uri=mask(spec.dest_uris[0]))
+        self._attempt = 0
+
+    def _address(self, ep: Endpoint) -> tuple[str, int]:
+        return self._local() if ep.local else (ep.host, ep.port)
+
+    def _pick(self, uris: tuple[str, ...]) -> str:
+        return uris[self._attempt % len(uris)]
+
+    async def run(self) -> None:
+        while True:
+            self.status.set("starting")
+            try:
+                done = await self._once()
+            except Exception as exc:  # one shovel's failure never reaches the others
+                reason = _reason(exc)
+                log.warning("shovel '%s' in vhost '%s': %s", self.name, self.vhost, reason)
+                self.status.set("terminated", reason)
+                self._attempt += 1
+                await trio.sleep(self.spec.reconnect_delay)
+                continue
+            if done:
+                self.status.set("terminated", "src-delete-after reached")
+                self._on_done()
+                return
+
+    async def _once(self) -> bool:
+        """One connected run; True when src-delete-after is reached."""
+        spec = self.spec
+        src_uri, dest_uri = self._pick(spec.src_uris), self._pick(spec.dest_uris)
+        self.status.src_uri, self.status.dest_uri = mask(src_uri), mask(dest_uri)
+        src_ep, dest_ep = parse(src_uri, "src-uri"), parse(dest_uri, "dest-uri")
+        label = f"Shovel {self.name}"
+        async with C.connect(dest_ep, *self._address(dest_ep), name=label) as dest, \
+                C.connect(src_ep, *self._address(src_ep), name=label) as src:
+            await dest.call(1, ChannelOpen())
+            if spec.ack_mode == "on-confirm":
+                await dest.call(1, ConfirmSelect())
+            if spec.dest_queue is not None and not spec.dest_predeclared:
+                await _ensure_queue(dest, spec.dest_queue)
+            await src.call(1, ChannelOpen())
+            if spec.ack_mode != "no-ack":
+                await src.call(1, BasicQos(0, min(spec.prefetch, 65535), False))
+            if spec.src_queue is not None:
+                queue = spec.src_queue
+                count = (await _ensure_queue(src, queue) if not spec.src_predeclared
+                         else None)
+            else:
+                ok = await src.call(1, QueueDeclare("", exclusive=True, auto_delete=True))
+                assert isinstance(ok, QueueDeclareOk)
+                queue, count = str(ok.queue), None
+                await src.call(1, QueueBind(queue, spec.src_exchange or "",
+                                            spec.src_exchange_key))
+            remaining: int | None = None
+            if spec.delete_after == "queue-length":
+                if count is None:
+                    ok = await src.call(1, QueueDeclare(queue, passive=True))
+                    assert isinstance(ok, QueueDeclareOk)
+                    count = ok.message_count
+                remaining = count
+            elif isinstance(spec.delete_after, int):
+                remaining = spec.delete_after - self.status.forwarded
+            if remaining is not None and remaining <= 0:
+                return True
+            await src.call(1, BasicConsume(queue, f"amq.ctag-shovel-{self.name}",
+                                           no_ack=spec.ack_mode == "no-ack"))
+            self.status.set("running")
+            return await self._pump(src, dest, src_uri, dest_uri, remaining)
+
+    async def _pump(self, src: C.Connection, dest: C.Connection, src_uri: str,
+                    dest_uri: str, remaining: int | None) -> bool:
+        spec = self.spec
+        #: destination publish seq -> source delivery tag, oldest first (on-confirm)
+        pending: dict[int, int] = {}
+        seq = 0
+        finished = trio.Event()
+        outstanding = [remaining]  # messages still to forward (None: no limit)
+
+        async def on_confirms() -> None:
+            # publishes follow deliveries in order, so a confirm covers the oldest
+            # pending ones; they are the source's oldest unacked deliveries too, and
+            # one ``multiple`` ack or nack at the source settles them all
+            async for c in dest.confirms:
+                if c.multiple:
+                    seqs = []
+                    for s in pending:
+                        if s > c.delivery_tag:
+                            break
+                        seqs.append(s)
+                else:
+                    seqs = [c.delivery_tag] if c.delivery_tag in pending else []
+                if not seqs:
+                    continue
+                tags = [pending.pop(s) for s in seqs]
+                multiple = len(tags) > 1
+                if c.ack:
+                    await src.send(1, BasicAck(tags[-1], multiple), flush=False)
+                else:  # the destination refused them: back to the source queue
+                    await src.send(1, BasicNack(tags[-1], multiple, True), flush=False)
+                if not dest.confirms.statistics().current_buffer_used:
+                    await src.flush()
+                if outstanding[0] == 0 and not pending:
+                    await src.flush()
+                    finished.set()
+
+        async with trio.open_nursery() as n:
+            if spec.ack_mode == "on-confirm":
+                n.start_soon(on_confirms)
+
+            published = [0]  # on-publish: the newest delivery tag written, not yet acked
+
+            async def write_out() -> None:
+                """Publishes first, then (on-publish) one ack for all of them."""
+                await dest.flush()
+                if published[0]:
+                    await src.send(1, BasicAck(published[0], True), flush=False)
+                    published[0] = 0
+                await src.flush()
+
+            async def next_delivery() -> wire.ContentIn:
+                """The next delivery; what is buffered is written first when none is
+                waiting (one write for a run of publishes, one for their acks)."""
+                try:
+                    return src.deliveries.receive_nowait()
+                except trio.WouldBlock:
+                    await write_out()
+                    return await src.deliveries.receive()
+
+            async def forward() -> None:
+                nonlocal seq
+                while True:
+                    try:
+                        d = await next_delivery()
+                    except trio.EndOfChannel:
+                        raise wire.ProtocolFailure("the source connection ended") from None
+                    if not isinstance(d.method, BasicDeliver):
+                        continue
+                    exchange, key, props = outgoing(spec, self.name, self.vhost, d.method,
+                                                    d.properties, src_uri, dest_uri)
+                    seq += 1
+                    if spec.ack_mode == "on-confirm":
+                        pending[seq] = d.method.delivery_tag
+                    await dest.publish(1, BasicPublish(exchange, key), props, d.body,
+                                       flush=False)
+                    if spec.ack_mode == "on-publish":
+                        published[0] = d.method.delivery_tag
+                    self.status.forwarded += 1
+                    if outstanding[0] is not None:
+                        outstanding[0] -= 1
+                        if outstanding[0] == 0:
+                            await write_out()
+                            if spec.ack_mode != "on-confirm" or not pending:
+                                finished.set()
+                            return
+
+            n.start_soon(forward)
+            await finished.wait()
+            n.cancel_scope.cancel()
+        return True
+
+
+async def _ensure_queue(conn: C.Connection, queue: str) -> int:
+    """Its message count; a queue that is missing is declared durable (RabbitMQ's
+    shovels declare theirs), one that exists is used as it is (a passive declare,
+    so its arguments never conflict with ours)."""
+    probe = 2
+    await conn.call(probe, ChannelOpen())
+    try:
+        ok = await conn.call(probe, QueueDeclare(queue, passive=True))
+    except C.ChannelClosed as exc:
+        if exc.code != 404:
+            raise
+        await conn.call(probe, ChannelOpen())
+        ok = await conn.call(probe, QueueDeclare(queue, durable=True))
+    assert isinstance(ok, QueueDeclareOk)
+    return int(ok.message_count)
+
+
+def _reason(exc: BaseException) -> str:
+    """The first leaf of an exception group, as text; a broken stream gives its
+    cause (the TLS handshake's certificate error...)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    while isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, wire.ProtocolFailure) else f"{type(exc).__name__}: {text}"
+
+
+def describe(s: Shovel) -> dict[str, Any]:
+    """RabbitMQ's ``/api/shovels`` row of a shovel (URIs masked)."""
+    st = s.status
+    row: dict[str, Any] = {
+        "name": s.name, "vhost": s.vhost, "type": "dynamic", "state": st.state,
+        "node": "amqplite@localhost",
+        "timestamp": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st.timestamp)),
+        "src_uri": st.src_uri, "dest_uri": st.dest_uri, "src_protocol": "amqp091",
+        "dest_protocol": "amqp091", "forwarded": st.forwarded,
+    }
+    spec = s.spec
+    for key, value in (("src_queue", spec.src_queue), ("src_exchange", spec.src_exchange),
+                       ("dest_queue", spec.dest_queue), ("dest_exchange", spec.dest_exchange)):
+        if value is not None:
+            row[key] = value
+    if st.reason is not None:
+        row["reason"] = st.reason
+    return row

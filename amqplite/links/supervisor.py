@@ -1,0 +1,110 @@
+"""The links supervisor: one task per shovel parameter, started, replaced and
+stopped as the ``shovel`` runtime parameters change.
+
+A service in the broker's root nursery (the composition root, ``main.py``,
+starts it); it receives what it uses explicitly: the broker's runtime
+parameters, where the broker's own listener is (for ``amqp://`` without a
+host) and how to delete a parameter through the store (``src-delete-after``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from amqplite.broker.parameters import ParamKey, RuntimeParameters
+from amqplite.links import config
+from amqplite.links.shovel import LocalAddress, Shovel, describe
+
+if TYPE_CHECKING:
+    from amqplite.server.app import Server
+
+log = logging.getLogger("amqplite.links")
+
+#: where the server keeps the supervisor (``Server.extensions``) for the admin API
+EXTENSION = "links"
+
+
+class Links:
+    """Every shovel of the broker and its task."""
+
+    def __init__(self, params: RuntimeParameters, local: LocalAddress,
+                 delete: Callable[[str, str, str], None]) -> None:
+        self._params = params
+        self._local = local
+        self._delete = delete
+        self._nursery: trio.Nursery | None = None
+        self._running: dict[tuple[str, str], tuple[Shovel, trio.CancelScope]] = {}
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as n:
+            self._nursery = n
+            for (component, vhost, name), value in self._params.items("shovel"):
+                self._changed((component, vhost, name), value)
+            self._params.watch(self._changed)
+            task_status.started(self)
+            await trio.sleep_forever()
+
+    def shovels(self, vhost: str | None = None) -> list[dict[str, Any]]:
+        """``/api/shovels`` rows, sorted by vhost and name."""
+        return [describe(s) for (vh, _), (s, _) in sorted(self._running.items())
+                if vhost is None or vh == vhost]
+
+    def restart(self, vhost: str, name: str) -> bool:
+        """Stop the shovel and start it afresh; False when there is none."""
+        value = self._params.get("shovel", vhost, name)
+        if value is None:
+            return False
+        self._changed(("shovel", vhost, name), value)
+        return True
+
+    def _changed(self, key: ParamKey, value: dict[str, Any] | None) -> None:
+        component, vhost, name = key
+        if component != "shovel" or self._nursery is None:
+            return
+        old = self._running.pop((vhost, name), None)
+        if old is not None:
+            old[1].cancel()
+        if value is None:
+            return
+        try:
+            spec = config.parse(value)
+        except ValueError as exc:  # stored by an older version that checked less
+            log.warning("shovel '%s' in vhost '%s' not started: %s", name, vhost, exc)
+            return
+        shovel = Shovel(name, vhost, spec, self._local,
+                        on_done=lambda: self._delete("shovel", vhost, name))
+        scope = trio.CancelScope()
+        self._running[(vhost, name)] = (shovel, scope)
+
+        async def task() -> None:
+            with scope:
+                await shovel.run()
+
+        try:
+            self._nursery.start_soon(task)
+        except RuntimeError:  # the broker is shutting down: nothing starts any more
+            del self._running[(vhost, name)]
+
+
+async def run_links(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """The service: a :class:`Links` over ``server``'s broker, kept in
+    ``server.extensions`` for the admin API."""
+    s = server.settings
+
+    def local() -> tuple[str, int]:
+        hosts = [h for h in s.host if h not in ("", "0.0.0.0", "::")]
+        host = hosts[0] if hosts else "127.0.0.1"
+        if not server.listen_ports:
+            raise OSError("amqp:// names this broker, which has no plain AMQP listener")
+        return str(host), server.listen_ports[0]
+
+    def delete(component: str, vhost: str, name: str) -> None:
+        server.execute(server.broker.parameters.delete, component, vhost, name)
+
+    links = Links(server.broker.parameters, local, delete)
+    server.extensions[EXTENSION] = links
+    await links.run(task_status=task_status)

@@ -1,0 +1,99 @@
+"""AMQP URIs as RabbitMQ's shovels read them, and their masked form for the API.
+
+``amqp://user:pass@host:port/vhost?heartbeat=..`` (port 5672, or 5671 for
+``amqps``); no path, ``/`` and ``/%2F`` all mean vhost ``/``. ``amqp://`` with no
+host is "the local broker" (RabbitMQ's direct connection): ``local`` is set
+and the caller connects to its own listener. TLS options come as query
+parameters, RabbitMQ's names: ``cacertfile``, ``certfile``, ``keyfile``,
+``verify`` (``verify_peer``/``verify_none``), ``server_name_indication``.
+Pure: no sockets.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, quote, unquote, urlsplit, urlunsplit
+
+import attrs
+
+SCHEMES = ("amqp", "amqps")
+_TLS_KEYS = ("cacertfile", "certfile", "keyfile", "verify", "server_name_indication")
+_KNOWN_KEYS = (*_TLS_KEYS, "heartbeat", "connection_timeout", "channel_max", "frame_max",
+               "auth_mechanism")
+
+
+@attrs.frozen
+class Endpoint:
+    """Where and how to connect."""
+
+    tls: bool
+    host: str
+    port: int
+    vhost: str
+    user: str
+    password: str
+    #: no host in the URI: the broker's own listener
+    local: bool = False
+    heartbeat: int = 60
+    cacertfile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    verify: bool = True
+    server_name: str | None = None
+
+
+def parse(uri: str, field: str = "uri") -> Endpoint:
+    """The endpoint of ``uri``; ValueError naming ``field`` when it is not one."""
+    if not isinstance(uri, str):
+        raise ValueError(f"{field}: must be a string AMQP URI")
+    try:
+        u = urlsplit(uri)
+        port = u.port
+    except ValueError as exc:
+        raise ValueError(f"{field}: not a valid URI ({exc})") from None
+    if u.scheme not in SCHEMES:
+        raise ValueError(f"{field}: scheme must be amqp:// or amqps://, not "
+                         f"'{u.scheme or uri}'")
+    tls = u.scheme == "amqps"
+    query = parse_qs(u.query, keep_blank_values=True)
+    for key in query:
+        if key not in _KNOWN_KEYS:
+            raise ValueError(f"{field}: unknown query parameter '{key}'")
+    q = {k: v[-1] for k, v in query.items()}
+    path = u.path[1:] if u.path.startswith("/") else u.path
+    if "/" in path:
+        raise ValueError(f"{field}: the vhost must be one path segment (use %2F for '/')")
+    vhost = unquote(path) if path else "/"
+    heartbeat = 60
+    if "heartbeat" in q:
+        try:
+            heartbeat = int(q["heartbeat"])
+        except ValueError:
+            raise ValueError(f"{field}: heartbeat must be an integer") from None
+    verify = q.get("verify", "verify_peer")
+    if verify not in ("verify_peer", "verify_none"):
+        raise ValueError(f"{field}: verify must be verify_peer or verify_none")
+    return Endpoint(
+        tls=tls, host=u.hostname or "127.0.0.1", port=port or (5671 if tls else 5672),
+        vhost=vhost,
+        user=unquote(u.username) if u.username is not None else "guest",
+        password=unquote(u.password) if u.password is not None else "guest",
+        local=not u.hostname, heartbeat=heartbeat, cacertfile=q.get("cacertfile"),
+        certfile=q.get("certfile"), keyfile=q.get("keyfile"), verify=verify == "verify_peer",
+        server_name=q.get("server_name_indication"))
+
+
+def mask(uri: str) -> str:
+    """``uri`` with its password replaced by ``***`` (what the API shows back)."""
+    try:
+        u = urlsplit(uri)
+        if u.password is None:
+            return uri
+        host = u.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{quote(unquote(u.username or ''), safe='')}:***@{host}"
+        if u.port is not None:
+            netloc += f":{u.port}"
+        return urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment))
+    except ValueError:  # not parseable: show nothing that may be secret
+        return uri.rsplit("@", 1)[-1]

@@ -1,0 +1,1 @@
+"""Links (shovels) between real broker processes."""

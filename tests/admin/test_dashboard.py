@@ -430,8 +430,9 @@ def test_vhost_selector_narrows_every_list(dash: Any, admin_broker: AdminBroker)
                 assert vhosts <= {vh}, (page, vhosts)
         browser.choose_vhost(dash, "")
         browser.open_page(dash, "queues", "queues")
-        assert {r.get_attribute("data-vhost") for r in dash.find_elements(
-            *by_css("tr[data-queue]"))} >= {"/", vh}
+        # the re-render the selector's change starts may land after the page opened
+        browser.wait(dash, lambda d: {r.get_attribute("data-vhost") for r in d.find_elements(
+            *by_css("tr[data-queue]"))} >= {"/", vh}, "the queues of every vhost")
     finally:
         browser.choose_vhost(dash, "")
         with admin_broker.api() as api:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from amqplite.broker.auth import UserDB
 from amqplite.broker.effects import CloseConnection, Outcome
 from amqplite.broker.model import ChannelState, Entry, Message, Session
-from amqplite.broker.retained import RetainedStore
+from amqplite.broker.retained import DEFAULT_MAX_BYTES, RetainedStore
 from amqplite.broker.vhost import VHost
 from amqplite.config import LOG_LEVELS
 
@@ -52,6 +52,7 @@ class BrokerBase:
         now: Callable[[], float] = time.time,
         log_level: str = "lifecycle",
         body_window: int = 2000,
+        retained_max_bytes: int = DEFAULT_MAX_BYTES,
         access_control: bool = False,
         loopback_users: tuple[str, ...] = (),
     ) -> None:
@@ -114,7 +115,8 @@ class BrokerBase:
         self._transient_written = False
         #: retained publications (x-recent-history, x-lvc exchanges; MQTT later):
         #: its store operations go to this outbox
-        self.retained = RetainedStore(emit=lambda op: self.store_ops.append(op))
+        self.retained = RetainedStore(emit=lambda op: self.store_ops.append(op),
+                                      default_max_bytes=retained_max_bytes)
 
     # ------------------------------------------------------------------ ids
     def seed_ids(self, max_queue_id: int, max_message_key: int) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import aio_pika
+import httpx
 import pika
 import pika.exceptions
 import pytest
@@ -255,3 +256,39 @@ def test_aio_pika_lvc_and_publish_on_request(broker: BrokerProcess) -> None:
     assert at_bind == [b"v2", b"v3"]
     assert headers == [True, True]
     assert requested == [b"marker", b"v3"]
+
+
+def test_default_byte_cap_and_retained_bytes_in_the_memory_figures(tmp_path: Path) -> None:
+    """An exchange without x-max-length-bytes keeps at most ``retained_max_bytes`` of
+    bodies (oldest out); its own argument overrides it; /api/node/memory reports
+    the retained bytes (pinned in RAM, part of mem_used)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    cfg = data / "amqplite.toml"
+    cfg.write_text('retained_max_bytes = "100KiB"\n')
+    b = BrokerProcess(data, None, "--config", str(cfg)).start()
+    try:
+        c = connect(b)
+        ch = c.channel()
+        ch.confirm_delivery()
+        ch.exchange_declare("capped", "x-recent-history")
+        ch.exchange_declare("own", "x-recent-history",
+                            arguments={"x-max-length-bytes": 1024 * 1024})
+        body = 40 * 1024
+        for i in range(5):
+            for x in ("capped", "own"):
+                ch.basic_publish(x, "", bytes([i]) * body)
+        q = ch.queue_declare("", exclusive=True).method.queue
+        ch.queue_bind(q, "capped", "")
+        assert _bodies(ch, q, 2) == [bytes([3]) * body, bytes([4]) * body]  # 80 KiB of 100
+        mem = httpx.get(f"http://127.0.0.1:{b.admin_port}/api/node/memory",
+                        auth=("guest", "guest")).json()
+        assert (mem["mem_retained_messages"], mem["mem_retained"]) == (7, 7 * body)
+        assert mem["mem_used"] >= mem["mem_retained"]
+        ch.exchange_delete("own")
+        mem = httpx.get(f"http://127.0.0.1:{b.admin_port}/api/node/memory",
+                        auth=("guest", "guest")).json()
+        assert mem["mem_retained"] == 2 * body
+        c.close()
+    finally:
+        b.kill()

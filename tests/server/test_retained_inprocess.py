@@ -53,3 +53,43 @@ async def test_after_a_restart_retained_and_queued_share_one_body(tmp_path: Path
             assert e.message.body is not None and len(e.message.body) == BODY
         assert broker.retained.totals_all() == (N, N * BODY)
         server.stop()
+
+
+def _get(port: int, n: int) -> list[bytes]:
+    """basic.get ``n`` messages from "kept" (acked)."""
+    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+    try:
+        ch = conn.channel()
+        got: list[bytes] = []
+        while len(got) < n:
+            m, _p, body = ch.basic_get("kept", auto_ack=True)
+            if m is not None:
+                got.append(body)
+        return got
+    finally:
+        conn.close()
+
+
+async def test_spilled_entries_read_back_share_the_retained_body(tmp_path: Path) -> None:
+    """Entries past the body window stay in the store at start-up; read back as the
+    queue drains, they take the retained message too."""
+    settings = Settings(host=["127.0.0.1"], port=0, data_dir=str(tmp_path), body_window=2)
+    async with trio.open_nursery() as nursery:
+        server: Server = await nursery.start(Server(settings).run)
+        await trio.to_thread.run_sync(_publish, server.listen_ports[0])
+        server.stop()
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(Server(settings).run)
+        q = server.broker.vhosts["/"].queues["kept"]
+        assert q.ready.disk_count == N - 2  # spilled at start-up
+        with trio.fail_after(20):  # the third get finds the head empty: a read-back
+            got = await trio.to_thread.run_sync(_get, server.listen_ports[0], 3)
+        assert got == [bytes([i]) * BODY for i in range(3)]
+        assert q.ready.disk_count == 0
+        rs = server.broker.retained.find(("/", "exchange", "hist"))
+        assert rs is not None
+        kept = {r.message.key: r.message for r in rs}
+        entries = list(q.ready)
+        assert len(entries) == N - 3
+        assert all(e.message is kept[e.message.key] for e in entries)
+        server.stop()

@@ -292,3 +292,38 @@ def test_default_byte_cap_and_retained_bytes_in_the_memory_figures(tmp_path: Pat
         c.close()
     finally:
         b.kill()
+
+
+def test_dead_letters_to_a_durable_lvc_are_kept_across_a_kill_9(tmp_path: Path) -> None:
+    """A persistent message dead-lettered (TTL) from a durable queue to a durable
+    x-lvc is kept under its dead-letter routing key, in the dead-lettering's commit."""
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        c = connect(b)
+        ch = c.channel()
+        ch.exchange_declare("last", "x-lvc", durable=True)
+        ch.queue_declare("src", durable=True, arguments={
+            "x-dead-letter-exchange": "last", "x-dead-letter-routing-key": "dead",
+            "x-message-ttl": 0})
+        watch = ch.queue_declare("", exclusive=True).method.queue
+        ch.queue_bind(watch, "last", "dead")
+        ch.confirm_delivery()
+        for body in (b"first", b"second"):
+            ch.basic_publish("", "src", body, PERSISTENT)
+        assert _bodies(ch, watch, 2) == [b"first", b"second"]  # dead-lettered by now
+        # a confirm means every earlier store write has committed (the writer is in order)
+        ch.queue_declare("sync", durable=True)
+        ch.basic_publish("", "sync", b"sync", PERSISTENT)
+        b.kill()
+        b.start()
+        c = connect(b)
+        ch = c.channel()
+        q = ch.queue_declare("", exclusive=True).method.queue
+        ch.queue_bind(q, "last", "dead")
+        (_m, props, body), = _get_all(ch, q, 1)
+        assert body == b"second"  # the last value of the key
+        assert props.headers["x-retained"] is True
+        assert props.headers["x-death"][0]["reason"] == "expired"
+        c.close()
+    finally:
+        b.kill()

@@ -49,6 +49,16 @@ def _bodies(ch: BlockingChannel, queue: str, n: int) -> list[bytes]:
     return [b for _m, _p, b in _get_all(ch, queue, n)]
 
 
+def _bound_after_restart(b: BrokerProcess, exchange: str,
+                         key: str) -> tuple[Any, BlockingChannel, str]:
+    """A new connection, and an exclusive queue bound to ``exchange`` with ``key``."""
+    c = connect(b)
+    ch = c.channel()
+    q = ch.queue_declare("", exclusive=True).method.queue
+    ch.queue_bind(q, exchange, key)
+    return c, ch, q
+
+
 def _marker_first(ch: BlockingChannel, queue: str) -> None:
     """Nothing was enqueued before this point: a marker sent now arrives first."""
     ch.basic_publish("", queue, b"marker")
@@ -208,10 +218,7 @@ def test_kill_9_keeps_confirmed_retained_values_of_durable_exchanges(tmp_path: P
         ch.exchange_declare("prices", "x-lvc", durable=True)
         b.stop()
         b.start()
-        c = connect(b)
-        ch = c.channel()
-        q = ch.queue_declare("", exclusive=True).method.queue
-        ch.queue_bind(q, "prices", "eur")
+        c, ch, q = _bound_after_restart(b, "prices", "eur")
         _marker_first(ch, q)
         c.close()
     finally:
@@ -316,10 +323,7 @@ def test_dead_letters_to_a_durable_lvc_are_kept_across_a_kill_9(tmp_path: Path) 
         ch.basic_publish("", "sync", b"sync", PERSISTENT)
         b.kill()
         b.start()
-        c = connect(b)
-        ch = c.channel()
-        q = ch.queue_declare("", exclusive=True).method.queue
-        ch.queue_bind(q, "last", "dead")
+        c, ch, q = _bound_after_restart(b, "last", "dead")
         (_m, props, body), = _get_all(ch, q, 1)
         assert body == b"second"  # the last value of the key
         assert props.headers["x-retained"] is True

@@ -3,6 +3,8 @@ look at what the broker holds in RAM (pika runs in a worker thread)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pika
@@ -31,14 +33,22 @@ def _publish(port: int) -> None:
         conn.close()
 
 
-async def test_after_a_restart_retained_and_queued_share_one_body(tmp_path: Path) -> None:
-    settings = Settings(host=["127.0.0.1"], port=0, data_dir=str(tmp_path))
+@contextlib.asynccontextmanager
+async def _restarted(settings: Settings) -> AsyncIterator[Server]:
+    """A server that took the publishes and stopped; then a new one on its data."""
+    async with trio.open_nursery() as nursery:
+        first: Server = await nursery.start(Server(settings).run)
+        await trio.to_thread.run_sync(_publish, first.listen_ports[0])
+        first.stop()
     async with trio.open_nursery() as nursery:
         server: Server = await nursery.start(Server(settings).run)
-        await trio.to_thread.run_sync(_publish, server.listen_ports[0])
+        yield server
         server.stop()
-    async with trio.open_nursery() as nursery:
-        server = await nursery.start(Server(settings).run)
+
+
+async def test_after_a_restart_retained_and_queued_share_one_body(tmp_path: Path) -> None:
+    settings = Settings(host=["127.0.0.1"], port=0, data_dir=str(tmp_path))
+    async with _restarted(settings) as server:
         broker = server.broker
         rs = broker.retained.find(("/", "exchange", "hist"))
         assert rs is not None and len(rs) == N
@@ -52,7 +62,6 @@ async def test_after_a_restart_retained_and_queued_share_one_body(tmp_path: Path
             assert e.message is r.message
             assert e.message.body is not None and len(e.message.body) == BODY
         assert broker.retained.totals_all() == (N, N * BODY)
-        server.stop()
 
 
 def _get(port: int, n: int) -> list[bytes]:
@@ -74,12 +83,7 @@ async def test_spilled_entries_read_back_share_the_retained_body(tmp_path: Path)
     """Entries past the body window stay in the store at start-up; read back as the
     queue drains, they take the retained message too."""
     settings = Settings(host=["127.0.0.1"], port=0, data_dir=str(tmp_path), body_window=2)
-    async with trio.open_nursery() as nursery:
-        server: Server = await nursery.start(Server(settings).run)
-        await trio.to_thread.run_sync(_publish, server.listen_ports[0])
-        server.stop()
-    async with trio.open_nursery() as nursery:
-        server = await nursery.start(Server(settings).run)
+    async with _restarted(settings) as server:
         q = server.broker.vhosts["/"].queues["kept"]
         assert q.ready.disk_count == N - 2  # spilled at start-up
         with trio.fail_after(20):  # the third get finds the head empty: a read-back
@@ -92,4 +96,3 @@ async def test_spilled_entries_read_back_share_the_retained_body(tmp_path: Path)
         entries = list(q.ready)
         assert len(entries) == N - 3
         assert all(e.message is kept[e.message.key] for e in entries)
-        server.stop()

@@ -246,7 +246,7 @@ def render_html(report: dict[str, Any], meta: dict[str, str] | None = None) -> s
             [
                 [
                     queue_label(q["vhost"], q["queue"]),
-                    *(q[c] for c in cols),
+                    *(q.get(c, 0) for c in cols),  # reports written before an event existed
                     q["redelivered_messages"],
                     q["in_flight"],
                     q["stuck"],

@@ -163,6 +163,9 @@ class Settings:
     max_message_size: int = attrs.field(default=128 * 1024 * 1024, validator=_positive)
     #: Bodies kept in RAM at the head of each durable queue; the rest page from SQLite.
     body_window: int = attrs.field(default=2000, validator=_positive)
+    #: body bytes a retaining exchange (x-recent-history, x-lvc) keeps in RAM unless
+    #: its x-max-length-bytes says otherwise: no exchange holds unbounded RAM
+    retained_max_bytes: str = attrs.field(default="64MiB", validator=_size)
     #: AMQP connections open at once; 0 means unlimited (RabbitMQ's connection_max)
     max_connections: int = attrs.field(default=0, validator=_positive)
     #: free space on the data dir's disk below which publishers are blocked (RabbitMQ's
@@ -254,6 +257,10 @@ class Settings:
     @property
     def admin_peek_max_bytes_value(self) -> int:
         return parse_size(self.admin_peek_max_bytes)
+
+    @property
+    def retained_max_bytes_value(self) -> int:
+        return parse_size(self.retained_max_bytes)
 
     @property
     def disk_free_limit_bytes(self) -> int:

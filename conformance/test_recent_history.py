@@ -173,3 +173,27 @@ def test_a_message_arriving_through_an_exchange_binding_is_kept(channel: Blockin
     got = drain(channel, q, 1)
     assert [(m.exchange, m.routing_key, b) for m, _p, b in got] == [(src, "k", b"via-binding")]
     wait_count(channel, q, 0)
+
+
+def test_dead_letters_are_kept(channel: BlockingChannel, names: Names) -> None:
+    """A message dead-lettered to a recent-history exchange is kept like a publish,
+    with its x-death header, the exchange's name and its original routing key."""
+    x = names.exchange()
+    channel.exchange_declare(x, KIND)
+    live = _queue(channel, names, "live")
+    channel.queue_bind(live, x, "")
+    src = names.queue("src")
+    channel.queue_declare(src, arguments={"x-dead-letter-exchange": x})
+    channel.basic_publish("", src, b"dead", pika.BasicProperties(headers={"a": 1}))
+    (method, _p, _b), = drain(channel, src, 1, auto_ack=False)
+    channel.basic_reject(method.delivery_tag, requeue=False)
+    wait_count(channel, live, 1)  # dead-lettered (and routed) by now
+    late = _queue(channel, names, "late")
+    channel.queue_bind(late, x, "")
+    (m, props, body), = drain(channel, late, 1)
+    assert body == b"dead"
+    assert (m.exchange, m.routing_key) == (x, src)
+    assert props.headers["a"] == 1
+    death = props.headers["x-death"][0]
+    assert (death["queue"], death["reason"]) == (src, "rejected")
+    wait_count(channel, late, 0)

@@ -179,11 +179,14 @@ def overview(server: Server, rates: Rates, user: str | None = None,
 def memory(server: Server) -> dict[str, Any]:
     """Memory fields named as RabbitMQ's /api/nodes has them, plus the paging signal."""
     m = server.memory
+    # retained bodies are pinned in RAM (never paged): part of mem_used, shown apart
+    n, size = server.broker.retained.totals_all()
+    retained = {"mem_retained": size, "mem_retained_messages": n}
     if m is None:
-        return {"mem_used": None, "mem_limit": None, "mem_alarm": False}
+        return {"mem_used": None, "mem_limit": None, "mem_alarm": False, **retained}
     return {"mem_used": m.used, "mem_limit": m.limit, "mem_alarm": m.alarm,
             "mem_paging": m.paging, "mem_paging_limit": m.paging_limit,
-            "mem_available": m.total, "memory_high_watermark": str(m.watermark)}
+            "mem_available": m.total, "memory_high_watermark": str(m.watermark), **retained}
 
 
 def alarms(server: Server) -> list[dict[str, Any]]:

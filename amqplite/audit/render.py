@@ -25,6 +25,7 @@ EVENT_COLORS = {
     "expired": "#f28e2b",
     "purged": "#9c755f",
     "replayed": "#bab0ac",
+    "retained": "#86bcb6",
 }
 STATE_COLORS = {
     "dead_lettered": "#e15759",
@@ -237,6 +238,7 @@ def render_html(report: dict[str, Any], meta: dict[str, str] | None = None) -> s
         "expired",
         "purged",
         "replayed",
+        "retained",
     ]
     parts.append(
         _table(
@@ -244,7 +246,7 @@ def render_html(report: dict[str, Any], meta: dict[str, str] | None = None) -> s
             [
                 [
                     queue_label(q["vhost"], q["queue"]),
-                    *(q[c] for c in cols),
+                    *(q.get(c, 0) for c in cols),  # reports written before an event existed
                     q["redelivered_messages"],
                     q["in_flight"],
                     q["stuck"],
@@ -342,16 +344,18 @@ def render_html(report: dict[str, Any], meta: dict[str, str] | None = None) -> s
         )
     )
 
-    parts.append("<h2>Dead-letter reasons</h2>")
-    parts.append(
-        _table(
-            ["queue", "reason", "count"],
-            [
-                [queue_label(d["vhost"], d["queue"]), d["reason"], d["count"]]
-                for d in report["dead_letter_reasons"]
-            ],
+    for title, section in (("Dead-letter reasons", "dead_letter_reasons"),
+                           ("Retained deliveries (bind / request)", "retained_reasons")):
+        parts.append(f"<h2>{title}</h2>")
+        parts.append(
+            _table(
+                ["queue", "reason", "count"],
+                [
+                    [queue_label(d["vhost"], d["queue"]), d["reason"], d["count"]]
+                    for d in report.get(section, [])
+                ],
+            )
         )
-    )
     parts.append("<h2>Top routing keys (published)</h2>")
     parts.append(
         _table(

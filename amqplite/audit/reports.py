@@ -7,7 +7,7 @@ dataset is read because the state of a (message, queue) pair depends on its
 full history; see docs/audit.md.
 
 Per (message_key, vhost, queue) pair the *last* event (by id) decides its
-state: ``routed``/``replayed``/``delivered``/``requeued`` mean in flight (or
+state: ``routed``/``replayed``/``delivered``/``requeued``/``retained`` mean in flight (or
 stuck when it entered the queue longer than the threshold ago); ``acked``,
 ``rejected``, ``dead_lettered``, ``expired``, ``purged`` are terminal.
 """
@@ -36,13 +36,16 @@ EVENTS = (
     "expired",
     "purged",
     "replayed",
+    # a copy handed out from the retained store (x-recent-history, x-lvc) at bind
+    # or on request; its ``routed`` row follows (reason ``bind`` / ``request``)
+    "retained",
 )
 #: stream queues' events: an entry appended, a consumer attached (at an offset)
 STREAM_EVENTS = ("appended", "attached")
 PAIR_EVENTS = tuple(e for e in EVENTS if e not in ("published", "returned"))
-OPEN_EVENTS = ("routed", "replayed", "delivered", "requeued")
+OPEN_EVENTS = ("routed", "replayed", "delivered", "requeued", "retained")
 UNACKED_STATES = ("dead_lettered", "rejected", "expired", "purged", "in_flight", "stuck")
-REASON_EVENTS = ("dead_lettered", "rejected", "returned", "expired")
+REASON_EVENTS = ("dead_lettered", "rejected", "returned", "expired", "retained")
 STUCK_FIELDS = (
     "message_id",
     "message_key",
@@ -98,6 +101,7 @@ def _empty_report(kind: str, batch: Batch, day: str | None, stuck_after_us: int)
         "stuck": {"count": 0, "messages": [], "truncated": False},
         "redelivered": {"count": 0, "by_queue": [], "messages": [], "truncated": False},
         "dead_letter_reasons": [],
+        "retained_reasons": [],
         "top_routing_keys": [],
         "streams": [],
     }
@@ -143,7 +147,7 @@ def _pairs(ds: DataFrame, as_of_us: int, stuck_after_us: int) -> DataFrame:
             F.max("message_id").alias("message_id"),
             F.min(F.when(routed, ident)).alias("routed_id"),
             F.min(F.when(routed, ts)).alias("routed_ts"),
-            F.max(F.when(ev.isin("routed", "replayed"), ts)).alias("entered_ts"),
+            F.max(F.when(ev.isin("routed", "replayed", "retained"), ts)).alias("entered_ts"),
             F.min(ident).alias("first_id"),
             F.min(ts).alias("first_ts"),
             F.min(F.when(acked, ident)).alias("ack_id"),
@@ -219,8 +223,9 @@ def compute(
     agg_counts: dict[str, dict[tuple[str, str | None, str], int]] = defaultdict(lambda: defaultdict(int))
     for r in counts:
         agg_counts[r.scope][(r.vhost, r.queue, r.event)] += r.n
-        if r.event == "dead_lettered":
-            reports[r.scope]["dead_letter_reasons"].append(
+        if r.event in ("dead_lettered", "retained"):
+            section = "dead_letter_reasons" if r.event == "dead_lettered" else "retained_reasons"
+            reports[r.scope][section].append(
                 {"vhost": r.vhost, "queue": r.queue, "reason": r.reason, "count": r.n}
             )
     for scope, table in agg_counts.items():
@@ -234,7 +239,8 @@ def compute(
             totals[e] += n
         rep["totals"] = dict(sorted(totals.items()))
         rep["events"] = sum(totals.values())
-        rep["dead_letter_reasons"].sort(key=lambda d: (-d["count"], d["vhost"], d["queue"] or ""))
+        for section in ("dead_letter_reasons", "retained_reasons"):
+            rep[section].sort(key=lambda d: (-d["count"], d["vhost"], d["queue"] or "", d["reason"]))
 
     pairs = _pairs(ds, batch.as_of_us, stuck_after_us).cache()
 

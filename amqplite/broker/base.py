@@ -23,7 +23,7 @@ from amqplite.broker.auth import UserDB
 from amqplite.broker.effects import CloseConnection, Outcome
 from amqplite.broker.model import ChannelState, Entry, Message, Session
 from amqplite.broker.parameters import RuntimeParameters
-from amqplite.broker.retained import RetainedStore
+from amqplite.broker.retained import DEFAULT_MAX_BYTES, RetainedStore
 from amqplite.broker.vhost import VHost
 from amqplite.config import LOG_LEVELS
 
@@ -68,6 +68,7 @@ class BrokerBase:
         now: Callable[[], float] = time.time,
         log_level: str = "lifecycle",
         body_window: int = 2000,
+        retained_max_bytes: int = DEFAULT_MAX_BYTES,
         access_control: bool = False,
         loopback_users: tuple[str, ...] = (),
     ) -> None:
@@ -140,7 +141,8 @@ class BrokerBase:
         self._transient_written = False
         #: retained publications (x-recent-history, x-lvc exchanges; MQTT later):
         #: its store operations go to this outbox
-        self.retained = RetainedStore(emit=lambda op: self.store_ops.append(op))
+        self.retained = RetainedStore(emit=lambda op: self.store_ops.append(op),
+                                      default_max_bytes=retained_max_bytes)
         #: runtime parameters (shovels, ...): their store operations go to this outbox
         self.parameters = RuntimeParameters(emit=lambda op: self.store_ops.append(op))
 
@@ -283,6 +285,7 @@ class BrokerBase:
         def dead_letter(self, q: Queue, e: Entry, reason: str) -> None: ...
         def arm_ttl(self, q: Queue, e: Entry) -> None: ...
         def enqueue(self, q: Queue, msg: Message) -> int: ...
+        def _retain_reached(self, vh: VHost, ex: Exchange, msg: Message) -> bool: ...
         def route(self, vh: VHost, ex: Exchange, routing_key: str,
                   msg: Message) -> list[Queue]: ...
         def publish(self, vh: VHost, ex: Exchange, routing_key: str, properties_raw: bytes,

@@ -170,8 +170,11 @@ class DeadLettering(BrokerBase):
         if vh is None or ex is None:
             return False
         rk, keys = _dead_letter_keys(q, msg)
-        return any(not (msg.persistent and t.durable and not t.exclusive)
-                   for t in route_all(vh, ex, rk, keys, msg))
+        targets = route_all(vh, ex, rk, keys, msg, collect=True)
+        retained = ex.retains or bool(vh.reached)  # a retained copy holds its own body
+        vh.reached.clear()
+        return retained or any(not (msg.persistent and t.durable and not t.exclusive)
+                               for t in targets)
 
     def _count_dead_letter(self, reason: str, strategy: str) -> None:
         key = (reason, strategy)
@@ -213,8 +216,11 @@ class DeadLettering(BrokerBase):
         self._count_dead_letter(reason, "at_most_once")
         self.log_event("dead_lettered", q.vhost, msg, q.name, reason=reason)
         headers = new.headers()
-        targets = [t for t in route_all(vh, ex, rk, keys, new)
-                   if not is_cycle(headers, t.name)]
+        routed = route_all(vh, ex, rk, keys, new, collect=True)
+        # a retaining dead-letter exchange (or one on the way) keeps it, as
+        # RabbitMQ's recent-history exchange does
+        self._retain_reached(vh, ex, new)
+        targets = [t for t in routed if not is_cycle(headers, t.name)]
         for t in targets:
             self.enqueue(t, new)
         for t in targets:

@@ -18,7 +18,7 @@ limit, and entries with a TTL stay in RAM.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from amqplite.broker import persist as P
@@ -43,11 +43,17 @@ LOAD_BYTES = 1024 * 1024
 MIN_LOAD = 8
 
 
-def entry_from_row(row: tuple[Any, ...]) -> Entry:
+def entry_from_row(row: tuple[Any, ...],
+                   shared: Callable[[int], Message | None] | None = None) -> Entry:
     """A stored entry as ``Store.fetch_entries`` gives it: (position, message key,
-    delivery_count, redelivered, exchange, routing_key, properties, body, body_size)."""
+    delivery_count, redelivered, exchange, routing_key, properties, body, body_size).
+
+    ``shared`` finds a message already in RAM under that key (the retained
+    store's): the entry takes it, so one body serves both."""
     pos, key, count, redelivered, exchange, rk, props, body, size = row
-    m = Message(key, exchange, rk, props, body, body_size=size)
+    m = None if shared is None else shared(key)
+    if m is None:
+        m = Message(key, exchange, rk, props, body, body_size=size)
     m.stored = True
     e = Entry(pos, m, stored=True)
     e.committed = True
@@ -243,7 +249,7 @@ class Paging(BrokerBase):
         checked: bytes | None = None
         ttl_free = False
         for row in rows:
-            e = entry_from_row(row)
+            e = entry_from_row(row, self.retained.message)
             props = e.message.properties_raw
             if props != checked:
                 try:

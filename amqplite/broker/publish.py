@@ -165,7 +165,7 @@ class Publishing(BrokerBase):
                 return PublishResult(True, False)
             queues: list[Queue] = []
         elif extra:
-            queues = route_all(vh, ex, routing_key, extra, msg)
+            queues = route_all(vh, ex, routing_key, extra, msg, collect=True)
         else:
             queues = vh.route(ex, routing_key, msg, True)
         if ex.retains or vh.reached:  # x-recent-history, x-lvc: kept, routed or not
@@ -199,12 +199,7 @@ class Publishing(BrokerBase):
         """A publish to (or through) a retaining exchange: each such exchange type
         keeps it in the retained store, then it goes to ``queues`` as any publish;
         a confirm waits for the retained rows' commit as for a queue entry's."""
-        keepers = [ex] if ex.retains else []
-        keepers += [e for e in vh.reached if e is not ex]  # through exchange bindings
-        vh.reached.clear()
-        kept = False
-        for e in keepers:
-            kept = e.retain(self.retained, vh.name, msg) or kept
+        kept = self._retain_reached(vh, ex, msg)
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
@@ -218,6 +213,20 @@ class Publishing(BrokerBase):
         for q in queues:
             self._dispatch(q)
         return PublishResult(True, stored or kept, rejected)
+
+    def _retain_reached(self, vh: VHost, ex: Exchange, msg: Message) -> bool:
+        """``ex`` (when it retains) and the retaining exchanges the route passed
+        through (``vh.reached``, then cleared) keep ``msg``; True when a store
+        write must commit first. Publishes and dead letters both come here."""
+        keepers = [ex] if ex.retains else []
+        for e in vh.reached:  # through exchange bindings (once each)
+            if all(e is not k for k in keepers):
+                keepers.append(e)
+        vh.reached.clear()
+        kept = False
+        for e in keepers:
+            kept = e.retain(self.retained, vh.name, msg) or kept
+        return kept
 
     def _deliver_reply(self, ch: ChannelState, msg: Message) -> None:
         """A reply goes straight to its requester's no-ack consumer: no queue, no store."""

@@ -28,6 +28,9 @@ import attrs
 from amqplite.broker.model import Message
 from amqplite.store import ops
 
+#: body bytes an owner keeps when its own limits name none (``retained_max_bytes``)
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
 #: an owner's identity: (vhost, kind, name); kind "exchange" (or "mqtt" later)
 OwnerId = tuple[str, str, str]
 
@@ -89,10 +92,18 @@ class RetainedSet:
 class RetainedStore:
     """Every owner's retained set; the one place retained messages are added or dropped."""
 
-    def __init__(self, *, emit: Callable[[Any], None]) -> None:
+    def __init__(self, *, emit: Callable[[Any], None],
+                 default_max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         #: appends a store operation to the broker's outbox
         self._emit = emit
+        #: the byte bound of an owner whose limits set none: retained bodies stay in
+        #: RAM (pinned, never paged), so no owner may grow without one
+        self.default_max_bytes = default_max_bytes
         self._sets: dict[OwnerId, RetainedSet] = {}
+        #: message key -> (message, how many entries hold it): a queue entry of the
+        #: same message read back from the store (recovery, spilled entries) takes
+        #: this object, so its body sits in RAM once
+        self._held: dict[int, tuple[Message, int]] = {}
 
     # ------------------------------------------------------------- owners
     def open(self, owner: OwnerId, *, keyed: bool, durable: bool,
@@ -100,8 +111,11 @@ class RetainedStore:
         """The owner's set, created empty the first time."""
         rs = self._sets.get(owner)
         if rs is None:
+            lim = limits or Limits()
+            if lim.max_bytes is None:
+                lim = Limits(lim.max_count, self.default_max_bytes)
             rs = self._sets[owner] = RetainedSet(owner, keyed=keyed, durable=durable,
-                                                 limits=limits or Limits())
+                                                 limits=lim)
         return rs
 
     def find(self, owner: OwnerId) -> RetainedSet | None:
@@ -129,8 +143,7 @@ class RetainedStore:
         store = rs.durable and msg.persistent
         r = Retained(key, msg, store)
         rs._items[key if rs.keyed else msg.key] = r
-        rs.bytes += r.size
-        msg.pinned += 1
+        self._hold(rs, r)
         if store:
             vhost, kind, name = rs.owner
             self._emit(ops.PutRetained(msg.key, vhost, kind, name, key, msg.exchange,
@@ -142,8 +155,18 @@ class RetainedStore:
         """Recovery: a stored retained message comes back (nothing is written)."""
         r = Retained(key, msg, True)
         rs._items[key if rs.keyed else msg.key] = r
-        rs.bytes += r.size
-        msg.pinned += 1
+        self._hold(rs, r)
+        self._enforce(rs)  # a limit lowered since (retained_max_bytes) applies now
+
+    def message(self, key: int) -> Message | None:
+        """The retained message with this key, if any (to share it, never copy it)."""
+        held = self._held.get(key)
+        return None if held is None else held[0]
+
+    def totals_all(self) -> tuple[int, int]:
+        """(messages, body bytes) of every retained message, each message once, however
+        many owners keep it (the node's memory figures)."""
+        return len(self._held), sum(m.body_size for m, _n in self._held.values())
 
     def remove(self, rs: RetainedSet, key: str | None = None) -> int:
         """Drop the entries under ``key`` (every entry when None); how many went."""
@@ -194,15 +217,30 @@ class RetainedStore:
             _k, r = items.popitem(last=False)
             self._dropped(rs, r)
 
+    def _hold(self, rs: RetainedSet, r: Retained) -> None:
+        m = r.message
+        rs.bytes += r.size
+        m.pinned += 1
+        held = self._held.get(m.key)
+        self._held[m.key] = (m, 1 if held is None else held[1] + 1)
+
+    def _release(self, m: Message) -> None:
+        m.pinned -= 1
+        _m, n = self._held[m.key]
+        if n > 1:
+            self._held[m.key] = (m, n - 1)
+        else:
+            del self._held[m.key]
+
     def _dropped(self, rs: RetainedSet, r: Retained) -> None:
         rs.bytes -= r.size
-        r.message.pinned -= 1
+        self._release(r.message)
         if r.stored:
             self._emit(ops.DeleteRetained(*rs.owner, r.message.key))
 
     def _clear(self, rs: RetainedSet, *, persist: bool) -> None:
         for r in rs._items.values():
-            r.message.pinned -= 1
+            self._release(r.message)
         stored = any(r.stored for r in rs._items.values())
         rs._items.clear()
         rs.bytes = 0

@@ -101,10 +101,11 @@ def cc_keys(raw: bytes) -> list[str]:
 
 
 def route_all(vh: VHost, ex: Exchange, routing_key: str, keys: Iterable[str],
-              msg: Message) -> list[Queue]:
-    """The queues ``routing_key`` and each of ``keys`` reach, each queue once."""
-    found = {id(q): q for q in vh.route(ex, routing_key, msg)}
+              msg: Message, collect: bool = False) -> list[Queue]:
+    """The queues ``routing_key`` and each of ``keys`` reach, each queue once;
+    ``collect`` as for ``VHost.route`` (retaining exchanges passed, in ``vh.reached``)."""
+    found = {id(q): q for q in vh.route(ex, routing_key, msg, collect)}
     for k in keys:
-        for q in vh.route(ex, k, msg):
+        for q in vh.route(ex, k, msg, collect):
             found.setdefault(id(q), q)
     return list(found.values())

@@ -71,16 +71,22 @@ def seed_security(broker: Broker, rec: Any, settings: Settings) -> None:
     broker.store_ops.append(PutMeta(SEEDED_KEY, "1"))
 
 
-def restore_retained(broker: Broker, rows: list[Any]) -> None:
-    """Retained publications of durable exchanges, oldest first, as stored."""
+def restore_retained(broker: Broker, rows: list[Any]) -> dict[int, Message]:
+    """Retained publications of durable exchanges, oldest first, as stored; the
+    messages by key, for the queue entries of the same messages to share."""
+    kept: dict[int, Message] = {}
     for r in rows:
         vh = broker.vhosts.get(r.vhost)
         ex = None if vh is None or r.kind != "exchange" else vh.exchanges.get(r.owner)
         if ex is None or not ex.retains:
             continue
-        m = Message(r.message_id, r.exchange, r.routing_key, r.properties, r.body,
-                    persistent=True)
+        m = kept.get(r.message_id)  # kept by two exchanges (exchange bindings)
+        if m is None:
+            m = Message(r.message_id, r.exchange, r.routing_key, r.properties, r.body,
+                        persistent=True)
         broker.retained.restore(ex.retained_set(broker.retained, r.vhost), r.key, m)
+        kept[r.message_id] = m
+    return kept
 
 
 def restore(broker: Broker, rec: Any, *, unclean: bool = False,
@@ -142,8 +148,8 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
         binding = Binding(b.source, (b.destination_kind, b.destination), b.routing_key,
                           freeze_args(b.arguments))
         broker.restore_binding(bvh, src, binding)
-    restore_retained(broker, rec.retained)
-    messages: dict[int, Message] = {}
+    # a message both retained and queued comes back as one object (one body)
+    messages = restore_retained(broker, rec.retained)
     bad: dict[int, str | None] = {}
     by_id = {q.id: q for vh in broker.vhosts.values() for q in vh.queues.values()}
     for qid, segments in rec.streams.items():
@@ -159,10 +165,10 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
             if m is None:
                 m = Message(re.message_id, re.exchange, re.routing_key, re.properties, re.body,
                             body_size=re.body_size, persistent=True)
-                m.stored = True
                 messages[re.message_id] = m
             elif m.body is None and re.body is not None:
                 m.body = re.body
+            m.stored = True  # a retained one too: its messages row exists
             e = Entry(re.position, m, stored=True)
             target.next_position = max(target.next_position, re.position + 1)
             if re.message_id not in bad:

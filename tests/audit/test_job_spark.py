@@ -372,3 +372,32 @@ def test_streams_report_volume_and_are_never_stuck(spark: Any, tmp_path: Path) -
     assert rep["latency"] == []
     html = (res.report_dir / "report.html").read_text()
     assert "<h2>Streams</h2>" in html and "audit-log" in html
+
+
+def test_retained_deliveries_are_counted(spark: Any, tmp_path: Path) -> None:
+    """Copies handed out by a retaining exchange (event ``retained``, then ``routed``)
+    count per queue and per reason, and settle like any entry."""
+    db = LogDB(tmp_path / "data")
+    _, _, pub = db.message(T0, [], exchange="hist", routing_key="k")
+    rows: list[dict[str, Any]] = list(pub)
+    for i, (queue, why) in enumerate([("late", "bind"), ("late", "bind"), ("asker", "request")]):
+        _, _, r = db.message(T0 + (i + 1) * US, [queue], exchange="hist", routing_key="k")
+        copy = r[1]  # the copy has no published row: its retained row comes first
+        t = copy["ts_us"]
+        rows += [db.ev(copy, "retained", t, queue, reason=why), copy]
+        if queue == "late":
+            rows.append(db.ev(copy, "acked", t + MS, queue, attempt=1, consumer_tag="c"))
+    db.add(rows)
+    res = run_audit(config_for(tmp_path), spark=spark, now_us=AS_OF)
+    rep = json.loads((res.report_dir / "report.json").read_text())
+    assert rep["totals"]["retained"] == 3 and rep["totals"]["routed"] == 3
+    queues = by_queue(rep["queues"])
+    assert (queues["late"]["retained"], queues["asker"]["retained"]) == (2, 1)
+    assert rep["retained_reasons"] == [
+        {"vhost": "/", "queue": "late", "reason": "bind", "count": 2},
+        {"vhost": "/", "queue": "asker", "reason": "request", "count": 1},
+    ]
+    # the unacked copy entered at T0 (hours before AS_OF): stuck, not lost
+    assert rep["stuck"]["count"] == 1
+    html = (res.report_dir / "report.html").read_text()
+    assert "Retained deliveries" in html

@@ -91,3 +91,33 @@ def test_deleting_the_vhost_drops_its_retained_sets(broker: Broker) -> None:
     (r,) = list(rs)
     broker.delete_vhost("v")
     assert broker.retained.owners("v") == [] and r.message.pinned == 0
+
+
+def test_an_owner_without_a_byte_limit_gets_the_default_cap() -> None:
+    """Retained bodies are pinned in RAM, so no owner is unbounded: one that names no
+    byte limit takes the store's default; one that names its own keeps it."""
+    out: list[Any] = []
+    store = RetainedStore(emit=out.append, default_max_bytes=10)
+    capped = store.open(("/", "exchange", "c"), keyed=False, durable=False,
+                        limits=Limits(max_count=100))
+    own = store.open(("/", "exchange", "o"), keyed=False, durable=False,
+                     limits=Limits(max_count=100, max_bytes=1000))
+    for i in range(5):
+        store.put(capped, "k", _msg(i, "k", b"abcd"))
+        store.put(own, "k", _msg(10 + i, "k", b"abcd"))
+    assert [r.message.key for r in capped] == [3, 4] and capped.bytes == 8
+    assert len(own) == 5 and own.bytes == 20
+    # the node's figures count each message once
+    assert store.totals_all() == (7, 28)
+
+
+def test_restore_applies_a_lowered_default_cap() -> None:
+    """Rows stored under a larger cap come back; the oldest beyond today's go (deleted)."""
+    out: list[Any] = []
+    store = RetainedStore(emit=out.append, default_max_bytes=8)
+    rs = store.open(("/", "exchange", "x"), keyed=False, durable=True)
+    for i in range(4):
+        store.restore(rs, "k", _msg(i, "k", b"abcd"))
+    assert [r.message.key for r in rs] == [2, 3]
+    assert out == [ops.DeleteRetained("/", "exchange", "x", 0),
+                   ops.DeleteRetained("/", "exchange", "x", 1)]

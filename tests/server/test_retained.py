@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import aio_pika
+import httpx
 import pika
 import pika.exceptions
 import pytest
@@ -46,6 +47,16 @@ def _get_all(ch: BlockingChannel, queue: str, n: int) -> list[tuple[Any, Any, by
 
 def _bodies(ch: BlockingChannel, queue: str, n: int) -> list[bytes]:
     return [b for _m, _p, b in _get_all(ch, queue, n)]
+
+
+def _bound_after_restart(b: BrokerProcess, exchange: str,
+                         key: str) -> tuple[Any, BlockingChannel, str]:
+    """A new connection, and an exclusive queue bound to ``exchange`` with ``key``."""
+    c = connect(b)
+    ch = c.channel()
+    q = ch.queue_declare("", exclusive=True).method.queue
+    ch.queue_bind(q, exchange, key)
+    return c, ch, q
 
 
 def _marker_first(ch: BlockingChannel, queue: str) -> None:
@@ -207,10 +218,7 @@ def test_kill_9_keeps_confirmed_retained_values_of_durable_exchanges(tmp_path: P
         ch.exchange_declare("prices", "x-lvc", durable=True)
         b.stop()
         b.start()
-        c = connect(b)
-        ch = c.channel()
-        q = ch.queue_declare("", exclusive=True).method.queue
-        ch.queue_bind(q, "prices", "eur")
+        c, ch, q = _bound_after_restart(b, "prices", "eur")
         _marker_first(ch, q)
         c.close()
     finally:
@@ -255,3 +263,71 @@ def test_aio_pika_lvc_and_publish_on_request(broker: BrokerProcess) -> None:
     assert at_bind == [b"v2", b"v3"]
     assert headers == [True, True]
     assert requested == [b"marker", b"v3"]
+
+
+def test_default_byte_cap_and_retained_bytes_in_the_memory_figures(tmp_path: Path) -> None:
+    """An exchange without x-max-length-bytes keeps at most ``retained_max_bytes`` of
+    bodies (oldest out); its own argument overrides it; /api/node/memory reports
+    the retained bytes (pinned in RAM, part of mem_used)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    cfg = data / "amqplite.toml"
+    cfg.write_text('retained_max_bytes = "100KiB"\n')
+    b = BrokerProcess(data, None, "--config", str(cfg)).start()
+    try:
+        c = connect(b)
+        ch = c.channel()
+        ch.confirm_delivery()
+        ch.exchange_declare("capped", "x-recent-history")
+        ch.exchange_declare("own", "x-recent-history",
+                            arguments={"x-max-length-bytes": 1024 * 1024})
+        body = 40 * 1024
+        for i in range(5):
+            for x in ("capped", "own"):
+                ch.basic_publish(x, "", bytes([i]) * body)
+        q = ch.queue_declare("", exclusive=True).method.queue
+        ch.queue_bind(q, "capped", "")
+        assert _bodies(ch, q, 2) == [bytes([3]) * body, bytes([4]) * body]  # 80 KiB of 100
+        mem = httpx.get(f"http://127.0.0.1:{b.admin_port}/api/node/memory",
+                        auth=("guest", "guest")).json()
+        assert (mem["mem_retained_messages"], mem["mem_retained"]) == (7, 7 * body)
+        assert mem["mem_used"] >= mem["mem_retained"]
+        ch.exchange_delete("own")
+        mem = httpx.get(f"http://127.0.0.1:{b.admin_port}/api/node/memory",
+                        auth=("guest", "guest")).json()
+        assert mem["mem_retained"] == 2 * body
+        c.close()
+    finally:
+        b.kill()
+
+
+def test_dead_letters_to_a_durable_lvc_are_kept_across_a_kill_9(tmp_path: Path) -> None:
+    """A persistent message dead-lettered (TTL) from a durable queue to a durable
+    x-lvc is kept under its dead-letter routing key, in the dead-lettering's commit."""
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        c = connect(b)
+        ch = c.channel()
+        ch.exchange_declare("last", "x-lvc", durable=True)
+        ch.queue_declare("src", durable=True, arguments={
+            "x-dead-letter-exchange": "last", "x-dead-letter-routing-key": "dead",
+            "x-message-ttl": 0})
+        watch = ch.queue_declare("", exclusive=True).method.queue
+        ch.queue_bind(watch, "last", "dead")
+        ch.confirm_delivery()
+        for body in (b"first", b"second"):
+            ch.basic_publish("", "src", body, PERSISTENT)
+        assert _bodies(ch, watch, 2) == [b"first", b"second"]  # dead-lettered by now
+        # a confirm means every earlier store write has committed (the writer is in order)
+        ch.queue_declare("sync", durable=True)
+        ch.basic_publish("", "sync", b"sync", PERSISTENT)
+        b.kill()
+        b.start()
+        c, ch, q = _bound_after_restart(b, "last", "dead")
+        (_m, props, body), = _get_all(ch, q, 1)
+        assert body == b"second"  # the last value of the key
+        assert props.headers["x-retained"] is True
+        assert props.headers["x-death"][0]["reason"] == "expired"
+        c.close()
+    finally:
+        b.kill()

@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from amqplite.broker import mqtt_retained
 from amqplite.broker.auth import UserDB
 from amqplite.broker.core import Broker
 from amqplite.broker.model import ChannelState, Session
+from amqplite.broker.retained import RetainedSet
 from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import (
@@ -118,6 +120,8 @@ class MQTTListener:
         #: only (a restart forgets them; the store does not hold them yet).
         self.awaiting_pubrel: dict[str, frozenset[int]] = {}
         self.ports: list[int] = []
+        #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
+        self.quota_logged: set[str] = set()
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
@@ -321,7 +325,7 @@ class MQTTClient:
             if t is PublishReceived:
                 assert isinstance(ev, PublishReceived)
                 self._publish(ev.publish.topic, ev.publish.payload, ev.publish.qos,
-                              ev.publish.packet_id)
+                              ev.publish.packet_id, ev.publish.retain)
             elif t is PubAckReceived:
                 assert isinstance(ev, PubAckReceived)
                 tag = self._tags.pop(ev.packet_id, None)
@@ -414,7 +418,7 @@ class MQTTClient:
         will, self.will = self.will, None
         if will is not None:
             try:
-                self._publish(will.topic, will.payload, will.qos, None)
+                self._publish(will.topic, will.payload, will.qos, None, will.retain)
             except Exception:
                 log.exception("MQTT %s: will publication failed", self.name)
         self.session = None
@@ -458,6 +462,8 @@ class MQTTClient:
         b = self.broker
         exchange = self.listener.settings.mqtt_exchange
         codes: list[int] = []
+        #: (filter, granted QoS) of the retained messages owed after the SUBACK
+        owed: list[tuple[str, int]] = []
         for req in ev.requests:
             if req.reason_code or req.parsed is None:
                 codes.append(req.reason_code or ReasonCode.TOPIC_FILTER_INVALID)
@@ -467,6 +473,9 @@ class MQTTClient:
                 continue
             qos = min(req.qos, 1)
             key = filter_to_binding_key(req.parsed.topic_filter)
+            if req.retain_handling == 0 or (req.retain_handling == 1
+                                            and not self._subscribed(key)):
+                owed.append((req.parsed.topic_filter, qos))
             try:
                 self._declare(qos)
                 b.queue_bind(self.channels[QOS0_CH], queue_name(self.client_id, qos),
@@ -483,6 +492,39 @@ class MQTTClient:
             codes.append(qos)
         await self.listener.committed()  # a SUBACK means the subscription is stored
         self.proto.send_suback(ev.packet_id, codes)
+        for topic_filter, qos in owed:
+            self._send_retained(topic_filter, qos)
+
+    def _subscribed(self, key: str) -> bool:
+        """Is ``key`` already bound to one of our queues (retain handling 1)?"""
+        s = self.session
+        vh = self.broker.vhosts.get(s.vhost) if s is not None else None
+        if vh is None:
+            return False
+        exchange = self.listener.settings.mqtt_exchange
+        return any(b.source == exchange and b.routing_key == key
+                   for qos in (0, 1)
+                   for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ()))
+
+    def _send_retained(self, topic_filter: str, qos: int) -> None:
+        """A new subscription receives the retained messages its filter matches, with
+        the retain flag set ([MQTT-3.3.1-6]; also under retain-as-published 0,
+        [MQTT-3.3.1-12] is about live forwarding). They go straight to the client,
+        as RabbitMQ's plugin sends them, at the lower of the two QoS."""
+        s = self.session
+        if s is None:
+            return
+        store = self.broker.retained
+        rs = store.find(mqtt_retained.owner(s.vhost))
+        for r in mqtt_retained.matching(store, rs, topic_filter):
+            m = r.message
+            q = min(qos, 1 if m.persistent else 0)
+            try:  # a QoS 1 one's PUBACK finds no delivery tag in _tags: nothing to ack
+                self.proto.send_publish(r.key, bytes(m.body or b""), q, retain=True)
+            except FlowControlError:
+                log.info("MQTT %s: retained %r not sent: receive maximum reached",
+                         self.name, r.key)
+        self.flush()
 
     async def _unsubscribe(self, ev: UnsubscribeReceived) -> None:
         exchange = self.listener.settings.mqtt_exchange
@@ -502,7 +544,8 @@ class MQTTClient:
         self.proto.send_unsuback(ev.packet_id, codes)
 
     # ------------------------------------------------------------ publish
-    def _publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None) -> None:
+    def _publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None,
+                 retain: bool = False) -> None:
         """Into the broker's publish path; QoS 1/2 are acknowledged by the confirm."""
         ch = self.channels.get(PUBLISH_CH)
         if ch is None:
@@ -510,6 +553,22 @@ class MQTTClient:
         st = ch.confirms
         assert st is not None
         seq = st.next_seq
+        rs = None
+        if retain:
+            rs = self._retained_index()
+            if payload and mqtt_retained.over_quota(rs, topic, len(payload)):
+                if self.proto.version >= MQTT_5:  # refused whole: nothing routed
+                    log.info("MQTT %s: retained publish to %r over quota", self.name, topic)
+                    if packet_id is not None:
+                        self.proto.ack_publish(packet_id, ReasonCode.QUOTA_EXCEEDED)
+                    return
+                vhost = rs.owner[0]
+                if vhost not in self.listener.quota_logged:
+                    self.listener.quota_logged.add(vhost)
+                    log.warning("MQTT retained messages of vhost %r over quota "
+                                "(mqtt_retained_max_messages/_bytes): publishes are routed, "
+                                "not retained", vhost)
+                rs = None
         try:
             self.broker.basic_publish(ch, self.listener.settings.mqtt_exchange,
                                       topic_to_routing_key(topic), _PROPS[qos], payload)
@@ -521,8 +580,21 @@ class MQTTClient:
             elif packet_id is not None:  # 3.1.1 has no negative acknowledgement
                 self.proto.disconnect(ReasonCode.NOT_AUTHORIZED)
             return
+        if rs is not None:
+            kept = mqtt_retained.retain(self.broker.retained, rs, self.broker.new_message_key(),
+                                        topic, self.listener.settings.mqtt_exchange,
+                                        topic_to_routing_key(topic), _PROPS[qos], payload)
+            if kept:  # its row commits before the confirm (PUBACK), as a queue entry's
+                st.stored = True
         if packet_id is not None:
             self._confirms[seq] = packet_id
+
+    def _retained_index(self) -> RetainedSet:
+        s = self.listener.settings
+        assert self.session is not None
+        return mqtt_retained.index(self.broker.retained, self.session.vhost,
+                                   s.mqtt_retained_max_messages,
+                                   s.mqtt_retained_max_bytes_value)
 
     # ------------------------------------------------------------ broker -> wire
     # The interpreter calls these for this session's effects, then flush().

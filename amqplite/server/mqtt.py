@@ -57,6 +57,7 @@ from amqplite.protocol.mqtt.topics import (
 from amqplite.protocol.properties import BasicProperties, delivery_mode_of, encode_properties
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
+from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -103,7 +104,8 @@ class MQTTListener:
 
     def __init__(self, settings: Settings, broker: Broker, users: UserDB,
                  execute: Callable[..., Any], interpret: Callable[..., None],
-                 committed: Callable[[], Awaitable[None]], persistence: Persistence) -> None:
+                 committed: Callable[[], Awaitable[None]], persistence: Persistence,
+                 stored_sessions: list[PutMQTTSession] | None = None) -> None:
         self.settings = settings
         self.broker = broker
         self.users = users
@@ -116,9 +118,16 @@ class MQTTListener:
         #: the connected client of each client id
         self.clients: dict[str, MQTTClient] = {}
         #: persistent sessions' inbound QoS 2 ids acknowledged (PUBREC) and not yet
-        #: released: a retransmission after a reconnect is not routed again. In memory
-        #: only (a restart forgets them; the store does not hold them yet).
+        #: released: a retransmission after a reconnect is not routed again. Stored
+        #: (PutMQTTSession) when the session disconnects.
         self.awaiting_pubrel: dict[str, frozenset[int]] = {}
+        #: client ids with a mqtt_sessions row
+        self.stored: set[str] = set()
+        #: sessions read back from the store: their expiry countdowns start in serve()
+        self._recovered = stored_sessions or []
+        #: the countdown of each disconnected session that expires
+        self._expiring: dict[str, trio.CancelScope] = {}
+        self._nursery: trio.Nursery | None = None
         self.ports: list[int] = []
         #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
         self.quota_logged: set[str] = set()
@@ -129,8 +138,55 @@ class MQTTListener:
         listeners = await listen_tcp(s.mqtt_port, s.host, "MQTT", "mqtt_port")
         self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
         log.info("MQTT listening on port(s) %s", self.ports)
-        task_status.started(self.ports)
-        await trio.serve_listeners(self._handle, listeners)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            now = time.time()
+            for st in self._recovered:  # a session connected at a crash counts from now
+                self.stored.add(st.client_id)
+                if st.awaiting_pubrel:
+                    self.awaiting_pubrel[st.client_id] = frozenset(st.awaiting_pubrel)
+                gone = now - (st.disconnected_at if st.disconnected_at is not None else now)
+                self.expire_later(st.vhost, st.client_id, st.expiry, max(0.0, gone))
+            self._recovered = []
+            task_status.started(self.ports)
+            await trio.serve_listeners(self._handle, listeners)
+
+    def expire_later(self, vhost: str, client_id: str, expiry: int, gone: float = 0.0) -> None:
+        """MQTT 5 session expiry: ``expiry`` seconds after the disconnect (``gone``
+        seconds ago) the session's queues and row go, unless it reconnected."""
+        if expiry == NEVER_EXPIRES or self._nursery is None:
+            return
+        self.keep(client_id)
+        scope = self._expiring[client_id] = trio.CancelScope()
+        self._nursery.start_soon(self._expire, vhost, client_id, expiry - gone, scope)
+
+    def keep(self, client_id: str) -> None:
+        """The client reconnected: its countdown stops."""
+        scope = self._expiring.pop(client_id, None)
+        if scope is not None:
+            scope.cancel()
+
+    async def _expire(self, vhost: str, client_id: str, delay: float,
+                      scope: trio.CancelScope) -> None:
+        with scope:
+            await trio.sleep(max(0.0, delay))  # a timer: the session's lifetime
+            if self._expiring.get(client_id) is scope:
+                del self._expiring[client_id]
+            if client_id in self.clients:
+                return
+            log.info("MQTT session %r expired", client_id)
+            self.awaiting_pubrel.pop(client_id, None)
+            self.execute(self._drop_session, vhost, client_id)
+
+    def _drop_session(self, vhost: str, client_id: str) -> None:
+        b = self.broker
+        vh = b.vhosts.get(vhost)
+        for qos in (0, 1):
+            q = None if vh is None else vh.queues.get(queue_name(client_id, qos))
+            if vh is not None and q is not None:
+                b.delete_queue(vh, q)
+        self.stored.discard(client_id)
+        b.store_ops.append(DeleteMQTTSession(client_id))
 
     def close_all(self, text: str) -> None:
         """Shutdown: every client closed and its session ended now, so what that
@@ -366,6 +422,7 @@ class MQTTClient:
         if old is not None and old is not self:
             old.take_over()  # [MQTT-3.1.4-3]: the existing client is disconnected
         listener.clients[ev.client_id] = self
+        listener.keep(ev.client_id)
         self.will = c.will
         self.persistent = (self.proto.session_expiry_interval > 0 if c.protocol_level >= MQTT_5
                            else not c.clean_start)
@@ -384,6 +441,13 @@ class MQTTClient:
                     self._delete_queue(qos)
                 else:
                     kept.append(qos)
+        cid = ev.client_id
+        if self.persistent:  # its row says so across a restart
+            listener.stored.add(cid)
+            b.store_ops.append(PutMQTTSession(login.vhost, cid, self._expiry()))
+        elif cid in listener.stored and c.clean_start:
+            listener.stored.discard(cid)
+            b.store_ops.append(DeleteMQTTSession(cid))
         await listener.committed()
         if self.session is not s or self.proto.closed:  # taken over meanwhile
             return
@@ -415,6 +479,11 @@ class MQTTClient:
             pubrel = self.proto.awaiting_pubrel()
             if pubrel:
                 listener.awaiting_pubrel[self.client_id] = pubrel
+            expiry = self._expiry()
+            self.broker.store_ops.append(PutMQTTSession(s.vhost, self.client_id, expiry,
+                                                        time.time(), tuple(sorted(pubrel))))
+            if listener.clients.get(self.client_id) is None:
+                listener.expire_later(s.vhost, self.client_id, expiry)
         will, self.will = self.will, None
         if will is not None:
             try:
@@ -425,6 +494,12 @@ class MQTTClient:
         self.channels = {}
         self._tags.clear()
         listener.execute(self.broker.close_session, s)
+
+    def _expiry(self) -> int:
+        """The session's lifetime after a disconnect (3.1.1 persistent: forever)."""
+        if self.proto.version >= MQTT_5:
+            return min(self.proto.session_expiry_interval, NEVER_EXPIRES)
+        return NEVER_EXPIRES
 
     # ------------------------------------------------------------ queues
     def _queue_exists(self, qos: int) -> bool:
@@ -692,7 +767,8 @@ async def run_mqtt(server: Server,
                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """A service of the composition root: the MQTT listener beside the AMQP one."""
     listener = MQTTListener(server.settings, server.broker, server.users, server.execute,
-                            server.interpret, server.committed, server.persist)
+                            server.interpret, server.committed, server.persist,
+                            server.mqtt_sessions)
     server.mqtt = listener
     async with trio.open_nursery() as nursery:
         await nursery.start(listener.serve)

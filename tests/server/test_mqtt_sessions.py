@@ -267,4 +267,6 @@ def test_session_expires_after_disconnect(mb: BrokerProcess) -> None:
     sub.close()
     wait_for(lambda: f"mqtt-subscription-{cid}qos1" not in _queues(mb), 30,
              what="the expired session's queue deleted")
-    assert Client(port, cid, V5, clean=False, session_expiry=600).connect() == (0, False)
+    late = Client(port, cid, V5, clean=False, session_expiry=600)
+    assert late.connect() == (0, False)
+    late.close()

@@ -162,6 +162,31 @@ def test_shutdown_publishes_wills_before_the_store_closes(tmp_path: Path) -> Non
         b.kill()
 
 
+def _publish_unreleased(port: int, cid: str, topic: str) -> RawClient:
+    """A persistent 3.1.1 session publishes b"once" at QoS 2 (id 9): PUBREC, no PUBREL."""
+    first = RawClient(port)
+    first.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
+    assert first.recv() == ConnAck(False, 0)
+    first.send(Publish(topic, b"once", qos=2, packet_id=9))
+    assert first.recv() == PubRec(9)
+    return first
+
+
+def _release_retransmitted(port: int, cid: str, topic: str, marker: str) -> RawClient:
+    """The session comes back, sends id 9 again (DUP) and releases it, then b"after"
+    to ``marker`` at QoS 1."""
+    again = RawClient(port)
+    again.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
+    assert isinstance(again.recv(), ConnAck)
+    again.send(Publish(topic, b"once", qos=2, dup=True, packet_id=9))
+    assert again.recv() == PubRec(9)
+    again.send(PubRel(9))
+    assert again.recv() == PubComp(9)
+    again.send(Publish(marker, b"after", qos=1, packet_id=10))
+    assert again.recv() == PubAck(10)
+    return again
+
+
 def test_qos2_id_awaiting_pubrel_survives_a_reconnect(mb: BrokerProcess) -> None:
     """PUBREC sent, connection lost before PUBREL: the persistent session's client
     sends the PUBLISH again (DUP) after reconnecting; it is not routed twice."""
@@ -170,21 +195,9 @@ def test_qos2_id_awaiting_pubrel_survives_a_reconnect(mb: BrokerProcess) -> None
     watcher = Client(port, new_id())
     watcher.connect()
     watcher.subscribe(f"{topic}/#", 1)
-    first = RawClient(port)
-    first.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
-    assert first.recv() == ConnAck(False, 0)
-    first.send(Publish(topic, b"once", qos=2, packet_id=9))
-    assert first.recv() == PubRec(9)
+    first = _publish_unreleased(port, cid, topic)
     first.drop()
-    again = RawClient(port)
-    again.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
-    assert isinstance(again.recv(), ConnAck)
-    again.send(Publish(topic, b"once", qos=2, dup=True, packet_id=9))
-    assert again.recv() == PubRec(9)
-    again.send(PubRel(9))
-    assert again.recv() == PubComp(9)
-    again.send(Publish(f"{topic}/marker", b"after", qos=1, packet_id=10))
-    assert again.recv() == PubAck(10)
+    again = _release_retransmitted(port, cid, topic, f"{topic}/marker")
     assert [watcher.get().payload, watcher.get().payload] == [b"once", b"after"]
     again.send(Disconnect())
     watcher.close()
@@ -229,25 +242,13 @@ def test_qos2_id_awaiting_pubrel_survives_a_restart(tmp_path: Path) -> None:
         watcher.connect()
         watcher.subscribe(topic, 1)
         watcher.close()
-        first = RawClient(port)
-        first.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
-        assert first.recv() == ConnAck(False, 0)
-        first.send(Publish(topic, b"once", qos=2, packet_id=9))
-        assert first.recv() == PubRec(9)
+        first = _publish_unreleased(port, cid, topic)
         first.send(Disconnect())
         assert first.closed_by_broker()
         b.stop()
         b.start()
         wait_for(lambda: listening(port), 30, what="MQTT after restart")
-        again = RawClient(port)
-        again.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
-        assert isinstance(again.recv(), ConnAck)
-        again.send(Publish(topic, b"once", qos=2, dup=True, packet_id=9))
-        assert again.recv() == PubRec(9)
-        again.send(PubRel(9))
-        assert again.recv() == PubComp(9)
-        again.send(Publish(topic, b"after", qos=1, packet_id=10))
-        assert again.recv() == PubAck(10)
+        _release_retransmitted(port, cid, topic, topic)
         w = _persistent(port, wid, V311)
         assert w.connect() == (0, True)
         assert [w.get().payload, w.get().payload] == [b"once", b"after"]

@@ -96,6 +96,10 @@ def main() -> None:
 @click.option("--mqtt-exchange", help="Exchange MQTT publishes go to (default amq.topic).")
 @click.option("--mqtt-allow-anonymous/--no-mqtt-allow-anonymous", default=None,
               help="Let MQTT clients without a user name in as the default user.")
+@click.option("--mqtt-retained-max-messages", type=int,
+              help="Retained MQTT messages a vhost keeps (default 100000).")
+@click.option("--mqtt-retained-max-bytes",
+              help="Body bytes of a vhost's retained MQTT messages (default 64MiB).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flags: Any) -> None:

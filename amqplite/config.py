@@ -218,6 +218,10 @@ class Settings:
     #: MQTT CONNECT without a user name logs in as default_user (RabbitMQ's
     #: mqtt.allow_anonymous); refused with CONNACK "not authorized" otherwise
     mqtt_allow_anonymous: bool = False
+    #: retained MQTT messages a vhost keeps (topics); a new topic past it is refused
+    mqtt_retained_max_messages: int = attrs.field(default=100_000, validator=_positive)
+    #: body bytes of a vhost's retained MQTT messages; a publish past it is refused
+    mqtt_retained_max_bytes: str = attrs.field(default="64MiB", validator=_size)
     admin_host: str = "127.0.0.1"
     #: 0 disables the admin HTTP API
     admin_port: int = attrs.field(default=15672, validator=_positive)
@@ -261,6 +265,10 @@ class Settings:
     @property
     def retained_max_bytes_value(self) -> int:
         return parse_size(self.retained_max_bytes)
+
+    @property
+    def mqtt_retained_max_bytes_value(self) -> int:
+        return parse_size(self.mqtt_retained_max_bytes)
 
     @property
     def disk_free_limit_bytes(self) -> int:

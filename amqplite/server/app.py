@@ -96,6 +96,8 @@ class Server:
         #: the MQTT listener (server/mqtt.py) once it runs, None when mqtt_port is 0;
         #: the admin API lists its connections
         self.mqtt: Any = None
+        #: persistent MQTT sessions read back by recovery, for the MQTT listener
+        self.mqtt_sessions: list[Any] = []
         #: base URL of the admin HTTP API once it listens (None when disabled)
         self.admin_url: str | None = None
         #: what services beside the broker publish for each other (the links supervisor
@@ -261,6 +263,7 @@ class Server:
                         "redelivered")
         restore(self.broker, recovered, unclean=unclean, fetch=store.fetch_entries)
         seed_security(self.broker, recovered, s)
+        self.mqtt_sessions = recovered.mqtt_sessions
         del recovered
         _tune_gc()
         await trio.to_thread.run_sync(store.mark_open)

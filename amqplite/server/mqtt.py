@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from amqplite.broker import mqtt_retained
 from amqplite.broker.auth import UserDB
 from amqplite.broker.core import Broker
 from amqplite.broker.model import ChannelState, Session
+from amqplite.broker.retained import RetainedSet
 from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import (
@@ -55,6 +57,7 @@ from amqplite.protocol.mqtt.topics import (
 from amqplite.protocol.properties import BasicProperties, delivery_mode_of, encode_properties
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
+from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -101,7 +104,8 @@ class MQTTListener:
 
     def __init__(self, settings: Settings, broker: Broker, users: UserDB,
                  execute: Callable[..., Any], interpret: Callable[..., None],
-                 committed: Callable[[], Awaitable[None]], persistence: Persistence) -> None:
+                 committed: Callable[[], Awaitable[None]], persistence: Persistence,
+                 stored_sessions: list[PutMQTTSession] | None = None) -> None:
         self.settings = settings
         self.broker = broker
         self.users = users
@@ -114,10 +118,19 @@ class MQTTListener:
         #: the connected client of each client id
         self.clients: dict[str, MQTTClient] = {}
         #: persistent sessions' inbound QoS 2 ids acknowledged (PUBREC) and not yet
-        #: released: a retransmission after a reconnect is not routed again. In memory
-        #: only (a restart forgets them; the store does not hold them yet).
+        #: released: a retransmission after a reconnect is not routed again. Stored
+        #: (PutMQTTSession) when the session disconnects.
         self.awaiting_pubrel: dict[str, frozenset[int]] = {}
+        #: client ids with a mqtt_sessions row
+        self.stored: set[str] = set()
+        #: sessions read back from the store: their expiry countdowns start in serve()
+        self._recovered = stored_sessions or []
+        #: the countdown of each disconnected session that expires
+        self._expiring: dict[str, trio.CancelScope] = {}
+        self._nursery: trio.Nursery | None = None
         self.ports: list[int] = []
+        #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
+        self.quota_logged: set[str] = set()
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
@@ -125,8 +138,55 @@ class MQTTListener:
         listeners = await listen_tcp(s.mqtt_port, s.host, "MQTT", "mqtt_port")
         self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
         log.info("MQTT listening on port(s) %s", self.ports)
-        task_status.started(self.ports)
-        await trio.serve_listeners(self._handle, listeners)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            now = time.time()
+            for st in self._recovered:  # a session connected at a crash counts from now
+                self.stored.add(st.client_id)
+                if st.awaiting_pubrel:
+                    self.awaiting_pubrel[st.client_id] = frozenset(st.awaiting_pubrel)
+                gone = now - (st.disconnected_at if st.disconnected_at is not None else now)
+                self.expire_later(st.vhost, st.client_id, st.expiry, max(0.0, gone))
+            self._recovered = []
+            task_status.started(self.ports)
+            await trio.serve_listeners(self._handle, listeners)
+
+    def expire_later(self, vhost: str, client_id: str, expiry: int, gone: float = 0.0) -> None:
+        """MQTT 5 session expiry: ``expiry`` seconds after the disconnect (``gone``
+        seconds ago) the session's queues and row go, unless it reconnected."""
+        if expiry == NEVER_EXPIRES or self._nursery is None:
+            return
+        self.keep(client_id)
+        scope = self._expiring[client_id] = trio.CancelScope()
+        self._nursery.start_soon(self._expire, vhost, client_id, expiry - gone, scope)
+
+    def keep(self, client_id: str) -> None:
+        """The client reconnected: its countdown stops."""
+        scope = self._expiring.pop(client_id, None)
+        if scope is not None:
+            scope.cancel()
+
+    async def _expire(self, vhost: str, client_id: str, delay: float,
+                      scope: trio.CancelScope) -> None:
+        with scope:
+            await trio.sleep(max(0.0, delay))  # a timer: the session's lifetime
+            if self._expiring.get(client_id) is scope:
+                del self._expiring[client_id]
+            if client_id in self.clients:
+                return
+            log.info("MQTT session %r expired", client_id)
+            self.awaiting_pubrel.pop(client_id, None)
+            self.execute(self._drop_session, vhost, client_id)
+
+    def _drop_session(self, vhost: str, client_id: str) -> None:
+        b = self.broker
+        vh = b.vhosts.get(vhost)
+        for qos in (0, 1):
+            q = None if vh is None else vh.queues.get(queue_name(client_id, qos))
+            if vh is not None and q is not None:
+                b.delete_queue(vh, q)
+        self.stored.discard(client_id)
+        b.store_ops.append(DeleteMQTTSession(client_id))
 
     def close_all(self, text: str) -> None:
         """Shutdown: every client closed and its session ended now, so what that
@@ -321,7 +381,7 @@ class MQTTClient:
             if t is PublishReceived:
                 assert isinstance(ev, PublishReceived)
                 self._publish(ev.publish.topic, ev.publish.payload, ev.publish.qos,
-                              ev.publish.packet_id)
+                              ev.publish.packet_id, ev.publish.retain)
             elif t is PubAckReceived:
                 assert isinstance(ev, PubAckReceived)
                 tag = self._tags.pop(ev.packet_id, None)
@@ -362,6 +422,7 @@ class MQTTClient:
         if old is not None and old is not self:
             old.take_over()  # [MQTT-3.1.4-3]: the existing client is disconnected
         listener.clients[ev.client_id] = self
+        listener.keep(ev.client_id)
         self.will = c.will
         self.persistent = (self.proto.session_expiry_interval > 0 if c.protocol_level >= MQTT_5
                            else not c.clean_start)
@@ -380,6 +441,13 @@ class MQTTClient:
                     self._delete_queue(qos)
                 else:
                     kept.append(qos)
+        cid = ev.client_id
+        if self.persistent:  # its row says so across a restart
+            listener.stored.add(cid)
+            b.store_ops.append(PutMQTTSession(login.vhost, cid, self._expiry()))
+        elif cid in listener.stored and c.clean_start:
+            listener.stored.discard(cid)
+            b.store_ops.append(DeleteMQTTSession(cid))
         await listener.committed()
         if self.session is not s or self.proto.closed:  # taken over meanwhile
             return
@@ -411,16 +479,27 @@ class MQTTClient:
             pubrel = self.proto.awaiting_pubrel()
             if pubrel:
                 listener.awaiting_pubrel[self.client_id] = pubrel
+            expiry = self._expiry()
+            self.broker.store_ops.append(PutMQTTSession(s.vhost, self.client_id, expiry,
+                                                        time.time(), tuple(sorted(pubrel))))
+            if listener.clients.get(self.client_id) is None:
+                listener.expire_later(s.vhost, self.client_id, expiry)
         will, self.will = self.will, None
         if will is not None:
             try:
-                self._publish(will.topic, will.payload, will.qos, None)
+                self._publish(will.topic, will.payload, will.qos, None, will.retain)
             except Exception:
                 log.exception("MQTT %s: will publication failed", self.name)
         self.session = None
         self.channels = {}
         self._tags.clear()
         listener.execute(self.broker.close_session, s)
+
+    def _expiry(self) -> int:
+        """The session's lifetime after a disconnect (3.1.1 persistent: forever)."""
+        if self.proto.version >= MQTT_5:
+            return min(self.proto.session_expiry_interval, NEVER_EXPIRES)
+        return NEVER_EXPIRES
 
     # ------------------------------------------------------------ queues
     def _queue_exists(self, qos: int) -> bool:
@@ -458,6 +537,8 @@ class MQTTClient:
         b = self.broker
         exchange = self.listener.settings.mqtt_exchange
         codes: list[int] = []
+        #: (filter, granted QoS) of the retained messages owed after the SUBACK
+        owed: list[tuple[str, int]] = []
         for req in ev.requests:
             if req.reason_code or req.parsed is None:
                 codes.append(req.reason_code or ReasonCode.TOPIC_FILTER_INVALID)
@@ -467,6 +548,9 @@ class MQTTClient:
                 continue
             qos = min(req.qos, 1)
             key = filter_to_binding_key(req.parsed.topic_filter)
+            if req.retain_handling == 0 or (req.retain_handling == 1
+                                            and not self._subscribed(key)):
+                owed.append((req.parsed.topic_filter, qos))
             try:
                 self._declare(qos)
                 b.queue_bind(self.channels[QOS0_CH], queue_name(self.client_id, qos),
@@ -483,6 +567,39 @@ class MQTTClient:
             codes.append(qos)
         await self.listener.committed()  # a SUBACK means the subscription is stored
         self.proto.send_suback(ev.packet_id, codes)
+        for topic_filter, qos in owed:
+            self._send_retained(topic_filter, qos)
+
+    def _subscribed(self, key: str) -> bool:
+        """Is ``key`` already bound to one of our queues (retain handling 1)?"""
+        s = self.session
+        vh = self.broker.vhosts.get(s.vhost) if s is not None else None
+        if vh is None:
+            return False
+        exchange = self.listener.settings.mqtt_exchange
+        return any(b.source == exchange and b.routing_key == key
+                   for qos in (0, 1)
+                   for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ()))
+
+    def _send_retained(self, topic_filter: str, qos: int) -> None:
+        """A new subscription receives the retained messages its filter matches, with
+        the retain flag set ([MQTT-3.3.1-6]; also under retain-as-published 0,
+        [MQTT-3.3.1-12] is about live forwarding). They go straight to the client,
+        as RabbitMQ's plugin sends them, at the lower of the two QoS."""
+        s = self.session
+        if s is None:
+            return
+        store = self.broker.retained
+        rs = store.find(mqtt_retained.owner(s.vhost))
+        for r in mqtt_retained.matching(store, rs, topic_filter):
+            m = r.message
+            q = min(qos, 1 if m.persistent else 0)
+            try:  # a QoS 1 one's PUBACK finds no delivery tag in _tags: nothing to ack
+                self.proto.send_publish(r.key, bytes(m.body or b""), q, retain=True)
+            except FlowControlError:
+                log.info("MQTT %s: retained %r not sent: receive maximum reached",
+                         self.name, r.key)
+        self.flush()
 
     async def _unsubscribe(self, ev: UnsubscribeReceived) -> None:
         exchange = self.listener.settings.mqtt_exchange
@@ -502,7 +619,8 @@ class MQTTClient:
         self.proto.send_unsuback(ev.packet_id, codes)
 
     # ------------------------------------------------------------ publish
-    def _publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None) -> None:
+    def _publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None,
+                 retain: bool = False) -> None:
         """Into the broker's publish path; QoS 1/2 are acknowledged by the confirm."""
         ch = self.channels.get(PUBLISH_CH)
         if ch is None:
@@ -510,6 +628,22 @@ class MQTTClient:
         st = ch.confirms
         assert st is not None
         seq = st.next_seq
+        rs = None
+        if retain:
+            rs = self._retained_index()
+            if payload and mqtt_retained.over_quota(rs, topic, len(payload)):
+                if self.proto.version >= MQTT_5:  # refused whole: nothing routed
+                    log.info("MQTT %s: retained publish to %r over quota", self.name, topic)
+                    if packet_id is not None:
+                        self.proto.ack_publish(packet_id, ReasonCode.QUOTA_EXCEEDED)
+                    return
+                vhost = rs.owner[0]
+                if vhost not in self.listener.quota_logged:
+                    self.listener.quota_logged.add(vhost)
+                    log.warning("MQTT retained messages of vhost %r over quota "
+                                "(mqtt_retained_max_messages/_bytes): publishes are routed, "
+                                "not retained", vhost)
+                rs = None
         try:
             self.broker.basic_publish(ch, self.listener.settings.mqtt_exchange,
                                       topic_to_routing_key(topic), _PROPS[qos], payload)
@@ -521,8 +655,21 @@ class MQTTClient:
             elif packet_id is not None:  # 3.1.1 has no negative acknowledgement
                 self.proto.disconnect(ReasonCode.NOT_AUTHORIZED)
             return
+        if rs is not None:
+            kept = mqtt_retained.retain(self.broker.retained, rs, self.broker.new_message_key(),
+                                        topic, self.listener.settings.mqtt_exchange,
+                                        topic_to_routing_key(topic), _PROPS[qos], payload)
+            if kept:  # its row commits before the confirm (PUBACK), as a queue entry's
+                st.stored = True
         if packet_id is not None:
             self._confirms[seq] = packet_id
+
+    def _retained_index(self) -> RetainedSet:
+        s = self.listener.settings
+        assert self.session is not None
+        return mqtt_retained.index(self.broker.retained, self.session.vhost,
+                                   s.mqtt_retained_max_messages,
+                                   s.mqtt_retained_max_bytes_value)
 
     # ------------------------------------------------------------ broker -> wire
     # The interpreter calls these for this session's effects, then flush().
@@ -620,7 +767,8 @@ async def run_mqtt(server: Server,
                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """A service of the composition root: the MQTT listener beside the AMQP one."""
     listener = MQTTListener(server.settings, server.broker, server.users, server.execute,
-                            server.interpret, server.committed, server.persist)
+                            server.interpret, server.committed, server.persist,
+                            server.mqtt_sessions)
     server.mqtt = listener
     async with trio.open_nursery() as nursery:
         await nursery.start(listener.serve)

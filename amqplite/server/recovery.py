@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from amqplite.broker import mqtt_retained
 from amqplite.broker.auth import hash_password
 from amqplite.broker.core import Broker, VHost
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding
@@ -72,19 +73,25 @@ def seed_security(broker: Broker, rec: Any, settings: Settings) -> None:
 
 
 def restore_retained(broker: Broker, rows: list[Any]) -> dict[int, Message]:
-    """Retained publications of durable exchanges, oldest first, as stored; the
+    """Retained publications of durable exchanges and MQTT topics, oldest first, as stored; the
     messages by key, for the queue entries of the same messages to share."""
     kept: dict[int, Message] = {}
     for r in rows:
         vh = broker.vhosts.get(r.vhost)
-        ex = None if vh is None or r.kind != "exchange" else vh.exchanges.get(r.owner)
-        if ex is None or not ex.retains:
+        if vh is None:
             continue
+        if r.kind == mqtt_retained.KIND:  # MQTT's index (its limits set at first use)
+            rs = mqtt_retained.index(broker.retained, r.vhost, None, None)
+        else:
+            ex = None if r.kind != "exchange" else vh.exchanges.get(r.owner)
+            if ex is None or not ex.retains:
+                continue
+            rs = ex.retained_set(broker.retained, r.vhost)
         m = kept.get(r.message_id)  # kept by two exchanges (exchange bindings)
         if m is None:
             m = Message(r.message_id, r.exchange, r.routing_key, r.properties, r.body,
                         persistent=True)
-        broker.retained.restore(ex.retained_set(broker.retained, r.vhost), r.key, m)
+        broker.retained.restore(rs, r.key, m)
         kept[r.message_id] = m
     return kept
 

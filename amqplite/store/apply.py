@@ -46,6 +46,7 @@ from .ops import (
     DeleteEntries,
     DeleteEntry,
     DeleteExchange,
+    DeleteMQTTSession,
     DeleteParameter,
     DeletePermission,
     DeletePolicy,
@@ -61,6 +62,7 @@ from .ops import (
     PutExchange,
     PutMessage,
     PutMeta,
+    PutMQTTSession,
     PutParameter,
     PutPermission,
     PutPolicy,
@@ -542,6 +544,14 @@ class Applier:
             p = s.parameters
             conn.execute(delete(p).where(p.c.component == op.component,
                                          p.c.vhost == op.vhost, p.c.name == op.name))
+        elif t is PutMQTTSession:
+            upsert(conn, s.mqtt_sessions, {"client_id": op.client_id},
+                   {"vhost": op.vhost, "expiry": op.expiry,
+                    "disconnected_at": op.disconnected_at,
+                    "awaiting_pubrel": ",".join(map(str, op.awaiting_pubrel))})
+        elif t is DeleteMQTTSession:
+            ms = s.mqtt_sessions
+            conn.execute(delete(ms).where(ms.c.client_id == op.client_id))
         elif t is PutMeta:
             upsert(conn, s.meta, {"key": op.key}, {"value": op.value})
         elif t is PutVHost:

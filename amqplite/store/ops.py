@@ -235,6 +235,33 @@ class DeletePermission:
 
 
 @attrs.frozen
+class PutMQTTSession:
+    """A persistent MQTT session's state beside its queues (server/mqtt.py), so a
+    restart knows its expiry and its inbound QoS 2 ids awaiting PUBREL.
+
+    ``expiry``: seconds it outlives a disconnect (NEVER_EXPIRES for 3.1.1
+    clean session 0); ``disconnected_at``: wall-clock seconds, None while
+    connected (a crash then counts from the restart)."""
+
+    vhost: str
+    client_id: str
+    expiry: int
+    disconnected_at: float | None = None
+    awaiting_pubrel: tuple[int, ...] = ()
+
+
+#: PutMQTTSession.expiry of a session that never expires
+NEVER_EXPIRES = 0xFFFFFFFF
+
+
+@attrs.frozen
+class DeleteMQTTSession:
+    """A persistent MQTT session ended (clean start, expiry)."""
+
+    client_id: str
+
+
+@attrs.frozen
 class PutMeta:
     """Set a key in the ``meta`` table (e.g. the audit watermark mirror)."""
 
@@ -456,6 +483,7 @@ REPLAYABLE: frozenset[type] = frozenset({
     DeleteBinding, PutPolicy, DeletePolicy, PutParameter, DeleteParameter, PutVHost,
     DeleteVHost, PutUser, DeleteUser,
     PutPermission, DeletePermission, PutMeta, PutStreamSegment, DeleteStreamSegments,
+    PutMQTTSession, DeleteMQTTSession,
     # removals of retained messages; a PutRetained is message data (its message row
     # is not written again): ``RetainedStore.commit_failed`` withdraws it instead
     DeleteRetained, ClearRetained,
@@ -495,6 +523,8 @@ META_OPS = (
     PutPermission,
     DeletePermission,
     PutMeta,
+    PutMQTTSession,
+    DeleteMQTTSession,
 )
 
 Op = (
@@ -524,6 +554,8 @@ Op = (
     | PutPermission
     | DeletePermission
     | PutMeta
+    | PutMQTTSession
+    | DeleteMQTTSession
     | PutMessage
     | PutEntry
     | DeleteEntry

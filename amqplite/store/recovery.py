@@ -18,6 +18,7 @@ from .ops import (
     TRANSIENT_KEY,
     PutBinding,
     PutExchange,
+    PutMQTTSession,
     PutParameter,
     PutPermission,
     PutPolicy,
@@ -52,6 +53,7 @@ class Recovered:
     permissions: list[PutPermission] = attrs.Factory(list)
     policies: list[PutPolicy] = attrs.Factory(list)
     parameters: list[PutParameter] = attrs.Factory(list)
+    mqtt_sessions: list[PutMQTTSession] = attrs.Factory(list)
     exchanges: list[PutExchange] = attrs.Factory(list)
     queues: list[PutQueue] = attrs.Factory(list)
     bindings: list[PutBinding] = attrs.Factory(list)
@@ -148,6 +150,11 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
     rec.parameters = [
         PutParameter(r.component, r.vhost, r.name, cbor.decode(r.value))
         for r in conn.execute(select(pm).order_by(pm.c.component, pm.c.vhost, pm.c.name))
+    ]
+    rec.mqtt_sessions = [
+        PutMQTTSession(r.vhost, r.client_id, r.expiry, r.disconnected_at,
+                       tuple(int(i) for i in r.awaiting_pubrel.split(",") if i))
+        for r in conn.execute(select(s.mqtt_sessions))
     ]
     rec.exchanges = [
         PutExchange(

@@ -15,6 +15,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Float,
     Index,
     Integer,
     LargeBinary,
@@ -94,6 +95,18 @@ parameters = Table(
     Column("name", String(255), nullable=False),
     Column("value", LargeBinary, nullable=False),  # CBOR
     PrimaryKeyConstraint("component", "vhost", "name"),
+)
+
+#: Persistent MQTT sessions (server/mqtt.py): expiry and QoS 2 ids awaiting
+#: PUBREL ("1,5,9"). ``create_all`` adds the table to an older database.
+mqtt_sessions = Table(
+    "mqtt_sessions",
+    metadata,
+    Column("client_id", String(255), primary_key=True),
+    Column("vhost", String(255), nullable=False),
+    Column("expiry", Integer, nullable=False),
+    Column("disconnected_at", Float, nullable=True),
+    Column("awaiting_pubrel", String, nullable=False),
 )
 
 exchanges = Table(

@@ -17,6 +17,7 @@ from typing import Any
 import paho.mqtt.client as paho
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from amqplite.protocol.mqtt.decoder import Decoder
 from amqplite.protocol.mqtt.packets import Packet, encode
@@ -111,8 +112,13 @@ class Client:
         rc, present = self.connack
         return int(rc.value if hasattr(rc, "value") else rc), present
 
-    def subscribe(self, topic: str, qos: int) -> list[int]:
-        _rc, mid = self.c.subscribe(topic, qos)
+    def subscribe(self, topic: str, qos: int, retain_handling: int | None = None) -> list[int]:
+        """SUBACK's codes; ``retain_handling`` (MQTT 5) as SubscribeOptions."""
+        if retain_handling is None:
+            _rc, mid = self.c.subscribe(topic, qos)
+        else:
+            opts = SubscribeOptions(qos=qos, retainHandling=retain_handling)
+            _rc, mid = self.c.subscribe(topic, options=opts)
         codes = wait_for(lambda: self.subacks.get(mid), TIMEOUT, what="SUBACK")
         return [int(c.value if hasattr(c, "value") else c) for c in codes]
 

@@ -162,6 +162,31 @@ def test_shutdown_publishes_wills_before_the_store_closes(tmp_path: Path) -> Non
         b.kill()
 
 
+def _publish_unreleased(port: int, cid: str, topic: str) -> RawClient:
+    """A persistent 3.1.1 session publishes b"once" at QoS 2 (id 9): PUBREC, no PUBREL."""
+    first = RawClient(port)
+    first.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
+    assert first.recv() == ConnAck(False, 0)
+    first.send(Publish(topic, b"once", qos=2, packet_id=9))
+    assert first.recv() == PubRec(9)
+    return first
+
+
+def _release_retransmitted(port: int, cid: str, topic: str, marker: str) -> RawClient:
+    """The session comes back, sends id 9 again (DUP) and releases it, then b"after"
+    to ``marker`` at QoS 1."""
+    again = RawClient(port)
+    again.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
+    assert isinstance(again.recv(), ConnAck)
+    again.send(Publish(topic, b"once", qos=2, dup=True, packet_id=9))
+    assert again.recv() == PubRec(9)
+    again.send(PubRel(9))
+    assert again.recv() == PubComp(9)
+    again.send(Publish(marker, b"after", qos=1, packet_id=10))
+    assert again.recv() == PubAck(10)
+    return again
+
+
 def test_qos2_id_awaiting_pubrel_survives_a_reconnect(mb: BrokerProcess) -> None:
     """PUBREC sent, connection lost before PUBREL: the persistent session's client
     sends the PUBLISH again (DUP) after reconnecting; it is not routed twice."""
@@ -170,21 +195,79 @@ def test_qos2_id_awaiting_pubrel_survives_a_reconnect(mb: BrokerProcess) -> None
     watcher = Client(port, new_id())
     watcher.connect()
     watcher.subscribe(f"{topic}/#", 1)
-    first = RawClient(port)
-    first.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
-    assert first.recv() == ConnAck(False, 0)
-    first.send(Publish(topic, b"once", qos=2, packet_id=9))
-    assert first.recv() == PubRec(9)
+    first = _publish_unreleased(port, cid, topic)
     first.drop()
-    again = RawClient(port)
-    again.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
-    assert isinstance(again.recv(), ConnAck)
-    again.send(Publish(topic, b"once", qos=2, dup=True, packet_id=9))
-    assert again.recv() == PubRec(9)
-    again.send(PubRel(9))
-    assert again.recv() == PubComp(9)
-    again.send(Publish(f"{topic}/marker", b"after", qos=1, packet_id=10))
-    assert again.recv() == PubAck(10)
+    again = _release_retransmitted(port, cid, topic, f"{topic}/marker")
     assert [watcher.get().payload, watcher.get().payload] == [b"once", b"after"]
     again.send(Disconnect())
     watcher.close()
+
+
+def test_session_expiry_counts_down_across_kill_9(tmp_path: Path) -> None:
+    """An MQTT 5 session's expiry is stored: after a kill -9 and a restart the countdown
+    still runs, its queues go, and the next CONNECT finds no session."""
+    b = mqtt_broker(tmp_path / "data")
+    port = b.mqtt_port  # type: ignore[attr-defined]
+    cid = new_id()
+    try:
+        sub = Client(port, cid, V5, clean=False, session_expiry=2)
+        assert sub.connect() == (0, False)
+        assert sub.subscribe(f"exp/{cid}", 1) == [1]
+        sub.close()
+        keeper = _persistent(port, new_id(), V311)  # never expires: stays
+        keeper.connect()
+        keeper.subscribe(f"keep/{cid}", 1)
+        keeper.close()
+        b.kill()
+        b.start()
+        wait_for(lambda: listening(port), 30, what="MQTT after restart")
+        wait_for(lambda: f"mqtt-subscription-{cid}qos1" not in _queues(b), 30,
+                 what="the expired session's queue deleted")
+        assert any(q.startswith("mqtt-subscription-") for q in _queues(b))  # the keeper's
+        again = Client(port, cid, V5, clean=False, session_expiry=2)
+        assert again.connect() == (0, False)
+        again.close()
+    finally:
+        b.kill()
+
+
+def test_qos2_id_awaiting_pubrel_survives_a_restart(tmp_path: Path) -> None:
+    """The QoS 2 ids a persistent session acknowledged and that were not released are
+    stored: a retransmission after a broker restart is not routed twice."""
+    b = mqtt_broker(tmp_path / "data")
+    port = b.mqtt_port  # type: ignore[attr-defined]
+    cid, wid, topic = new_id(), new_id(), f"q2/{new_id()}"
+    try:
+        watcher = _persistent(port, wid, V311)
+        watcher.connect()
+        watcher.subscribe(topic, 1)
+        watcher.close()
+        first = _publish_unreleased(port, cid, topic)
+        first.send(Disconnect())
+        assert first.closed_by_broker()
+        b.stop()
+        b.start()
+        wait_for(lambda: listening(port), 30, what="MQTT after restart")
+        _release_retransmitted(port, cid, topic, topic)
+        w = _persistent(port, wid, V311)
+        assert w.connect() == (0, True)
+        assert [w.get().payload, w.get().payload] == [b"once", b"after"]
+        w.close()
+    finally:
+        b.kill()
+
+
+def test_session_expires_after_disconnect(mb: BrokerProcess) -> None:
+    """MQTT 5 session expiry counts down from the disconnect; a reconnect in time
+    stops it (the session is present), a late one finds none."""
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid = new_id()
+    sub = Client(port, cid, V5, clean=False, session_expiry=1)
+    sub.connect()
+    sub.subscribe(f"exp/{cid}", 1)
+    sub.close()
+    wait_for(lambda: f"mqtt-subscription-{cid}qos1" not in _queues(mb), 30,
+             what="the expired session's queue deleted")
+    late = Client(port, cid, V5, clean=False, session_expiry=600)
+    assert late.connect() == (0, False)
+    late.close()

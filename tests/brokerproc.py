@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -10,11 +11,25 @@ import sys
 import time
 from pathlib import Path
 
+#: test brokers listen below the kernel's ephemeral range (32768-60999 on Linux): a
+#: port from bind(0) can be a client socket's local port a moment later, or a
+#: connect to it before the broker listens can connect to itself (TCP self-connect),
+#: and a readiness check then "succeeds" against nothing. 25700-25999 is left to
+#: the conformance runs and throwaway RabbitMQ nodes.
+_PORTS = [*range(10000, 25700), *range(26000, 32000)]
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on or is bound to now, outside the ephemeral range."""
+    for _ in range(200):
+        port = random.choice(_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def wait_for(pred, timeout: float = 20.0, interval: float = 0.02, what: str = "condition"):  # type: ignore[no-untyped-def]

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqplite.admin.plumbing import HTTPError
+from amqplite.store.ops import REPLAYABLE
 
 if TYPE_CHECKING:
     from amqplite.broker.core import Broker
@@ -37,10 +38,12 @@ async def own_commit(server: Server) -> BaseException | None:
     return None if p is None else await p.own_commit()
 
 
-def commit_failed(err: BaseException, undone: bool) -> HTTPError:
-    """The answer to a write whose commit failed (``undone``: its journal ran)."""
+def commit_failed(err: BaseException, undone: bool, given_up: bool = False) -> HTTPError:
+    """The answer to a write whose commit failed (``undone``: its journal ran;
+    ``given_up``: the store refused its re-submissions too)."""
     what = ("so nothing was changed" if undone else
-            "it holds in memory and the store writes it again (look the object up)")
+            "even when written again: it holds in memory only, until a restart"
+            if given_up else "so it may be undone at a restart (look the object up)")
     return HTTPError(500, "internal_error",
                      f"the store did not commit this change, {what}: {err!r}")
 
@@ -182,7 +185,13 @@ async def write(server: Server, step: Callable[[], _R], undo: Undo | None = None
     """Run ``step`` (synchronous: one store submission), answer from its commit.
 
     A refusal raised by ``step`` propagates after its journal has put memory
-    back; a failed commit runs the journal and becomes a 500."""
+    back; a failed commit runs the journal and becomes a 500. A step with no
+    journal (a delete: what it removed cannot be put back) whose ops are all
+    written again by the repair answers from the repair: success once they
+    committed, 500 if the store gave them up (and memory undid them)."""
+    p = server.persistence
+    ops_mark = len(server.broker.store_ops)
+    abandoned = p.abandoned if p is not None else 0
     try:
         result = step()
     except BaseException:
@@ -191,9 +200,15 @@ async def write(server: Server, step: Callable[[], _R], undo: Undo | None = None
             undo.run()
         server.interpret()
         raise
+    replayable = all(type(op) in REPLAYABLE for op in server.broker.store_ops[ops_mark:])
     err = await own_commit(server)
     if err is not None:
         if undo is not None:
             server.execute(undo.run)
+        elif replayable and p is not None:
+            await p.repaired()
+            if p.abandoned == abandoned:
+                return result  # the re-submission stored it
+            raise commit_failed(err, False, given_up=True)
         raise commit_failed(err, undo is not None)
     return result

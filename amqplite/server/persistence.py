@@ -107,6 +107,8 @@ class Persistence:
         self._repairs = 0
         #: re-submissions that failed for their content since the last clean state
         self._redo_failures = 0
+        #: how many metadata submissions were given up and undone in memory
+        self.abandoned = 0
         #: waiters of submissions that committed while a repair was under way: what
         #: they release (a confirm, a declare-ok) may depend on the repaired ops
         self._held: list[Waiter] = []
@@ -366,6 +368,7 @@ class Persistence:
             self._redo_failures += 1
             if kind == _LAST_REDO:
                 log.error("store: %r could not be written (%s); undone in memory", ops, err)
+                self.abandoned += 1
                 self.broker.commit_abandoned(ops)
                 if self.on_rollback is not None:
                     self.on_rollback()
@@ -426,6 +429,12 @@ class Persistence:
         self.flush()
         await done.wait()
         return box[0]
+
+    async def repaired(self) -> None:
+        """Wait until no failed metadata waits to be written again: an empty
+        submission's waiter is held until the repairs have committed (``_done``)."""
+        while self.repairing:
+            await self.own_commit()
 
     async def committed(self) -> None:
         """Wait until everything submitted so far has committed (or failed)."""

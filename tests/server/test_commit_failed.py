@@ -8,6 +8,7 @@ answered declare-ok, its bindings, and every confirmed message come back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -170,18 +171,37 @@ async def test_metadata_the_store_refuses_for_good_is_undone_after_bounded_retri
     assert {q.name for q in rec.queues} == {"ok"}
 
 
-@pytest.mark.timeout(120)
-def test_admin_write_undone_after_its_commit_died_stays_undone_after_restart(
-        tmp_path: Path) -> None:
-    """An admin write whose commit died with the writer answers 500 and is undone in
-    memory; the metadata the persistence layer writes again must not outlive that
-    undo in the store: the undo writes what it restored (the old policy)."""
+def _answer_while_the_writer_dies(b: BrokerProcess, call: Callable[[], int],
+                                  applied: Callable[[], bool]) -> int:
+    """Stop the store writer, start the admin call, wait until memory shows it, kill
+    the writer (its commit dies with it): the call's HTTP status."""
     import os
     import signal
     import threading
 
     from tests.server.dying_writer import dead
 
+    writer = wait_for(lambda: _writer(b), 30, what="a store writer")
+    os.kill(writer.pid, signal.SIGSTOP)
+    answer: list[int] = []
+    t = threading.Thread(target=lambda: answer.append(call()), daemon=True)
+    t.start()
+    try:
+        wait_for(applied, 30, what="the change in memory")
+    finally:
+        os.kill(writer.pid, signal.SIGKILL)
+        wait_for(lambda: dead(writer.pid), 30, what="the killed writer to die")
+    t.join(60)
+    assert len(answer) == 1, "the admin call did not answer"
+    return answer[0]
+
+
+@pytest.mark.timeout(120)
+def test_admin_write_undone_after_its_commit_died_stays_undone_after_restart(
+        tmp_path: Path) -> None:
+    """An admin write whose commit died with the writer answers 500 and is undone in
+    memory; the metadata the persistence layer writes again must not outlive that
+    undo in the store: the undo writes what it restored (the old policy)."""
     b = BrokerProcess(tmp_path / "d").start()
     hdr = {"content-type": "application/json"}
     old = {"pattern": "^old$", "definition": {"max-length": 1}, "priority": 1,
@@ -191,20 +211,10 @@ def test_admin_write_undone_after_its_commit_died_stays_undone_after_restart(
     try:
         api = httpx.Client(base_url=b.admin_url or "", auth=("guest", "guest"), timeout=60)
         assert api.put("/api/policies/%2F/p", json=old, headers=hdr).status_code == 201
-        writer = wait_for(lambda: _writer(b), 30, what="a store writer")
-        os.kill(writer.pid, signal.SIGSTOP)
-        answer: list[int] = []
-        t = threading.Thread(target=lambda: answer.append(
-            api.put("/api/policies/%2F/p", json=new, headers=hdr).status_code), daemon=True)
-        t.start()
-        try:
-            wait_for(lambda: api.get("/api/policies/%2F/p").json()["pattern"] == "^new$", 30,
-                     what="the new policy in memory")
-        finally:
-            os.kill(writer.pid, signal.SIGKILL)
-            wait_for(lambda: dead(writer.pid), 30, what="the killed writer to die")
-        t.join(60)
-        assert answer == [500], answer
+        status = _answer_while_the_writer_dies(
+            b, lambda: api.put("/api/policies/%2F/p", json=new, headers=hdr).status_code,
+            lambda: api.get("/api/policies/%2F/p").json()["pattern"] == "^new$")
+        assert status == 500, status
         assert api.get("/api/policies/%2F/p").json()["pattern"] == "^old$"
         # settle: a write after the repair has committed
         assert api.put("/api/vhosts/settle", json={}, headers=hdr).status_code == 201
@@ -216,5 +226,31 @@ def test_admin_write_undone_after_its_commit_died_stays_undone_after_restart(
         with httpx.Client(base_url=b2.admin_url or "", auth=("guest", "guest")) as api:
             got = api.get("/api/policies/%2F/p").json()
             assert got["pattern"] == "^old$" and got["priority"] == 1, got
+    finally:
+        b2.kill()
+
+
+@pytest.mark.timeout(120)
+def test_admin_delete_whose_commit_died_answers_from_the_repair(tmp_path: Path) -> None:
+    """A delete has no undo journal: when its commit dies with the writer, the repair
+    writes it again, and the API answers from that repair (204), not 500 for a
+    change that is in memory and then in the store."""
+    b = BrokerProcess(tmp_path / "d").start()
+    hdr = {"content-type": "application/json"}
+    try:
+        api = httpx.Client(base_url=b.admin_url or "", auth=("guest", "guest"), timeout=60)
+        assert api.put("/api/queues/%2F/gone", json={"durable": True},
+                       headers=hdr).status_code == 201
+        status = _answer_while_the_writer_dies(
+            b, lambda: api.delete("/api/queues/%2F/gone").status_code,
+            lambda: not _in_memory(api, "gone"))
+        assert status == 204, status
+        api.close()
+    finally:
+        b.kill()
+    b2 = BrokerProcess(tmp_path / "d").start()
+    try:
+        with httpx.Client(base_url=b2.admin_url or "", auth=("guest", "guest")) as api:
+            assert not _in_memory(api, "gone")
     finally:
         b2.kill()

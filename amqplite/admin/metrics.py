@@ -174,6 +174,7 @@ def snapshot(server: Server) -> Snapshot:
     c = server.counters
     n = 0
     sizes: list[tuple[float, int]] = []
+    b.fold_sizes()
     for bound, count in zip((*MESSAGE_SIZE_BUCKETS, float("inf")), b.message_sizes,
                             strict=True):
         n += count

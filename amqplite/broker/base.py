@@ -117,9 +117,11 @@ class BrokerBase:
                       "get_empty": 0, "delivered_redelivered": 0,
                       "queues_declared": 0, "queues_created": 0, "queues_deleted": 0,
                       "channels_opened": 0, "channels_closed": 0}
-        #: published body sizes: counts per MESSAGE_SIZE_BUCKETS bucket (+Inf last), sum
+        #: published body sizes: counts per MESSAGE_SIZE_BUCKETS bucket (+Inf last), sum;
+        #: a publish only appends its size to ``new_sizes``, folded in once a batch
         self.message_sizes = [0] * (len(MESSAGE_SIZE_BUCKETS) + 1)
         self.message_bytes = 0
+        self.new_sizes: list[int] = []
         #: (reason, strategy) -> messages dead-lettered; strategy as RabbitMQ labels it:
         #: "at_most_once" (to a dead-letter exchange) or "disabled" (dropped)
         self.dead_letters: dict[tuple[str, str], int] = {}
@@ -176,10 +178,24 @@ class BrokerBase:
         """
         if self.confirm_dirty:
             self._emit_confirms()
+        if self.new_sizes:
+            self.fold_sizes()
         out = Outcome(self.effects, self.store_ops, self.evictable, self.log)
         self.effects, self.store_ops, self.evictable, self.log = [], [], [], []
         self._log_ts = 0
         return out
+
+    def fold_sizes(self) -> None:
+        """Count the sizes published since the last fold into the histogram."""
+        sizes, self.new_sizes = self.new_sizes, []
+        counts, bounds, first = self.message_sizes, MESSAGE_SIZE_BUCKETS, SIZE_BUCKET_BY_BITS
+        last = len(bounds)
+        for size in sizes:
+            i = first[size.bit_length()]
+            if i < last and size > bounds[i]:
+                i += 1
+            counts[i] += 1
+        self.message_bytes += sum(sizes)
 
     def take_effects(self) -> list[Any]:
         """Take the wire effects queued so far and leave the store work in the outbox.

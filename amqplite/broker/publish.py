@@ -5,12 +5,10 @@ from __future__ import annotations
 from amqplite.broker import errors as E
 from amqplite.broker import persist as P
 from amqplite.broker.base import (
-    MESSAGE_SIZE_BUCKETS,
     NOT_STORED,
     REJECTED,
     REPLY_PREFIX,
     REPLY_TO,
-    SIZE_BUCKET_BY_BITS,
     STORED,
     BrokerBase,
 )
@@ -150,12 +148,7 @@ class Publishing(BrokerBase):
         if extra and bcc:
             msg.bcc = tuple(bcc)
         self.stats["published"] += 1
-        size = len(body)
-        i = SIZE_BUCKET_BY_BITS[size.bit_length()]
-        if i < len(MESSAGE_SIZE_BUCKETS) and size > MESSAGE_SIZE_BUCKETS[i]:
-            i += 1
-        self.message_sizes[i] += 1
-        self.message_bytes += size
+        self.new_sizes.append(len(body))  # counted per batch (``fold_sizes``)
         if self._log_on:
             self._log_msg("published", vh.name, msg, None, None, None)
         if not ex.name and routing_key.startswith(REPLY_PREFIX):

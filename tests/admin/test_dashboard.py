@@ -516,3 +516,52 @@ def test_administrator_creates_a_user_and_a_vhost_and_the_user_logs_in(
         with admin_broker.api() as api:
             api.delete(f"/api/users/{user}")
             api.delete(f"/api/vhosts/{vh}")
+
+
+# Holds the answer to a queue list asked with an empty name filter until
+# window.__release() is called; its text() resolves as a microtask, so once
+# __heldDone is set, one macrotask later every continuation of it has run.
+HOLD_UNFILTERED = """
+const real = window.fetch;
+window.__heldDone = false;
+window.fetch = async (url, opts) => {
+  const resp = await real(url, opts);
+  if (!String(url).includes("/api/queues?") || !String(url).includes("name=&")) return resp;
+  const text = await resp.text();
+  await new Promise((r) => { window.__release = r; });
+  window.fetch = real;
+  return { ok: resp.ok, status: resp.status, headers: resp.headers,
+           text: () => { window.__heldDone = true; return Promise.resolve(text); } };
+};
+"""
+
+
+def test_a_late_answer_to_an_older_refresh_does_not_overwrite_a_newer_one(
+        dash: Any, admin_broker: AdminBroker) -> None:
+    """The periodic refresh and a filter's refresh overlap; the older answer arriving
+    last must not draw over the newer (the list showed the unfiltered queues)."""
+    name = qname("late")
+    with admin_broker.api() as api:
+        for q in (name, f"{name}-other"):
+            assert api.put(f"/api/queues/%2F/{q}", json={"durable": False}).status_code == 201
+    set_filter = ("const b = document.querySelector('#main input[name=\"name\"]');"
+                  "b.value = arguments[0]; b.dispatchEvent(new Event('input'));")
+    try:
+        browser.open_page(dash, "queues", "queues")
+        dash.execute_script(HOLD_UNFILTERED)
+        dash.execute_script(set_filter, "")  # asks, unfiltered: held
+        browser.wait(dash, lambda d: d.execute_script("return !!window.__release"),
+                     "the unfiltered answer to be held")
+        dash.execute_script(set_filter, f"^{name}$")  # asks again, filtered: drawn
+        rows = lambda d: [r.get_attribute("data-queue")  # noqa: E731
+                          for r in d.find_elements(*by_css("tr[data-queue]"))]
+        browser.wait(dash, lambda d: rows(d) == [name], "the filtered list")
+        dash.execute_script("window.__release()")
+        browser.wait(dash, lambda d: d.execute_script("return window.__heldDone"),
+                     "the held answer to be read")
+        dash.execute_async_script("setTimeout(arguments[0], 0)")  # its continuations ran
+        assert rows(dash) == [name]
+    finally:
+        with admin_broker.api() as api:
+            for q in (name, f"{name}-other"):
+                api.delete(f"/api/queues/%2F/{q}")

@@ -158,11 +158,14 @@ export function listPage(title, path, columns, opts = {}) {
   return (main) => {
     const body = h("div");
     let refresh;
+    let asked = 0;
     // h() drops a missing part; main.append() would print it as "null"
     clear(main, h("h1", {}, title), opts.above ? opts.above(() => refresh()) : null, body);
     refresh = async () => {
+      // a button's refresh and the periodic one may overlap: the newest asked draws
+      const mine = ++asked;
       const rows = opts.filterVhost ? inVhost(await api(path)) : await api(opts.unscoped ? path : scoped(path));
-      clear(body, table(columns(refresh), rows, opts));
+      if (mine === asked) clear(body, table(columns(refresh), rows, opts));
     };
     return refresh;
   };
@@ -215,9 +218,12 @@ export function queues(main) {
   let page = 1;
   const pager = h("div", { class: "pager" });
   const body = h("div");
+  let asked = 0;
   const refresh = async () => {
+    const mine = ++asked;  // paging, the filter and the periodic refresh may overlap
     const q = new URLSearchParams({ page, page_size: 50, name: filter.value, use_regex: "true" });
     const res = await api(`${scoped("/api/queues")}?${q}`);
+    if (mine !== asked) return;  // a newer request draws
     if (page > Math.max(1, res.page_count)) { page = Math.max(1, res.page_count); return refresh(); }
     clear(pager,
       h("button", { type: "button", disabled: page <= 1, onclick: () => { page--; refresh(); } }, "‹ prev"),

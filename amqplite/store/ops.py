@@ -498,35 +498,6 @@ LOG_FIELDS: tuple[str, ...] = tuple(a.name for a in attrs.fields(LogEvent))
 
 HOT_OPS = (PutMessage, PutEntry, DeleteEntry, UpdateEntry, LogEvent, AppendStream,
            AppendStreams, EncodedLog)
-META_OPS = (
-    PutStreamSegment,
-    DeleteStreamSegments,
-    CopyMessage,
-    PutExchange,
-    DeleteExchange,
-    PutRetained,
-    DeleteRetained,
-    ClearRetained,
-    PutQueue,
-    DeleteQueue,
-    DeleteEntries,
-    PutBinding,
-    DeleteBinding,
-    PutPolicy,
-    DeletePolicy,
-    PutParameter,
-    DeleteParameter,
-    PutVHost,
-    DeleteVHost,
-    PutUser,
-    DeleteUser,
-    PutPermission,
-    DeletePermission,
-    PutMeta,
-    PutMQTTSession,
-    DeleteMQTTSession,
-)
-
 Op = (
     AppendStream
     | AppendStreams

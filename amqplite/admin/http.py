@@ -27,7 +27,7 @@ from amqplite.admin.plumbing import HTTPError, Request, Response
 from amqplite.admin.routes import ROUTES, Route, is_list
 from amqplite.admin.static import StaticFiles
 from amqplite.broker.auth import User, log_safe
-from amqplite.server.mqtt_transports import serve_websocket
+from amqplite.server.mqtt.transports import serve_websocket
 from amqplite.server.ports import PortInUse, address_in_use
 
 if TYPE_CHECKING:

@@ -31,6 +31,7 @@ from amqplite.protocol.mqtt.events import (
 from amqplite.protocol.mqtt.packets import MQTT_5, Will
 from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
 from amqplite.protocol.properties import delivery_mode_of
+from amqplite.server.mqtt import transports
 from amqplite.server.mqtt.common import (
     FINISH_TIMEOUT,
     LIMITS,
@@ -54,11 +55,14 @@ log = logging.getLogger("amqplite.mqtt")
 class MQTTClient:
     """One MQTT connection; the broker's transport for its session's deliveries."""
 
-    def __init__(self, listener: MQTTListener, stream: trio.SocketStream,
-                 peer: tuple[str, int]) -> None:
+    def __init__(self, listener: MQTTListener, stream: trio.abc.Stream,
+                 peer: tuple[str, int], cert_user: str | None = None) -> None:
         self.listener = listener
         self.broker = listener.broker
         self.stream = stream
+        #: over TLS: the verified client certificate's user name (transports.login)
+        self.cert_user = cert_user
+        self.tls = isinstance(stream, trio.SSLStream)
         self.peer_host, self.peer_port = peer[0], peer[1]
         self.name = f"{self.peer_host}:{self.peer_port}"
         self.proto = MQTTConnection(LIMITS, trio.current_time())
@@ -175,7 +179,8 @@ class MQTTClient:
             if self._finishing:  # nothing awaited since the last empty data_to_send()
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
                                          OSError):
-                    await self.stream.send_eof()
+                    if isinstance(self.stream, trio.abc.HalfCloseableStream):  # not TLS
+                        await self.stream.send_eof()
                 assert self._cancel is not None
                 self._cancel.cancel()
                 return
@@ -241,7 +246,7 @@ class MQTTClient:
     async def _connect(self, ev: ConnectReceived) -> None:
         c = ev.connect
         listener = self.listener
-        login = listener.login(c.username, c.password, self.peer_host)
+        login = transports.login(listener, c, self.peer_host, self.cert_user)
         if login.refused:
             log.warning("MQTT %s: login refused for %r", self.name, c.username)
             self.proto.reject(login.refused)

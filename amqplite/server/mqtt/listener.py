@@ -16,6 +16,7 @@ from amqplite.broker.core import Broker
 from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.errors import ReasonCode
+from amqplite.server.mqtt import transports
 from amqplite.server.mqtt.client import MQTTClient
 from amqplite.server.mqtt.common import queue_name
 from amqplite.server.persistence import Persistence
@@ -72,15 +73,21 @@ class MQTTListener:
         self._expiring: dict[str, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
         self.ports: list[int] = []
+        self.tls_ports: list[int] = []
         #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
         self.quota_logged: set[str] = set()
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
         s = self.settings
-        listeners = await listen_tcp(s.mqtt_port, s.host, "MQTT", "mqtt_port")
+        listeners = await listen_tcp(s.mqtt_port, s.host, "MQTT", "mqtt_port") \
+            if s.mqtt_port else []
         self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
-        log.info("MQTT listening on port(s) %s", self.ports)
+        tls = await transports.open_tls(s)
+        self.tls_ports = [] if tls is None else sorted(
+            {ln.socket.getsockname()[1] for ln in tls[0]})
+        log.info("MQTT listening on port(s) %s%s", self.ports,
+                 f", MQTT over TLS on {self.tls_ports}" if tls else "")
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             now = time.time()
@@ -91,8 +98,13 @@ class MQTTListener:
                 gone = now - (st.disconnected_at if st.disconnected_at is not None else now)
                 self.expire_later(st.vhost, st.client_id, st.expiry, max(0.0, gone))
             self._recovered = []
+            if listeners:
+                nursery.start_soon(trio.serve_listeners, self._handle, listeners)
+            if tls is not None:
+                nursery.start_soon(trio.serve_listeners, transports.tls_handler(self, tls[1]),
+                                   tls[0])
             task_status.started(self.ports)
-            await trio.serve_listeners(self._handle, listeners)
+            await trio.sleep_forever()
 
     def expire_later(self, vhost: str, client_id: str, expiry: int, gone: float = 0.0) -> None:
         """MQTT 5 session expiry: ``expiry`` seconds after the disconnect (``gone``
@@ -140,7 +152,13 @@ class MQTTListener:
     async def _handle(self, stream: trio.SocketStream) -> None:
         peer = accepted_peer(stream)
         if peer is not None:
-            await MQTTClient(self, stream, peer).run()
+            await self.serve_stream(stream, peer)
+
+    async def serve_stream(self, stream: trio.abc.Stream, peer: tuple[str, int],
+                           cert_user: str | None = None) -> None:
+        """One client over any byte stream: TCP, TLS (``cert_user``: its verified
+        certificate's CN) or a WebSocket (transports.py)."""
+        await MQTTClient(self, stream, peer, cert_user).run()
 
     def login(self, username: str | None, password: bytes | None, peer_host: str) -> Login:
         """``vhost:user`` names a vhost, else ``mqtt_vhost``; no user name is the

@@ -27,7 +27,7 @@ from amqplite.server.tls import peer_user, server_context
 from amqplite.server.wsstream import Receive, Send, WebSocketStream
 
 if TYPE_CHECKING:
-    from amqplite.server.mqtt import Login, MQTTListener
+    from amqplite.server.mqtt.listener import Login, MQTTListener
 
 log = logging.getLogger("amqplite.mqtt")
 
@@ -106,15 +106,17 @@ def _certificate_login(listener: MQTTListener, name: str, peer_host: str) -> Log
         listener.broker.check_vhost_access(name, vhost)
     except AMQPError:
         return _refused(ReasonCode.NOT_AUTHORIZED)
-    from amqplite.server.mqtt import Login
+    return _login(name, vhost)
 
-    return Login(name, vhost)
+
+def _login(user: str = "", vhost: str = "", refused: int = 0) -> Login:
+    from amqplite.server.mqtt.listener import Login  # listener imports this module
+
+    return Login(user, vhost, refused)
 
 
 def _refused(code: int) -> Login:
-    from amqplite.server.mqtt import Login
-
-    return Login(refused=code)
+    return _login(refused=code)
 
 
 # ---------------------------------------------------------------- WebSocket

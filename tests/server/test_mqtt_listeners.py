@@ -4,6 +4,7 @@ raw wsproto client), and the refusal of enhanced authentication."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import ssl
@@ -31,8 +32,10 @@ from wsproto.events import (
 from amqplite.protocol.mqtt.decoder import Decoder
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.packets import (
+    Auth,
     ConnAck,
     Connect,
+    Disconnect,
     Packet,
     Publish,
     SubAck,
@@ -275,6 +278,19 @@ def test_enhanced_authentication_gets_bad_authentication_method(broker: Broker) 
     assert raw.closed_by_broker()
 
 
+def test_auth_packet_after_a_plain_connect_is_a_protocol_error(broker: Broker) -> None:
+    """Re-authentication needs a method from the CONNECT ([MQTT-4.12.1-1]); there is
+    none, so an AUTH is a protocol error (DISCONNECT 0x82), and only its sender goes."""
+    raw = RawClient(broker.mqtt, V5)
+    raw.send(Connect(new_id(), protocol_level=V5, username="guest", password=b"guest"))
+    assert isinstance(raw.recv(), ConnAck)
+    raw.send(Auth(ReasonCode.REAUTHENTICATE,
+                  Properties(authentication_method="SCRAM-SHA-1")))
+    bye = raw.recv()
+    assert isinstance(bye, Disconnect) and bye.reason_code == ReasonCode.PROTOCOL_ERROR
+    assert raw.closed_by_broker()
+
+
 # ---------------------------------------------------------------- WebSockets
 class WSRaw:
     """A WebSocket client by hand (wsproto over a socket): for frames paho will not
@@ -451,3 +467,30 @@ def test_websocket_text_message_closes_that_client(broker: Broker) -> None:
         assert watcher.get().payload == b"text sender gone"
     finally:
         watcher.close()
+
+
+NODE_DIR = Path(__file__).resolve().parent.parent / "node"
+
+
+@pytest.mark.parametrize("version", [3, 4, 5])
+def test_mqttjs_over_websocket(broker: Broker, version: int) -> None:
+    """MQTT.js from Node, as a browser page uses it: ws://host:admin/ws. It gets its
+    own QoS 1 publish back; a TCP subscriber gets it too."""
+    node = shutil.which("node")
+    if node is None or not (NODE_DIR / "node_modules" / "mqtt").is_dir():
+        pytest.skip("node or MQTT.js not installed (scripts/test.sh installs them)")
+    topic = f"mqttjs/{new_id()}"
+    plain = _connected(Client(broker.mqtt, new_id()))
+    try:
+        assert plain.subscribe(f"{topic}/node", 1) == [1]
+        out = subprocess.run([node, str(NODE_DIR / "mqtt_ws.js"),
+                              f"ws://127.0.0.1:{broker.admin}/ws", topic, str(version)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        assert got == {"topic": f"{topic}/node", "payload": "from mqtt.js", "qos": 1,
+                       "granted": [1]}
+        m = plain.get()
+        assert (m.topic, m.payload, m.qos) == (f"{topic}/node", b"from mqtt.js", 1)
+    finally:
+        plain.close()

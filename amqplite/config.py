@@ -337,6 +337,8 @@ _RABBIT_KEYS: dict[tuple[str, ...], tuple[str, Any]] = {
     ("ssl_options", "cacertfile"): ("tls_ca", None),
     ("ssl_options", "verify"): ("tls_verify_peer", _verify),
     ("ssl_options", "fail_if_no_peer_cert"): ("tls_fail_if_no_peer_cert", None),
+    ("mqtt", "listeners", "ssl", "default"): ("mqtt_tls_port", None),
+    ("mqtt", "ssl_cert_login"): ("mqtt_ssl_cert_login", None),
     ("management", "ssl", "port"): ("admin_port", None),
     ("management", "ssl", "ip"): ("admin_host", None),
     ("management", "ssl", "certfile"): ("admin_tls_cert", None),

@@ -494,3 +494,18 @@ def test_mqttjs_over_websocket(broker: Broker, version: int) -> None:
         assert (m.topic, m.payload, m.qos) == (f"{topic}/node", b"from mqtt.js", 1)
     finally:
         plain.close()
+
+
+def test_websocket_turned_off(tmp_path: Path) -> None:
+    """--no-mqtt-websocket: /ws is refused like any other path; TCP MQTT still works."""
+    mqtt = free_port()
+    b = BrokerProcess(tmp_path, None, "--mqtt-port", str(mqtt), "--no-mqtt-websocket")
+    b.start()
+    try:
+        wait_for(lambda: listening(mqtt), 30, what="the MQTT listener")
+        assert _refused(WSRaw(b.admin_port)) == 403
+        c = _connected(Client(mqtt, new_id()))
+        c.close()
+        assert "WebSocket from 127.0.0.1" in b.log() and "MQTT over WebSockets is off" in b.log()
+    finally:
+        assert b.stop() == 0

@@ -141,8 +141,9 @@ async def serve_websocket(listener: MQTTListener | None, scope: dict[str, Any],
     path = scope.get("path")
     chosen = ws_subprotocol(list(scope.get("subprotocols") or ()))
     if listener is None or path != WS_PATH or chosen is None:
-        why = ("MQTT is off" if listener is None else f"no MQTT here (path {path!r})"
-               if path != WS_PATH else f"no MQTT subprotocol in {scope.get('subprotocols')}")
+        why = ("MQTT over WebSockets is off" if listener is None
+               else f"no MQTT here (path {path!r})" if path != WS_PATH
+               else f"no MQTT subprotocol in {scope.get('subprotocols')}")
         log.info("WebSocket from %s:%s refused: %s", peer[0], peer[1], why)
         await send({"type": "websocket.close", "code": 1008})
         return

@@ -279,7 +279,7 @@ def test_enhanced_authentication_gets_bad_authentication_method(broker: Broker) 
 
 
 def test_auth_packet_after_a_plain_connect_is_a_protocol_error(broker: Broker) -> None:
-    """Re-authentication needs a method from the CONNECT ([MQTT-4.12.1-1]); there is
+    """Re-authentication needs a method from the CONNECT (section 4.12.1); there is
     none, so an AUTH is a protocol error (DISCONNECT 0x82), and only its sender goes."""
     raw = RawClient(broker.mqtt, V5)
     raw.send(Connect(new_id(), protocol_level=V5, username="guest", password=b"guest"))

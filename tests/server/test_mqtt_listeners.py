@@ -103,8 +103,9 @@ def tls_client(b: Broker, version: int = V311, cert: CertFiles | None = None,
     return c
 
 
-def ws_client(b: Broker, version: int = V311, **kw: object) -> Client:
-    c = Client(b.admin, new_id(), version, **kw)  # type: ignore[arg-type]
+def ws_client(port: int, version: int = V311, **kw: object) -> Client:
+    """paho over WebSockets at /ws of the admin port ``port``."""
+    c = Client(port, new_id(), version, **kw)  # type: ignore[arg-type]
     c.c.transport = "websockets"
     c.c.ws_set_options(path="/ws")
     return c
@@ -343,7 +344,7 @@ def test_websocket_publish_and_subscribe_with_tcp_and_amqp(broker: Broker,
     """paho over WebSockets at /ws: gets a TCP client's publish; its own QoS 1 publish
     reaches a TCP subscriber and an AMQP queue bound to amq.topic."""
     topic = f"ws/{new_id()}"
-    web = _connected(ws_client(broker, version))
+    web = _connected(ws_client(broker.admin, version))
     plain = _connected(Client(broker.mqtt, new_id(), version))
     conn = pika.BlockingConnection(pika.URLParameters(broker.proc.url))
     try:
@@ -507,5 +508,27 @@ def test_websocket_turned_off(tmp_path: Path) -> None:
         c = _connected(Client(mqtt, new_id()))
         c.close()
         assert "WebSocket from 127.0.0.1" in b.log() and "MQTT over WebSockets is off" in b.log()
+    finally:
+        assert b.stop() == 0
+
+
+def test_websocket_over_admin_https(pki: PKI, tmp_path: Path) -> None:
+    """With admin_tls the same /ws is wss://."""
+    mqtt = free_port()
+    b = BrokerProcess(tmp_path, None, "--mqtt-port", str(mqtt), "--admin-tls",
+                      "--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key))
+    b.start()
+    try:
+        wait_for(lambda: listening(mqtt), 30, what="the MQTT listener")
+        c = ws_client(b.admin_port)
+        c.c.tls_set_context(_context(pki))
+        _connected(c)
+        try:
+            topic = f"wss/{new_id()}"
+            assert c.subscribe(topic, 1) == [1]
+            c.publish(topic, b"secure browser", 1)
+            assert c.get().payload == b"secure browser"
+        finally:
+            c.close()
     finally:
         assert b.stop() == 0

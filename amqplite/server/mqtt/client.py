@@ -31,7 +31,6 @@ from amqplite.protocol.mqtt.events import (
 from amqplite.protocol.mqtt.packets import MQTT_5, Will
 from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
 from amqplite.protocol.properties import delivery_mode_of
-from amqplite.server.mqtt import transports
 from amqplite.server.mqtt.common import (
     FINISH_TIMEOUT,
     LIMITS,
@@ -44,6 +43,7 @@ from amqplite.server.mqtt.common import (
     refused,
 )
 from amqplite.server.mqtt.subscriptions import Subscriptions
+from amqplite.server.mqtt.transports import login as transport_login
 from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession
 
 if TYPE_CHECKING:
@@ -246,7 +246,7 @@ class MQTTClient:
     async def _connect(self, ev: ConnectReceived) -> None:
         c = ev.connect
         listener = self.listener
-        login = transports.login(listener, c, self.peer_host, self.cert_user)
+        login = transport_login(listener, c, self.peer_host, self.cert_user)
         if login.refused:
             log.warning("MQTT %s: login refused for %r", self.name, c.username)
             self.proto.reject(login.refused)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import ServerLimits
 from amqplite.protocol.properties import BasicProperties, encode_properties
@@ -20,6 +22,15 @@ PUBLISH_CH, QOS0_CH, QOS1_CH = 1, 2, 3
 PROPS = {0: encode_properties(BasicProperties(delivery_mode=1)),
          1: encode_properties(BasicProperties(delivery_mode=2)),
          2: encode_properties(BasicProperties(delivery_mode=2))}
+
+
+@attrs.frozen
+class Login:
+    """Who a CONNECT logs in as, or the reason code refusing it."""
+
+    user: str = ""
+    vhost: str = ""
+    refused: int = 0
 
 
 def queue_name(client_id: str, qos: int) -> str:

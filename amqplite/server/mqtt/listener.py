@@ -8,7 +8,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from amqplite.broker.auth import UserDB
@@ -16,9 +15,9 @@ from amqplite.broker.core import Broker
 from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.errors import ReasonCode
-from amqplite.server.mqtt import transports
 from amqplite.server.mqtt.client import MQTTClient
-from amqplite.server.mqtt.common import queue_name
+from amqplite.server.mqtt.common import Login, queue_name
+from amqplite.server.mqtt.transports import open_tls, tls_handler
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession
@@ -27,15 +26,6 @@ if TYPE_CHECKING:
     from amqplite.server.app import Server
 
 log = logging.getLogger("amqplite.mqtt")
-
-
-@attrs.frozen
-class Login:
-    """Who a CONNECT logs in as, or the reason code refusing it."""
-
-    user: str = ""
-    vhost: str = ""
-    refused: int = 0
 
 
 class MQTTListener:
@@ -83,7 +73,7 @@ class MQTTListener:
         listeners = await listen_tcp(s.mqtt_port, s.host, "MQTT", "mqtt_port") \
             if s.mqtt_port else []
         self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
-        tls = await transports.open_tls(s)
+        tls = await open_tls(s)
         self.tls_ports = [] if tls is None else sorted(
             {ln.socket.getsockname()[1] for ln in tls[0]})
         log.info("MQTT listening on port(s) %s%s", self.ports,
@@ -101,7 +91,7 @@ class MQTTListener:
             if listeners:
                 nursery.start_soon(trio.serve_listeners, self._handle, listeners)
             if tls is not None:
-                nursery.start_soon(trio.serve_listeners, transports.tls_handler(self, tls[1]),
+                nursery.start_soon(trio.serve_listeners, tls_handler(self, tls[1]),
                                    tls[0])
             task_status.started(self.ports)
             await trio.sleep_forever()

@@ -21,13 +21,14 @@ from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.packets import Connect
+from amqplite.server.mqtt.common import Login
 from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
 from amqplite.server.wsstream import Receive, Send, WebSocketStream
 
 if TYPE_CHECKING:
-    from amqplite.server.mqtt.listener import Login, MQTTListener
+    from amqplite.server.mqtt.listener import MQTTListener
 
 log = logging.getLogger("amqplite.mqtt")
 
@@ -106,17 +107,11 @@ def _certificate_login(listener: MQTTListener, name: str, peer_host: str) -> Log
         listener.broker.check_vhost_access(name, vhost)
     except AMQPError:
         return _refused(ReasonCode.NOT_AUTHORIZED)
-    return _login(name, vhost)
-
-
-def _login(user: str = "", vhost: str = "", refused: int = 0) -> Login:
-    from amqplite.server.mqtt.listener import Login  # listener imports this module
-
-    return Login(user, vhost, refused)
+    return Login(name, vhost)
 
 
 def _refused(code: int) -> Login:
-    return _login(refused=code)
+    return Login(refused=code)
 
 
 # ---------------------------------------------------------------- WebSocket

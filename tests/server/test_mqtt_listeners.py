@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import ssl
 import subprocess
 import sys
 from collections import deque
@@ -47,7 +46,7 @@ from amqplite.protocol.mqtt.packets import (
 from amqplite.protocol.mqtt.properties import Properties
 from tests.brokerproc import BrokerProcess, free_port, wait_for
 from tests.server.mqttclient import TIMEOUT, V5, V311, Client, RawClient, listening, new_id
-from tests.tlscerts import PKI, CertFiles, make_pki
+from tests.tlscerts import PKI, CertFiles, client_context, make_pki
 
 pytest.importorskip("cryptography")
 
@@ -89,17 +88,10 @@ def broker(pki: PKI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broke
     assert "Traceback" not in b.log(), b.log()
 
 
-def _context(pki: PKI, client: CertFiles | None = None) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=str(pki.ca.cert))
-    if client is not None:
-        ctx.load_cert_chain(str(client.cert), str(client.key))
-    return ctx
-
-
 def tls_client(b: Broker, version: int = V311, cert: CertFiles | None = None,
                **kw: object) -> Client:
     c = Client(b.mqtts, new_id(), version, **kw)  # type: ignore[arg-type]
-    c.c.tls_set_context(_context(b.pki, cert))
+    c.c.tls_set_context(client_context(b.pki, cert))
     return c
 
 
@@ -114,6 +106,14 @@ def ws_client(port: int, version: int = V311, **kw: object) -> Client:
 def _connected(c: Client) -> Client:
     assert c.connect() == (0, False)
     return c
+
+
+def _round_trip(c: Client, topic: str, payload: bytes, qos: int) -> None:
+    """``c`` subscribes to ``topic``, publishes there and gets its message back."""
+    assert c.subscribe(topic, qos) == [qos]
+    c.publish(topic, payload, qos)
+    m = c.get()
+    assert (m.topic, m.payload, m.qos) == (topic, payload, qos)
 
 
 def _connections(b: Broker) -> list[dict[str, object]]:
@@ -185,10 +185,7 @@ def test_plain_mqtt_on_the_tls_port_is_closed_and_harms_nobody(broker: Broker) -
         raw.send(Connect(new_id(), username="guest", password=b"guest"))
         assert raw.recv() is None  # no CONNACK: the socket is closed
         raw.drop()
-        topic = f"tls/bystander/{new_id()}"
-        assert bystander.subscribe(topic, 0) == [0]
-        bystander.publish(topic, b"still here", 0)
-        assert bystander.get().payload == b"still here"
+        _round_trip(bystander, f"tls/bystander/{new_id()}", b"still here", 0)
     finally:
         bystander.close()
 
@@ -216,10 +213,7 @@ def test_certificate_login_as_its_cn(broker: Broker, version: int) -> None:
     """A verified certificate for CN "app" and no user name logs in as app."""
     c = _connected(tls_client(broker, version, broker.pki.issue("app"), user=None))
     try:
-        topic = f"cert/{new_id()}"
-        assert c.subscribe(topic, 1) == [1]
-        c.publish(topic, b"as app", 1)
-        assert c.get().payload == b"as app"
+        _round_trip(c, f"cert/{new_id()}", b"as app", 1)
         info = _connection_of(broker, str(c.c._client_id.decode()))
         assert (info["user"], info["vhost"], info["ssl"]) == ("app", "/", True)
     finally:
@@ -229,7 +223,7 @@ def test_certificate_login_as_its_cn(broker: Broker, version: int) -> None:
 def tls_raw(b: Broker, version: int = V311, cert: CertFiles | None = None) -> RawClient:
     """Our own packets over TLS: for the exact CONNACK codes of refusals."""
     raw = RawClient(b.mqtts, version)
-    raw.sock = _context(b.pki, cert).wrap_socket(raw.sock, server_hostname="127.0.0.1")
+    raw.sock = client_context(b.pki, cert).wrap_socket(raw.sock, server_hostname="127.0.0.1")
     return raw
 
 
@@ -413,7 +407,12 @@ def test_websocket_mqttv31_subprotocol(broker: Broker) -> None:
     ws.sock.close()
 
 
-def test_websocket_client_vanishing_fires_its_will(broker: Broker) -> None:
+@pytest.mark.parametrize("end", ["vanish", "text", "disconnect"])
+def test_websocket_client_end_and_its_will(broker: Broker, end: str) -> None:
+    """How a WebSocket client ends decides its will. Vanishing (the tab closed: no
+    DISCONNECT, no close frame) publishes it; a text message breaks [MQTT-6.0.0-1]:
+    the broker closes with 1003 and publishes it; a DISCONNECT is a normal end: no
+    will, and the broker closes with 1000 (not hypercorn's 1011)."""
     topic = f"ws/will/{new_id()}"
     watcher = _connected(Client(broker.mqtt, new_id()))
     try:
@@ -422,50 +421,20 @@ def test_websocket_client_vanishing_fires_its_will(broker: Broker) -> None:
         ws.send(encode(Connect(new_id(), username="guest", password=b"guest",
                                will=Will(topic, b"browser gone", 1)), V311))
         assert isinstance(ws.packet(), ConnAck)
-        ws.sock.close()  # no DISCONNECT, no close frame: the tab was closed
+        if end != "vanish":
+            if end == "text":
+                ws.sock.sendall(ws.ws.send(TextMessage(data="hello")))
+            else:
+                ws.send(bytes([0xE0, 0]))  # DISCONNECT
+            close = ws.event()
+            assert isinstance(close, CloseConnection)
+            assert close.code == (1003 if end == "text" else 1000)
+        ws.sock.close()
+        if end == "disconnect":
+            watcher.publish(topic, b"marker", 0)  # what arrives next is not a will
         m = watcher.get()
-        assert (m.topic, m.payload) == (topic, b"browser gone")
-    finally:
-        watcher.close()
-
-
-def test_websocket_disconnect_drops_the_will_and_closes_normally(broker: Broker) -> None:
-    """A DISCONNECT over a WebSocket is a normal end: no will, and the broker closes
-    the WebSocket with 1000 (not 1011)."""
-    topic = f"ws/nowill/{new_id()}"
-    watcher = _connected(Client(broker.mqtt, new_id()))
-    try:
-        assert watcher.subscribe(topic, 0) == [0]
-        ws = WSRaw(broker.admin)
-        ws.send(encode(Connect(new_id(), username="guest", password=b"guest",
-                               will=Will(topic, b"should not come")), V311))
-        assert isinstance(ws.packet(), ConnAck)
-        ws.send(bytes([0xE0, 0]))  # DISCONNECT
-        close = ws.event()
-        assert isinstance(close, CloseConnection) and close.code == 1000
-        ws.sock.close()
-        watcher.publish(topic, b"marker", 0)  # what arrives next is not a will
-        assert watcher.get().payload == b"marker"
-    finally:
-        watcher.close()
-
-
-def test_websocket_text_message_closes_that_client(broker: Broker) -> None:
-    """[MQTT-6.0.0-1]: packets come in binary messages; a text one ends the connection
-    (close code 1003) and its will is published."""
-    topic = f"ws/text/{new_id()}"
-    watcher = _connected(Client(broker.mqtt, new_id()))
-    try:
-        assert watcher.subscribe(topic, 0) == [0]
-        ws = WSRaw(broker.admin)
-        ws.send(encode(Connect(new_id(), username="guest", password=b"guest",
-                               will=Will(topic, b"text sender gone")), V311))
-        assert isinstance(ws.packet(), ConnAck)
-        ws.sock.sendall(ws.ws.send(TextMessage(data="hello")))
-        close = ws.event()
-        assert isinstance(close, CloseConnection) and close.code == 1003
-        ws.sock.close()
-        assert watcher.get().payload == b"text sender gone"
+        assert (m.topic, m.payload) == (topic, b"marker" if end == "disconnect"
+                                        else b"browser gone")
     finally:
         watcher.close()
 
@@ -521,13 +490,10 @@ def test_websocket_over_admin_https(pki: PKI, tmp_path: Path) -> None:
     try:
         wait_for(lambda: listening(mqtt), 30, what="the MQTT listener")
         c = ws_client(b.admin_port)
-        c.c.tls_set_context(_context(pki))
+        c.c.tls_set_context(client_context(pki))
         _connected(c)
         try:
-            topic = f"wss/{new_id()}"
-            assert c.subscribe(topic, 1) == [1]
-            c.publish(topic, b"secure browser", 1)
-            assert c.get().payload == b"secure browser"
+            _round_trip(c, f"wss/{new_id()}", b"secure browser", 1)
         finally:
             c.close()
     finally:

@@ -498,3 +498,35 @@ def test_websocket_over_admin_https(pki: PKI, tmp_path: Path) -> None:
             c.close()
     finally:
         assert b.stop() == 0
+
+
+def test_shutdown_with_websocket_and_tls_clients_open(pki: PKI, tmp_path: Path) -> None:
+    """SIGTERM with MQTT 5 clients on /ws, TLS and TCP: each hears DISCONNECT 0x8B
+    (server shutting down) before the broker exits 0; the WebSocket is closed with
+    1000. The shutdown waits for MQTT connections to end as for AMQP ones."""
+    mqtt, mqtts = free_port(), free_port()
+    b = BrokerProcess(tmp_path, None, "--mqtt-port", str(mqtt), "--mqtt-tls-port", str(mqtts),
+                      "--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key))
+    b.start()
+    try:
+        wait_for(lambda: listening(mqtts) and listening(mqtt), 30, what="the MQTT listeners")
+        plain = RawClient(mqtt, V5)
+        plain.send(Connect(new_id(), protocol_level=V5, username="guest", password=b"guest"))
+        assert isinstance(plain.recv(), ConnAck)
+        ws = WSRaw(b.admin_port, version=V5)
+        ws.send(encode(Connect(new_id(), protocol_level=V5, username="guest",
+                               password=b"guest"), V5))
+        assert isinstance(ws.packet(), ConnAck)
+        secure = RawClient(mqtts, V5)
+        secure.sock = client_context(pki).wrap_socket(secure.sock,
+                                                      server_hostname="127.0.0.1")
+        secure.send(Connect(new_id(), protocol_level=V5, username="guest", password=b"guest"))
+        assert isinstance(secure.recv(), ConnAck)
+    finally:
+        assert b.stop() == 0
+    for bye in (ws.packet(), secure.recv(), plain.recv()):
+        assert isinstance(bye, Disconnect)
+        assert bye.reason_code == ReasonCode.SERVER_SHUTTING_DOWN
+    close = ws.event()
+    assert isinstance(close, CloseConnection) and close.code == 1000
+    assert "Traceback" not in b.log(), b.log()

@@ -412,7 +412,7 @@ class MQTTClient:
         assert st is not None
         seq = st.next_seq
         rs = None
-        props = amqp_properties(qos, mprops, retain, time.time())
+        props = amqp_properties(qos, mprops, retain)
         if retain:
             rs = self._retained_index()
             if payload and mqtt_retained.over_quota(rs, topic, len(payload)):

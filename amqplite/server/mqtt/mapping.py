@@ -18,6 +18,7 @@ A publish without MQTT 5 properties gets one of the precomputed ``PROPS``
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 from amqplite.protocol.codec import FieldTable
@@ -33,10 +34,9 @@ CORRELATION = "x-correlation-data"
 PLAIN = frozenset(PROPS.values())
 
 
-def amqp_properties(qos: int, props: Properties = EMPTY, retain: bool = False,
-                    now: float = 0.0) -> bytes:
-    """The AMQP properties of an MQTT publish (or will) at ``now`` (wall clock)."""
-    if not retain and not props:
+def amqp_properties(qos: int, props: Properties = EMPTY, retain: bool = False) -> bytes:
+    """The AMQP properties of an MQTT publish (or will), published now."""
+    if not retain and (props is EMPTY or not props):
         return PROPS[qos]
     headers = FieldTable({PUBLISH_QOS: qos})
     if retain:
@@ -65,7 +65,7 @@ def amqp_properties(qos: int, props: Properties = EMPTY, retain: bool = False,
         reply_to=(topic_to_routing_key(props.response_topic)
                   if props.response_topic is not None else None),
         expiration=str(expiry * 1000) if expiry is not None else None,
-        timestamp=int(now) if expiry is not None else None,
+        timestamp=int(time.time()) if expiry is not None else None,
     ))
 
 

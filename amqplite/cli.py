@@ -92,6 +92,14 @@ def main() -> None:
               help="PEM private key of --admin-tls-cert.")
 @click.option("--mqtt-port", type=int,
               help="MQTT listener port (default 0: off; MQTT is incomplete, see docs/mqtt.md).")
+@click.option("--mqtt-tls-port", type=int,
+              help="MQTT over TLS port (RabbitMQ uses 8883), with the --tls-* certificates; "
+                   "off by default.")
+@click.option("--mqtt-ssl-cert-login", is_flag=True, default=None,
+              help="MQTT TLS clients with a verified certificate and no user name log in as "
+                   "its CN (needs --tls-verify-peer).")
+@click.option("--mqtt-websocket/--no-mqtt-websocket", default=None,
+              help="Serve MQTT over WebSockets at /ws on the admin port (default on).")
 @click.option("--mqtt-vhost", help="Vhost of MQTT users who name none (default /).")
 @click.option("--mqtt-exchange", help="Exchange MQTT publishes go to (default amq.topic).")
 @click.option("--mqtt-allow-anonymous/--no-mqtt-allow-anonymous", default=None,

@@ -211,6 +211,15 @@ class Settings:
     #: MQTT listener port; 0 (the default while issue 23 is incomplete) is off.
     #: Will become 1883 once the MQTT feature is complete.
     mqtt_port: int = attrs.field(default=0, validator=_positive)
+    #: MQTT over TLS (RabbitMQ uses 8883) with the AMQPS certificate settings (tls_cert,
+    #: tls_key, tls_ca, tls_verify_peer, ...); None: off (0 picks a free port)
+    mqtt_tls_port: int | None = attrs.field(default=None,
+                                            validator=attrs.validators.optional(_positive))
+    #: a TLS client with a verified certificate and no user name logs in as the
+    #: certificate's CN (RabbitMQ's mqtt.ssl_cert_login; SASL EXTERNAL's rule)
+    mqtt_ssl_cert_login: bool = False
+    #: MQTT over WebSockets at /ws on the admin HTTP port while MQTT is on
+    mqtt_websocket: bool = True
     #: the vhost of MQTT users who name none (``vhost:user`` names one)
     mqtt_vhost: str = "/"
     #: the topic exchange MQTT publishes go to and subscriptions bind to
@@ -243,6 +252,11 @@ class Settings:
                               "must chain to)")
         if self.tls_fail_if_no_peer_cert and not self.tls_verify_peer:
             raise ConfigError("tls_fail_if_no_peer_cert needs tls_verify_peer")
+        if self.mqtt_tls_port is not None and not (self.tls_cert and self.tls_key):
+            raise ConfigError("mqtt_tls_port needs tls_cert and tls_key")
+        if self.mqtt_ssl_cert_login and not self.tls_verify_peer:
+            raise ConfigError("mqtt_ssl_cert_login needs tls_verify_peer (only a verified "
+                              "client certificate names a user)")
         if not self.plain_listener and self.tls_port is None:
             raise ConfigError("plain_listener = false leaves no listener: set tls_port")
         if self.admin_tls_cert or self.admin_tls_key:
@@ -323,6 +337,8 @@ _RABBIT_KEYS: dict[tuple[str, ...], tuple[str, Any]] = {
     ("ssl_options", "cacertfile"): ("tls_ca", None),
     ("ssl_options", "verify"): ("tls_verify_peer", _verify),
     ("ssl_options", "fail_if_no_peer_cert"): ("tls_fail_if_no_peer_cert", None),
+    ("mqtt", "listeners", "ssl", "default"): ("mqtt_tls_port", None),
+    ("mqtt", "ssl_cert_login"): ("mqtt_ssl_cert_login", None),
     ("management", "ssl", "port"): ("admin_port", None),
     ("management", "ssl", "ip"): ("admin_host", None),
     ("management", "ssl", "certfile"): ("admin_tls_cert", None),

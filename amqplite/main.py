@@ -15,7 +15,7 @@ async def serve(settings: Settings) -> None:
     """Run the AMQP server, its store, the links (shovels) and, when configured, the
     MQTT listener and the admin API."""
     services: list[Service] = [run_links]  # before the admin API, which shows its shovels
-    if settings.mqtt_port:
+    if settings.mqtt_port or settings.mqtt_tls_port is not None:
         from amqplite.server.mqtt import run_mqtt
 
         services.append(run_mqtt)

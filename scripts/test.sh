@@ -40,9 +40,9 @@ echo "== installing amqplite[dev,audit]"
 .venv/bin/pip install -q -e ".[dev,audit]"
 
 if command -v npm >/dev/null 2>&1; then
-  echo "== installing Node.js amqplib for the client tests"
+  echo "== installing Node.js amqplib and MQTT.js for the client tests"
   npm install --silent --no-audit --no-fund --prefix tests/node >/dev/null 2>&1 \
-    || echo "   (npm install failed: the amqplib test will be skipped)"
+    || echo "   (npm install failed: the amqplib and MQTT.js tests will be skipped)"
 fi
 
 echo "== ruff"

@@ -31,6 +31,8 @@ def test_precedence(tmp_path: Path) -> None:
     ("tls_verify_peer = true", "tls_verify_peer needs tls_ca"),
     ('tls_ca = "ca"\ntls_fail_if_no_peer_cert = true', "needs tls_verify_peer"),
     ("plain_listener = false", "leaves no listener"),
+    ("mqtt_tls_port = 8883", "mqtt_tls_port needs tls_cert and tls_key"),
+    ("mqtt_ssl_cert_login = true", "mqtt_ssl_cert_login needs tls_verify_peer"),
     ("admin_tls = true", "admin_tls needs"),
     ('auth_mechanisms = ["PLAIN", "KERBEROS"]', "auth_mechanisms must be"),
     ('ssl_options.verify = "sometimes"', "ssl_options.verify: expected verify_peer"),
@@ -124,3 +126,19 @@ def test_tls_settings_from_flags_env_and_rabbitmq_style_toml(tmp_path: Path) -> 
     assert defaults.tls_port is None and defaults.plain_listener and not defaults.admin_tls
     assert defaults.auth_mechanisms == ["PLAIN", "AMQPLAIN"]
 
+
+
+def test_mqtt_tls_settings_from_flags_env_and_rabbitmq_style_toml(tmp_path: Path) -> None:
+    f = tmp_path / "mqtts.toml"
+    f.write_text('ssl_options.certfile = "s.pem"\nssl_options.keyfile = "s.key"\n'
+                 'ssl_options.cacertfile = "ca.pem"\nssl_options.verify = "verify_peer"\n'
+                 'mqtt.listeners.ssl.default = 8883\nmqtt.ssl_cert_login = true\n')
+    s = load_settings(f, env={})
+    assert (s.mqtt_tls_port, s.mqtt_ssl_cert_login, s.tls_port) == (8883, True, None)
+    env = {"AMQPLITE_MQTT_TLS_PORT": "0", "AMQPLITE_TLS_CERT": "a", "AMQPLITE_TLS_KEY": "b",
+           "AMQPLITE_MQTT_WEBSOCKET": "false"}
+    s = load_settings(None, env=env)
+    assert (s.mqtt_tls_port, s.mqtt_ssl_cert_login, s.mqtt_websocket) == (0, False, False)
+    defaults = load_settings(None, env={})
+    assert defaults.mqtt_tls_port is None and defaults.mqtt_websocket
+    assert not defaults.mqtt_ssl_cert_login

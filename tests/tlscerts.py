@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import ssl
 from pathlib import Path
 
 import attrs
@@ -88,3 +89,11 @@ def make_pki(directory: Path, name: str = "test-ca") -> PKI:
     server = _write(directory, f"{name}-server",
                     *_signed("localhost", ca_cert, ca_key, client=False))
     return PKI(directory, ca, server, ca_cert, ca_key)
+
+
+def client_context(pki: PKI, client: CertFiles | None = None) -> ssl.SSLContext:
+    """A client's context trusting ``pki``'s CA, presenting ``client``'s certificate."""
+    ctx = ssl.create_default_context(cafile=str(pki.ca.cert))
+    if client is not None:
+        ctx.load_cert_chain(str(client.cert), str(client.key))
+    return ctx

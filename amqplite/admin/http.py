@@ -27,6 +27,7 @@ from amqplite.admin.plumbing import HTTPError, Request, Response
 from amqplite.admin.routes import ROUTES, Route, is_list
 from amqplite.admin.static import StaticFiles
 from amqplite.broker.auth import User, log_safe
+from amqplite.server.mqtt.transports import serve_websocket
 from amqplite.server.ports import PortInUse, address_in_use
 
 if TYPE_CHECKING:
@@ -96,6 +97,10 @@ class AdminApp:
                 elif msg["type"] == "lifespan.shutdown":
                     await send({"type": "lifespan.shutdown.complete"})
                     return
+        if scope["type"] == "websocket":  # MQTT over WebSockets at /ws
+            mqtt = self.server.mqtt if self.server.settings.mqtt_websocket else None
+            await serve_websocket(mqtt, scope, receive, send)
+            return
         if scope["type"] != "http":
             return
         try:

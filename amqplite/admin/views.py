@@ -268,7 +268,7 @@ def mqtt_connection_info(conn: Any) -> dict[str, Any]:
         "vhost": s.vhost if s is not None else None,
         "state": "running" if s is not None and conn.alive else "starting",
         "protocol": conn.protocol,
-        "ssl": False,
+        "ssl": conn.tls,
         "peer_host": conn.peer_host,
         "peer_port": conn.peer_port,
         "channels": 0,

@@ -435,9 +435,10 @@ class Server:
             c.force_close(320, SHUTDOWN_TEXT)
         if self.mqtt is not None:
             self.mqtt.close_all(SHUTDOWN_TEXT)
-        # each connection waits for close-ok, then lingers: both are bounded
+        # each connection waits for close-ok, then lingers: both are bounded; an MQTT
+        # client's writer sends its DISCONNECT (bounded by its FINISH_TIMEOUT)
         with trio.move_on_after(CLOSE_OK_TIMEOUT + LINGER_TIMEOUT + 1):
-            while self.connections:
+            while self.connections or (self.mqtt is not None and self.mqtt.connections):
                 await trio.sleep(0.02)
         assert self.persistence is not None
         with trio.move_on_after(30):

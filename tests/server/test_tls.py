@@ -21,7 +21,7 @@ import pika.exceptions
 import pytest
 
 from tests.brokerproc import BrokerProcess, free_port, wait_for
-from tests.tlscerts import PKI, CertFiles, make_pki
+from tests.tlscerts import PKI, client_context, make_pki
 
 pytest.importorskip("cryptography")
 
@@ -58,13 +58,6 @@ def tls_broker(pki: PKI, tls_port: int,
     assert "Traceback" not in b.log(), b.log()
 
 
-def _context(pki: PKI, client: CertFiles | None = None) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=str(pki.ca.cert))
-    if client is not None:
-        ctx.load_cert_chain(str(client.cert), str(client.key))
-    return ctx
-
-
 def _params(port: int, ctx: ssl.SSLContext, **kw: object) -> pika.ConnectionParameters:
     kw.setdefault("credentials", pika.PlainCredentials("guest", "guest"))
     return pika.ConnectionParameters(
@@ -90,7 +83,7 @@ def _round_trip(conn: pika.BlockingConnection, queue: str, body: bytes) -> None:
 
 def test_pika_over_tls_round_trip(tls_broker: BrokerProcess, tls_port: int,
                                   pki: PKI) -> None:
-    with pika.BlockingConnection(_params(tls_port, _context(pki))) as conn:
+    with pika.BlockingConnection(_params(tls_port, client_context(pki))) as conn:
         _round_trip(conn, "tls.pika", b"over TLS " * 1000)
     # the plain listener still serves beside it
     with pika.BlockingConnection(pika.URLParameters(tls_broker.url)) as conn:
@@ -103,7 +96,7 @@ def test_aio_pika_amqps(tls_broker: BrokerProcess, tls_port: int,
 
     async def main() -> bytes:
         url = f"amqps://guest:guest@localhost:{tls_port}/"
-        async with await aio_pika.connect(url, ssl_context=_context(pki), timeout=10) as conn:
+        async with await aio_pika.connect(url, ssl_context=client_context(pki), timeout=10) as conn:
             ch = await conn.channel()
             q = await ch.declare_queue("tls.aiopika", auto_delete=True)
             await ch.default_exchange.publish(aio_pika.Message(b"aio over TLS"), "tls.aiopika")
@@ -118,19 +111,19 @@ def test_aio_pika_amqps(tls_broker: BrokerProcess, tls_port: int,
 
 def test_external_login_with_a_client_certificate(tls_broker: BrokerProcess, tls_port: int,
                                                   pki: PKI) -> None:
-    ctx = _context(pki, pki.issue("app"))
+    ctx = client_context(pki, pki.issue("app"))
     params = _params(tls_port, ctx,
                      credentials=pika.credentials.ExternalCredentials())
     with pika.BlockingConnection(params) as conn:
         _round_trip(conn, "tls.external", b"cert login")
         names = httpx.get(f"https://127.0.0.1:{tls_broker.admin_port}/api/connections",
-                          auth=("guest", "guest"), verify=_context(pki), timeout=10).json()
+                          auth=("guest", "guest"), verify=client_context(pki), timeout=10).json()
         assert "app" in {c["user"] for c in names}
 
 
 def test_external_refused_for_a_certificate_naming_no_user(tls_broker: BrokerProcess, tls_port: int,
                                                            pki: PKI) -> None:
-    ctx = _context(pki, pki.issue("nobody-here"))
+    ctx = client_context(pki, pki.issue("nobody-here"))
     params = _params(tls_port, ctx,
                      credentials=pika.credentials.ExternalCredentials())
     with pytest.raises(pika.exceptions.ProbableAuthenticationError) as info:
@@ -146,10 +139,10 @@ def test_external_not_offered_without_a_trusted_certificate(tls_broker: BrokerPr
     """No certificate, or one from another CA (refused in the handshake): no EXTERNAL."""
     ext = pika.credentials.ExternalCredentials()
     with pytest.raises(pika.exceptions.AuthenticationError):
-        pika.BlockingConnection(_params(tls_port, _context(pki), credentials=ext))
+        pika.BlockingConnection(_params(tls_port, client_context(pki), credentials=ext))
     stranger = make_pki(tmp_path / "other", "other-ca").issue("app")
     with pytest.raises(pika.exceptions.AMQPConnectionError):
-        pika.BlockingConnection(_params(tls_port, _context(pki, stranger),
+        pika.BlockingConnection(_params(tls_port, client_context(pki, stranger),
                                         credentials=ext))
     wait_for(lambda: "TLS handshake failed" in tls_broker.log(), 10,
              what="the refused handshake in the log")
@@ -158,7 +151,7 @@ def test_external_not_offered_without_a_trusted_certificate(tls_broker: BrokerPr
 def test_plain_amqp_on_the_tls_port_fails_cleanly(tls_broker: BrokerProcess, tls_port: int,
                                                   pki: PKI) -> None:
     port = tls_port
-    with pika.BlockingConnection(_params(port, _context(pki))) as good:
+    with pika.BlockingConnection(_params(port, client_context(pki))) as good:
         ch = good.channel()
         ch.queue_declare("tls.survivor", auto_delete=True)
         # a raw AMQP header: the broker closes the socket, and says nothing in AMQP
@@ -179,7 +172,7 @@ def test_plain_amqp_on_the_tls_port_fails_cleanly(tls_broker: BrokerProcess, tls
 def test_admin_api_over_https_lists_the_amqps_listener(tls_broker: BrokerProcess, tls_port: int,
                                                        pki: PKI) -> None:
     url = f"https://127.0.0.1:{tls_broker.admin_port}/api/overview"
-    overview = httpx.get(url, auth=("guest", "guest"), verify=_context(pki), timeout=10).json()
+    overview = httpx.get(url, auth=("guest", "guest"), verify=client_context(pki), timeout=10).json()
     listeners = {(x["protocol"], x["port"]) for x in overview["listeners"]}
     assert ("amqp/ssl", tls_port) in listeners
     assert ("amqp", tls_broker.port) in listeners
@@ -211,8 +204,8 @@ def test_tls_only_and_a_certificate_required(pki: PKI, tmp_path: Path) -> None:
             assert time.monotonic() - started < 8
         wait_for(lambda: "no TLS handshake within 1.0s" in b.log(), 10, what="the log line")
         with pytest.raises(pika.exceptions.AMQPConnectionError):
-            pika.BlockingConnection(_params(port, _context(pki)))
-        with pika.BlockingConnection(_params(port, _context(pki, pki.issue("guest")))) as c:
+            pika.BlockingConnection(_params(port, client_context(pki)))
+        with pika.BlockingConnection(_params(port, client_context(pki, pki.issue("guest")))) as c:
             _round_trip(c, "tls.required", b"with a certificate")
         log = b.log()
         assert f"AMQPS on [{port}]" in log and "listening on port(s) []" in log

@@ -1,0 +1,108 @@
+"""An accepted ASGI WebSocket as a trio byte stream.
+
+Protocol shells read and write bytes through ``trio.abc.Stream`` (a socket, a
+TLS stream); hypercorn hands an ASGI app a WebSocket as ``receive``/``send``
+callables carrying messages. This adapter joins the two so that a shell written
+for sockets runs unchanged over a WebSocket: ``receive_some`` returns the bytes
+of binary messages in order (message boundaries are not packet boundaries, so
+the shell's incremental decoder sees one byte stream), ``send_all`` sends one
+binary message, and ``send_eof``/``aclose`` close the WebSocket normally.
+
+It knows nothing of MQTT or of the admin app; ``receive`` must already have
+given ``websocket.connect`` and the app must have sent ``websocket.accept``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+log = logging.getLogger("amqplite.websocket")
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+#: RFC 6455 close codes: a normal close; a data frame of the wrong kind
+NORMAL_CLOSURE, UNSUPPORTED_DATA = 1000, 1003
+
+
+class WebSocketStream(trio.abc.HalfCloseableStream):
+    """Binary WebSocket messages as one byte stream. A text message ends it
+    (protocols carried in binary frames, as MQTT's [MQTT-6.0.0-1], close then)."""
+
+    def __init__(self, receive: Receive, send: Send, name: str = "WebSocket") -> None:
+        self._receive = receive
+        self._send = send
+        self.name = name
+        #: what a short receive_some left of the last message
+        self._pending = memoryview(b"")
+        #: we sent websocket.close (send_eof or aclose)
+        self._sent_close = False
+        #: aclose was called: no more reading or writing here
+        self._closed = False
+        #: the peer is gone (websocket.disconnect) or broke the protocol
+        self._ended = False
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("the WebSocket stream was closed")
+        if self._sent_close or self._ended:
+            raise trio.BrokenResourceError("the WebSocket is closed")
+        if data:
+            await self._send({"type": "websocket.send", "bytes": bytes(data)})
+        else:
+            await trio.lowlevel.checkpoint()
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def send_eof(self) -> None:
+        """The close handshake's first half: what was sent is complete."""
+        if self._closed:
+            raise trio.ClosedResourceError("the WebSocket stream was closed")
+        await self._close(NORMAL_CLOSURE)
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._closed:
+            raise trio.ClosedResourceError("the WebSocket stream was closed")
+        while not self._pending:
+            if self._ended:
+                return b""
+            msg = await self._receive()
+            kind = msg.get("type")
+            if kind == "websocket.receive":
+                data = msg.get("bytes")
+                if data is None:  # a text frame: not ours to decode
+                    log.info("%s: text WebSocket message; only binary messages carry "
+                             "packets, closing", self.name)
+                    self._ended = True
+                    await self._close(UNSUPPORTED_DATA)
+                    raise trio.BrokenResourceError("text WebSocket message")
+                self._pending = memoryview(data)
+            elif kind == "websocket.disconnect":
+                self._ended = True
+        n = len(self._pending) if max_bytes is None else min(max_bytes, len(self._pending))
+        chunk, self._pending = self._pending[:n], self._pending[n:]
+        return bytes(chunk)
+
+    async def aclose(self) -> None:
+        """Close normally; without this the server would close with 1011 once the
+        app returns."""
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        self._closed = True
+        await self._close(NORMAL_CLOSURE)
+
+    async def _close(self, code: int) -> None:
+        if self._sent_close:
+            await trio.lowlevel.checkpoint()
+            return
+        self._sent_close = True
+        try:
+            await self._send({"type": "websocket.close", "code": code})
+        except Exception as exc:  # the peer went first: nothing left to close
+            log.debug("%s: close not sent: %r", self.name, exc)

@@ -1,0 +1,167 @@
+"""MQTT 5 PUBLISH properties <-> AMQP 0-9-1 basic properties (sans-I/O).
+
+As RabbitMQ 3.13's MQTT plugin converts them for AMQP 0-9-1 (``mc_mqtt``):
+
+=============================  =======================================================
+MQTT 5                         AMQP 0-9-1
+=============================  =======================================================
+QoS 0 / 1, 2                   delivery_mode 1 / 2
+Content Type                   content_type (up to 255 bytes; longer is dropped)
+Correlation Data               correlation_id when it is UTF-8 without U+0000 and at
+                               most 255 bytes, else the header ``x-correlation-id``
+Response Topic                 header ``x-reply-to-topic``, as an AMQP routing key
+User Property                  headers (string values; the first of a repeated name)
+Payload Format Indicator 1     header ``x-mqtt-payload-format-indicator`` (ours:
+                               RabbitMQ drops it for 0-9-1; kept so MQTT -> MQTT
+                               does not lose it)
+the publishing client id       header ``x-mqtt-publisher`` (ours: for No Local)
+=============================  =======================================================
+
+Back to MQTT, every other header whose value has a string form becomes a
+User Property (numbers and booleans as text; tables, arrays and non-UTF-8
+bytes are left out, as RabbitMQ does). The publisher's header is not
+forwarded. Message expiry is not mapped here.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from amqplite.protocol.codec import FieldTable, Timestamp
+from amqplite.protocol.errors import FrameSyntaxError
+from amqplite.protocol.mqtt.properties import EMPTY, Properties
+from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
+from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
+
+PUBLISHER = "x-mqtt-publisher"
+REPLY_TO_TOPIC = "x-reply-to-topic"
+CORRELATION = "x-correlation-id"
+PAYLOAD_FORMAT = "x-mqtt-payload-format-indicator"
+#: headers that are ours, never forwarded as user properties
+_OWN = frozenset((PUBLISHER, REPLY_TO_TOPIC, PAYLOAD_FORMAT))
+_MAX_SHORT = 255
+_MAX_STRING = 65_535
+
+
+def amqp_properties(qos: int, props: Properties, publisher: str) -> bytes:
+    """The AMQP basic properties of an MQTT PUBLISH (or will) from ``publisher``."""
+    headers = FieldTable()
+    for name, value in props.user_properties:
+        if name not in headers and len(name.encode()) <= _MAX_SHORT:
+            headers.set(name, value, "S")
+    content_type = props.content_type
+    if content_type is not None and len(content_type.encode()) > _MAX_SHORT:
+        content_type = None
+    correlation_id = None
+    corr = props.correlation_data
+    if corr is not None:
+        text = _short_text(corr)
+        if text is not None:
+            correlation_id = text
+        else:
+            headers.set(CORRELATION, corr, "S")
+    if props.response_topic is not None:
+        headers.set(REPLY_TO_TOPIC, topic_to_routing_key(props.response_topic), "S")
+    if props.payload_format_indicator == 1:
+        headers.set(PAYLOAD_FORMAT, 1, "b")
+    headers.set(PUBLISHER, publisher, "S")  # last: a user property cannot forge it
+    return encode_properties(BasicProperties(
+        content_type=content_type, headers=headers, delivery_mode=2 if qos else 1,
+        correlation_id=correlation_id))
+
+
+def _short_text(data: bytes) -> str | None:
+    if len(data) > _MAX_SHORT or b"\x00" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def mqtt_properties(raw: bytes) -> tuple[Properties, str | None]:
+    """(MQTT 5 PUBLISH properties, publishing MQTT client id or None) of a message's
+    AMQP properties. Cached: a fan-out delivers one ``raw`` to many sessions."""
+    try:
+        p = decode_properties(raw)
+    except FrameSyntaxError:  # checked at publish; never expected here
+        return EMPTY, None
+    headers = p.headers or {}
+    publisher = headers.get(PUBLISHER)
+    user: list[tuple[str, str]] = []
+    corr: bytes | None = None
+    if p.correlation_id is not None:
+        corr = p.correlation_id.encode("utf-8", "surrogateescape")
+    response_topic = None
+    for name, value in headers.items():
+        if name in _OWN:
+            if name == REPLY_TO_TOPIC and isinstance(value, str):
+                response_topic = _response_topic(value)
+            continue
+        if name == CORRELATION and corr is None and isinstance(value, str | bytes):
+            corr = value.encode() if isinstance(value, str) else value
+            continue
+        text = _as_text(value)
+        if text is not None and _mqtt_string(name):
+            user.append((name, text))
+    content_type = p.content_type
+    if content_type is not None and not _mqtt_string(content_type):
+        content_type = None
+    if corr is not None and len(corr) > _MAX_STRING:
+        corr = None
+    fmt = headers.get(PAYLOAD_FORMAT)
+    if not user and content_type is None and corr is None and response_topic is None and fmt != 1:
+        return EMPTY, publisher if isinstance(publisher, str) else None
+    props = Properties(
+        payload_format_indicator=1 if fmt == 1 else None,
+        content_type=content_type,
+        response_topic=response_topic,
+        correlation_data=corr,
+        user_properties=tuple(user),
+    )
+    return props, publisher if isinstance(publisher, str) else None
+
+
+def publisher_of(raw: bytes) -> str | None:
+    """The MQTT client id that published a message (None: AMQP, or unknown)."""
+    return mqtt_properties(raw)[1]
+
+
+def _response_topic(routing_key: str) -> str | None:
+    topic = routing_key_to_topic(routing_key)
+    if not topic or "+" in topic or "#" in topic or not _mqtt_string(topic):
+        return None  # an AMQP wildcard is no topic name
+    return topic
+
+
+def _mqtt_string(text: str) -> bool:
+    """Can ``text`` go out as an MQTT UTF-8 string (no U+0000, no surrogates)?"""
+    if "\x00" in text:
+        return False
+    try:
+        return len(text.encode("utf-8")) <= _MAX_STRING
+    except UnicodeEncodeError:
+        return False
+
+
+def _as_text(value: Any) -> str | None:
+    """A header value's string form for a user property, or None (RabbitMQ's rules)."""
+    if isinstance(value, str):
+        return value if _mqtt_string(value) else None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Timestamp):
+        return str(int(value))
+    if isinstance(value, int | float):
+        return str(value)
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return text if _mqtt_string(text) else None
+    return None  # tables, arrays, decimals, datetimes

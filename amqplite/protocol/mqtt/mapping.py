@@ -26,6 +26,7 @@ forwarded. Message expiry is not mapped here.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 from amqplite.protocol.codec import FieldTable, Timestamp
@@ -88,7 +89,7 @@ def mqtt_properties(raw: bytes) -> tuple[Properties, str | None]:
         p = decode_properties(raw)
     except FrameSyntaxError:  # checked at publish; never expected here
         return EMPTY, None
-    headers = p.headers or {}
+    headers: Mapping[str, Any] = p.headers or {}
     publisher = headers.get(PUBLISHER)
     user: list[tuple[str, str]] = []
     corr: bytes | None = None

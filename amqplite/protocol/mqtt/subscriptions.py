@@ -72,6 +72,8 @@ def binding_args(opts: SubOptions, member: str | None = None) -> dict[str, Any] 
 def options_of(args: Mapping[str, Any] | None, qos: int = 0) -> SubOptions:
     """The options stored by :func:`binding_args` (``qos`` when they do not say)."""
     table = (args or {}).get(OPTS_ARG)
+    if isinstance(table, tuple):  # as a binding keeps it (broker.exchanges.freeze_args)
+        table = dict(table)
     if not isinstance(table, Mapping):
         return SubOptions(qos)
     ident = table.get("id")

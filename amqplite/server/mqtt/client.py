@@ -28,18 +28,22 @@ from amqplite.protocol.mqtt.events import (
     SubscribeReceived,
     UnsubscribeReceived,
 )
+from amqplite.protocol.mqtt.mapping import amqp_properties
 from amqplite.protocol.mqtt.packets import MQTT_5, Will
+from amqplite.protocol.mqtt.properties import EMPTY, Properties
+from amqplite.protocol.mqtt.subscriptions import ADMIT
 from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
 from amqplite.protocol.properties import delivery_mode_of
+from amqplite.server.mqtt import options, shared
 from amqplite.server.mqtt.common import (
     FINISH_TIMEOUT,
     LIMITS,
-    PROPS,
     PUBLISH_CH,
     QOS0_CH,
     QOS1_CH,
     RECV_SIZE,
     WRITE_HIGH_WATER,
+    queue_name,
     refused,
 )
 from amqplite.server.mqtt.subscriptions import Subscriptions
@@ -208,7 +212,7 @@ class MQTTClient:
             if t is PublishReceived:
                 assert isinstance(ev, PublishReceived)
                 self._publish(ev.publish.topic, ev.publish.payload, ev.publish.qos,
-                              ev.publish.packet_id, ev.publish.retain)
+                              ev.publish.packet_id, ev.publish.retain, ev.publish.properties)
             elif t is PubAckReceived:
                 assert isinstance(ev, PubAckReceived)
                 tag = self._tags.pop(ev.packet_id, None)
@@ -264,7 +268,8 @@ class MQTTClient:
         b.confirm_select(self.channels[PUBLISH_CH])
         subs = self.subs = Subscriptions(b, self.proto, s, self.channels, ev.client_id,
                                          self.persistent, listener.settings.mqtt_exchange,
-                                         self.name, listener.committed, self.flush)
+                                         self.name, listener.committed, self.flush,
+                                         listener.groups)
         pubrel = listener.awaiting_pubrel.pop(ev.client_id, frozenset())
         kept: list[int] = []
         for qos in (0, 1):
@@ -273,6 +278,9 @@ class MQTTClient:
                     subs.delete_queue(qos)
                 else:
                     kept.append(qos)
+                    options.load(subs, queue_name(ev.client_id, qos), qos)
+        if c.clean_start:
+            listener.groups.leave(login.vhost, ev.client_id)
         cid = ev.client_id
         if self.persistent:  # its row says so across a restart
             listener.stored.add(cid)
@@ -283,12 +291,13 @@ class MQTTClient:
         await listener.committed()
         if self.session is not s or self.proto.closed:  # taken over meanwhile
             return
-        self.proto.accept(session_present=bool(kept))
+        self.proto.accept(session_present=bool(kept or listener.groups.queues_of(s.vhost, cid)))
         if not c.clean_start and pubrel:
             self.proto.resume((), pubrel)
         self._ka_wake.set()  # the keep-alive deadline starts now
         for qos in kept:  # deliveries only after CONNACK
             subs.consume(qos)
+        shared.resume(subs)
 
     def take_over(self) -> None:
         """Another connection with our client id arrived: we go now, with our will
@@ -319,9 +328,12 @@ class MQTTClient:
         will, self.will = self.will, None
         if will is not None:
             try:
-                self._publish(will.topic, will.payload, will.qos, None, will.retain)
+                self._publish(will.topic, will.payload, will.qos, None, will.retain,
+                              will.properties)
             except Exception:
                 log.exception("MQTT %s: will publication failed", self.name)
+        if self.subs is not None and not self.persistent:
+            shared.end(self.subs)  # a clean session leaves its groups
         self.session = None
         self.channels = {}
         if self.subs is not None:
@@ -338,11 +350,13 @@ class MQTTClient:
 
     # ------------------------------------------------------------ publish
     def _publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None,
-                 retain: bool = False) -> None:
-        """Into the broker's publish path; QoS 1/2 are acknowledged by the confirm."""
+                 retain: bool = False, properties: Properties = EMPTY) -> None:
+        """Into the broker's publish path; QoS 1/2 are acknowledged by the confirm. The
+        MQTT 5 properties map to AMQP ones, with the publisher (mapping.py)."""
         ch = self.channels.get(PUBLISH_CH)
         if ch is None:
             return
+        amqp_props = amqp_properties(qos, properties, self.client_id)
         st = ch.confirms
         assert st is not None
         seq = st.next_seq
@@ -364,7 +378,7 @@ class MQTTClient:
                 rs = None
         try:
             self.broker.basic_publish(ch, self.listener.settings.mqtt_exchange,
-                                      topic_to_routing_key(topic), PROPS[qos], payload)
+                                      topic_to_routing_key(topic), amqp_props, payload)
         except AMQPError as exc:
             log.info("MQTT %s: publish to %r refused: %s", self.name, topic, exc)
             if packet_id is not None and self.proto.version >= MQTT_5:
@@ -376,7 +390,7 @@ class MQTTClient:
         if rs is not None:
             kept = mqtt_retained.retain(self.broker.retained, rs, self.broker.new_message_key(),
                                         topic, self.listener.settings.mqtt_exchange,
-                                        topic_to_routing_key(topic), PROPS[qos], payload)
+                                        topic_to_routing_key(topic), amqp_props, payload)
             if kept:  # its row commits before the confirm (PUBACK), as a queue entry's
                 st.stored = True
         if packet_id is not None:
@@ -415,11 +429,13 @@ class MQTTClient:
         qos = 1 if ch.number == QOS1_CH and delivery_mode_of(props) == 2 else 0
         topic = routing_key_to_topic(message.routing_key)
         out = None
-        if topic.startswith("$") and (self.subs is None or not self.subs.dollar_match(ch, topic)):
-            pass  # [MQTT-4.7.2-1]: only a filter not starting with a wildcard gets it
-        else:
+        props = bytes(props)
+        verdict = ADMIT if self.subs is None else self.subs.admit(ch, consumer_tag, props, topic)
+        if verdict.deliver:  # else no-local, or a $ topic's wildcard [MQTT-4.7.2-1]: acked
+            mqtt_props = options.outbound(props, verdict) if self.proto.version >= MQTT_5 else EMPTY
             try:
-                out = self.proto.send_publish(topic, bytes(message.body), qos)
+                out = self.proto.send_publish(topic, bytes(message.body), qos,
+                                              properties=mqtt_props)
             except FlowControlError:  # prefetch keeps us inside the window; never expected
                 log.warning("MQTT %s: receive maximum reached", self.name)
         if ch.number == QOS1_CH:

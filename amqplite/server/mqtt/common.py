@@ -11,9 +11,8 @@ RECV_SIZE = 64 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: after the connection ends, how long the writer may take to send what is queued
 FINISH_TIMEOUT = 2.0
-#: what this shell does not offer yet (issue 23): advertised to MQTT 5 clients
-LIMITS = ServerLimits(shared_subscription_available=False,
-                      subscription_identifier_available=False)
+#: what this shell offers, advertised to MQTT 5 clients in the CONNACK
+LIMITS = ServerLimits()
 #: channel numbers of a client's broker session
 PUBLISH_CH, QOS0_CH, QOS1_CH = 1, 2, 3
 #: AMQP properties of an MQTT message by its QoS: QoS 1/2 are persistent

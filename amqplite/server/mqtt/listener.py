@@ -18,6 +18,7 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.server.mqtt.client import MQTTClient
 from amqplite.server.mqtt.common import queue_name
+from amqplite.server.mqtt.shared import SharedGroups
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession
@@ -74,6 +75,8 @@ class MQTTListener:
         self.ports: list[int] = []
         #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
         self.quota_logged: set[str] = set()
+        #: members of the shared subscriptions' queues (shared.py)
+        self.groups = SharedGroups(broker, settings.mqtt_exchange)
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
@@ -91,6 +94,7 @@ class MQTTListener:
                 gone = now - (st.disconnected_at if st.disconnected_at is not None else now)
                 self.expire_later(st.vhost, st.client_id, st.expiry, max(0.0, gone))
             self._recovered = []
+            self.execute(self.groups.recover, set(self.stored))
             task_status.started(self.ports)
             await trio.serve_listeners(self._handle, listeners)
 
@@ -128,6 +132,7 @@ class MQTTListener:
             q = None if vh is None else vh.queues.get(queue_name(client_id, qos))
             if vh is not None and q is not None:
                 b.delete_queue(vh, q)
+        self.groups.leave(vhost, client_id)
         self.stored.discard(client_id)
         b.store_ops.append(DeleteMQTTSession(client_id))
 

@@ -17,12 +17,11 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import FlowControlError, MQTTConnection
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.events import SubscribeReceived, UnsubscribeReceived
-from amqplite.protocol.mqtt.topics import (
-    binding_key_to_filter,
-    filter_to_binding_key,
-    matches,
-)
+from amqplite.protocol.mqtt.subscriptions import Admission, SubOptions, SubscriptionTable
+from amqplite.protocol.mqtt.topics import filter_to_binding_key
+from amqplite.server.mqtt import options, shared
 from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, queue_name, refused
+from amqplite.server.mqtt.shared import SharedGroups
 
 log = logging.getLogger("amqplite.mqtt")
 
@@ -45,9 +44,15 @@ class Subscriptions:
     committed: Callable[[], Awaitable[None]]
     #: wakes the connection's writer
     flush: Callable[[], None]
+    #: the listener's index of shared subscription members
+    groups: SharedGroups
 
     #: set when the session ends: what an await left pending is not sent
     ended: bool = False
+    #: the options of each subscription, by queue and filter (options.py)
+    table: SubscriptionTable = attrs.Factory(SubscriptionTable)
+    #: consumer tag -> shared queue this session consumes
+    shared_tags: dict[str, str] = attrs.Factory(dict)
 
     def queue_exists(self, qos: int) -> bool:
         vh = self.broker.vhosts.get(self.session.vhost)
@@ -78,10 +83,9 @@ class Subscriptions:
         b.start_consumer(ch, tag)
 
     async def subscribe(self, ev: SubscribeReceived) -> None:
-        """Bind each filter to the queue of its (granted) QoS, unbind it from the other.
-        RabbitMQ grants at most QoS 1; a shared subscription is not offered yet."""
-        b = self.broker
-        exchange = self.exchange
+        """Bind each filter to the queue of its (granted) QoS with its options, unbind it
+        from the other; a shared one joins its group's queue. RabbitMQ grants at most
+        QoS 1."""
         codes: list[int] = []
         #: (filter, granted QoS) of the retained messages owed after the SUBACK
         owed: list[tuple[str, int]] = []
@@ -89,21 +93,23 @@ class Subscriptions:
             if req.reason_code or req.parsed is None:
                 codes.append(req.reason_code or ReasonCode.TOPIC_FILTER_INVALID)
                 continue
-            if req.parsed.share_group is not None:
-                codes.append(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
-                continue
             qos = min(req.qos, 1)
             key = filter_to_binding_key(req.parsed.topic_filter)
-            if req.retain_handling == 0 or (req.retain_handling == 1
-                                            and not self.subscribed(key)):
-                owed.append((req.parsed.topic_filter, qos))
+            shared_sub = req.parsed.share_group is not None
+            if not shared_sub and (req.retain_handling == 0 or (
+                    req.retain_handling == 1 and not self.subscribed(key))):
+                owed.append((req.parsed.topic_filter, qos))  # never for shared ones (4.8.2)
             try:
+                if shared_sub:
+                    codes.append(shared.subscribe(self, req, ev.subscription_identifier))
+                    continue
                 self.declare(qos)
-                b.queue_bind(self.channels[QOS0_CH], queue_name(self.client_id, qos),
-                             exchange, key)
+                opts = SubOptions(qos, req.no_local, req.retain_as_published,
+                                  ev.subscription_identifier)
+                options.bind(self, queue_name(self.client_id, qos), req.parsed.topic_filter, opts)
                 if self.queue_exists(1 - qos):
-                    b.queue_bind(self.channels[QOS0_CH], queue_name(self.client_id, 1 - qos),
-                                 exchange, key, unbind=True)
+                    options.unbind(self, queue_name(self.client_id, 1 - qos),
+                                   req.parsed.topic_filter)
             except AMQPError as exc:
                 log.info("MQTT %s: subscription to %r refused: %s", self.name,
                          req.topic_filter, exc)
@@ -147,32 +153,23 @@ class Subscriptions:
         self.flush()
 
     async def unsubscribe(self, ev: UnsubscribeReceived) -> None:
-        exchange = self.exchange
         codes: list[int] = []
         for parsed in ev.parsed:
             if parsed is None:
                 codes.append(ReasonCode.TOPIC_FILTER_INVALID)
                 continue
-            key = filter_to_binding_key(parsed.topic_filter)
-            for qos in (0, 1):
-                with contextlib.suppress(AMQPError):
-                    self.broker.queue_bind(self.channels[QOS0_CH],
-                                           queue_name(self.client_id, qos), exchange, key,
-                                           unbind=True)
-            codes.append(0)
+            found = False
+            with contextlib.suppress(AMQPError):
+                if parsed.share_group is not None:
+                    found = shared.unsubscribe(self, parsed.share_group, parsed.topic_filter)
+                else:
+                    for qos in (0, 1):
+                        found |= options.unbind(self, queue_name(self.client_id, qos),
+                                                parsed.topic_filter)
+            codes.append(0 if found else ReasonCode.NO_SUBSCRIPTION_EXISTED)
         await self.committed()
         self.proto.send_unsuback(ev.packet_id, codes)
 
-    def dollar_match(self, ch: ChannelState, topic: str) -> bool:
-        """Does a subscription of the delivering queue match a ``$`` topic under MQTT's
-        rule? The AMQP topic exchange routed it by ``#``/``*`` alone."""
-        vh = self.broker.vhosts.get(self.session.vhost)
-        if vh is None:
-            return False
-        qos = 0 if ch.number == QOS0_CH else 1
-        exchange = self.exchange
-        for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ()):
-            if b.source == exchange and matches(binding_key_to_filter(b.routing_key), topic):
-                return True
-        return False
-
+    def admit(self, ch: ChannelState, consumer_tag: str, props: bytes, topic: str) -> Admission:
+        """Does a delivery go to the client (no-local, the ``$`` rule; options.py)?"""
+        return options.admit(self, ch, consumer_tag, props, topic)

@@ -11,6 +11,8 @@ from typing import Any
 
 import pika
 import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from tests.brokerproc import BrokerProcess, wait_for
 from tests.server.mqttclient import (
@@ -169,5 +171,24 @@ def test_mqtt5_properties_reach_mqtt5(mb: BrokerProcess) -> None:
     assert (p.ContentType, p.PayloadFormatIndicator) == ("text/plain", 1)
     assert (p.CorrelationData, p.ResponseTopic) == (b"\x00\x01", "back/here")
     assert p.UserProperty == [("a", "1"), ("b", "2")]
+    sub.close()
+    pub.close()
+
+
+def test_retained_message_keeps_its_properties(mb: BrokerProcess) -> None:
+    """A retained message sent on a new subscription carries its MQTT 5 properties and
+    the identifier of that subscription."""
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    base = new_id()
+    pub = _client(port)
+    p = Properties(PacketTypes.PUBLISH)
+    p.ContentType = "text/plain"
+    p.UserProperty = [("unit", "C")]
+    pub.c.publish(f"{base}/temp", b"21", 1, retain=True, properties=p).wait_for_publish(15)
+    sub = _client(port)
+    assert subscribe(sub, f"{base}/+", 1, identifier=11) == [1]
+    m = sub.get()
+    assert (m.payload, m.retain, _ids(m)) == (b"21", True, [11])
+    assert (m.properties.ContentType, m.properties.UserProperty) == ("text/plain", [("unit", "C")])
     sub.close()
     pub.close()

@@ -20,7 +20,8 @@ from amqplite.broker.exchanges import Binding
 from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.model import ChannelState
 from amqplite.protocol.mqtt.mapping import mqtt_properties, publisher_of
-from amqplite.protocol.mqtt.properties import Properties
+from amqplite.protocol.mqtt.packets import MQTT_5
+from amqplite.protocol.mqtt.properties import EMPTY, Properties
 from amqplite.protocol.mqtt.subscriptions import (
     Admission,
     SubOptions,
@@ -104,3 +105,11 @@ def outbound(props: bytes, verdict: Admission) -> Properties:
     if not verdict.identifiers:
         return mapped
     return attrs.evolve(mapped, subscription_identifiers=verdict.identifiers)
+
+
+def retained_properties(subs: Subscriptions, props: bytes, identifier: int | None) -> Properties:
+    """A retained message's MQTT 5 properties, with the identifier of the subscription
+    it is sent for (MQTT-3.3.4-3)."""
+    if subs.proto.version < MQTT_5:
+        return EMPTY
+    return outbound(bytes(props), Admission(True, () if identifier is None else (identifier,)))

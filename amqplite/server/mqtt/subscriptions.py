@@ -120,7 +120,7 @@ class Subscriptions:
         await self.committed()  # a SUBACK means the subscription is stored
         self.proto.send_suback(ev.packet_id, codes)
         for topic_filter, qos in owed:
-            self.send_retained(topic_filter, qos)
+            self.send_retained(topic_filter, qos, ev.subscription_identifier)
 
     def subscribed(self, key: str) -> bool:
         """Is ``key`` already bound to one of our queues (retain handling 1)?"""
@@ -132,7 +132,7 @@ class Subscriptions:
                    for qos in (0, 1)
                    for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ()))
 
-    def send_retained(self, topic_filter: str, qos: int) -> None:
+    def send_retained(self, topic_filter: str, qos: int, identifier: int | None = None) -> None:
         """A new subscription receives the retained messages its filter matches, with
         the retain flag set ([MQTT-3.3.1-6]; also under retain-as-published 0,
         [MQTT-3.3.1-12] is about live forwarding). They go straight to the client,
@@ -146,7 +146,9 @@ class Subscriptions:
             m = r.message
             q = min(qos, 1 if m.persistent else 0)
             try:  # a QoS 1 one's PUBACK finds no delivery tag in _tags: nothing to ack
-                self.proto.send_publish(r.key, bytes(m.body or b""), q, retain=True)
+                self.proto.send_publish(r.key, bytes(m.body or b""), q, retain=True,
+                                        properties=options.retained_properties(
+                                            self, m.properties_raw, identifier))
             except FlowControlError:
                 log.info("MQTT %s: retained %r not sent: receive maximum reached",
                          self.name, r.key)

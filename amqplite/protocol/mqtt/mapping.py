@@ -74,13 +74,22 @@ def amqp_properties(qos: int, props: Properties, publisher: str) -> bytes:
         correlation_id=correlation_id))
 
 
+#: the properties of publishes without MQTT 5 properties -> their publisher: most
+#: deliveries are of these, and a lookup is much cheaper than a decode
+_PLAIN: dict[bytes, str] = {}
+
+
 @functools.lru_cache(maxsize=65_536)
 def _plain(persistent: bool, publisher: str) -> bytes:
     """A publish without MQTT 5 properties: the same bytes for every one of a client's."""
     headers = FieldTable()
     headers.set(PUBLISHER, publisher, "S")
-    return encode_properties(BasicProperties(headers=headers,
-                                             delivery_mode=2 if persistent else 1))
+    raw = encode_properties(BasicProperties(headers=headers,
+                                            delivery_mode=2 if persistent else 1))
+    if len(_PLAIN) >= 65_536:
+        _PLAIN.clear()
+    _PLAIN[raw] = publisher
+    return raw
 
 
 def _short_text(data: bytes) -> str | None:
@@ -96,12 +105,15 @@ def _short_text(data: bytes) -> str | None:
 def mqtt_properties(raw: bytes) -> tuple[Properties, str | None]:
     """(MQTT 5 PUBLISH properties, publishing MQTT client id or None) of a message's
     AMQP properties. Cached: a fan-out delivers one ``raw`` to many sessions."""
+    publisher = _PLAIN.get(raw)
+    if publisher is not None:
+        return EMPTY, publisher
     try:
         p = decode_properties(raw)
     except FrameSyntaxError:  # checked at publish; never expected here
         return EMPTY, None
     headers: Mapping[str, Any] = p.headers or {}
-    publisher = headers.get(PUBLISHER)
+    sender = headers.get(PUBLISHER)
     user: list[tuple[str, str]] = []
     corr: bytes | None = None
     if p.correlation_id is not None:
@@ -125,7 +137,7 @@ def mqtt_properties(raw: bytes) -> tuple[Properties, str | None]:
         corr = None
     fmt = headers.get(PAYLOAD_FORMAT)
     if not user and content_type is None and corr is None and response_topic is None and fmt != 1:
-        return EMPTY, publisher if isinstance(publisher, str) else None
+        return EMPTY, sender if isinstance(sender, str) else None
     props = Properties(
         payload_format_indicator=1 if fmt == 1 else None,
         content_type=content_type,
@@ -133,7 +145,7 @@ def mqtt_properties(raw: bytes) -> tuple[Properties, str | None]:
         correlation_data=corr,
         user_properties=tuple(user),
     )
-    return props, publisher if isinstance(publisher, str) else None
+    return props, sender if isinstance(sender, str) else None
 
 
 def publisher_of(raw: bytes) -> str | None:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+import amqplite.server.mqtt.options as options
+import amqplite.server.mqtt.shared as shared
 from amqplite.broker import mqtt_retained
 from amqplite.broker.model import ChannelState, Session
 from amqplite.broker.retained import RetainedSet
@@ -34,7 +36,6 @@ from amqplite.protocol.mqtt.properties import EMPTY, Properties
 from amqplite.protocol.mqtt.subscriptions import ADMIT
 from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
 from amqplite.protocol.properties import delivery_mode_of
-from amqplite.server.mqtt import options, shared
 from amqplite.server.mqtt.common import (
     FINISH_TIMEOUT,
     LIMITS,

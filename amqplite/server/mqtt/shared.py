@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+import amqplite.server.mqtt.options as options
 from amqplite.broker.core import Broker
 from amqplite.protocol.mqtt.events import SubscribeRequest
 from amqplite.protocol.mqtt.subscriptions import (
@@ -30,7 +31,6 @@ from amqplite.protocol.mqtt.subscriptions import (
     shared_queue_name,
 )
 from amqplite.protocol.mqtt.topics import binding_key_to_filter
-from amqplite.server.mqtt import options
 from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH
 
 if TYPE_CHECKING:

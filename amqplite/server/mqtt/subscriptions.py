@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 
+import amqplite.server.mqtt.options as options
+import amqplite.server.mqtt.shared as shared
 from amqplite.broker import mqtt_retained
 from amqplite.broker.core import Broker
 from amqplite.broker.model import ChannelState, Session
@@ -19,7 +21,6 @@ from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.events import SubscribeReceived, UnsubscribeReceived
 from amqplite.protocol.mqtt.subscriptions import Admission, SubOptions, SubscriptionTable
 from amqplite.protocol.mqtt.topics import filter_to_binding_key
-from amqplite.server.mqtt import options, shared
 from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, queue_name, refused
 from amqplite.server.mqtt.shared import SharedGroups
 

@@ -12,7 +12,14 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from tests.brokerproc import wait_for
-from tests.server.mqttclient import TIMEOUT, Client
+from tests.server.mqttclient import TIMEOUT, V5, Client, new_id
+
+
+def connected(port: int, version: int = V5, **kw: Any) -> Client:
+    """A connected client (a fresh client id unless ``client_id`` is given)."""
+    c = Client(port, kw.pop("client_id", None) or new_id(), version, **kw)
+    assert c.connect()[0] == 0
+    return c
 
 
 def subscribe(c: Client, topic: str, qos: int, *, no_local: bool = False,

@@ -35,18 +35,13 @@ from tests.server.mqttclient import (
     new_id,
     running_broker,
 )
-from tests.server.subhelpers import collect, publish
+from tests.server.subhelpers import collect, connected, publish
 
 
 @pytest.fixture(scope="module")
 def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     yield from running_broker(tmp_path_factory.mktemp("mqtt-shared"))
 
-
-def _client(port: int, version: int = V5, **kw: object) -> Client:
-    c = Client(port, new_id(), version, **kw)  # type: ignore[arg-type]
-    assert c.connect()[0] == 0
-    return c
 
 
 def _exists(b: BrokerProcess, queue: str) -> bool:
@@ -60,11 +55,11 @@ def test_members_share_the_messages(mb: BrokerProcess) -> None:
     that together are every message; the queue is visible under its name."""
     port = mb.mqtt_port  # type: ignore[attr-defined]
     base = new_id()
-    members = [_client(port, V5), _client(port, V5), _client(port, V311)]
+    members = [connected(port, V5), connected(port, V5), connected(port, V311)]
     for m in members:
         assert m.subscribe(f"$share/workers/{base}/#", 1) == [1]
     assert _exists(mb, shared_queue_name("workers", f"{base}/#"))
-    pub = _client(port)
+    pub = connected(port)
     sent = [b"m%d" % i for i in range(30)]
     for i, body in enumerate(sent):
         publish(pub, f"{base}/job/{i % 3}", body, 1)
@@ -86,9 +81,9 @@ def test_member_leaving_loses_nothing(mb: BrokerProcess) -> None:
     assert isinstance(raw.recv(), ConnAck)
     raw.send(Subscribe(1, (Subscription(topic_filter, 1),)))
     assert raw.recv() == SubAck(1, (1,))
-    other = _client(port)
+    other = connected(port)
     assert other.subscribe(topic_filter, 1) == [1]
-    pub = _client(port)
+    pub = connected(port)
     sent = {b"n%d" % i for i in range(20)}
     for body in sorted(sent):
         publish(pub, f"{base}/x", body, 1)
@@ -104,7 +99,7 @@ def test_member_leaving_loses_nothing(mb: BrokerProcess) -> None:
 def test_amqp_publisher_reaches_the_group(mb: BrokerProcess) -> None:
     port = mb.mqtt_port  # type: ignore[attr-defined]
     base = new_id()
-    members = [_client(port), _client(port, V311)]
+    members = [connected(port), connected(port, V311)]
     for m in members:
         assert m.subscribe(f"$share/svc/{base}/+", 1) == [1]
     conn = pika.BlockingConnection(pika.URLParameters(mb.url))
@@ -124,9 +119,9 @@ def test_amqp_publisher_reaches_the_group(mb: BrokerProcess) -> None:
 def test_no_retained_message_on_a_shared_subscription(mb: BrokerProcess) -> None:
     port = mb.mqtt_port  # type: ignore[attr-defined]
     base = new_id()
-    pub = _client(port)
+    pub = connected(port)
     pub.c.publish(f"{base}/r", b"retained", 1, retain=True).wait_for_publish(15)
-    member = _client(port)
+    member = connected(port)
     assert member.subscribe(f"$share/g/{base}/#", 1) == [1]
     publish(pub, f"{base}/r", b"live", 1)
     assert member.get().payload == b"live"  # the retained one was not sent before it
@@ -149,7 +144,7 @@ def test_queue_lives_while_a_member_does(mb: BrokerProcess) -> None:
     port = mb.mqtt_port  # type: ignore[attr-defined]
     base = new_id()
     name = shared_queue_name("life", f"{base}/#")
-    a, b = _client(port), _client(port, V311)
+    a, b = connected(port), connected(port, V311)
     for m in (a, b):
         assert m.subscribe(f"$share/life/{base}/#", 0) == [0]
     a.unsubscribe(f"$share/life/{base}/#")
@@ -176,7 +171,7 @@ def test_persistent_member_survives_kill_9(tmp_path: Path) -> None:
         assert isinstance(transient.recv(), ConnAck)
         transient.send(Subscribe(1, (Subscription(f"$share/k/{base}/#", 1),)))
         assert transient.recv() == SubAck(1, (1,))
-        pub = _client(port)
+        pub = connected(port)
         sent = [b"k%d" % i for i in range(10)]
         for body in sent:
             publish(pub, f"{base}/t", body, 1)

@@ -24,7 +24,7 @@ from tests.server.mqttclient import (
     new_id,
     running_broker,
 )
-from tests.server.subhelpers import publish, subscribe
+from tests.server.subhelpers import connected, publish, subscribe
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +39,6 @@ def amqp(mb: BrokerProcess) -> Iterator[Any]:
     c.close()
 
 
-def _client(port: int, version: int = V5, **kw: Any) -> Client:
-    c = Client(port, kw.pop("client_id", None) or new_id(), version, **kw)
-    assert c.connect()[0] == 0
-    return c
-
 
 def _ids(m: Any) -> list[int]:
     return sorted(getattr(m.properties, "SubscriptionIdentifier", None) or [])
@@ -52,11 +47,11 @@ def _ids(m: Any) -> list[int]:
 def test_subscription_identifiers_of_every_matching_subscription(mb: BrokerProcess) -> None:
     port = mb.mqtt_port  # type: ignore[attr-defined]
     base = new_id()
-    sub = _client(port)
+    sub = connected(port)
     assert subscribe(sub, f"{base}/+", 1, identifier=5) == [1]
     assert subscribe(sub, f"{base}/#", 1, identifier=9) == [1]
     assert subscribe(sub, f"{base}/plain/+", 1) == [1]
-    pub = _client(port)
+    pub = connected(port)
     publish(pub, f"{base}/a", b"both", 1)
     publish(pub, f"{base}/a/b", b"one", 1)
     publish(pub, f"{base}/plain/x", b"no id of its own", 1)
@@ -76,9 +71,9 @@ def test_no_local(mb: BrokerProcess) -> None:
     client's do; an overlapping subscription without no-local still gets them."""
     port = mb.mqtt_port  # type: ignore[attr-defined]
     base = new_id()
-    me = _client(port)
+    me = connected(port)
     assert subscribe(me, f"{base}/#", 1, no_local=True) == [1]
-    other = _client(port, V311)
+    other = connected(port, V311)
     publish(me, f"{base}/mine", b"own", 1)
     publish(other, f"{base}/theirs", b"foreign", 1)
     assert me.get().payload == b"foreign"  # the own one, published first, was dropped
@@ -98,7 +93,7 @@ def test_options_survive_kill_9(tmp_path: Path) -> None:
     port = b.mqtt_port  # type: ignore[attr-defined]
     try:
         base, cid = new_id(), new_id()
-        sub = _client(port, client_id=cid, clean=False, session_expiry=3600)
+        sub = connected(port, client_id=cid, clean=False, session_expiry=3600)
         assert subscribe(sub, f"{base}/#", 1, identifier=42, no_local=True) == [1]
         sub.close()
         b.kill()
@@ -107,7 +102,7 @@ def test_options_survive_kill_9(tmp_path: Path) -> None:
         back = Client(port, cid, V5, clean=False, session_expiry=3600)
         assert back.connect() == (0, True)
         publish(back, f"{base}/own", b"dropped", 1)
-        pub = _client(port)
+        pub = connected(port)
         publish(pub, f"{base}/t", b"kept", 1)
         got = back.get()
         assert (got.payload, _ids(got)) == (b"kept", [42])
@@ -121,7 +116,7 @@ def test_mqtt5_properties_reach_amqp(mb: BrokerProcess, amqp: Any) -> None:
     q = amqp.queue_declare("", exclusive=True).method.queue
     base = new_id()
     amqp.queue_bind(q, "amq.topic", f"{base}.#")
-    pub = _client(mb.mqtt_port)  # type: ignore[attr-defined]
+    pub = connected(mb.mqtt_port)  # type: ignore[attr-defined]
     publish(pub, f"{base}/req", b"{}", 1, ContentType="application/json",
             CorrelationData=b"corr-1", ResponseTopic=f"{base}/replies",
             PayloadFormatIndicator=1, UserProperty=[("k", "v"), ("tenant", "acme")])
@@ -143,7 +138,7 @@ def test_mqtt5_properties_reach_amqp(mb: BrokerProcess, amqp: Any) -> None:
 
 def test_amqp_properties_reach_mqtt5(mb: BrokerProcess, amqp: Any) -> None:
     base = new_id()
-    sub = _client(mb.mqtt_port)  # type: ignore[attr-defined]
+    sub = connected(mb.mqtt_port)  # type: ignore[attr-defined]
     assert sub.subscribe(f"{base}/#", 1) == [1]
     amqp.basic_publish("amq.topic", f"{base}.rpc", b"hello", pika.BasicProperties(
         content_type="text/plain", correlation_id="c-7", delivery_mode=2,
@@ -161,9 +156,9 @@ def test_amqp_properties_reach_mqtt5(mb: BrokerProcess, amqp: Any) -> None:
 def test_mqtt5_properties_reach_mqtt5(mb: BrokerProcess) -> None:
     port = mb.mqtt_port  # type: ignore[attr-defined]
     base = new_id()
-    sub = _client(port)
+    sub = connected(port)
     assert sub.subscribe(f"{base}/#", 1) == [1]
-    pub = _client(port)
+    pub = connected(port)
     publish(pub, f"{base}/x", b"text", 1, ContentType="text/plain", PayloadFormatIndicator=1,
             CorrelationData=b"\x00\x01", ResponseTopic="back/here",
             UserProperty=[("a", "1"), ("b", "2")])
@@ -180,12 +175,12 @@ def test_retained_message_keeps_its_properties(mb: BrokerProcess) -> None:
     the identifier of that subscription."""
     port = mb.mqtt_port  # type: ignore[attr-defined]
     base = new_id()
-    pub = _client(port)
+    pub = connected(port)
     p = Properties(PacketTypes.PUBLISH)
     p.ContentType = "text/plain"
     p.UserProperty = [("unit", "C")]
     pub.c.publish(f"{base}/temp", b"21", 1, retain=True, properties=p).wait_for_publish(15)
-    sub = _client(port)
+    sub = connected(port)
     assert subscribe(sub, f"{base}/+", 1, identifier=11) == [1]
     m = sub.get()
     assert (m.payload, m.retain, _ids(m)) == (b"21", True, [11])

@@ -15,6 +15,7 @@ Payload Format Indicator 1     header ``x-mqtt-payload-format-indicator`` (ours:
                                RabbitMQ drops it for 0-9-1; kept so MQTT -> MQTT
                                does not lose it)
 the publishing client id       header ``x-mqtt-publisher`` (ours: for No Local)
+the publish QoS                header ``x-mqtt-publish-qos`` (RabbitMQ 3.10's)
 =============================  =======================================================
 
 Back to MQTT, every other header whose value has a string form becomes a
@@ -36,11 +37,14 @@ from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing
 from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
 
 PUBLISHER = "x-mqtt-publisher"
+#: the QoS an MQTT message was published with (RabbitMQ 3.10's plugin sets it too):
+#: a QoS 2 subscription receives QoS 2 only for a message published at QoS 2
+PUBLISH_QOS = "x-mqtt-publish-qos"
 REPLY_TO_TOPIC = "x-reply-to-topic"
 CORRELATION = "x-correlation-id"
 PAYLOAD_FORMAT = "x-mqtt-payload-format-indicator"
 #: headers that are ours, never forwarded as user properties
-_OWN = frozenset((PUBLISHER, REPLY_TO_TOPIC, PAYLOAD_FORMAT))
+_OWN = frozenset((PUBLISHER, PUBLISH_QOS, REPLY_TO_TOPIC, PAYLOAD_FORMAT))
 _MAX_SHORT = 255
 _MAX_STRING = 65_535
 
@@ -48,7 +52,7 @@ _MAX_STRING = 65_535
 def amqp_properties(qos: int, props: Properties, publisher: str) -> bytes:
     """The AMQP basic properties of an MQTT PUBLISH (or will) from ``publisher``."""
     if not props:
-        return _plain(qos > 0, publisher)
+        return _plain(qos, publisher)
     headers = FieldTable()
     for name, value in props.user_properties:
         if name not in headers and len(name.encode()) <= _MAX_SHORT:
@@ -68,7 +72,8 @@ def amqp_properties(qos: int, props: Properties, publisher: str) -> bytes:
         headers.set(REPLY_TO_TOPIC, topic_to_routing_key(props.response_topic), "S")
     if props.payload_format_indicator == 1:
         headers.set(PAYLOAD_FORMAT, 1, "b")
-    headers.set(PUBLISHER, publisher, "S")  # last: a user property cannot forge it
+    headers.set(PUBLISH_QOS, qos, "b")  # last: a user property cannot forge them
+    headers.set(PUBLISHER, publisher, "S")
     return encode_properties(BasicProperties(
         content_type=content_type, headers=headers, delivery_mode=2 if qos else 1,
         correlation_id=correlation_id))
@@ -80,12 +85,12 @@ _PLAIN: dict[bytes, str] = {}
 
 
 @functools.lru_cache(maxsize=65_536)
-def _plain(persistent: bool, publisher: str) -> bytes:
+def _plain(qos: int, publisher: str) -> bytes:
     """A publish without MQTT 5 properties: the same bytes for every one of a client's."""
     headers = FieldTable()
+    headers.set(PUBLISH_QOS, qos, "b")
     headers.set(PUBLISHER, publisher, "S")
-    raw = encode_properties(BasicProperties(headers=headers,
-                                            delivery_mode=2 if persistent else 1))
+    raw = encode_properties(BasicProperties(headers=headers, delivery_mode=2 if qos else 1))
     if len(_PLAIN) >= 65_536:
         _PLAIN.clear()
     _PLAIN[raw] = publisher

@@ -1,12 +1,12 @@
 """A session's subscriptions as the shell stores and consults them (sans-I/O).
 
 Subscriptions are AMQP bindings of the session's queues to ``mqtt_exchange``
-(docs/mqtt.md), so their MQTT 5 options travel in the binding's arguments,
-as RabbitMQ 3.13 keeps them (``x-mqtt-subscription-opts``): durable with the
-binding, restored with a persistent session. A shared subscription
-(``$share/{group}/{filter}``) is one queue per group and filter; each member
-is one binding of it, named by ``x-mqtt-client-id``, which is how membership
-survives a restart.
+(docs/mqtt.md), so their options travel in the binding's arguments (as
+RabbitMQ 3.13 keeps them in its bindings): durable with the binding, restored
+with a persistent session. A subscription without options is a plain binding.
+A shared subscription (``$share/{group}/{filter}``) is one queue per group and
+filter; each member is one binding of it, named by ``x-mqtt-client-id``, which
+is how membership survives a restart.
 
 :class:`SubscriptionTable` answers the per-delivery questions (does a
 subscription still want it, with which identifiers) from memory: one queue
@@ -24,9 +24,13 @@ import attrs
 
 from amqplite.protocol.mqtt.topics import matches
 
-#: binding argument holding a subscription's options (RabbitMQ 3.13's name)
-OPTS_ARG = "x-mqtt-subscription-opts"
-#: binding argument naming the member of a shared subscription's queue
+#: binding arguments of a subscription: its QoS where the queue does not say it (2 on
+#: the qos1 queue; always on a shared queue), retain as published, no local, the
+#: subscription identifier, and the member of a shared subscription's queue
+QOS_ARG = "x-mqtt-qos"
+RAP_ARG = "x-mqtt-retain-as-published"
+NO_LOCAL_ARG = "x-mqtt-no-local"
+ID_ARG = "x-mqtt-subscription-id"
 MEMBER_ARG = "x-mqtt-client-id"
 SHARED_PREFIX = "mqtt-shared-"
 _MAX_QUEUE_NAME = 255
@@ -43,44 +47,42 @@ class SubOptions:
 
     @property
     def plain(self) -> bool:
-        """Nothing to work out at delivery time (no identifier, no no-local)."""
-        return self.identifier is None and not self.no_local
+        """Nothing to work out at delivery time: what its queue says."""
+        return (self.identifier is None and not self.no_local and not self.retain_as_published
+                and self.qos < 2)
 
 
 PLAIN = SubOptions()
 
 
 def binding_args(opts: SubOptions, member: str | None = None) -> dict[str, Any] | None:
-    """The binding arguments that store ``opts`` (None: a plain 3.1.1-style binding,
-    byte for byte what the listener wrote before options were kept)."""
+    """The binding arguments that store ``opts`` (None: a plain binding, byte for
+    byte what the listener wrote before options were kept)."""
     args: dict[str, Any] = {}
     if member is not None:
         args[MEMBER_ARG] = member
-    table: dict[str, Any] = {}
-    if opts.no_local:
-        table["no-local"] = True
+    if member is not None or opts.qos == 2:
+        args[QOS_ARG] = opts.qos
     if opts.retain_as_published:
-        table["retain-as-published"] = True
+        args[RAP_ARG] = True
+    if opts.no_local:
+        args[NO_LOCAL_ARG] = True
     if opts.identifier is not None:
-        table["id"] = opts.identifier
-    if table or member is not None:
-        table["qos"] = opts.qos
-        args[OPTS_ARG] = table
+        args[ID_ARG] = opts.identifier
     return args or None
 
 
 def options_of(args: Mapping[str, Any] | None, qos: int = 0) -> SubOptions:
-    """The options stored by :func:`binding_args` (``qos`` when they do not say)."""
-    table = (args or {}).get(OPTS_ARG)
-    if isinstance(table, tuple):  # as a binding keeps it (broker.exchanges.freeze_args)
-        table = dict(table)
-    if not isinstance(table, Mapping):
+    """The options stored by :func:`binding_args` (``qos``, the queue's, when they do
+    not say)."""
+    if not args:
         return SubOptions(qos)
-    ident = table.get("id")
+    ident = args.get(ID_ARG)
+    sub_qos = args.get(QOS_ARG, qos)
     return SubOptions(
-        int(table.get("qos", qos)),
-        bool(table.get("no-local", False)),
-        bool(table.get("retain-as-published", False)),
+        sub_qos if isinstance(sub_qos, int) and 0 <= sub_qos <= 2 else qos,
+        bool(args.get(NO_LOCAL_ARG, False)),
+        bool(args.get(RAP_ARG, False)),
         ident if isinstance(ident, int) and not isinstance(ident, bool) and ident > 0 else None,
     )
 
@@ -126,8 +128,10 @@ class Admission:
 
     deliver: bool
     identifiers: tuple[int, ...] = ()
-    #: every matching subscription asked for retain-as-published
+    #: a matching subscription asked for retain as published
     retain_as_published: bool = False
+    #: the highest QoS of the matching subscriptions (None: the queue's)
+    qos: int | None = None
 
 
 ADMIT = Admission(True)
@@ -197,15 +201,15 @@ class SubscriptionTable:
         if q is None or (not q.special and not topic.startswith("$")):
             return ADMIT
         ids: list[int] = []
-        hit = False
-        rap = True
+        qos = -1
+        rap = False
         for topic_filter, o in q.filters.items():
             if (o.no_local and own) or not matches(topic_filter, topic):
                 continue
-            hit = True
-            rap = rap and o.retain_as_published
+            qos = max(qos, o.qos)
+            rap = rap or o.retain_as_published
             if o.identifier is not None and o.identifier not in ids:
                 ids.append(o.identifier)
-        if not hit:
+        if qos < 0:
             return DROP
-        return Admission(True, tuple(ids), rap)
+        return Admission(True, tuple(ids), rap, qos)

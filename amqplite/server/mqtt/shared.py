@@ -106,7 +106,7 @@ def subscribe(subs: Subscriptions, req: SubscribeRequest, identifier: int | None
     Raises AMQPError when the broker refuses (permissions)."""
     assert req.parsed is not None and req.parsed.share_group is not None
     topic_filter = req.parsed.topic_filter
-    qos = min(req.qos, 1)
+    qos = req.qos
     queue = shared_queue_name(req.parsed.share_group, topic_filter)
     b = subs.broker
     b.queue_declare(subs.channels[QOS0_CH], queue, durable=True, exclusive=False,
@@ -135,9 +135,9 @@ def _tag(queue: str) -> str:
 
 
 def consume(subs: Subscriptions, queue: str, qos: int) -> None:
-    """The member's consumer of ``queue``: acked on the QoS 1 channel (prefetch = the
-    client's Receive Maximum, also channel-wide as several queues share it), no-ack
-    on the QoS 0 one. A new QoS moves it."""
+    """The member's consumer of ``queue``: acked on the QoS 1 channel for QoS 1 and 2
+    (prefetch = the client's Receive Maximum, also channel-wide as several queues
+    share it), no-ack on the QoS 0 one. A new QoS moves it."""
     tag = _tag(queue)
     number = QOS1_CH if qos else QOS0_CH
     current = subs.shared_tags.get(tag)

@@ -14,6 +14,7 @@ import amqplite.server.mqtt.options as options
 import amqplite.server.mqtt.shared as shared
 from amqplite.broker import mqtt_retained
 from amqplite.broker.core import Broker
+from amqplite.broker.exchanges.base import Binding
 from amqplite.broker.model import ChannelState, Session
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import FlowControlError, MQTTConnection
@@ -21,7 +22,7 @@ from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.events import SubscribeReceived, UnsubscribeReceived
 from amqplite.protocol.mqtt.subscriptions import Admission, SubOptions, SubscriptionTable
 from amqplite.protocol.mqtt.topics import filter_to_binding_key
-from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, queue_name, refused
+from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, message_qos, queue_name, refused
 from amqplite.server.mqtt.shared import SharedGroups
 
 log = logging.getLogger("amqplite.mqtt")
@@ -45,15 +46,26 @@ class Subscriptions:
     committed: Callable[[], Awaitable[None]]
     #: wakes the connection's writer
     flush: Callable[[], None]
+
     #: the listener's index of shared subscription members
     groups: SharedGroups
 
     #: set when the session ends: what an await left pending is not sent
     ended: bool = False
-    #: the options of each subscription, by queue and filter (options.py)
+    #: the options of each subscription, by queue and filter (options.py): QoS 2,
+    #: retain as published, no local, subscription identifiers
     table: SubscriptionTable = attrs.Factory(SubscriptionTable)
     #: consumer tag -> shared queue this session consumes
     shared_tags: dict[str, str] = attrs.Factory(dict)
+
+    def _bindings(self, key: str) -> list[tuple[int, Binding]]:
+        """Our queues' bindings of ``key`` from ``mqtt_exchange``."""
+        vh = self.broker.vhosts.get(self.session.vhost)
+        if vh is None:
+            return []
+        return [(qos, b) for qos in (0, 1)
+                for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ())
+                if b.source == self.exchange and b.routing_key == key]
 
     def queue_exists(self, qos: int) -> bool:
         vh = self.broker.vhosts.get(self.session.vhost)
@@ -84,9 +96,9 @@ class Subscriptions:
         b.start_consumer(ch, tag)
 
     async def subscribe(self, ev: SubscribeReceived) -> None:
-        """Bind each filter to the queue of its (granted) QoS with its options, unbind it
-        from the other; a shared one joins its group's queue. RabbitMQ grants at most
-        QoS 1."""
+        """Bind each filter with its options (options.py): to the qos0 queue, or to
+        the qos1 queue for QoS 1 and 2 (a QoS 2 one says so in its arguments); its
+        binding on the other queue goes. A shared one joins its group's queue."""
         codes: list[int] = []
         #: (filter, granted QoS) of the retained messages owed after the SUBACK
         owed: list[tuple[str, int]] = []
@@ -94,23 +106,24 @@ class Subscriptions:
             if req.reason_code or req.parsed is None:
                 codes.append(req.reason_code or ReasonCode.TOPIC_FILTER_INVALID)
                 continue
-            qos = min(req.qos, 1)
-            key = filter_to_binding_key(req.parsed.topic_filter)
+            qos = req.qos
+            topic_filter = req.parsed.topic_filter
             shared_sub = req.parsed.share_group is not None
             if not shared_sub and (req.retain_handling == 0 or (
-                    req.retain_handling == 1 and not self.subscribed(key))):
-                owed.append((req.parsed.topic_filter, qos))  # never for shared ones (4.8.2)
+                    req.retain_handling == 1
+                    and not self.subscribed(filter_to_binding_key(topic_filter)))):
+                owed.append((topic_filter, qos))  # never for shared ones (MQTT 5 4.8.2)
             try:
                 if shared_sub:
                     codes.append(shared.subscribe(self, req, ev.subscription_identifier))
                     continue
-                self.declare(qos)
+                target = min(qos, 1)
+                self.declare(target)
                 opts = SubOptions(qos, req.no_local, req.retain_as_published,
                                   ev.subscription_identifier)
-                options.bind(self, queue_name(self.client_id, qos), req.parsed.topic_filter, opts)
-                if self.queue_exists(1 - qos):
-                    options.unbind(self, queue_name(self.client_id, 1 - qos),
-                                   req.parsed.topic_filter)
+                options.bind(self, queue_name(self.client_id, target), topic_filter, opts)
+                if self.queue_exists(1 - target):
+                    options.unbind(self, queue_name(self.client_id, 1 - target), topic_filter)
             except AMQPError as exc:
                 log.info("MQTT %s: subscription to %r refused: %s", self.name,
                          req.topic_filter, exc)
@@ -125,13 +138,7 @@ class Subscriptions:
 
     def subscribed(self, key: str) -> bool:
         """Is ``key`` already bound to one of our queues (retain handling 1)?"""
-        vh = self.broker.vhosts.get(self.session.vhost)
-        if vh is None:
-            return False
-        exchange = self.exchange
-        return any(b.source == exchange and b.routing_key == key
-                   for qos in (0, 1)
-                   for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ()))
+        return bool(self._bindings(key))
 
     def send_retained(self, topic_filter: str, qos: int, identifier: int | None = None) -> None:
         """A new subscription receives the retained messages its filter matches, with
@@ -145,8 +152,8 @@ class Subscriptions:
         rs = store.find(mqtt_retained.owner(s.vhost))
         for r in mqtt_retained.matching(store, rs, topic_filter):
             m = r.message
-            q = min(qos, 1 if m.persistent else 0)
-            try:  # a QoS 1 one's PUBACK finds no delivery tag in _tags: nothing to ack
+            q = min(qos, message_qos(m.properties_raw))
+            try:  # its PUBACK/PUBREC finds no delivery tag: nothing to ack
                 self.proto.send_publish(r.key, bytes(m.body or b""), q, retain=True,
                                         properties=options.retained_properties(
                                             self, m.properties_raw, identifier))
@@ -174,5 +181,6 @@ class Subscriptions:
         self.proto.send_unsuback(ev.packet_id, codes)
 
     def admit(self, ch: ChannelState, consumer_tag: str, props: bytes, topic: str) -> Admission:
-        """Does a delivery go to the client (no-local, the ``$`` rule; options.py)?"""
+        """Does a delivery go to the client, at which QoS, with which identifiers
+        (no local, the ``$`` rule; options.py)?"""
         return options.admit(self, ch, consumer_tag, props, topic)

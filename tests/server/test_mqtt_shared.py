@@ -191,3 +191,20 @@ def test_persistent_member_survives_kill_9(tmp_path: Path) -> None:
         back.close()
     finally:
         b.kill()
+
+
+def test_shared_subscription_at_qos2(mb: BrokerProcess) -> None:
+    """A member granted QoS 2 receives a QoS 2 publish at QoS 2 (exactly once, as an
+    unshared QoS 2 subscription), a QoS 0 member of another group at QoS 0."""
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    base = new_id()
+    two, zero = connected(port), connected(port, V311)
+    assert two.subscribe(f"$share/a/{base}/#", 2) == [2]
+    assert zero.subscribe(f"$share/b/{base}/#", 0) == [0]
+    pub = connected(port)
+    publish(pub, f"{base}/x", b"exactly once", 2)
+    got_two, got_zero = two.get(), zero.get()
+    assert (got_two.payload, got_two.qos) == (b"exactly once", 2)
+    assert (got_zero.payload, got_zero.qos) == (b"exactly once", 0)
+    for c in (two, zero, pub):
+        c.close()

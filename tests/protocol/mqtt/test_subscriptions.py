@@ -75,3 +75,13 @@ def test_dollar_topics_need_a_filter_without_a_leading_wildcard() -> None:
     t.remove("q", "$SYS/#")
     t.remove("q", "#")
     assert t.queues() == []
+
+
+def test_delivery_qos_and_retain_as_published_of_the_matching_subscriptions() -> None:
+    t = SubscriptionTable()
+    t.set("q", "a/#", SubOptions(1))
+    t.set("q", "a/b", SubOptions(2, retain_as_published=True))
+    v = t.admit("q", "a/b")
+    assert (v.qos, v.retain_as_published) == (2, True)
+    v = t.admit("q", "a/c")
+    assert (v.qos, v.retain_as_published) == (1, False)

@@ -14,21 +14,27 @@ User Property                  headers (string values; the first of a repeated n
 Payload Format Indicator 1     header ``x-mqtt-payload-format-indicator`` (ours:
                                RabbitMQ drops it for 0-9-1; kept so MQTT -> MQTT
                                does not lose it)
+Message Expiry Interval (s)    expiration (ms: the queues' TTL drops it) and
+                               timestamp; back: what is left of it
+the retain flag                header ``x-mqtt-retain`` (for Retain As Published)
 the publishing client id       header ``x-mqtt-publisher`` (ours: for No Local)
 the publish QoS                header ``x-mqtt-publish-qos`` (RabbitMQ 3.10's)
 =============================  =======================================================
 
 Back to MQTT, every other header whose value has a string form becomes a
 User Property (numbers and booleans as text; tables, arrays and non-UTF-8
-bytes are left out, as RabbitMQ does). The publisher's header is not
-forwarded. Message expiry is not mapped here.
+bytes are left out, as RabbitMQ does); ``x-mqtt-*`` headers are ours and not
+forwarded.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from typing import Any
+
+import attrs
 
 from amqplite.protocol.codec import FieldTable, Timestamp
 from amqplite.protocol.errors import FrameSyntaxError
@@ -43,15 +49,18 @@ PUBLISH_QOS = "x-mqtt-publish-qos"
 REPLY_TO_TOPIC = "x-reply-to-topic"
 CORRELATION = "x-correlation-id"
 PAYLOAD_FORMAT = "x-mqtt-payload-format-indicator"
+RETAIN = "x-mqtt-retain"
 #: headers that are ours, never forwarded as user properties
-_OWN = frozenset((PUBLISHER, PUBLISH_QOS, REPLY_TO_TOPIC, PAYLOAD_FORMAT))
+_OWN_PREFIX = "x-mqtt-"
 _MAX_SHORT = 255
 _MAX_STRING = 65_535
 
 
-def amqp_properties(qos: int, props: Properties, publisher: str) -> bytes:
-    """The AMQP basic properties of an MQTT PUBLISH (or will) from ``publisher``."""
-    if not props:
+def amqp_properties(qos: int, props: Properties, publisher: str, retain: bool = False,
+                    now: float = 0.0) -> bytes:
+    """The AMQP basic properties of an MQTT PUBLISH (or will) from ``publisher`` at
+    ``now`` (wall clock: the message expiry counts from it)."""
+    if not props and not retain:
         return _plain(qos, publisher)
     headers = FieldTable()
     for name, value in props.user_properties:
@@ -72,11 +81,16 @@ def amqp_properties(qos: int, props: Properties, publisher: str) -> bytes:
         headers.set(REPLY_TO_TOPIC, topic_to_routing_key(props.response_topic), "S")
     if props.payload_format_indicator == 1:
         headers.set(PAYLOAD_FORMAT, 1, "b")
+    if retain:
+        headers.set(RETAIN, True, "t")
     headers.set(PUBLISH_QOS, qos, "b")  # last: a user property cannot forge them
     headers.set(PUBLISHER, publisher, "S")
+    expiry = props.message_expiry_interval
     return encode_properties(BasicProperties(
         content_type=content_type, headers=headers, delivery_mode=2 if qos else 1,
-        correlation_id=correlation_id))
+        correlation_id=correlation_id,
+        expiration=str(expiry * 1000) if expiry is not None else None,
+        timestamp=int(now) if expiry is not None else None))
 
 
 #: the properties of publishes without MQTT 5 properties -> their publisher: most
@@ -106,17 +120,41 @@ def _short_text(data: bytes) -> str | None:
         return None
 
 
+@attrs.frozen
+class Mapped:
+    """What a message's AMQP properties say to MQTT 5 (:func:`mqtt_properties`)."""
+
+    properties: Properties = EMPTY
+    #: the MQTT client id that published it (None: AMQP, or unknown)
+    publisher: str | None = None
+    #: published with the retain flag (for Retain As Published)
+    retain: bool = False
+    #: expiration in ms and the publish timestamp (s), for the expiry left
+    expiration: int | None = None
+    timestamp: int | None = None
+
+    def at(self, now: float) -> Properties:
+        """The PUBLISH properties at ``now``: the Message Expiry Interval sent is
+        what is left of it ([MQTT-3.3.2-6])."""
+        if self.expiration is None:
+            return self.properties
+        total = math.ceil(self.expiration / 1000)
+        waited = now - self.timestamp if self.timestamp is not None else 0.0
+        left = max(1, math.ceil(total - max(0.0, waited)))
+        return attrs.evolve(self.properties, message_expiry_interval=left)
+
+
 @functools.lru_cache(maxsize=4096)
-def mqtt_properties(raw: bytes) -> tuple[Properties, str | None]:
-    """(MQTT 5 PUBLISH properties, publishing MQTT client id or None) of a message's
-    AMQP properties. Cached: a fan-out delivers one ``raw`` to many sessions."""
+def mqtt_properties(raw: bytes) -> Mapped:
+    """What a message's AMQP properties map to in MQTT 5. Cached: a fan-out delivers
+    one ``raw`` to many sessions."""
     publisher = _PLAIN.get(raw)
     if publisher is not None:
-        return EMPTY, publisher
+        return Mapped(EMPTY, publisher)
     try:
         p = decode_properties(raw)
     except FrameSyntaxError:  # checked at publish; never expected here
-        return EMPTY, None
+        return Mapped()
     headers: Mapping[str, Any] = p.headers or {}
     sender = headers.get(PUBLISHER)
     user: list[tuple[str, str]] = []
@@ -125,9 +163,11 @@ def mqtt_properties(raw: bytes) -> tuple[Properties, str | None]:
         corr = p.correlation_id.encode("utf-8", "surrogateescape")
     response_topic = None
     for name, value in headers.items():
-        if name in _OWN:
-            if name == REPLY_TO_TOPIC and isinstance(value, str):
+        if name == REPLY_TO_TOPIC:
+            if isinstance(value, str):
                 response_topic = _response_topic(value)
+            continue
+        if name.startswith(_OWN_PREFIX):
             continue
         if name == CORRELATION and corr is None and isinstance(value, str | bytes):
             corr = value.encode() if isinstance(value, str) else value
@@ -141,21 +181,30 @@ def mqtt_properties(raw: bytes) -> tuple[Properties, str | None]:
     if corr is not None and len(corr) > _MAX_STRING:
         corr = None
     fmt = headers.get(PAYLOAD_FORMAT)
-    if not user and content_type is None and corr is None and response_topic is None and fmt != 1:
-        return EMPTY, sender if isinstance(sender, str) else None
-    props = Properties(
-        payload_format_indicator=1 if fmt == 1 else None,
-        content_type=content_type,
-        response_topic=response_topic,
-        correlation_data=corr,
-        user_properties=tuple(user),
-    )
-    return props, sender if isinstance(sender, str) else None
+    expiration = None
+    if p.expiration is not None:
+        try:
+            expiration = max(0, int(p.expiration))
+        except ValueError:
+            expiration = None
+    props = EMPTY
+    if user or content_type is not None or corr is not None or response_topic is not None \
+            or fmt == 1:
+        props = Properties(
+            payload_format_indicator=1 if fmt == 1 else None,
+            content_type=content_type,
+            response_topic=response_topic,
+            correlation_data=corr,
+            user_properties=tuple(user),
+        )
+    return Mapped(props, sender if isinstance(sender, str) else None,
+                  bool(headers.get(RETAIN)), expiration,
+                  p.timestamp if expiration is not None else None)
 
 
 def publisher_of(raw: bytes) -> str | None:
     """The MQTT client id that published a message (None: AMQP, or unknown)."""
-    return mqtt_properties(raw)[1]
+    return mqtt_properties(raw).publisher
 
 
 def _response_topic(routing_key: str) -> str | None:

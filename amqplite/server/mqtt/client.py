@@ -52,7 +52,7 @@ from amqplite.server.mqtt.common import (
 )
 from amqplite.server.mqtt.inflight import PacketIds
 from amqplite.server.mqtt.subscriptions import Subscriptions
-from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession
+from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession, PutMQTTWill
 
 if TYPE_CHECKING:
     from amqplite.server.mqtt.listener import MQTTListener
@@ -224,8 +224,8 @@ class MQTTClient:
             t = type(ev)
             if t is PublishReceived:
                 assert isinstance(ev, PublishReceived)
-                self._publish(ev.publish.topic, ev.publish.payload, ev.publish.qos,
-                              ev.publish.packet_id, ev.publish.retain, ev.publish.properties)
+                p = ev.publish
+                self._publish(p.topic, p.payload, p.qos, p.packet_id, p.retain, p.properties)
             elif t is PubAckReceived:
                 assert isinstance(ev, PubAckReceived)
                 self._ack(ev.packet_id)
@@ -279,7 +279,6 @@ class MQTTClient:
             old.take_over()  # [MQTT-3.1.4-3]: the existing client is disconnected
         listener.clients[ev.client_id] = self
         listener.keep(ev.client_id)
-        self.will = c.will
         self.persistent = (self.proto.session_expiry_interval > 0 if c.protocol_level >= MQTT_5
                            else not c.clean_start)
         b = self.broker
@@ -294,6 +293,14 @@ class MQTTClient:
                                          self.name, listener.committed, self.flush,
                                          listener.groups)
         cid = ev.client_id
+        self.will = c.will
+        will = None
+        if c.will is not None:
+            w = c.will
+            will = PutMQTTWill(cid, login.vhost, login.user, w.topic, w.payload, w.qos, w.retain,
+                               amqp_properties(w.qos, w.properties, cid, w.retain),
+                               self._will_delay())
+        listener.wills.connected(cid, not c.clean_start, will)  # stored before the CONNACK
         if c.clean_start:  # a clean start forgets the previous session
             listener.packet_ids.pop(cid, None)
         ids = self.ids = listener.ids(cid)
@@ -372,13 +379,11 @@ class MQTTClient:
                                                         time.time()))
             if listener.clients.get(self.client_id) is None:
                 listener.expire_later(s.vhost, self.client_id, expiry)
-        will, self.will = self.will, None
-        if will is not None:
-            try:
-                self._publish(will.topic, will.payload, will.qos, None, will.retain,
-                              will.properties)
-            except Exception:
-                log.exception("MQTT %s: will publication failed", self.name)
+        if self.will is None:
+            listener.wills.cancel(self.client_id)
+        else:
+            self.will = None
+            listener.wills.gone(self.client_id, self._will_delay())
         if self.subs is not None and not self.persistent:
             shared.end(self.subs)  # a clean session leaves its groups
         self.session = None
@@ -391,6 +396,14 @@ class MQTTClient:
             del listener.packet_ids[self.client_id]
         listener.execute(self.broker.close_session, s)
 
+    def _will_delay(self) -> int:
+        """MQTT 5 Will Delay Interval, capped by the session expiry: the session's
+        end publishes the will too ([MQTT-3.1.3-9]); 0 before MQTT 5."""
+        w = self.proto.connect.will if self.proto.connect is not None else None
+        if w is None or self.proto.version < MQTT_5:
+            return 0
+        return min(w.properties.will_delay_interval or 0, self.proto.session_expiry_interval)
+
     def _expiry(self) -> int:
         """The session's lifetime after a disconnect (3.1.1 persistent: forever)."""
         if self.proto.version >= MQTT_5:
@@ -399,17 +412,17 @@ class MQTTClient:
 
     # ------------------------------------------------------------ publish
     def _publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None,
-                 retain: bool = False, properties: Properties = EMPTY) -> None:
+                 retain: bool = False, mprops: Properties = EMPTY) -> None:
         """Into the broker's publish path; QoS 1/2 are acknowledged by the confirm. The
         MQTT 5 properties map to AMQP ones, with the publisher (mapping.py)."""
         ch = self.channels.get(PUBLISH_CH)
         if ch is None:
             return
-        amqp_props = amqp_properties(qos, properties, self.client_id)
         st = ch.confirms
         assert st is not None
         seq = st.next_seq
         rs = None
+        props = amqp_properties(qos, mprops, self.client_id, retain, time.time())
         if retain:
             rs = self._retained_index()
             if payload and mqtt_retained.over_quota(rs, topic, len(payload)):
@@ -427,7 +440,7 @@ class MQTTClient:
                 rs = None
         try:
             self.broker.basic_publish(ch, self.listener.settings.mqtt_exchange,
-                                      topic_to_routing_key(topic), amqp_props, payload)
+                                      topic_to_routing_key(topic), props, payload)
         except AMQPError as exc:
             log.info("MQTT %s: publish to %r refused: %s", self.name, topic, exc)
             if packet_id is not None and self.proto.version >= MQTT_5:
@@ -439,7 +452,7 @@ class MQTTClient:
         if rs is not None:
             kept = mqtt_retained.retain(self.broker.retained, rs, self.broker.new_message_key(),
                                         topic, self.listener.settings.mqtt_exchange,
-                                        topic_to_routing_key(topic), amqp_props, payload)
+                                        topic_to_routing_key(topic), props, payload)
             if kept:  # its row commits before the confirm (PUBACK), as a queue entry's
                 st.stored = True
         if qos == 2 and packet_id is not None and self.ids.received(packet_id):
@@ -490,14 +503,15 @@ class MQTTClient:
             if ch.number == QOS1_CH:
                 self._auto_ack(delivery_tag)
             return
-        mqtt_props = options.outbound(props, verdict) if self.proto.version >= MQTT_5 else EMPTY
+        mprops, retain = (options.outbound(props, verdict, time.time())
+                          if self.proto.version >= MQTT_5 else (EMPTY, False))
         if qos and verdict.qos == 2 and message_qos(props) == 2:
-            self._deliver_qos2(delivery_tag, redelivered, message, topic, mqtt_props)
+            self._deliver_qos2(delivery_tag, redelivered, message, topic, retain, mprops)
             return
         out = None
         try:
-            out = self.proto.send_publish(topic, bytes(message.body), qos,
-                                          dup=redelivered and qos > 0, properties=mqtt_props)
+            out = self.proto.send_publish(topic, bytes(message.body), qos, retain, mprops,
+                                          dup=redelivered and qos > 0)
         except FlowControlError:  # prefetch keeps us inside the window; never expected
             log.warning("MQTT %s: receive maximum reached", self.name)
         if ch.number == QOS1_CH:
@@ -512,7 +526,7 @@ class MQTTClient:
         self._wake.set()
 
     def _deliver_qos2(self, delivery_tag: int, redelivered: bool, message: Any,
-                      topic: str, properties: Properties = EMPTY) -> None:
+                      topic: str, retain: bool, mprops: Properties) -> None:
         """Exactly once: the delivery stays unacked until PUBCOMP. A message sent
         before goes again with its packet id and DUP; one the client has received
         (PUBREC came) is not sent again, only held until PUBCOMP."""
@@ -526,9 +540,8 @@ class MQTTClient:
                 self._tags[pid] = delivery_tag
             return
         try:
-            out = self.proto.send_publish(topic, bytes(message.body), 2, packet_id=pid,
-                                          dup=pid is not None or redelivered,
-                                          properties=properties)
+            out = self.proto.send_publish(topic, bytes(message.body), 2, retain, mprops,
+                                          packet_id=pid, dup=pid is not None or redelivered)
         except FlowControlError:
             log.warning("MQTT %s: receive maximum reached", self.name)
             out = None

@@ -20,9 +20,16 @@ from amqplite.server.mqtt.client import MQTTClient
 from amqplite.server.mqtt.common import queue_name
 from amqplite.server.mqtt.inflight import PacketIds
 from amqplite.server.mqtt.shared import SharedGroups
+from amqplite.server.mqtt.wills import Wills
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
-from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTPacketId, PutMQTTSession
+from amqplite.store.ops import (
+    NEVER_EXPIRES,
+    DeleteMQTTSession,
+    PutMQTTPacketId,
+    PutMQTTSession,
+    PutMQTTWill,
+)
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -73,6 +80,8 @@ class MQTTListener:
         self._expiring: dict[str, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
         self.ports: list[int] = []
+        #: the wills not published yet
+        self.wills = Wills(settings, broker, execute)
         #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
         self.quota_logged: set[str] = set()
         #: members of the shared subscriptions' queues (shared.py)
@@ -87,6 +96,7 @@ class MQTTListener:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             now = time.time()
+            self.wills.start(nursery, [w for w in self._recovered if isinstance(w, PutMQTTWill)])
             for st in self._recovered:
                 if isinstance(st, PutMQTTPacketId):
                     self.ids(st.client_id).restore(st)
@@ -138,6 +148,8 @@ class MQTTListener:
             self.execute(self._drop_session, vhost, client_id)
 
     def _drop_session(self, vhost: str, client_id: str) -> None:
+        """The session expired: its will, if still delayed, is published now."""
+        self.wills.fire(client_id)
         b = self.broker
         vh = b.vhosts.get(vhost)
         for qos in (0, 1):

@@ -12,6 +12,7 @@ a no-local subscription does not get the session's own publishes, and a
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import attrs
@@ -98,13 +99,16 @@ def admit(subs: Subscriptions, ch: ChannelState, consumer_tag: str, props: bytes
     return table.admit(queue, topic, own)
 
 
-def outbound(props: bytes, verdict: Admission) -> Properties:
-    """The MQTT 5 PUBLISH properties of a delivery (RabbitMQ's AMQP -> MQTT mapping)
-    and the identifiers of the subscriptions it is for."""
-    mapped = mqtt_properties(props)[0]
-    if not verdict.identifiers:
-        return mapped
-    return attrs.evolve(mapped, subscription_identifiers=verdict.identifiers)
+def outbound(props: bytes, verdict: Admission, now: float) -> tuple[Properties, bool]:
+    """(MQTT 5 PUBLISH properties, retain flag) of a live delivery at ``now``: the
+    mapped properties (mapping.py), the identifiers of the subscriptions it is for,
+    and the publisher's retain flag when a subscription asked for Retain As
+    Published ([MQTT-3.3.1-12]: else a live message has retain 0)."""
+    mapped = mqtt_properties(props)
+    out = mapped.at(now)
+    if verdict.identifiers:
+        out = attrs.evolve(out, subscription_identifiers=verdict.identifiers)
+    return out, mapped.retain and verdict.retain_as_published
 
 
 def retained_properties(subs: Subscriptions, props: bytes, identifier: int | None) -> Properties:
@@ -112,4 +116,5 @@ def retained_properties(subs: Subscriptions, props: bytes, identifier: int | Non
     it is sent for (MQTT-3.3.4-3)."""
     if subs.proto.version < MQTT_5:
         return EMPTY
-    return outbound(bytes(props), Admission(True, () if identifier is None else (identifier,)))
+    verdict = Admission(True, () if identifier is None else (identifier,))
+    return outbound(bytes(props), verdict, time.time())[0]

@@ -32,9 +32,8 @@ def test_binary_correlation_data_goes_to_a_header() -> None:
     p = decode_properties(amqp_properties(0, Properties(correlation_data=b"\xff\x00"), "c"))
     assert p.correlation_id is None and p.delivery_mode == 1
     assert p.headers is not None and p.headers["x-correlation-id"] == b"\xff\x00"
-    back, publisher = mqtt_properties(amqp_properties(0, Properties(correlation_data=b"\xff\x00"),
-                                                      "c"))
-    assert back.correlation_data == b"\xff\x00" and publisher == "c"
+    back = mqtt_properties(amqp_properties(0, Properties(correlation_data=b"\xff\x00"), "c"))
+    assert back.properties.correlation_data == b"\xff\x00" and back.publisher == "c"
 
 
 @given(st.none() | _mqtt_text, st.none() | st.binary(max_size=300),
@@ -47,8 +46,9 @@ def test_mqtt_round_trip(content_type: str | None, corr: bytes | None, response:
     """MQTT -> AMQP -> MQTT keeps what a subscriber sees (PFI 0 is its absence)."""
     props = Properties(content_type=content_type, correlation_data=corr, response_topic=response,
                        payload_format_indicator=fmt, user_properties=tuple(user))
-    back, publisher = mqtt_properties(amqp_properties(1, props, "me"))
-    assert publisher == "me"
+    mapped = mqtt_properties(amqp_properties(1, props, "me"))
+    back = mapped.properties
+    assert mapped.publisher == "me"
     assert back.content_type == content_type
     assert back.correlation_data == corr
     assert back.response_topic == response
@@ -62,8 +62,9 @@ def test_amqp_to_mqtt() -> None:
                           "x-reply-to-topic": "a.b"})
     raw = encode_properties(BasicProperties(content_type="text/plain", correlation_id="c-9",
                                             headers=headers, delivery_mode=2))
-    props, publisher = mqtt_properties(raw)
-    assert publisher is None
+    mapped = mqtt_properties(raw)
+    props = mapped.properties
+    assert mapped.publisher is None
     assert props.content_type == "text/plain"
     assert props.correlation_data == b"c-9"
     assert props.response_topic == "a/b"
@@ -73,4 +74,17 @@ def test_amqp_to_mqtt() -> None:
 
 def test_amqp_wildcard_reply_topic_is_not_a_response_topic() -> None:
     raw = encode_properties(BasicProperties(headers=FieldTable({"x-reply-to-topic": "a.#"})))
-    assert mqtt_properties(raw)[0] == EMPTY
+    assert mqtt_properties(raw).properties == EMPTY
+
+
+def test_message_expiry_and_retain() -> None:
+    """Expiry is the AMQP expiration from the publish time; what is sent back is what
+    is left of it. The retain flag travels in a header."""
+    raw = amqp_properties(1, Properties(message_expiry_interval=30), "c", retain=True,
+                          now=1000.0)
+    p = decode_properties(raw)
+    assert (p.expiration, p.timestamp) == ("30000", 1000)
+    mapped = mqtt_properties(raw)
+    assert mapped.retain and mapped.properties == EMPTY
+    assert mapped.at(1010.2).message_expiry_interval == 20
+    assert mapped.at(2000.0).message_expiry_interval == 1

@@ -93,7 +93,7 @@ def test_qos2_subscription_gets_qos2_and_the_delivery_stays_unacked_until_pubcom
 
 
 def test_qos1_publish_reaches_a_qos2_subscription_at_qos1(mb: BrokerProcess) -> None:
-    """Delivery QoS is min(subscription, publish); an AMQP persistent message counts as 1."""
+    """Delivery QoS is min(subscription, publish)."""
     port = mb.mqtt_port  # type: ignore[attr-defined]
     cid, topic = new_id(), f"q2/{new_id()}"
     sub = _subscribed(port, cid, topic)

@@ -422,7 +422,9 @@ class MQTTClient:
         assert st is not None
         seq = st.next_seq
         rs = None
-        props = amqp_properties(qos, mprops, self.client_id, retain, time.time())
+        expires = mprops.message_expiry_interval is not None  # no clock read otherwise
+        props = amqp_properties(qos, mprops, self.client_id, retain,
+                                time.time() if expires else 0.0)
         if retain:
             rs = self._retained_index()
             if payload and mqtt_retained.over_quota(rs, topic, len(payload)):

@@ -113,7 +113,7 @@ class Wills:
             ch = b.open_channel(session, 1)
             rk = topic_to_routing_key(w.topic)
             props = w.properties
-            if expiration_of(props) is not None:  # its expiry counts from now
+            if expiration_of(props) is not None:  # its expiry counts from the publication
                 p = decode_properties(props)
                 props = encode_properties(attrs.evolve(p, timestamp=int(time.time())))
             try:

@@ -108,6 +108,10 @@ class Broker(
         """Delete ``q`` as queue.delete would (consumers cancelled); returns its depth."""
         return self._delete_queue(vh, q)
 
+    def drop_binding(self, vh: VHost, b: Binding) -> None:
+        """Remove ``b`` as queue.unbind would, with no channel (MQTT session cleanup)."""
+        self._drop_binding(vh, b)
+
     def commit_abandoned(self, ops: Iterable[Any]) -> None:
         """Store ops that could not be written, however often tried: undo them in memory.
 

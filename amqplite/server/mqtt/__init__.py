@@ -11,7 +11,9 @@ a writer and a keep-alive task; a crash closes that connection only.
 
 Modules: ``listener`` (accepting, login, the client-id registry, session
 expiry), ``client`` (one connection: its tasks, CONNECT, PUBLISH, the broker's
-deliveries), ``subscriptions`` (a session's queues and bindings), ``common``.
+deliveries), ``subscriptions`` (a session's queues and bindings), ``options``
+(subscription options in binding arguments, what a delivery makes of them),
+``shared`` (shared subscriptions' queues and members), ``common``.
 """
 
 from amqplite.server.mqtt.client import MQTTClient

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+import amqplite.server.mqtt.options as options
+import amqplite.server.mqtt.shared as shared
 from amqplite.broker import mqtt_retained
 from amqplite.broker.model import ChannelState, Session
 from amqplite.broker.retained import RetainedSet
@@ -31,6 +33,7 @@ from amqplite.protocol.mqtt.events import (
     SubscribeReceived,
     UnsubscribeReceived,
 )
+from amqplite.protocol.mqtt.mapping import amqp_properties
 from amqplite.protocol.mqtt.packets import MQTT_5, Publish, Will
 from amqplite.protocol.mqtt.properties import EMPTY, Properties
 from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
@@ -44,10 +47,10 @@ from amqplite.server.mqtt.common import (
     RECV_SIZE,
     WRITE_HIGH_WATER,
     message_qos,
+    queue_name,
     refused,
 )
 from amqplite.server.mqtt.inflight import PacketIds
-from amqplite.server.mqtt.mapping import PLAIN, amqp_properties, mqtt_properties
 from amqplite.server.mqtt.subscriptions import Subscriptions
 from amqplite.server.mqtt.transports import login as transport_login
 from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession, PutMQTTWill
@@ -292,14 +295,15 @@ class MQTTClient:
         b.confirm_select(self.channels[PUBLISH_CH])
         subs = self.subs = Subscriptions(b, self.proto, s, self.channels, ev.client_id,
                                          self.persistent, listener.settings.mqtt_exchange,
-                                         self.name, listener.committed, self.flush)
+                                         self.name, listener.committed, self.flush,
+                                         listener.groups)
         cid = ev.client_id
         self.will = c.will
         will = None
         if c.will is not None:
             w = c.will
             will = PutMQTTWill(cid, login.vhost, login.user, w.topic, w.payload, w.qos, w.retain,
-                               amqp_properties(w.qos, w.properties, w.retain),
+                               amqp_properties(w.qos, w.properties, cid, w.retain),
                                self._will_delay())
         listener.wills.connected(cid, not c.clean_start, will)  # stored before the CONNACK
         if c.clean_start:  # a clean start forgets the previous session
@@ -314,17 +318,19 @@ class MQTTClient:
                     subs.delete_queue(qos)
                 else:
                     kept.append(qos)
+                    options.load(subs, queue_name(cid, qos), qos)
+        if c.clean_start:
+            listener.groups.leave(login.vhost, cid)  # its shared subscriptions too
         if cid in listener.stored and c.clean_start:  # its packet ids go with its row
             listener.stored.discard(cid)
             b.store_ops.append(DeleteMQTTSession(cid))
         if self.persistent:  # its row says so across a restart
             listener.stored.add(cid)
             b.store_ops.append(PutMQTTSession(login.vhost, cid, self._expiry()))
-        subs.load_options()
         await listener.committed()
         if self.session is not s or self.proto.closed:  # taken over meanwhile
             return
-        self.proto.accept(session_present=bool(kept))
+        self.proto.accept(session_present=bool(kept or listener.groups.queues_of(s.vhost, cid)))
         # [MQTT-4.4.0-1]: PUBREL again for the released; the unacknowledged PUBLISH
         # come again (DUP, same id) as the queue redelivers them
         released = [InFlight(Publish("", qos=2, packet_id=pid), released=True)
@@ -334,6 +340,7 @@ class MQTTClient:
         self._ka_wake.set()  # the keep-alive deadline starts now
         for qos in kept:  # deliveries only after CONNACK
             subs.consume(qos)
+        shared.resume(subs)
 
     def _ack(self, pid: int) -> None:
         """The delivery sent as ``pid`` is done: ack it in its queue."""
@@ -382,6 +389,8 @@ class MQTTClient:
         else:
             self.will = None
             listener.wills.gone(self.client_id, self._will_delay())
+        if self.subs is not None and not self.persistent:
+            shared.end(self.subs)  # a clean session leaves its groups
         self.session = None
         self.channels = {}
         if self.subs is not None:
@@ -409,7 +418,8 @@ class MQTTClient:
     # ------------------------------------------------------------ publish
     def _publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None,
                  retain: bool = False, mprops: Properties = EMPTY) -> None:
-        """Into the broker's publish path; QoS 1/2 are acknowledged by the confirm."""
+        """Into the broker's publish path; QoS 1/2 are acknowledged by the confirm. The
+        MQTT 5 properties map to AMQP ones, with the publisher (mapping.py)."""
         ch = self.channels.get(PUBLISH_CH)
         if ch is None:
             return
@@ -417,7 +427,9 @@ class MQTTClient:
         assert st is not None
         seq = st.next_seq
         rs = None
-        props = amqp_properties(qos, mprops, retain)
+        expires = mprops.message_expiry_interval is not None  # no clock read otherwise
+        props = amqp_properties(qos, mprops, self.client_id, retain,
+                                time.time() if expires else 0.0)
         if retain:
             rs = self._retained_index()
             if payload and mqtt_retained.over_quota(rs, topic, len(payload)):
@@ -491,22 +503,18 @@ class MQTTClient:
         qos = 1 if ch.number == QOS1_CH and delivery_mode_of(props) == 2 else 0
         topic = routing_key_to_topic(message.routing_key)
         subs = self.subs
-        if subs is None or (topic.startswith("$") and not subs.dollar_match(ch, topic)):
-            # [MQTT-4.7.2-1]: only a filter not starting with a wildcard gets it
+        props = bytes(props)
+        verdict = None if subs is None else subs.admit(ch, consumer_tag, props, topic)
+        if verdict is None or not verdict.deliver:
+            # no-local, or [MQTT-4.7.2-1] a $ topic through a leading wildcard: acked
             if ch.number == QOS1_CH:
                 self._auto_ack(delivery_tag)
             return
-        mprops, retain = EMPTY, False
-        if self.proto.version >= MQTT_5 and props not in PLAIN:
-            mprops, retain = mqtt_properties(props, time.time())
-        if subs.special:
-            sub_qos, rap = subs.options(0 if ch.number == QOS0_CH else 1, topic)
-            retain = retain and rap  # [MQTT-3.3.1-12]: else a live message has retain 0
-            if qos and sub_qos == 2 and message_qos(props) == 2:
-                self._deliver_qos2(delivery_tag, redelivered, message, topic, retain, mprops)
-                return
-        else:
-            retain = False
+        mprops, retain = (options.outbound(props, verdict, time.time())
+                          if self.proto.version >= MQTT_5 else (EMPTY, False))
+        if qos and verdict.qos == 2 and message_qos(props) == 2:
+            self._deliver_qos2(delivery_tag, redelivered, message, topic, retain, mprops)
+            return
         out = None
         try:
             out = self.proto.send_publish(topic, bytes(message.body), qos, retain, mprops,

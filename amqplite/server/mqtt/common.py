@@ -4,37 +4,23 @@ from __future__ import annotations
 
 import attrs
 
-from amqplite.protocol.codec import FieldTable
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import ServerLimits
-from amqplite.protocol.properties import (
-    BasicProperties,
-    delivery_mode_of,
-    encode_properties,
-    headers_of,
-)
+from amqplite.protocol.mqtt.mapping import PUBLISH_QOS
+from amqplite.protocol.properties import delivery_mode_of, headers_of
 
 RECV_SIZE = 64 * 1024
 #: a client's consumers stop receiving while this much is queued unsent to it
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: after the connection ends, how long the writer may take to send what is queued
 FINISH_TIMEOUT = 2.0
-#: what this shell does not offer yet (issue 23): advertised to MQTT 5 clients
-LIMITS = ServerLimits(shared_subscription_available=False,
-                      subscription_identifier_available=False)
+#: what this shell offers, advertised to MQTT 5 clients in the CONNACK
+LIMITS = ServerLimits()
 #: channel numbers of a client's broker session
 PUBLISH_CH, QOS0_CH, QOS1_CH = 1, 2, 3
-#: the header with an MQTT message's publish QoS (RabbitMQ's plugin sets it too):
-#: a QoS 2 subscription receives QoS 2 only for a message published at QoS 2
-PUBLISH_QOS = "x-mqtt-publish-qos"
-#: binding arguments of a subscription: its QoS when 2 (QoS 1 and 2 share the qos1
-#: queue), and MQTT 5 retain as published
-QOS_ARG = "x-mqtt-qos"
-RAP_ARG = "x-mqtt-retain-as-published"
-#: AMQP properties of an MQTT message by its QoS: QoS 1/2 are persistent
-PROPS = {qos: encode_properties(BasicProperties(headers=FieldTable({PUBLISH_QOS: qos}),
-                                                delivery_mode=2 if qos else 1))
-         for qos in (0, 1, 2)}
+#: an MQTT message's AMQP properties (QoS 1/2 persistent, the publish QoS in the
+#: header ``x-mqtt-publish-qos``), MQTT 5 properties: protocol/mqtt/mapping.py;
+#: binding arguments of a subscription: protocol/mqtt/subscriptions.py
 
 
 @attrs.frozen

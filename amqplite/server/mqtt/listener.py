@@ -18,6 +18,7 @@ from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.server.mqtt.client import MQTTClient
 from amqplite.server.mqtt.common import Login, queue_name
 from amqplite.server.mqtt.inflight import PacketIds
+from amqplite.server.mqtt.shared import SharedGroups
 from amqplite.server.mqtt.transports import open_tls, tls_handler
 from amqplite.server.mqtt.wills import Wills
 from amqplite.server.persistence import Persistence
@@ -75,6 +76,8 @@ class MQTTListener:
         self.wills = Wills(settings, broker, execute)
         #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
         self.quota_logged: set[str] = set()
+        #: members of the shared subscriptions' queues (shared.py)
+        self.groups = SharedGroups(broker, settings.mqtt_exchange)
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
@@ -103,6 +106,7 @@ class MQTTListener:
                     gone = now - (st.disconnected_at if st.disconnected_at is not None else now)
                     self.expire_later(st.vhost, st.client_id, st.expiry, max(0.0, gone))
             self._recovered = []
+            self.execute(self.groups.recover, set(self.stored))
             if listeners:
                 nursery.start_soon(trio.serve_listeners, self._handle, listeners)
             if tls is not None:
@@ -154,6 +158,7 @@ class MQTTListener:
             q = None if vh is None else vh.queues.get(queue_name(client_id, qos))
             if vh is not None and q is not None:
                 b.delete_queue(vh, q)
+        self.groups.leave(vhost, client_id)
         self.stored.discard(client_id)
         b.store_ops.append(DeleteMQTTSession(client_id))
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import attrs
 
+import amqplite.server.mqtt.options as options
+import amqplite.server.mqtt.shared as shared
 from amqplite.broker import mqtt_retained
 from amqplite.broker.core import Broker
 from amqplite.broker.exchanges.base import Binding
@@ -19,12 +20,10 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import FlowControlError, MQTTConnection
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.events import SubscribeReceived, UnsubscribeReceived
-from amqplite.protocol.mqtt.topics import (
-    binding_key_to_filter,
-    filter_to_binding_key,
-    matches,
-)
-from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, QOS_ARG, RAP_ARG, message_qos, queue_name, refused
+from amqplite.protocol.mqtt.subscriptions import Admission, SubOptions, SubscriptionTable
+from amqplite.protocol.mqtt.topics import filter_to_binding_key
+from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, message_qos, queue_name, refused
+from amqplite.server.mqtt.shared import SharedGroups
 
 log = logging.getLogger("amqplite.mqtt")
 
@@ -48,38 +47,25 @@ class Subscriptions:
     #: wakes the connection's writer
     flush: Callable[[], None]
 
+    #: the listener's index of shared subscription members
+    groups: SharedGroups
+
     #: set when the session ends: what an await left pending is not sent
     ended: bool = False
-    #: subscriptions with options a binding key cannot say (QoS 2, retain as
-    #: published), read from the bindings' arguments: (queue QoS, filter, QoS, RAP)
-    special: list[tuple[int, str, int, bool]] = attrs.field(factory=list)
+    #: the options of each subscription, by queue and filter (options.py): QoS 2,
+    #: retain as published, no local, subscription identifiers
+    table: SubscriptionTable = attrs.Factory(SubscriptionTable)
+    #: consumer tag -> shared queue this session consumes
+    shared_tags: dict[str, str] = attrs.Factory(dict)
 
-    def _bindings(self, key: str | None = None) -> list[tuple[int, Binding]]:
-        """Our queues' bindings from ``mqtt_exchange`` (of ``key``, or all)."""
+    def _bindings(self, key: str) -> list[tuple[int, Binding]]:
+        """Our queues' bindings of ``key`` from ``mqtt_exchange``."""
         vh = self.broker.vhosts.get(self.session.vhost)
         if vh is None:
             return []
         return [(qos, b) for qos in (0, 1)
                 for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ())
-                if b.source == self.exchange and (key is None or b.routing_key == key)]
-
-    def load_options(self) -> None:
-        """Rebuild :attr:`special` (after CONNECT, SUBSCRIBE, UNSUBSCRIBE)."""
-        self.special = []
-        for qos, b in self._bindings():
-            args = b.args_dict
-            if args:
-                self.special.append((qos, binding_key_to_filter(b.routing_key),
-                                     int(args.get(QOS_ARG, qos)), bool(args.get(RAP_ARG))))
-
-    def options(self, queue_qos: int, topic: str) -> tuple[int, bool]:
-        """(QoS, retain as published) of a delivery from the queue of ``queue_qos``:
-        the highest QoS among the matching subscriptions, RAP if one has it."""
-        qos, rap = queue_qos, False
-        for q, f, sub_qos, sub_rap in self.special:
-            if q == queue_qos and matches(f, topic):
-                qos, rap = max(qos, sub_qos), rap or sub_rap
-        return qos, rap
+                if b.source == self.exchange and b.routing_key == key]
 
     def queue_exists(self, qos: int) -> bool:
         vh = self.broker.vhosts.get(self.session.vhost)
@@ -109,27 +95,10 @@ class Subscriptions:
             tag = b.basic_consume(ch, queue_name(self.client_id, 1), "mqtt-qos1")
         b.start_consumer(ch, tag)
 
-    def _bind(self, key: str, qos: int, rap: bool) -> None:
-        """The filter's one binding: to the qos0 queue, or to the qos1 queue for QoS
-        1 and 2 (the delivery's QoS comes from the arguments); any other one of the
-        same key (an earlier subscription's) goes."""
-        b = self.broker
-        args: dict[str, Any] = {}
-        if qos == 2:
-            args[QOS_ARG] = 2
-        if rap:
-            args[RAP_ARG] = True
-        target = min(qos, 1)
-        self.declare(target)
-        for q, old in self._bindings(key):
-            if q != target or old.args_dict != args:
-                b.queue_bind(self.channels[QOS0_CH], queue_name(self.client_id, q),
-                             self.exchange, key, old.args_dict or None, unbind=True)
-        b.queue_bind(self.channels[QOS0_CH], queue_name(self.client_id, target),
-                     self.exchange, key, args or None)
-
     async def subscribe(self, ev: SubscribeReceived) -> None:
-        """Bind each filter (:meth:`_bind`). A shared subscription is not offered yet."""
+        """Bind each filter with its options (options.py): to the qos0 queue, or to
+        the qos1 queue for QoS 1 and 2 (a QoS 2 one says so in its arguments); its
+        binding on the other queue goes. A shared one joins its group's queue."""
         codes: list[int] = []
         #: (filter, granted QoS) of the retained messages owed after the SUBACK
         owed: list[tuple[str, int]] = []
@@ -137,16 +106,24 @@ class Subscriptions:
             if req.reason_code or req.parsed is None:
                 codes.append(req.reason_code or ReasonCode.TOPIC_FILTER_INVALID)
                 continue
-            if req.parsed.share_group is not None:
-                codes.append(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
-                continue
             qos = req.qos
-            key = filter_to_binding_key(req.parsed.topic_filter)
-            if req.retain_handling == 0 or (req.retain_handling == 1
-                                            and not self.subscribed(key)):
-                owed.append((req.parsed.topic_filter, qos))
+            topic_filter = req.parsed.topic_filter
+            shared_sub = req.parsed.share_group is not None
+            if not shared_sub and (req.retain_handling == 0 or (
+                    req.retain_handling == 1
+                    and not self.subscribed(filter_to_binding_key(topic_filter)))):
+                owed.append((topic_filter, qos))  # never for shared ones (MQTT 5 4.8.2)
             try:
-                self._bind(key, qos, req.retain_as_published)
+                if shared_sub:
+                    codes.append(shared.subscribe(self, req, ev.subscription_identifier))
+                    continue
+                target = min(qos, 1)
+                self.declare(target)
+                opts = SubOptions(qos, req.no_local, req.retain_as_published,
+                                  ev.subscription_identifier)
+                options.bind(self, queue_name(self.client_id, target), topic_filter, opts)
+                if self.queue_exists(1 - target):
+                    options.unbind(self, queue_name(self.client_id, 1 - target), topic_filter)
             except AMQPError as exc:
                 log.info("MQTT %s: subscription to %r refused: %s", self.name,
                          req.topic_filter, exc)
@@ -154,17 +131,16 @@ class Subscriptions:
                              else ReasonCode.UNSPECIFIED_ERROR)
                 continue
             codes.append(qos)
-        self.load_options()
         await self.committed()  # a SUBACK means the subscription is stored
         self.proto.send_suback(ev.packet_id, codes)
         for topic_filter, qos in owed:
-            self.send_retained(topic_filter, qos)
+            self.send_retained(topic_filter, qos, ev.subscription_identifier)
 
     def subscribed(self, key: str) -> bool:
         """Is ``key`` already bound to one of our queues (retain handling 1)?"""
         return bool(self._bindings(key))
 
-    def send_retained(self, topic_filter: str, qos: int) -> None:
+    def send_retained(self, topic_filter: str, qos: int, identifier: int | None = None) -> None:
         """A new subscription receives the retained messages its filter matches, with
         the retain flag set ([MQTT-3.3.1-6]; also under retain-as-published 0,
         [MQTT-3.3.1-12] is about live forwarding). They go straight to the client,
@@ -178,7 +154,9 @@ class Subscriptions:
             m = r.message
             q = min(qos, message_qos(m.properties_raw))
             try:  # its PUBACK/PUBREC finds no delivery tag: nothing to ack
-                self.proto.send_publish(r.key, bytes(m.body or b""), q, retain=True)
+                self.proto.send_publish(r.key, bytes(m.body or b""), q, retain=True,
+                                        properties=options.retained_properties(
+                                            self, m.properties_raw, identifier))
             except FlowControlError:
                 log.info("MQTT %s: retained %r not sent: receive maximum reached",
                          self.name, r.key)
@@ -190,21 +168,19 @@ class Subscriptions:
             if parsed is None:
                 codes.append(ReasonCode.TOPIC_FILTER_INVALID)
                 continue
-            key = filter_to_binding_key(parsed.topic_filter)
-            for qos, b in self._bindings(key):
-                with contextlib.suppress(AMQPError):
-                    self.broker.queue_bind(self.channels[QOS0_CH],
-                                           queue_name(self.client_id, qos), self.exchange, key,
-                                           b.args_dict or None, unbind=True)
-            codes.append(0)
-        self.load_options()
+            found = False
+            with contextlib.suppress(AMQPError):
+                if parsed.share_group is not None:
+                    found = shared.unsubscribe(self, parsed.share_group, parsed.topic_filter)
+                else:
+                    for qos in (0, 1):
+                        found |= options.unbind(self, queue_name(self.client_id, qos),
+                                                parsed.topic_filter)
+            codes.append(0 if found else ReasonCode.NO_SUBSCRIPTION_EXISTED)
         await self.committed()
         self.proto.send_unsuback(ev.packet_id, codes)
 
-    def dollar_match(self, ch: ChannelState, topic: str) -> bool:
-        """Does a subscription of the delivering queue match a ``$`` topic under MQTT's
-        rule? The AMQP topic exchange routed it by ``#``/``*`` alone."""
-        qos = 0 if ch.number == QOS0_CH else 1
-        return any(q == qos and matches(binding_key_to_filter(b.routing_key), topic)
-                   for q, b in self._bindings())
-
+    def admit(self, ch: ChannelState, consumer_tag: str, props: bytes, topic: str) -> Admission:
+        """Does a delivery go to the client, at which QoS, with which identifiers
+        (no local, the ``$`` rule; options.py)?"""
+        return options.admit(self, ch, consumer_tag, props, topic)

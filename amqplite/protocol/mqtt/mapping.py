@@ -9,7 +9,12 @@ QoS 0 / 1, 2                   delivery_mode 1 / 2
 Content Type                   content_type (up to 255 bytes; longer is dropped)
 Correlation Data               correlation_id when it is UTF-8 without U+0000 and at
                                most 255 bytes, else the header ``x-correlation-id``
-Response Topic                 header ``x-reply-to-topic``, as an AMQP routing key
+Response Topic                 header ``x-reply-to-topic`` (RabbitMQ 3.13) and
+                               reply_to (up to 255 bytes), both as an AMQP routing
+                               key: an AMQP service answers by publishing to the
+                               MQTT exchange with the reply_to it got; back, a
+                               reply_to becomes the Response Topic when no
+                               ``x-reply-to-topic`` is there
 User Property                  headers (string values; the first of a repeated name)
 Payload Format Indicator 1     header ``x-mqtt-payload-format-indicator`` (ours:
                                RabbitMQ drops it for 0-9-1; kept so MQTT -> MQTT
@@ -77,8 +82,12 @@ def amqp_properties(qos: int, props: Properties, publisher: str, retain: bool = 
             correlation_id = text
         else:
             headers.set(CORRELATION, corr, "S")
+    reply_to = None
     if props.response_topic is not None:
-        headers.set(REPLY_TO_TOPIC, topic_to_routing_key(props.response_topic), "S")
+        reply_key = topic_to_routing_key(props.response_topic)
+        headers.set(REPLY_TO_TOPIC, reply_key, "S")
+        if len(reply_key.encode()) <= _MAX_SHORT:
+            reply_to = reply_key
     if props.payload_format_indicator == 1:
         headers.set(PAYLOAD_FORMAT, 1, "b")
     if retain:
@@ -88,7 +97,7 @@ def amqp_properties(qos: int, props: Properties, publisher: str, retain: bool = 
     expiry = props.message_expiry_interval
     return encode_properties(BasicProperties(
         content_type=content_type, headers=headers, delivery_mode=2 if qos else 1,
-        correlation_id=correlation_id,
+        correlation_id=correlation_id, reply_to=reply_to,
         expiration=str(expiry * 1000) if expiry is not None else None,
         timestamp=int(now) if expiry is not None else None))
 
@@ -175,6 +184,8 @@ def mqtt_properties(raw: bytes) -> Mapped:
         text = _as_text(value)
         if text is not None and _mqtt_string(name):
             user.append((name, text))
+    if response_topic is None and p.reply_to and not p.reply_to.startswith("amq."):
+        response_topic = _response_topic(p.reply_to)  # amq.rabbitmq.reply-to: no topic
     content_type = p.content_type
     if content_type is not None and not _mqtt_string(content_type):
         content_type = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,6 +27,7 @@ def test_mqtt_to_amqp() -> None:
     assert p.headers is not None
     assert p.headers["k"] == "v"  # the first of a repeated name
     assert p.headers["x-reply-to-topic"] == "replies.me"
+    assert p.reply_to == "replies.me"  # an AMQP service answers to amq.topic with it
     assert p.headers["x-mqtt-publisher"] == "client-a"
 
 
@@ -70,6 +73,18 @@ def test_amqp_to_mqtt() -> None:
     assert props.response_topic == "a/b"
     assert dict(props.user_properties) == {"s": "text", "n": "42", "f": "1.5", "t": "true",
                                            "v": ""}
+
+
+def test_amqp_reply_to_becomes_the_response_topic() -> None:
+    """An AMQP requester's reply_to (a routing key on the MQTT exchange) is what an
+    MQTT 5 responder answers to; the header wins when both are there; direct
+    reply-to (amq.rabbitmq.reply-to) names no topic."""
+    def topic(**kw: Any) -> str | None:
+        return mqtt_properties(encode_properties(BasicProperties(**kw))).properties.response_topic
+
+    assert topic(reply_to="svc.replies.7") == "svc/replies/7"
+    assert topic(reply_to="x.y", headers=FieldTable({"x-reply-to-topic": "a.b"})) == "a/b"
+    assert topic(reply_to="amq.rabbitmq.reply-to.g2dk") is None
 
 
 def test_amqp_wildcard_reply_topic_is_not_a_response_topic() -> None:

@@ -235,6 +235,26 @@ class DeletePermission:
 
 
 @attrs.frozen
+class PutTopicPermission:
+    """Set a user's topic permission (write/read expressions) for one exchange."""
+
+    user: str
+    vhost: str
+    exchange: str
+    write: str
+    read: str
+
+
+@attrs.frozen
+class DeleteTopicPermission:
+    """Clear a user's topic permission for one exchange, or (None) all in the vhost."""
+
+    user: str
+    vhost: str
+    exchange: str | None = None
+
+
+@attrs.frozen
 class PutMQTTSession:
     """A persistent MQTT session's state beside its queues (server/mqtt.py), so a
     restart knows its expiry and its inbound QoS 2 ids awaiting PUBREL.
@@ -482,8 +502,8 @@ REPLAYABLE: frozenset[type] = frozenset({
     PutExchange, DeleteExchange, PutQueue, DeleteQueue, DeleteEntries, PutBinding,
     DeleteBinding, PutPolicy, DeletePolicy, PutParameter, DeleteParameter, PutVHost,
     DeleteVHost, PutUser, DeleteUser,
-    PutPermission, DeletePermission, PutMeta, PutStreamSegment, DeleteStreamSegments,
-    PutMQTTSession, DeleteMQTTSession,
+    PutPermission, DeletePermission, PutTopicPermission, DeleteTopicPermission, PutMeta,
+    PutStreamSegment, DeleteStreamSegments, PutMQTTSession, DeleteMQTTSession,
     # removals of retained messages; a PutRetained is message data (its message row
     # is not written again): ``RetainedStore.commit_failed`` withdraws it instead
     DeleteRetained, ClearRetained,
@@ -522,6 +542,8 @@ META_OPS = (
     DeleteUser,
     PutPermission,
     DeletePermission,
+    PutTopicPermission,
+    DeleteTopicPermission,
     PutMeta,
     PutMQTTSession,
     DeleteMQTTSession,
@@ -553,6 +575,8 @@ Op = (
     | DeleteUser
     | PutPermission
     | DeletePermission
+    | PutTopicPermission
+    | DeleteTopicPermission
     | PutMeta
     | PutMQTTSession
     | DeleteMQTTSession

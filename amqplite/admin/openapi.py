@@ -121,6 +121,9 @@ SCHEMAS: dict[str, S] = {
     "Permission": _obj({"user": STR, "vhost": STR, "configure": STR, "write": STR,
                         "read": STR}, ["user", "vhost", "configure", "write", "read"]),
     "PermissionPut": _obj({"configure": STR, "write": STR, "read": STR}),
+    "TopicPermission": _obj({"user": STR, "vhost": STR, "exchange": STR, "write": STR,
+                             "read": STR}, ["user", "vhost", "exchange", "write", "read"]),
+    "TopicPermissionPut": _obj({"exchange": STR, "write": STR, "read": STR}, ["exchange"]),
     "Definitions": _obj({
         "users": {"type": "array", "items": ANYOBJ},
         "vhosts": {"type": "array", "items": ANYOBJ},

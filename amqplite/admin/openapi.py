@@ -322,6 +322,7 @@ _QUERY: dict[str, S] = {
     "limit": {"type": "integer", "minimum": 0, "default": 100},
     "offset": {"type": "integer", "minimum": 0, "default": 0},
     "encoding": {"enum": ["auto", "base64"], "default": "auto"},
+    "exchange": {"type": "string"},
     "truncate": {"type": "integer", "minimum": 0},
     "from": {"type": "string", "default": "first",
              "description": "first, last, next, an offset, an interval (10m) or a time "

@@ -276,11 +276,11 @@ def test_failed_commit_changes_nothing(tmp_path: Path) -> None:
             db = b.proc.data_dir / "amqplite.db"
             # triggers (kept for the rest of the test: a failed submission's metadata
             # is written again later) refusing the rows these writes would change
-            for what, row, when in (("INSERT", "NEW", "NEW.exchange = 'new'"),
-                                    ("INSERT", "NEW", "NEW.write = 'x'"),
-                                    ("UPDATE", "NEW", "NEW.write = 'x'"),
-                                    ("DELETE", "OLD", "OLD.exchange = 'kept'")):
-                _exec(db, f"CREATE TRIGGER refuse_{what}_{len(when)} BEFORE {what} ON "
+            for i, (what, when) in enumerate((("INSERT", "NEW.exchange = 'new'"),
+                                              ("INSERT", "NEW.write = 'x'"),
+                                              ("UPDATE", "NEW.write = 'x'"),
+                                              ("DELETE", "OLD.exchange = 'kept'"))):
+                _exec(db, f"CREATE TRIGGER refuse_{i} BEFORE {what} ON "
                           f"topic_permissions WHEN {when} "
                           "BEGIN SELECT RAISE(ABORT, 'refused by test'); END")
             r = api.put(f"{TP}/%2F/tenant", json={"exchange": "new", "write": "n", "read": ""})

@@ -257,6 +257,30 @@ def test_qos2_id_awaiting_pubrel_survives_a_restart(tmp_path: Path) -> None:
         b.kill()
 
 
+def test_qos2_id_awaiting_pubrel_survives_kill_9_while_connected(tmp_path: Path) -> None:
+    """The id is stored with the message, before the PUBREC: a kill -9 while the
+    publisher is still connected forgets nothing, its retransmission is not routed."""
+    b = mqtt_broker(tmp_path / "data")
+    port = b.mqtt_port  # type: ignore[attr-defined]
+    cid, wid, topic = new_id(), new_id(), f"q2/{new_id()}"
+    try:
+        watcher = _persistent(port, wid, V311)
+        watcher.connect()
+        watcher.subscribe(topic, 1)
+        watcher.close()
+        _publish_unreleased(port, cid, topic)  # still connected
+        b.kill()
+        b.start()
+        wait_for(lambda: listening(port), 30, what="MQTT after restart")
+        _release_retransmitted(port, cid, topic, topic)
+        w = _persistent(port, wid, V311)
+        assert w.connect() == (0, True)
+        assert [w.get().payload, w.get().payload] == [b"once", b"after"]
+        w.close()
+    finally:
+        b.kill()
+
+
 def test_session_expires_after_disconnect(mb: BrokerProcess) -> None:
     """MQTT 5 session expiry counts down from the disconnect; a reconnect in time
     stops it (the session is present), a late one finds none."""

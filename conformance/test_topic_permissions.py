@@ -44,10 +44,12 @@ def refusal(key: str, exchange: str, user: str, vhost: str) -> tuple[int, str]:
                  f"vhost '{vhost}' refused for user '{user}'")
 
 
-def attempt(step: Callable[[Any], None]) -> tuple[int, str] | None:
-    """Run ``step`` on a fresh channel of a fresh connection; the channel error it met, or
-    None (a basic.qos round trip after it makes a refused publish show)."""
-    conn = connect()
+def attempt(step: Callable[[Any], None],
+            connection: Callable[[], pika.BlockingConnection] = connect
+            ) -> tuple[int, str] | None:
+    """Run ``step`` on a fresh channel of a fresh ``connection()``; the channel error it
+    met, or None (a basic.qos round trip after it makes a refused publish show)."""
+    conn = connection()
     try:
         ch = conn.channel()
         try:

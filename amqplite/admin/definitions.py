@@ -290,6 +290,18 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
     return out
 
 
+def _user_in_vhost(item: dict[str, Any], path: str, users: set[str],
+                   vhosts: set[str]) -> tuple[str, str]:
+    """A (topic) permission's user and vhost, both existing or about to."""
+    user = V.text(_need(item, "user", path), f"{path}.user")
+    vh = V.text(_need(item, "vhost", path), f"{path}.vhost")
+    if user not in users:
+        raise V.Invalid(f"{path}.user", f"names user '{user}', which does not exist")
+    if vh not in vhosts:
+        raise V.Invalid(f"{path}.vhost", f"names vhost '{vh}', which does not exist")
+    return user, vh
+
+
 def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set[str]) -> None:
     """Vhosts, users, permissions, and the sections this broker has no equivalent of."""
     for i, v in enumerate(_items(data, "vhosts")):
@@ -318,12 +330,7 @@ def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set
         users.add(name)
     for i, p in enumerate(_items(data, "permissions")):
         path = f"permissions[{i}]"
-        user = V.text(_need(p, "user", path), f"{path}.user")
-        vh = V.text(_need(p, "vhost", path), f"{path}.vhost")
-        if user not in users:
-            raise V.Invalid(f"{path}.user", f"names user '{user}', which does not exist")
-        if vh not in vhosts:
-            raise V.Invalid(f"{path}.vhost", f"names vhost '{vh}', which does not exist")
+        user, vh = _user_in_vhost(p, path, users, vhosts)
         pats = {}
         for key in ("configure", "write", "read"):
             pats[key] = V.text(p.get(key, ""), f"{path}.{key}")
@@ -333,12 +340,7 @@ def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set
         out.permissions.append(_Step(path, vh, {"user": user, **pats}))
     for i, t in enumerate(_items(data, "topic_permissions")):
         path = f"topic_permissions[{i}]"
-        user = V.text(_need(t, "user", path), f"{path}.user")
-        vh = V.text(_need(t, "vhost", path), f"{path}.vhost")
-        if user not in users:
-            raise V.Invalid(f"{path}.user", f"names user '{user}', which does not exist")
-        if vh not in vhosts:
-            raise V.Invalid(f"{path}.vhost", f"names vhost '{vh}', which does not exist")
+        user, vh = _user_in_vhost(t, path, users, vhosts)
         exchange = V.shortstr(_need(t, "exchange", path), f"{path}.exchange")
         pats = {k: V.pattern(t.get(k, ""), f"{path}.{k}", topics.validate)
                 for k in ("write", "read")}

@@ -15,6 +15,7 @@ import pika
 import pika.exceptions
 import pytest
 
+from conformance.test_topic_permissions import attempt
 from tests.admin.conftest import AdminBroker, start_admin_broker
 from tests.admin.test_admin_writes import refused, restart
 
@@ -49,20 +50,8 @@ class Tenant:
         return pika.BlockingConnection(params)
 
     def attempt(self, step: Callable[[Any], None]) -> tuple[int, str] | None:
-        """Run ``step`` on a fresh channel; the channel error it met, or None. A
-        basic.qos round trip after it makes a refused publish show."""
-        conn = self.connect()
-        try:
-            ch = conn.channel()
-            try:
-                step(ch)
-                ch.basic_qos(prefetch_count=0)
-            except pika.exceptions.ChannelClosedByBroker as exc:
-                return exc.reply_code, exc.reply_text
-            return None
-        finally:
-            if conn.is_open:
-                conn.close()
+        """The channel error ``step`` met on a fresh connection as this user, or None."""
+        return attempt(step, self.connect)
 
 
 @pytest.fixture

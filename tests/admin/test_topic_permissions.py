@@ -300,3 +300,26 @@ def _exec(db: Path, sql: str) -> None:
         con.commit()
     finally:
         con.close()
+
+
+def test_answered_writes_survive_kill_9(tmp_path: Path) -> None:
+    """A PUT or DELETE answered is committed: after SIGKILL the broker comes back with
+    exactly what the API said, and refuses as before."""
+    b = start_admin_broker(tmp_path / "d")
+    try:
+        with b.api() as api:
+            t = Tenant(b, api, "crashy")
+            t.grant("amq.topic", "^a", "^b")
+            t.grant("gone", "x", "y")
+            assert api.delete(f"{TP}/%2F/crashy", params={"exchange": "gone"}).status_code == 204
+        b.proc.kill()
+        restart(b)
+        with b.api() as api:
+            assert api.get(f"{TP}/%2F/crashy").json() == [
+                {"user": "crashy", "vhost": "/", "exchange": "amq.topic", "write": "^a",
+                 "read": "^b"}]
+            t.api = api
+            assert t.attempt(publish("amq.topic", "x")) == (403, text("x", "amq.topic",
+                                                                      "crashy"))
+    finally:
+        b.proc.stop()

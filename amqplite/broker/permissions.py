@@ -113,8 +113,8 @@ class AccessOps(BrokerBase):
         tp = per.get(ex.name) if per is not None else None
         if tp is None or s.internal:
             return
-        if not topics.permits(tp.write if perm == "write" else tp.read, key, s.username, s.vhost,
-                       s.client_id):
+        pattern = tp.write if perm == "write" else tp.read
+        if not topics.permits(pattern, key, s.username, s.vhost, s.client_id):
             raise E.access_refused(topics.refused_text(key, ex.name, s.vhost, s.username), cm)
 
     def _authorize_binding_key(self, ch: ChannelState, vh: VHost, source: str, key: str,

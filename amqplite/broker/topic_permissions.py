@@ -36,9 +36,6 @@ from amqplite.store import ops
 #: (user, vhost) -> exchange -> TopicPermission
 Table = dict[tuple[str, str], "dict[str, TopicPermission]"]
 
-VARIABLES = ("username", "vhost", "client_id")
-
-
 @attrs.frozen
 class TopicPermission:
     exchange: str

@@ -14,6 +14,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 
+import httpx
 import pika
 import pika.exceptions
 import pytest
@@ -119,3 +120,23 @@ def connection(
 @pytest.fixture
 def channel(connection: pika.BlockingConnection) -> BlockingChannel:
     return connection.channel()
+
+
+def management_url() -> str | None:
+    """The broker's management HTTP API (RabbitMQ's ``rabbitmq_management``, amqplite's
+    admin port), for the few tests that set up what AMQP cannot: ``MANAGEMENT_URL``."""
+    return os.environ.get("MANAGEMENT_URL") or None
+
+
+@pytest.fixture
+def management() -> Iterator[httpx.Client]:
+    """An HTTP client on ``MANAGEMENT_URL`` as the user of ``AMQP_URL``. Unset, the test
+    is skipped with that reason (scripts/test.sh always sets it, for both brokers)."""
+    base = management_url()
+    if base is None:
+        pytest.skip("MANAGEMENT_URL is not set (the management API sets topic permissions)")
+    creds = pika.URLParameters(amqp_url()).credentials
+    assert isinstance(creds, pika.PlainCredentials)
+    with httpx.Client(base_url=base, auth=(creds.username, creds.password),
+                      timeout=10) as client:
+        yield client

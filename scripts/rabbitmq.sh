@@ -3,9 +3,11 @@
 # epmd, mnesia and logs in one directory, loopback only, so it never
 # clashes with a system RabbitMQ or with another run on the same machine. The
 # one plugin enabled is rabbitmq_recent_history_exchange (conformance covers the
-# x-recent-history exchange type); it opens no port.
+# x-recent-history exchange type); it opens no port. With a third argument the
+# management plugin listens on 127.0.0.1:MGMT_PORT too (conformance sets topic
+# permissions through the HTTP API, which amqplite serves in the same shape).
 #
-#   scripts/rabbitmq.sh start DIR PORT   # returns once the node accepts AMQP
+#   scripts/rabbitmq.sh start DIR PORT [MGMT_PORT]  # returns once the node accepts AMQP
 #   scripts/rabbitmq.sh stop DIR         # SIGTERM, bounded wait, then SIGKILL
 #
 # Installs the Debian package when it is missing (needs root). Every failure
@@ -111,9 +113,10 @@ PYEOF
 }
 
 start() {
-  local dir=${1:?usage: start DIR PORT} port=${2:?usage: start DIR PORT}
+  local dir=${1:?usage: start DIR PORT} port=${2:?usage: start DIR PORT} mgmt=${3:-}
   install_rabbitmq
   port_free "$port" || die "cannot start RabbitMQ"
+  [ -z "$mgmt" ] || port_free "$mgmt" || die "cannot start RabbitMQ's management listener"
   mkdir -p "$dir/log" "$dir/mnesia"
   {
     echo "AMQP_PORT=$port"
@@ -121,8 +124,12 @@ start() {
     echo "EPMD_PORT=$(free_port)"
     echo "NODE_TAG=$$"
   } >"$dir/ports"
-  # no management plugin, nothing else listening; the recent-history exchange type
-  echo "[rabbitmq_recent_history_exchange]." >"$dir/enabled_plugins"
+  # the recent-history exchange type; the management plugin only when asked for
+  if [ -n "$mgmt" ]; then
+    echo "[rabbitmq_recent_history_exchange,rabbitmq_management]." >"$dir/enabled_plugins"
+  else
+    echo "[rabbitmq_recent_history_exchange]." >"$dir/enabled_plugins"
+  fi
   echo "[]." >"$dir/advanced.config"
   : >"$dir/rabbitmq-env.conf"
   cat >"$dir/rabbitmq.conf" <<EOF
@@ -131,6 +138,12 @@ loopback_users.guest = true
 log.console = false
 log.file.level = info
 EOF
+  if [ -n "$mgmt" ]; then
+    {
+      echo "management.tcp.ip = 127.0.0.1"
+      echo "management.tcp.port = $mgmt"
+    } >>"$dir/rabbitmq.conf"
+  fi
   node_env "$dir"
   # setsid: the node and its helpers get their own process group, stopped as one.
   (cd "$dir" && exec setsid "$RMQ_BIN/rabbitmq-server" >"$dir/log/startup.log" 2>&1 </dev/null) &
@@ -143,6 +156,29 @@ EOF
     stop "$dir" || true
     die "RabbitMQ failed to start"
   fi
+  [ -z "$mgmt" ] || wait_http "$mgmt" "$START_DEADLINE" || {
+    stop "$dir" || true
+    die "RabbitMQ's management API failed to start"
+  }
+}
+
+wait_http() {
+  # The management listener starts after AMQP's: wait until it answers.
+  python3 - "$1" "$2" <<'PYEOF'
+import sys, time, urllib.error, urllib.request
+port, limit = int(sys.argv[1]), float(sys.argv[2])
+deadline = time.monotonic() + limit
+while True:
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/api/overview", timeout=2)
+        break
+    except urllib.error.HTTPError:
+        break  # 401: it answers
+    except OSError:
+        if time.monotonic() > deadline:
+            sys.exit(f"RabbitMQ's management API did not answer on port {port}")
+        time.sleep(0.2)  # poll interval while the plugin starts
+PYEOF
 }
 
 stop() {

@@ -81,11 +81,14 @@ RABBIT_DIR=$(mktemp -d)
 # Fixed ports below the kernel's ephemeral range (32768-60999 on Linux), so
 # no client socket of the test run above can be holding them.
 RABBIT_PORT=${CONFORMANCE_RABBIT_PORT:-25730}
+# its management API: conformance sets topic permissions through it
+RABBIT_MGMT_PORT=${CONFORMANCE_RABBIT_MGMT_PORT:-25731}
 started=$(date +%s)
-bash scripts/rabbitmq.sh start "$RABBIT_DIR" "$RABBIT_PORT"
+bash scripts/rabbitmq.sh start "$RABBIT_DIR" "$RABBIT_PORT" "$RABBIT_MGMT_PORT"
 echo "   RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null) up on port" \
   "$RABBIT_PORT after $(( $(date +%s) - started )) s"
 AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBIT_PORT/%2F" \
+MANAGEMENT_URL="http://127.0.0.1:$RABBIT_MGMT_PORT" \
   timeout 900 .venv/bin/python -m pytest -q -p no:cacheprovider conformance \
   || { echo "--- RabbitMQ log"; tail -50 "$RABBIT_DIR/log/node.log" || true; exit 1; }
 bash scripts/rabbitmq.sh stop "$RABBIT_DIR"
@@ -95,8 +98,9 @@ RABBIT_DIR=""
 echo "== conformance against amqplite"
 DATA=$(mktemp -d)
 PORT=${CONFORMANCE_PORT:-25720}
+ADMIN_PORT=${CONFORMANCE_ADMIN_PORT:-25721}
 .venv/bin/amqplite serve --host 127.0.0.1 --port "$PORT" --data-dir "$DATA" \
-  --admin-port 0 --log-level warning >"$DATA/broker.log" 2>&1 &
+  --admin-port "$ADMIN_PORT" --log-level warning >"$DATA/broker.log" 2>&1 &
 BROKER=$!
 .venv/bin/python - "$PORT" <<'PYEOF'
 import socket, sys, time
@@ -111,5 +115,6 @@ while True:
         time.sleep(0.1)
 PYEOF
 AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F" \
+MANAGEMENT_URL="http://127.0.0.1:$ADMIN_PORT" \
   timeout 900 .venv/bin/python -m pytest -q -p no:cacheprovider conformance \
   || { echo "--- broker log"; tail -50 "$DATA/broker.log"; exit 1; }

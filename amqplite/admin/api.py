@@ -25,6 +25,7 @@ from amqplite.admin.handlers.queues import QueueHandlers
 from amqplite.admin.handlers.retained import RetainedHandlers
 from amqplite.admin.handlers.security import SecurityHandlers
 from amqplite.admin.handlers.streams import StreamHandlers
+from amqplite.admin.handlers.topic_permissions import TopicPermissionHandlers
 
 __all__ = ["AdminAPI"]
 
@@ -32,5 +33,5 @@ __all__ = ["AdminAPI"]
 class AdminAPI(MetaHandlers, ConnectionHandlers, ExchangeHandlers, QueueHandlers,
                MessageHandlers, BindingHandlers, PolicyHandlers, MetricsHandlers,
                NodeHandlers, SecurityHandlers, StreamHandlers, RetainedHandlers,
-               ParameterHandlers):
+               ParameterHandlers, TopicPermissionHandlers):
     """One instance per server; handler names match ``Route.handler``."""

@@ -183,7 +183,8 @@ def _list_permissions(ctx: Ctx, user: str | None) -> None:
 @click.option("--of", "of_user", default=None, help="List one user's permissions instead.")
 @common
 def permissions(ctx: Ctx, of_user: str | None) -> None:
-    """List permissions in the vhost (or ``permissions set`` / ``permissions clear``)."""
+    """List permissions in the vhost (or ``permissions set`` / ``clear``; topic
+    permissions: ``set-topic`` / ``clear-topic`` / ``list-topic``)."""
     if click.get_current_context().invoked_subcommand is None:
         _list_permissions(ctx, of_user)
 
@@ -213,6 +214,55 @@ def permissions_clear(ctx: Ctx, username: str) -> None:
     ctx.client.send("DELETE", path("permissions", ctx.vhost, username))
     _done(ctx, "cleared", username,
           f"Permissions of '{username}' in vhost {ctx.vhost} cleared.")
+
+
+@permissions.command("set-topic")
+@click.argument("username", metavar="USER")
+@click.argument("exchange")
+@click.argument("write")
+@click.argument("read")
+@common
+def permissions_set_topic(ctx: Ctx, username: str, exchange: str, write: str,
+                          read: str) -> None:
+    """Set USER's topic permission on topic EXCHANGE in the vhost (rabbitmqctl
+    set_topic_permissions): a publish's routing key must match WRITE, a binding key
+    READ. ``{username}``, ``{vhost}`` and (MQTT) ``{client_id}`` are expanded, e.g.
+    ``permissions set-topic app amq.topic '^{username}\\.' '^{username}\\.'``."""
+    ctx.client.send("PUT", path("topic-permissions", ctx.vhost, username),
+                    {"exchange": exchange, "write": write, "read": read})
+    _done(ctx, "set", username,
+          f"Topic permission of '{username}' on exchange '{exchange}' in vhost "
+          f"{ctx.vhost} set.")
+
+
+@permissions.command("clear-topic")
+@click.argument("username", metavar="USER")
+@click.argument("exchange", required=False)
+@common
+def permissions_clear_topic(ctx: Ctx, username: str, exchange: str | None) -> None:
+    """Remove USER's topic permission on EXCHANGE in the vhost, or all of them."""
+    ctx.client.send("DELETE", path("topic-permissions", ctx.vhost, username),
+                    **({"exchange": exchange} if exchange is not None else {}))
+    which = f"on exchange '{exchange}' " if exchange is not None else ""
+    _done(ctx, "cleared", username,
+          f"Topic permissions of '{username}' {which}in vhost {ctx.vhost} cleared.")
+
+
+@permissions.command("list-topic")
+@click.option("--of", "of_user", default=None, help="List one user's instead.")
+@common
+def permissions_list_topic(ctx: Ctx, of_user: str | None) -> None:
+    """List topic permissions in the vhost (or one user's, in every vhost)."""
+    url = (path("users", of_user, "topic-permissions") if of_user
+           else path("vhosts", ctx.vhost, "topic-permissions"))
+    data = ctx.client.get(url)
+    if ctx.as_json:
+        return ctx.emit_json(data)
+    title = (f"Topic permissions of user {of_user}" if of_user
+             else f"Topic permissions in vhost {ctx.vhost}")
+    _table(title, ["User", "Vhost", "Exchange", "Write", "Read"],
+           [[p["user"], p["vhost"], p["exchange"], p["write"], p["read"]] for p in data],
+           _plural(len(data), "topic permission"))
 
 
 # --------------------------------------------------------------- definitions

@@ -2,8 +2,8 @@
 
 The shape is the one ``rabbitmqctl export_definitions`` and the management
 API's ``/api/definitions`` write: users (``password_hash`` with
-``hashing_algorithm``), vhosts, permissions, policies, exchanges, queues and
-bindings, so a file exported from RabbitMQ imports here and back. Exclusive
+``hashing_algorithm``), vhosts, permissions, topic permissions, policies,
+exchanges, queues and bindings, so a file exported from RabbitMQ imports here and back. Exclusive
 queues, the built-in ``amq.*`` exchanges and the default exchange's implicit
 bindings are left out, as RabbitMQ leaves them out. For one vhost
 (``/api/definitions/{vhost}``) only its policies, exchanges, queues and
@@ -15,8 +15,8 @@ anything, then :func:`apply` carries it out in one synchronous step, which
 is one store submission and one commit, journalling an :class:`Undo` so a
 refusal half-way or a failed commit leaves memory as it was. What has no
 meaning in one process (mirroring policy keys, ...) is ``ignored`` and what
-is not supported (topic permissions, limits, parameters of components
-other than ``shovel``) is ``skipped``;
+is not supported (limits, parameters of components other than ``shovel``)
+is ``skipped``;
 both are listed in the answer, never dropped silently.
 """
 
@@ -31,6 +31,7 @@ from amqplite import __version__
 from amqplite.admin import validate as V
 from amqplite.admin.views import jsonable
 from amqplite.admin.writes import Undo
+from amqplite.broker import topic_permissions as topics
 from amqplite.broker.auth import HASHING_ALGORITHM, hash_password, valid_hash
 from amqplite.broker.core import Broker
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding
@@ -66,7 +67,9 @@ def export(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
         out["permissions"] = [
             {"user": u, "vhost": v, "configure": p.configure, "write": p.write, "read": p.read}
             for (u, v), p in sorted(broker.permissions.items())]
-        out["topic_permissions"] = []
+        out["topic_permissions"] = [
+            {"user": u, "vhost": v, "exchange": tp.exchange, "write": tp.write,
+             "read": tp.read} for u, v, tp in broker.topic_permissions.items()]
         out["global_parameters"] = []
     out["parameters"] = []  # one vhost's export has them too (RabbitMQ's)
     out["policies"], out["queues"], out["exchanges"], out["bindings"] = [], [], [], []
@@ -143,6 +146,7 @@ class Plan:
     vhosts: list[_Step] = attrs.field(factory=list)
     users: list[_Step] = attrs.field(factory=list)
     permissions: list[_Step] = attrs.field(factory=list)
+    topic_permissions: list[_Step] = attrs.field(factory=list)
     exchanges: list[_Step] = attrs.field(factory=list)
     queues: list[_Step] = attrs.field(factory=list)
     bindings: list[_Step] = attrs.field(factory=list)
@@ -286,6 +290,18 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
     return out
 
 
+def _user_in_vhost(item: dict[str, Any], path: str, users: set[str],
+                   vhosts: set[str]) -> tuple[str, str]:
+    """A (topic) permission's user and vhost, both existing or about to."""
+    user = V.text(_need(item, "user", path), f"{path}.user")
+    vh = V.text(_need(item, "vhost", path), f"{path}.vhost")
+    if user not in users:
+        raise V.Invalid(f"{path}.user", f"names user '{user}', which does not exist")
+    if vh not in vhosts:
+        raise V.Invalid(f"{path}.vhost", f"names vhost '{vh}', which does not exist")
+    return user, vh
+
+
 def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set[str]) -> None:
     """Vhosts, users, permissions, and the sections this broker has no equivalent of."""
     for i, v in enumerate(_items(data, "vhosts")):
@@ -314,12 +330,7 @@ def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set
         users.add(name)
     for i, p in enumerate(_items(data, "permissions")):
         path = f"permissions[{i}]"
-        user = V.text(_need(p, "user", path), f"{path}.user")
-        vh = V.text(_need(p, "vhost", path), f"{path}.vhost")
-        if user not in users:
-            raise V.Invalid(f"{path}.user", f"names user '{user}', which does not exist")
-        if vh not in vhosts:
-            raise V.Invalid(f"{path}.vhost", f"names vhost '{vh}', which does not exist")
+        user, vh = _user_in_vhost(p, path, users, vhosts)
         pats = {}
         for key in ("configure", "write", "read"):
             pats[key] = V.text(p.get(key, ""), f"{path}.{key}")
@@ -328,9 +339,13 @@ def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set
                 raise V.Invalid(f"{path}.{key}", why)
         out.permissions.append(_Step(path, vh, {"user": user, **pats}))
     for i, t in enumerate(_items(data, "topic_permissions")):
-        out.skipped.append(f"topic_permissions[{i}]: user '{t.get('user')}' in vhost "
-                           f"'{t.get('vhost')}' on exchange '{t.get('exchange')}' "
-                           "(topic permissions are not supported)")
+        path = f"topic_permissions[{i}]"
+        user, vh = _user_in_vhost(t, path, users, vhosts)
+        exchange = V.shortstr(_need(t, "exchange", path), f"{path}.exchange")
+        pats = {k: V.pattern(t.get(k, ""), f"{path}.{k}", topics.validate)
+                for k in ("write", "read")}
+        out.topic_permissions.append(_Step(path, vh, {"user": user, "exchange": exchange,
+                                                      **pats}))
     for i, p in enumerate(_items(data, "global_parameters")):
         out.ignored.append(f"global_parameters[{i}]: '{p.get('name')}' (cluster-wide)")
 
@@ -356,6 +371,11 @@ def apply(broker: Broker, p: Plan, channel_for: ChannelFor, undo: Undo) -> None:
             d = step.data
             undo.permission(d["user"], step.vhost)
             broker.set_permissions(d["user"], step.vhost, d["configure"], d["write"], d["read"])
+        for step in p.topic_permissions:
+            d = step.data
+            undo.topic_permissions(d["user"], step.vhost)
+            broker.set_topic_permission(d["user"], step.vhost, d["exchange"], d["write"],
+                                        d["read"])
         for step in p.exchanges:
             d = dict(step.data)
             undo.exchange(step.vhost, d["name"])

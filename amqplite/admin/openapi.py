@@ -121,6 +121,9 @@ SCHEMAS: dict[str, S] = {
     "Permission": _obj({"user": STR, "vhost": STR, "configure": STR, "write": STR,
                         "read": STR}, ["user", "vhost", "configure", "write", "read"]),
     "PermissionPut": _obj({"configure": STR, "write": STR, "read": STR}),
+    "TopicPermission": _obj({"user": STR, "vhost": STR, "exchange": STR, "write": STR,
+                             "read": STR}, ["user", "vhost", "exchange", "write", "read"]),
+    "TopicPermissionPut": _obj({"exchange": STR, "write": STR, "read": STR}, ["exchange"]),
     "Definitions": _obj({
         "users": {"type": "array", "items": ANYOBJ},
         "vhosts": {"type": "array", "items": ANYOBJ},
@@ -319,6 +322,7 @@ _QUERY: dict[str, S] = {
     "limit": {"type": "integer", "minimum": 0, "default": 100},
     "offset": {"type": "integer", "minimum": 0, "default": 0},
     "encoding": {"enum": ["auto", "base64"], "default": "auto"},
+    "exchange": {"type": "string"},
     "truncate": {"type": "integer", "minimum": 0},
     "from": {"type": "string", "default": "first",
              "description": "first, last, next, an offset, an interval (10m) or a time "

@@ -17,6 +17,7 @@ A string that is not one of those values is refused: never a silent wrong value.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from amqplite.admin.plumbing import HTTPError
@@ -56,6 +57,15 @@ def shortstr(value: Any, field: str, *, allow_empty: bool = True) -> str:
     n = len(s.encode("utf-8"))
     if n > SHORTSTR_MAX:
         raise Invalid(field, f"is {n} bytes long; AMQP names hold at most {SHORTSTR_MAX}")
+    return s
+
+
+def pattern(value: Any, field: str, why: Callable[[str], str | None]) -> str:
+    """A regular expression a user writes; ``why`` says why one is refused."""
+    s = text(value, field)
+    reason = why(s)
+    if reason is not None:
+        raise Invalid(field, f"is refused: {reason}")
     return s
 
 

@@ -87,6 +87,8 @@ class Undo:
         for u, v in list(self.broker.permissions):
             if u == name:
                 self.permission(u, v)
+        for u, v in {(u, v) for u, v, _ in self.broker.topic_permissions.items(user=name)}:
+            self.topic_permissions(u, v)
         self.user(name)
 
     def permission(self, user: str, vhost: str) -> None:
@@ -99,6 +101,22 @@ class Undo:
             elif user in b.users.users and vhost in b.vhosts:
                 b.set_permissions(user, vhost, old.configure, old.write, old.read,
                                   stored=True)
+        self._steps.append(undo)
+
+    def topic_permissions(self, user: str, vhost: str) -> None:
+        """A user's topic permissions in a vhost, all of them put back as they were."""
+        b = self.broker
+        old = dict(b.topic_permissions.of(user, vhost) or {})
+
+        def undo() -> None:
+            current = b.topic_permissions.of(user, vhost) or {}
+            for exchange in [x for x in current if x not in old]:
+                b.clear_topic_permissions(user, vhost, exchange)
+            if user in b.users.users and vhost in b.vhosts:
+                for tp in old.values():
+                    if current.get(tp.exchange) != tp:
+                        b.set_topic_permission(user, vhost, tp.exchange, tp.write, tp.read,
+                                               stored=True)
         self._steps.append(undo)
 
     def policy(self, vhost: str, name: str) -> None:

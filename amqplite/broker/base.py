@@ -24,6 +24,7 @@ from amqplite.broker.effects import CloseConnection, Outcome
 from amqplite.broker.model import ChannelState, Entry, Message, Session
 from amqplite.broker.parameters import RuntimeParameters
 from amqplite.broker.retained import DEFAULT_MAX_BYTES, RetainedStore
+from amqplite.broker.topic_permissions import TopicPermissions
 from amqplite.broker.vhost import VHost
 from amqplite.config import LOG_LEVELS
 
@@ -147,6 +148,7 @@ class BrokerBase:
                                       default_max_bytes=retained_max_bytes)
         #: runtime parameters (shovels, ...): their store operations go to this outbox
         self.parameters = RuntimeParameters(emit=lambda op: self.store_ops.append(op))
+        self.topic_permissions = TopicPermissions(emit=lambda op: self.store_ops.append(op))
 
     # ------------------------------------------------------------------ ids
     def seed_ids(self, max_queue_id: int, max_message_key: int) -> None:
@@ -260,6 +262,10 @@ class BrokerBase:
         def close_session(self, session: Session) -> None: ...
         def _authorize(self, ch: ChannelState, perm: str, kind: str, name: str,
                        cm: tuple[int, int]) -> None: ...
+        def _authorize_topic(self, ch: ChannelState, ex: Exchange, key: str, perm: str,
+                             cm: tuple[int, int]) -> None: ...
+        def _authorize_binding_key(self, ch: ChannelState, vh: VHost, source: str, key: str,
+                                   cm: tuple[int, int]) -> None: ...
         def _confirm_published(self, ch: ChannelState, res: Any) -> None: ...
         def _dispatch(self, q: Queue) -> None: ...
         def _entry_done(self, q: Queue, e: Entry) -> None: ...

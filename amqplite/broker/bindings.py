@@ -128,6 +128,7 @@ class ExchangeOps(BrokerBase):
         if source == "" or destination == "":
             raise E.default_exchange(cm)
         self._authorize(ch, "read", "exchange", source, cm)
+        self._authorize_binding_key(ch, vh, source, routing_key, cm)
         b = Binding(source, ("exchange", destination), routing_key, freeze_args(arguments))
         if unbind:
             # RabbitMQ: unbinding what is not bound succeeds, even when the source or

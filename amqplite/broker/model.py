@@ -209,8 +209,8 @@ class Delivery:
 class Session:
     """One client connection as the broker sees it."""
 
-    __slots__ = ("channels", "client_properties", "id", "internal", "peer", "transport",
-                 "username", "vhost", "writable")
+    __slots__ = ("channels", "client_id", "client_properties", "id", "internal", "peer",
+                 "transport", "username", "vhost", "writable")
 
     def __init__(self, sid: int, username: str, vhost: str, peer: str = "") -> None:
         self.id = sid
@@ -226,6 +226,8 @@ class Session:
         self.writable = True
         #: the broker's own session (definitions import): no permission checks
         self.internal = False
+        #: an MQTT session's client id: ``{client_id}`` in topic permissions
+        self.client_id: str | None = None
 
 
 class ChannelState:

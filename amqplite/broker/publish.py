@@ -66,6 +66,8 @@ class Publishing(BrokerBase):
             raise E.access_refused(
                 f"cannot publish to internal exchange '{exchange}' in vhost '{vh.name}'", cm
             )
+        if self.topic_permissions.table:  # RabbitMQ checks them here, after internal
+            self._authorize_topic(ch, ex, routing_key, "write", cm)
         if properties_raw != ch.last_props and properties_raw != b"\x00\x00":
             self._check_properties(ch, properties_raw)
         # past the check the flags are there; reply_to is flag bit 9 (first octet)

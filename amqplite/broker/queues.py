@@ -188,6 +188,7 @@ class QueueOps(BrokerBase):
         if exchange == "":
             raise E.default_exchange(cm)
         self._authorize(ch, "read", "exchange", exchange, cm)
+        self._authorize_binding_key(ch, vh, exchange, routing_key, cm)
         b = Binding(exchange, ("queue", queue), routing_key, freeze_args(arguments))
         if unbind:
             # Unbinding what is not bound succeeds, even when the queue or the

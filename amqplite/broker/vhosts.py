@@ -42,6 +42,7 @@ class VHostOps(BrokerBase):
         self.parameters.drop_vhost(name)
         for key in [k for k in self.permissions if k[1] == name]:
             del self.permissions[key]
+        self.topic_permissions.forget(vhost=name)  # rows: DeleteVHost's
         self.permissions_epoch += 1
         self.store_ops.append(ops.DeleteVHost(name))
         return True

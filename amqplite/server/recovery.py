@@ -32,7 +32,8 @@ def _malformed(raw: bytes) -> str | None:
 
 
 def restore_security(broker: Broker, rec: Any) -> None:
-    """Vhosts, users and permissions as stored (nothing is written back).
+    """Vhosts, users, permissions and topic permissions as stored (nothing is
+    written back).
 
     Once seeded, the vhosts table is the truth: a deleted ``/`` stays deleted.
     """
@@ -51,6 +52,13 @@ def restore_security(broker: Broker, rec: Any) -> None:
         except ValueError:
             log.warning("ignoring stored permission of user '%s' in vhost '%s'", p.user,
                         p.vhost)
+    for t in rec.topic_permissions:
+        try:
+            broker.set_topic_permission(t.user, t.vhost, t.exchange, t.write, t.read,
+                                        persist=False, stored=True)
+        except ValueError:
+            log.warning("ignoring stored topic permission of user '%s' in vhost '%s'",
+                        t.user, t.vhost)
 
 
 def seed_security(broker: Broker, rec: Any, settings: Settings) -> None:

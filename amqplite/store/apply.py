@@ -55,6 +55,7 @@ from .ops import (
     DeleteQueue,
     DeleteRetained,
     DeleteStreamSegments,
+    DeleteTopicPermission,
     DeleteUser,
     DeleteVHost,
     EncodedLog,
@@ -73,6 +74,7 @@ from .ops import (
     PutQueue,
     PutRetained,
     PutStreamSegment,
+    PutTopicPermission,
     PutUser,
     PutVHost,
     UpdateEntry,
@@ -585,6 +587,8 @@ class Applier:
                    {"password_hash": op.password_hash, "tags": op.tags})
         elif t is DeleteUser:
             conn.execute(delete(s.permissions).where(s.permissions.c.user == op.name))
+            tpm = s.topic_permissions
+            conn.execute(delete(tpm).where(tpm.c.user == op.name))
             conn.execute(delete(s.users).where(s.users.c.name == op.name))
         elif t is PutPermission:
             upsert(conn, s.permissions, {"user": op.user, "vhost": op.vhost},
@@ -592,6 +596,15 @@ class Applier:
         elif t is DeletePermission:
             p = s.permissions
             conn.execute(delete(p).where(p.c.user == op.user, p.c.vhost == op.vhost))
+        elif t is PutTopicPermission:
+            upsert(conn, s.topic_permissions,
+                   {"user": op.user, "vhost": op.vhost, "exchange": op.exchange},
+                   {"write": op.write, "read": op.read})
+        elif t is DeleteTopicPermission:
+            tpm = s.topic_permissions
+            of_user = and_(tpm.c.user == op.user, tpm.c.vhost == op.vhost)
+            conn.execute(delete(tpm).where(of_user if op.exchange is None else
+                                           and_(of_user, tpm.c.exchange == op.exchange)))
         elif t is PutStreamSegment:
             upsert(conn, s.stream_segments, {"queue_id": op.queue_id, "segment": op.segment},
                    {"first_offset": op.first_offset, "last_offset": op.last_offset,
@@ -628,7 +641,8 @@ class Applier:
             if qid not in keep:
                 cls._delete_queue(conn, qid)
         for table in (s.bindings, s.exchanges, s.policies, s.parameters, s.permissions,
-                      s.retained, s.mqtt_wills):
+                      s.retained, s.mqtt_wills,
+                      s.topic_permissions):
             conn.execute(delete(table).where(table.c.vhost == name))
         conn.execute(delete(s.vhosts).where(s.vhosts.c.name == name))
 

@@ -235,6 +235,26 @@ class DeletePermission:
 
 
 @attrs.frozen
+class PutTopicPermission:
+    """Set a user's topic permission (write/read expressions) for one exchange."""
+
+    user: str
+    vhost: str
+    exchange: str
+    write: str
+    read: str
+
+
+@attrs.frozen
+class DeleteTopicPermission:
+    """Clear a user's topic permission for one exchange, or (None) all in the vhost."""
+
+    user: str
+    vhost: str
+    exchange: str | None = None
+
+
+@attrs.frozen
 class PutMQTTSession:
     """A persistent MQTT session's state beside its queues (server/mqtt/), so a
     restart knows its expiry. ``awaiting_pubrel`` is read from older databases
@@ -538,6 +558,7 @@ REPLAYABLE: frozenset[type] = frozenset({
     PutPermission, DeletePermission, PutMeta, PutStreamSegment, DeleteStreamSegments,
     PutMQTTSession, DeleteMQTTSession, PutMQTTPacketId, DeleteMQTTPacketId, PutMQTTWill,
     DeleteMQTTWill,
+    PutTopicPermission, DeleteTopicPermission,
     # removals of retained messages; a PutRetained is message data (its message row
     # is not written again): ``RetainedStore.commit_failed`` withdraws it instead
     DeleteRetained, ClearRetained,
@@ -578,6 +599,8 @@ Op = (
     | DeleteUser
     | PutPermission
     | DeletePermission
+    | PutTopicPermission
+    | DeleteTopicPermission
     | PutMeta
     | PutMQTTSession
     | DeleteMQTTSession

@@ -26,6 +26,7 @@ from .ops import (
     PutPolicy,
     PutQueue,
     PutRetained,
+    PutTopicPermission,
     PutUser,
     PutVHost,
 )
@@ -53,6 +54,7 @@ class Recovered:
     vhosts: list[PutVHost] = attrs.Factory(list)
     users: list[PutUser] = attrs.Factory(list)
     permissions: list[PutPermission] = attrs.Factory(list)
+    topic_permissions: list[PutTopicPermission] = attrs.Factory(list)
     policies: list[PutPolicy] = attrs.Factory(list)
     parameters: list[PutParameter] = attrs.Factory(list)
     #: the MQTT listener's state as the ops that wrote it: sessions, packet ids, wills
@@ -145,6 +147,10 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
     p = s.permissions
     rec.permissions = [PutPermission(r.user, r.vhost, r.configure, r.write, r.read)
                        for r in conn.execute(select(p).order_by(p.c.user, p.c.vhost))]
+    tpm = s.topic_permissions
+    rec.topic_permissions = [
+        PutTopicPermission(r.user, r.vhost, r.exchange, r.write, r.read)
+        for r in conn.execute(select(tpm).order_by(tpm.c.user, tpm.c.vhost, tpm.c.exchange))]
     rec.policies = [
         PutPolicy(r.vhost, r.name, r.pattern, r.apply_to, r.priority, cbor.decode(r.definition))
         for r in conn.execute(select(s.policies))

@@ -73,6 +73,19 @@ permissions = Table(
     PrimaryKeyConstraint("user", "vhost"),
 )
 
+#: RabbitMQ's topic permissions (``broker/topic_permissions.py``); ``create_all``
+#: adds the table to an older database.
+topic_permissions = Table(
+    "topic_permissions",
+    metadata,
+    Column("user", String(255), nullable=False),
+    Column("vhost", String(255), nullable=False),
+    Column("exchange", String(255), nullable=False),
+    Column("write", String, nullable=False),
+    Column("read", String, nullable=False),
+    PrimaryKeyConstraint("user", "vhost", "exchange"),
+)
+
 policies = Table(
     "policies",
     metadata,

@@ -66,3 +66,40 @@ def test_definitions_export_import(admin_broker: AdminBroker, tmp_path: Path) ->
                    '"hashing_algorithm": "rabbit_password_hashing_md5"}]}')
     r = admin_broker.cli("definitions", "import", str(bad))
     assert r.returncode != 0 and "hashing_algorithm" in r.stderr
+
+
+def test_topic_permissions_set_list_clear(admin_broker: AdminBroker) -> None:
+    """``permissions set-topic`` / ``list-topic`` / ``clear-topic`` through the real CLI,
+    and the permission refuses a publish as set."""
+    tag = uuid.uuid4().hex[:6]
+    user = f"cli-tp-{tag}"
+    run(admin_broker, "users", "add", user, env={"AMQPLITE_NEW_PASSWORD": "pw"})
+    run(admin_broker, "permissions", "set", user, ".*", ".*", ".*")
+    assert "set" in run(admin_broker, "permissions", "set-topic", user, "amq.topic",
+                        "^{username}\\.", "^r")
+    run(admin_broker, "permissions", "set-topic", user, "amq.match", "", "")
+    listed = json.loads(run(admin_broker, "permissions", "list-topic", "--of", user,
+                            "--json"))
+    assert [(p["exchange"], p["write"], p["read"]) for p in listed] == [
+        ("amq.match", "", ""), ("amq.topic", "^{username}\\.", "^r")]
+    table = run(admin_broker, "permissions", "list-topic")
+    assert user in table and "^{username}\\." in table
+    params = pika.ConnectionParameters("127.0.0.1", admin_broker.proc.port, "/",
+                                       pika.PlainCredentials(user, "pw"))
+    with pika.BlockingConnection(params) as c:
+        ch = c.channel()
+        ch.basic_publish("amq.topic", f"{user}.ok", b"m")
+        ch.basic_publish("amq.topic", "other.key", b"m")
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
+            ch.basic_qos(prefetch_count=0)
+        assert exc.value.reply_code == 403
+    run(admin_broker, "permissions", "clear-topic", user, "amq.topic")
+    listed = json.loads(run(admin_broker, "permissions", "list-topic", "--of", user,
+                            "--json"))
+    assert [p["exchange"] for p in listed] == ["amq.match"]
+    run(admin_broker, "permissions", "clear-topic", user)
+    assert json.loads(run(admin_broker, "permissions", "list-topic", "--of", user,
+                          "--json")) == []
+    r = admin_broker.cli("permissions", "set-topic", user, "amq.topic", "(", "")
+    assert r.returncode != 0 and "write" in r.stderr
+    run(admin_broker, "users", "delete", user)

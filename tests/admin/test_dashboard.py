@@ -565,3 +565,33 @@ def test_a_late_answer_to_an_older_refresh_does_not_overwrite_a_newer_one(
         with admin_broker.api() as api:
             for q in (name, f"{name}-other"):
                 api.delete(f"/api/queues/%2F/{q}")
+
+
+def test_topic_permissions_set_and_cleared_in_the_browser(
+        dash: Any, admin_broker: AdminBroker) -> None:
+    """The permissions page lists topic permissions, sets one through its form and
+    clears it with the row's button; the API agrees at each step."""
+    user = qname("dash-tp")
+    with admin_broker.api() as api:
+        assert api.put(f"/api/users/{user}", json={"password": "pw"}).status_code == 201
+    try:
+        browser.open_page(dash, "permissions", "permissions")
+        browser.wait(dash, lambda d: "No topic permissions" in browser.text_of(
+            "#topic-permissions")(d) or d.find_elements(*by_css("#topic-permissions tr")),
+            "the topic permission list")
+        browser.fill(dash, "#topic-permission-form", {"user": user, "vhost": "/",
+                                                      "exchange": "amq.topic",
+                                                      "write": "^w\\.", "read": "^r"})
+        row = f'#topic-permissions tr[data-user="{user}"][data-exchange="amq.topic"]'
+        browser.wait(dash, lambda d: "^w\\." in browser.text_of(row)(d), "the topic permission")
+        with admin_broker.api() as api:
+            assert api.get(f"/api/topic-permissions/%2F/{user}").json() == [
+                {"user": user, "vhost": "/", "exchange": "amq.topic", "write": "^w\\.",
+                 "read": "^r"}]
+        browser.click_twice(dash, f"{row} button.delete")
+        browser.wait(dash, lambda d: not d.find_elements(*by_css(row)), "the row to go")
+        with admin_broker.api() as api:
+            assert api.get(f"/api/topic-permissions/%2F/{user}").status_code == 404
+    finally:
+        with admin_broker.api() as api:
+            api.delete(f"/api/users/{user}")

@@ -102,6 +102,8 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
     assert api.put(f"/api/vhosts/{oa_vh}", json={}).status_code == 201
     assert api.put(f"/api/users/{oa_user}", json={"password": "x"}).status_code == 201
     assert api.put(f"/api/permissions/{oa_vh}/{oa_user}", json={}).status_code == 201
+    assert api.put(f"/api/topic-permissions/%2F/{oa_user}",
+                   json={"exchange": "amq.topic"}).status_code == 201
     qs, sup, sup_new = qname("oas"), qname("oass"), qname("oassn")
     channel.queue_declare(qs, durable=True, arguments={"x-queue-type": "stream"})
     assert api.put(f"/api/super-streams/%2F/{sup}", json={"partitions": 1}).status_code == 201
@@ -122,6 +124,7 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
         "MemoryPut": {"memory_high_watermark": "0.4"},
         "VHostPut": {"description": "openapi"}, "UserPut": {"password": "y", "tags": ""},
         "PermissionPut": {"configure": "^oa", "write": "^oa", "read": "^oa"},
+        "TopicPermissionPut": {"exchange": "amq.topic", "write": "^oa", "read": "^oa"},
         "Definitions": {"queues": [{"name": "oa-defs", "durable": False}]},
         "SuperStreamPut": {"partitions": 2, "routing": "hash"},
         # nothing listens on port 1: the shovel only retries

@@ -4,7 +4,7 @@
 // create-or-update in the API, as in RabbitMQ's).
 
 import { api, enc } from "./api.js";
-import { flash, form, h, num } from "./dom.js";
+import { clear, flash, form, h, num, section, table } from "./dom.js";
 import { attempt, confirmButton, listPage } from "./pages.js";
 import { currentVhost, loadVhosts } from "./vhost.js";
 
@@ -77,17 +77,61 @@ export const vhosts = listPage("Virtual hosts", "/api/vhosts", (refresh) => [
     async () => { await loadVhosts(); await refresh(); }) },
 ], { empty: "No virtual hosts.", above: vhostForm, rowAttrs: (v) => ({ dataset: { vhost: v.name } }), unscoped: true });
 
-// PUT /api/permissions/{vhost}/{user}: configure, write and read expressions.
-function permissionForm(refresh) {
+// A user and a vhost select, their choices the users and vhosts there are now.
+function userVhostSelects() {
   const user = h("select", { name: "user", required: true });
   const vhost = h("select", { name: "vhost", required: true });
-  // the choices are the users and vhosts there are now
   Promise.all([api("/api/users"), api("/api/vhosts")]).then(([us, vs]) => {
     user.append(...us.map((u) => h("option", { value: u.name }, u.name)));
     vhost.append(...vs.map((v) => h("option", { value: v.name }, v.name)));
     vhost.value = currentVhost() || "/";
   }).catch((err) => flash(err.message, "error"));
-  const expr = (name) => h("input", { name, value: ".*", title: `${name} (regex)`, class: "mono", size: 8 });
+  return [user, vhost];
+}
+
+const expr = (name) => h("input", { name, value: ".*", title: `${name} (regex)`, class: "mono", size: 8 });
+
+// PUT /api/topic-permissions/{vhost}/{user}: write and read expressions on the
+// routing keys of one topic exchange; the list below it has its own refresh.
+function topicPermissions() {
+  const list = h("div", { id: "topic-permissions" });
+  const path = currentVhost() ? `/api/vhosts/${enc(currentVhost())}/topic-permissions` : "/api/topic-permissions";
+  const refresh = async () => {
+    clear(list, table([
+      { title: "User", value: (p) => p.user },
+      { title: "Vhost", value: (p) => p.vhost },
+      { title: "Exchange", value: (p) => p.exchange },
+      { title: "Write", value: (p) => p.write, cls: "mono" },
+      { title: "Read", value: (p) => p.read, cls: "mono" },
+      { title: "", value: (p) => confirmButton("Clear", async () => {
+        const url = `/api/topic-permissions/${enc(p.vhost)}/${enc(p.user)}?exchange=${enc(p.exchange)}`;
+        if (await attempt(() => api(url, { method: "DELETE" }),
+          `topic permission of ${p.user} on ${p.exchange} cleared`) !== undefined) await refresh();
+      }, { class: "danger delete" }, `tperm:${p.vhost}/${p.user}/${p.exchange}`) },
+    ], await api(path), { empty: "No topic permissions.",
+      rowAttrs: (p) => ({ dataset: { user: p.user, vhost: p.vhost, exchange: p.exchange } }) }));
+  };
+  const [user, vhost] = userVhostSelects();
+  const f = form("topic-permission-form", [
+    h("label", {}, "User ", user), h("label", {}, "in ", vhost),
+    h("label", {}, "exchange ", h("input", { name: "exchange", value: "amq.topic", required: true, size: 12 })),
+    h("label", {}, "write ", expr("write")), h("label", {}, "read ", expr("read")),
+    h("button", { type: "submit" }, "Set topic permission"),
+  ], async (v) => {
+    await put(`/api/topic-permissions/${enc(v.vhost)}/${enc(v.user)}`,
+      { exchange: v.exchange, write: v.write, read: v.read },
+      `topic permission of ${v.user} on ${v.exchange} set`, refresh);
+  });
+  refresh().catch((err) => flash(err.message, "error"));
+  return section("Topic permissions", h("p", { class: "muted", id: "topic-permissions-note" },
+    "Topic permissions: on a topic exchange, a publish's routing key must match write and a binding key read " +
+    "({username}, {vhost} and MQTT's {client_id} are expanded); a user with none on an exchange may use every key."),
+  f, list);
+}
+
+// PUT /api/permissions/{vhost}/{user}: configure, write and read expressions.
+function permissionForm(refresh) {
+  const [user, vhost] = userVhostSelects();
   return h("div", {}, form("permission-form", [
     h("label", {}, "User ", user), h("label", {}, "in ", vhost),
     h("label", {}, "configure ", expr("configure")), h("label", {}, "write ", expr("write")),
@@ -96,8 +140,7 @@ function permissionForm(refresh) {
   ], async (v) => {
     await put(`/api/permissions/${enc(v.vhost)}/${enc(v.user)}`,
       { configure: v.configure, write: v.write, read: v.read }, `permissions of ${v.user} in ${v.vhost} set`, refresh);
-  }), h("p", { class: "muted", id: "topic-permissions-note" },
-    "Topic permissions: the admin API has none yet (amqplite checks no per-routing-key permissions), so none are shown here."));
+  }), topicPermissions());
 }
 
 export const permissions = (main) => listPage("Permissions",

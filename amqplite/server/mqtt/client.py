@@ -289,6 +289,7 @@ class MQTTClient:
         b = self.broker
         s = self.session = b.open_session(login.user, login.vhost, self.name)
         s.client_properties = {"client_id": ev.client_id}
+        s.client_id = ev.client_id  # {client_id} in topic permissions
         s.transport = self
         for n in (PUBLISH_CH, QOS0_CH, QOS1_CH):
             self.channels[n] = b.open_channel(s, n)
@@ -453,7 +454,7 @@ class MQTTClient:
             if packet_id is not None and self.proto.version >= MQTT_5:
                 self.proto.ack_publish(packet_id, ReasonCode.NOT_AUTHORIZED if refused(exc)
                                        else ReasonCode.UNSPECIFIED_ERROR)
-            elif packet_id is not None:  # 3.1.1 has no negative acknowledgement
+            elif self.proto.version < MQTT_5:  # no negative ack: RabbitMQ 3.10 closes, any QoS
                 self.proto.disconnect(ReasonCode.NOT_AUTHORIZED)
             return
         if rs is not None:

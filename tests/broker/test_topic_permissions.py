@@ -1,0 +1,95 @@
+"""Topic permissions in the pure core: the match, the variables, the store ops, and
+what goes with a user or a vhost (the wire and the API: tests/admin, tests/server)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from amqplite.broker import topic_permissions as topics
+from amqplite.broker.core import Broker
+from amqplite.protocol.errors import AMQPError
+from amqplite.store import ops
+from tests.broker.conftest import TRANSIENT
+
+
+def test_empty_expression_is_caret_dollar_and_search_is_unanchored() -> None:
+    """RabbitMQ 3.10.8, measured: an empty write expression refuses key "a" and lets
+    the empty key through."""
+    assert not topics.permits("", "a", "u", "/", None)
+    assert topics.permits("", "", "u", "/", None)
+    assert topics.permits("b", "a.b.c", "u", "/", None)
+    assert not topics.permits("^b", "a.b.c", "u", "/", None)
+
+
+@given(st.text(min_size=1, max_size=20))
+def test_a_variable_matches_exactly_its_value(name: str) -> None:
+    """Whatever a user name holds (regex syntax included), ``^{username}$`` matches that
+    name and nothing else that differs from it."""
+    assert topics.permits("^{username}$", name, name, "/", None)
+    assert not topics.permits("^{username}$", name + "x", name, "/", None)
+    assert not topics.permits("^{username}$", "x" + name, name, "/", None)
+
+
+def test_client_id_left_as_written_without_one() -> None:
+    """AMQP sessions have no client id: ``{client_id}`` stays, as RabbitMQ leaves an
+    unknown variable (RE2 reads the braces literally)."""
+    assert topics.expand("^{client_id}$", "u", "/", None) == "^{client_id}$"
+    assert topics.permits("^{client_id}$", "{client_id}", "u", "/", None)
+    assert topics.permits("^{client_id}\\.", "c|1.x", "u", "/", "c|1")
+    assert not topics.permits("^{client_id}\\.", "c.x", "u", "/", "c|1")
+
+
+def test_validate_checks_the_expanded_expression() -> None:
+    assert topics.validate("^{username}-[a-z]+$") is None
+    assert topics.validate("(") is not None
+    assert topics.validate("(?=look-ahead)") is not None  # RE2 refuses it
+
+
+def _broker() -> Broker:
+    b = Broker(access_control=True)
+    b.put_user("app", "x", "", persist=False)
+    b.set_permissions("app", "/", ".*", ".*", ".*", persist=False)
+    return b
+
+
+def test_publish_refused_only_on_a_topic_exchange_with_a_permission() -> None:
+    b = _broker()
+    ch = b.open_channel(b.open_session("app", "/"), 1)
+    assert not b.topic_permissions.table  # the fast path: nothing to look up
+    b.basic_publish(ch, "amq.topic", "x", TRANSIENT, b"")
+    b.set_topic_permission("app", "/", "amq.topic", "^a", "^b")
+    b.basic_publish(ch, "amq.direct", "x", TRANSIENT, b"")
+    b.basic_publish(ch, "amq.topic", "a", TRANSIENT, b"")
+    with pytest.raises(AMQPError) as exc:
+        b.basic_publish(ch, "amq.topic", "x", TRANSIENT, b"")
+    assert exc.value.reply_code == 403
+    assert exc.value.reply_text == ("ACCESS_REFUSED - access to topic 'x' in exchange "
+                                    "'amq.topic' in vhost '/' refused for user 'app'")
+
+
+def test_store_ops_and_what_goes_with_a_user_or_vhost() -> None:
+    b = _broker()
+    b.add_vhost("v", persist=False)
+    b.set_permissions("app", "v", ".*", ".*", ".*", persist=False)
+    b.store_ops.clear()
+    b.set_topic_permission("app", "/", "amq.topic", "^a", "^b")
+    b.set_topic_permission("app", "v", "t", "", "")
+    assert b.store_ops == [ops.PutTopicPermission("app", "/", "amq.topic", "^a", "^b"),
+                           ops.PutTopicPermission("app", "v", "t", "", "")]
+    with pytest.raises(ValueError, match="no user"):
+        b.set_topic_permission("nobody", "/", "amq.topic", "", "")
+    with pytest.raises(ValueError, match="invalid regular expression"):
+        b.set_topic_permission("app", "/", "amq.topic", "(", "")
+    b.store_ops.clear()
+    assert b.clear_topic_permissions("app", "/", "other") == 0
+    assert b.store_ops == []
+    b.delete_vhost("v")
+    assert b.topic_permissions.of("app", "v") is None
+    b.delete_user("app")
+    assert b.topic_permissions.table == {}
+    # their rows go with DeleteVHost's and DeleteUser's
+    assert not any(isinstance(op, ops.DeleteTopicPermission) for op in b.store_ops)
+    assert ops.PutTopicPermission in ops.REPLAYABLE
+    assert ops.DeleteTopicPermission in ops.REPLAYABLE

@@ -84,15 +84,8 @@ def mqtt_properties(raw: bytes, now: float) -> tuple[Properties, bool]:
         correlation = p.correlation_id.encode()
     elif not isinstance(correlation, bytes | bytearray):
         correlation = None
-    expiry = None
-    if p.expiration is not None:
-        try:
-            total = math.ceil(int(p.expiration) / 1000)
-        except ValueError:
-            total = None
-        if total is not None:
-            waited = now - p.timestamp if p.timestamp is not None else 0.0
-            expiry = max(1, math.ceil(total - max(0.0, waited)))
+    left = _left(p, now)
+    expiry = None if left is None else max(1, math.ceil(left))
     props = Properties(
         payload_format_indicator=fmt if fmt in (0, 1) else None,
         message_expiry_interval=expiry,
@@ -102,3 +95,24 @@ def mqtt_properties(raw: bytes, now: float) -> tuple[Properties, bool]:
         user_properties=user,
     )
     return props, bool(headers.get(RETAIN))
+
+
+def _left(p: BasicProperties, now: float) -> float | None:
+    """Seconds left of a message's expiry (negative: expired), None: it has none."""
+    if p.expiration is None:
+        return None
+    try:
+        total = int(p.expiration) / 1000
+    except ValueError:
+        return None
+    waited = now - p.timestamp if p.timestamp is not None else 0.0
+    return total - max(0.0, waited)
+
+
+def expired(raw: bytes, now: float) -> bool:
+    """Has the message's expiry passed (a retained message keeps its AMQP
+    ``expiration`` but no queue drops it)?"""
+    if raw in PLAIN:
+        return False
+    left = _left(decode_properties(raw), now)
+    return left is not None and left <= 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,12 +20,15 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import FlowControlError, MQTTConnection
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.events import SubscribeReceived, UnsubscribeReceived
+from amqplite.protocol.mqtt.packets import MQTT_5
+from amqplite.protocol.mqtt.properties import EMPTY
 from amqplite.protocol.mqtt.topics import (
     binding_key_to_filter,
     filter_to_binding_key,
     matches,
 )
 from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, QOS_ARG, RAP_ARG, message_qos, queue_name, refused
+from amqplite.server.mqtt.mapping import expired, mqtt_properties
 
 log = logging.getLogger("amqplite.mqtt")
 
@@ -174,11 +178,16 @@ class Subscriptions:
         s = self.session
         store = self.broker.retained
         rs = store.find(mqtt_retained.owner(s.vhost))
+        now = time.time()
         for r in mqtt_retained.matching(store, rs, topic_filter):
             m = r.message
-            q = min(qos, message_qos(m.properties_raw))
+            raw = m.properties_raw
+            if expired(raw, now):  # [MQTT-3.3.2-5]: not sent after its expiry
+                continue
+            q = min(qos, message_qos(raw))
+            props = mqtt_properties(raw, now)[0] if self.proto.version >= MQTT_5 else EMPTY
             try:  # its PUBACK/PUBREC finds no delivery tag: nothing to ack
-                self.proto.send_publish(r.key, bytes(m.body or b""), q, retain=True)
+                self.proto.send_publish(r.key, bytes(m.body or b""), q, True, props)
             except FlowControlError:
                 log.info("MQTT %s: retained %r not sent: receive maximum reached",
                          self.name, r.key)

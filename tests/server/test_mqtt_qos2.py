@@ -194,3 +194,25 @@ def test_released_qos2_message_is_not_resent_after_kill_9(tmp_path: Path) -> Non
         _released_then_only_pubrel(b, "kill")
     finally:
         b.kill()
+
+
+def test_a_begun_qos2_flow_ends_as_qos2_after_a_downgrade(mb: BrokerProcess) -> None:
+    """[MQTT-4.4.0-1]: the unanswered PUBLISH is resent as it was (QoS 2, its id,
+    DUP) though the filter was subscribed again at QoS 1 meanwhile."""
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid, topic = new_id(), f"q2/{new_id()}"
+    sub = _subscribed(port, cid, topic)
+    _publish(port, topic, b"once", 2)
+    first = _received(sub)
+    sub.send(Subscribe(2, (Subscription(topic, 1),)))
+    assert sub.recv() == SubAck(2, (1,))
+    sub.drop()
+    again = _session(port, cid, True)
+    p = _received(again)
+    assert (p.payload, p.qos, p.dup, p.packet_id) == (b"once", 2, True, first.packet_id)
+    assert p.packet_id is not None
+    again.send(PubRec(p.packet_id))
+    assert again.recv() == PubRel(p.packet_id)
+    again.send(PubComp(p.packet_id))
+    wait_for(lambda: _counts(mb, cid) == (0, 0), 15, what="the delivery acked")
+    again.send(Disconnect())

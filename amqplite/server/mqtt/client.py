@@ -494,14 +494,19 @@ class MQTTClient:
         mprops, retain = EMPTY, False
         if self.proto.version >= MQTT_5 and props not in PLAIN:
             mprops, retain = mqtt_properties(props, time.time())
+        exactly_once = False
         if subs.special:
             sub_qos, rap = subs.options(0 if ch.number == QOS0_CH else 1, topic)
             retain = retain and rap  # [MQTT-3.3.1-12]: else a live message has retain 0
-            if qos and sub_qos == 2 and message_qos(props) == 2:
-                self._deliver_qos2(delivery_tag, redelivered, message, topic, retain, mprops)
-                return
+            exactly_once = qos > 0 and sub_qos == 2 and message_qos(props) == 2
         else:
             retain = False
+        if qos and not exactly_once and self.ids.outbound:
+            # a QoS 2 flow already begun ends as QoS 2, whatever the subscription says now
+            exactly_once = self.ids.pid_of(message.key) is not None
+        if exactly_once:
+            self._deliver_qos2(delivery_tag, redelivered, message, topic, retain, mprops)
+            return
         out = None
         try:
             out = self.proto.send_publish(topic, bytes(message.body), qos, retain, mprops,

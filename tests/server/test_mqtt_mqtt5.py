@@ -5,6 +5,7 @@ Published on live deliveries."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -124,12 +125,14 @@ def test_disconnect_with_will_publishes_it(mb: BrokerProcess) -> None:
 
 # ------------------------------------------------------------ message expiry
 def _publish(port: int, topic: str, payload: bytes, expiry: int | None,
-             retain: bool = False) -> None:
+             retain: bool = False, content_type: str | None = None) -> None:
     pub = Client(port, new_id(), V5)
     pub.connect()
     props = PahoProperties(PacketTypes.PUBLISH)
     if expiry is not None:
         props.MessageExpiryInterval = expiry
+    if content_type is not None:
+        props.ContentType = content_type
     info = pub.c.publish(topic, payload, 1, retain, properties=props)
     info.wait_for_publish(TIMEOUT)
     assert info.is_published()
@@ -193,6 +196,22 @@ def test_expired_message_is_dropped_and_the_rest_carry_what_is_left(mb: BrokerPr
     assert m.payload == b"lasting"
     assert 0 < m.properties.MessageExpiryInterval <= 99
     again.close()
+
+
+def test_retained_message_carries_its_properties_until_it_expires(mb: BrokerProcess) -> None:
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    base = f"rexp/{new_id()}"
+    _publish(port, f"{base}/brief", b"brief", 1, retain=True)
+    _publish(port, f"{base}/lasting", b"lasting", 100, retain=True, content_type="text/x")
+    t0 = time.time()
+    wait_for(lambda: time.time() > t0 + 1.2, 5, what="the first one's expiry to pass")
+    w = _watcher(port, f"{base}/#")
+    _publish(port, f"{base}/marker", b"marker", None)  # live: after the retained ones
+    got = [w.get(), w.get()]
+    assert [(m.payload, m.retain) for m in got] == [(b"lasting", True), (b"marker", False)]
+    assert got[0].properties.ContentType == "text/x"
+    assert 0 < got[0].properties.MessageExpiryInterval <= 99
+    w.close()
 
 
 # ------------------------------------------------------------ retain as published

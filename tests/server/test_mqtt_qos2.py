@@ -75,6 +75,20 @@ def _received(c: RawClient) -> Publish:
     return p
 
 
+def _resent_then_completed(b: BrokerProcess, cid: str, first: Publish) -> None:
+    """The session comes back: ``first`` is sent again as it was (QoS 2, its packet
+    id, DUP), then its flow completes and the delivery is acked."""
+    again = _session(b.mqtt_port, cid, True)  # type: ignore[attr-defined]
+    p = _received(again)
+    assert (p.payload, p.qos, p.dup, p.packet_id) == (first.payload, 2, True, first.packet_id)
+    assert p.packet_id is not None
+    again.send(PubRec(p.packet_id))
+    assert again.recv() == PubRel(p.packet_id)
+    again.send(PubComp(p.packet_id))
+    wait_for(lambda: _counts(b, cid) == (0, 0), 15, what="the delivery acked")
+    again.send(Disconnect())
+
+
 def test_qos2_subscription_gets_qos2_and_the_delivery_stays_unacked_until_pubcomp(
         mb: BrokerProcess) -> None:
     port = mb.mqtt_port  # type: ignore[attr-defined]
@@ -134,15 +148,7 @@ def _unanswered_then_resent(b: BrokerProcess, restart: str) -> None:
         b.kill()
         b.start()
         wait_for(lambda: listening(port), 30, what="MQTT after restart")
-    again = _session(port, cid, True)
-    p = _received(again)
-    assert (p.payload, p.qos, p.dup, p.packet_id) == (b"once", 2, True, first.packet_id)
-    assert p.packet_id is not None
-    again.send(PubRec(p.packet_id))
-    assert again.recv() == PubRel(p.packet_id)
-    again.send(PubComp(p.packet_id))
-    wait_for(lambda: _counts(b, cid) == (0, 0), 15, what="the delivery acked")
-    again.send(Disconnect())
+    _resent_then_completed(b, cid, first)
 
 
 def _released_then_only_pubrel(b: BrokerProcess, restart: str) -> None:
@@ -194,3 +200,17 @@ def test_released_qos2_message_is_not_resent_after_kill_9(tmp_path: Path) -> Non
         _released_then_only_pubrel(b, "kill")
     finally:
         b.kill()
+
+
+def test_a_begun_qos2_flow_ends_as_qos2_after_a_downgrade(mb: BrokerProcess) -> None:
+    """[MQTT-4.4.0-1]: the unanswered PUBLISH is resent as it was (QoS 2, its id,
+    DUP) though the filter was subscribed again at QoS 1 meanwhile."""
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid, topic = new_id(), f"q2/{new_id()}"
+    sub = _subscribed(port, cid, topic)
+    _publish(port, topic, b"once", 2)
+    first = _received(sub)
+    sub.send(Subscribe(2, (Subscription(topic, 1),)))
+    assert sub.recv() == SubAck(2, (1,))
+    sub.drop()
+    _resent_then_completed(mb, cid, first)

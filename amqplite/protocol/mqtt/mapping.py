@@ -142,6 +142,14 @@ class Mapped:
     expiration: int | None = None
     timestamp: int | None = None
 
+    def expired(self, now: float) -> bool:
+        """Has its expiry passed? A retained message keeps its AMQP ``expiration``
+        but no queue drops it: it is not sent after that ([MQTT-3.3.2-5])."""
+        if self.expiration is None:
+            return False
+        waited = now - self.timestamp if self.timestamp is not None else 0.0
+        return self.expiration / 1000 - max(0.0, waited) <= 0
+
     def at(self, now: float) -> Properties:
         """The PUBLISH properties at ``now``: the Message Expiry Interval sent is
         what is left of it ([MQTT-3.3.2-6])."""

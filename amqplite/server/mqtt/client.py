@@ -513,7 +513,11 @@ class MQTTClient:
             return
         mprops, retain = (options.outbound(props, verdict, time.time())
                           if self.proto.version >= MQTT_5 else (EMPTY, False))
-        if qos and verdict.qos == 2 and message_qos(props) == 2:
+        exactly_once = qos > 0 and verdict.qos == 2 and message_qos(props) == 2
+        if qos and not exactly_once and self.ids.outbound:
+            # a QoS 2 flow already begun ends as QoS 2, whatever the subscription says now
+            exactly_once = self.ids.pid_of(message.key) is not None
+        if exactly_once:
             self._deliver_qos2(delivery_tag, redelivered, message, topic, retain, mprops)
             return
         out = None

@@ -64,6 +64,11 @@ class PacketIds:
         """The id the message ``key`` was sent with, if its flow is not complete."""
         return self._pids.get(key)
 
+    @property
+    def outbound(self) -> bool:
+        """Are any outbound flows not complete?"""
+        return bool(self._keys)
+
     def known(self, pid: int) -> bool:
         return pid in self._keys
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import attrs
@@ -20,6 +21,7 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import FlowControlError, MQTTConnection
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.events import SubscribeReceived, UnsubscribeReceived
+from amqplite.protocol.mqtt.mapping import mqtt_properties
 from amqplite.protocol.mqtt.subscriptions import Admission, SubOptions, SubscriptionTable
 from amqplite.protocol.mqtt.topics import filter_to_binding_key
 from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, message_qos, queue_name, refused
@@ -150,9 +152,13 @@ class Subscriptions:
         s = self.session
         store = self.broker.retained
         rs = store.find(mqtt_retained.owner(s.vhost))
+        now = time.time()
         for r in mqtt_retained.matching(store, rs, topic_filter):
             m = r.message
-            q = min(qos, message_qos(m.properties_raw))
+            raw = bytes(m.properties_raw)
+            if mqtt_properties(raw).expired(now):  # [MQTT-3.3.2-5]: not sent after it
+                continue
+            q = min(qos, message_qos(raw))
             try:  # its PUBACK/PUBREC finds no delivery tag: nothing to ack
                 self.proto.send_publish(r.key, bytes(m.body or b""), q, retain=True,
                                         properties=options.retained_properties(

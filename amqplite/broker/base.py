@@ -24,6 +24,7 @@ from amqplite.broker.effects import CloseConnection, Outcome
 from amqplite.broker.model import ChannelState, Entry, Message, Session
 from amqplite.broker.parameters import RuntimeParameters
 from amqplite.broker.retained import DEFAULT_MAX_BYTES, RetainedStore
+from amqplite.broker.topology import Topology
 from amqplite.broker.vhost import VHost
 from amqplite.config import LOG_LEVELS
 
@@ -145,6 +146,8 @@ class BrokerBase:
                                       default_max_bytes=retained_max_bytes)
         #: runtime parameters (shovels, ...): their store operations go to this outbox
         self.parameters = RuntimeParameters(emit=lambda op: self.store_ops.append(op))
+        #: who is told of binding and exchange changes (exchange federation)
+        self.topology = Topology()
 
     # ------------------------------------------------------------------ ids
     def seed_ids(self, max_queue_id: int, max_message_key: int) -> None:

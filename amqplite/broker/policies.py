@@ -1,4 +1,5 @@
-"""Policies: matched to queues by pattern and priority, applied when they change."""
+"""Policies: matched to queues (and exchanges) by pattern and priority, applied when
+they change."""
 
 from __future__ import annotations
 
@@ -17,6 +18,14 @@ class PolicyOps(BrokerBase):
         best: Policy | None = None
         for p in self.policies.get(vhost, {}).values():
             if p.matches_queue(queue_name) and (best is None or p.priority > best.priority):
+                best = p
+        return best
+
+    def exchange_policy(self, vhost: str, exchange_name: str) -> Policy | None:
+        """The policy that applies to an exchange (apply-to exchanges or all)."""
+        best: Policy | None = None
+        for p in self.policies.get(vhost, {}).values():
+            if p.matches_exchange(exchange_name) and (best is None or p.priority > best.priority):
                 best = p
         return best
 
@@ -58,3 +67,5 @@ class PolicyOps(BrokerBase):
                 self._expiring_queues.discard(q)
             self._enforce_limits(q)
             self._dispatch(q)
+        if self.topology.observers:  # federation policies apply to exchanges
+            self.topology.exchanges(vhost)

@@ -47,8 +47,9 @@ class ParameterHandlers(HandlerBase):
         if c not in COMPONENTS:
             raise bad_request(f"component: '{c}' is not known (known: "
                               f"{', '.join(sorted(COMPONENTS))})")
-        if not isinstance(value, dict):
-            raise bad_request("value: must be a JSON object")
+        if not isinstance(value, dict | list):
+            raise bad_request("value: must be a JSON object (a list for "
+                              "federation-upstream-set)")
         try:
             COMPONENTS[c][0](value)
         except ValueError as exc:

@@ -146,6 +146,8 @@ class Snapshot:
     disk_alarm: bool
     #: /api/shovels rows (name, vhost, state, forwarded...) of the links supervisor
     shovels: list[dict[str, Any]] = attrs.field(factory=list)
+    #: /api/federation-links rows (exchange, upstream, status, forwarded...)
+    federation_links: list[dict[str, Any]] = attrs.field(factory=list)
 
 
 def _fd_limit() -> int:
@@ -226,6 +228,7 @@ def snapshot(server: Server) -> Snapshot:
         disk_limit=disk.limit if disk is not None else None,
         disk_alarm=disk is not None and disk.alarm,
         shovels=links.shovels() if (links := server.extensions.get("links")) else [],
+        federation_links=links.federation.links() if links and links.federation else [],
     )
 
 
@@ -277,8 +280,8 @@ class SnapshotCollector(Collector):
         yield from self._links()
 
     def _links(self) -> Iterator[Metric]:
-        """Shovels by state (always), and messages forwarded per shovel (few: one row
-        each, whatever ``per_object``)."""
+        """Shovels and federation links by state (always), and messages forwarded per
+        link (few: one row each, whatever ``per_object``)."""
         rows = self.snap.shovels
         states = GaugeMetricFamily("amqplite_shovels", "Shovels by state", labels=["state"])
         for st in ("starting", "running", "terminated"):
@@ -290,6 +293,18 @@ class SnapshotCollector(Collector):
         for r in rows:
             fwd.add_metric([r["vhost"], r["name"]], r["forwarded"])
         yield fwd
+        rows = self.snap.federation_links
+        fstates = GaugeMetricFamily("amqplite_federation_links",
+                                    "Exchange federation links by status", labels=["state"])
+        for st in ("starting", "running", "error"):
+            fstates.add_metric([st], sum(1 for r in rows if r["status"] == st))
+        yield fstates
+        ffwd = CounterMetricFamily("amqplite_federation_forwarded_messages",
+                                   "Messages a federation link forwarded since it (re)started",
+                                   labels=["vhost", "exchange", "upstream"])
+        for r in rows:
+            ffwd.add_metric([r["vhost"], r["exchange"], r["upstream"]], r["forwarded"])
+        yield ffwd
 
     def _queues(self) -> Iterator[Metric]:
         rows = self.snap.queues

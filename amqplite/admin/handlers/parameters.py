@@ -77,6 +77,18 @@ class ParameterHandlers(HandlerBase):
             raise not_found(f"no shovel '{req.params['name']}' in vhost '{vh.name}'")
         return Response(None, 204)
 
+    async def list_federation_links(self, req: Request) -> Response:
+        fed = self._links().federation
+        return Response([] if fed is None else
+                        [row for vh in self._vhosts(req) for row in fed.links(vh.name)])
+
+    async def restart_federation_link(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        fed = self._links().federation
+        if fed is None or not fed.restart(vh.name, req.params["id"]):
+            raise not_found(f"no federation link '{req.params['id']}' in vhost '{vh.name}'")
+        return Response(None, 204)
+
     async def delete_parameter(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])
         c, name = req.params["component"], req.params["name"]

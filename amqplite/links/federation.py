@@ -45,6 +45,7 @@ from amqplite.broker.exchanges.federation_upstream import (
 from amqplite.links import client as C
 from amqplite.links import wire
 from amqplite.links.federation_config import UpstreamSpec
+from amqplite.links.hops import Recorder
 from amqplite.links.pump import pump
 from amqplite.links.shovel import LocalAddress, _reason
 from amqplite.links.uri import Endpoint, parse, strip_credentials
@@ -136,14 +137,13 @@ class FederationLink:
                  node: str, local: LocalAddress, local_user: tuple[str, str],
                  info: Callable[[], ExchangeInfo | None],
                  bindings: Callable[[], list[Binding]],
-                 on_forward: Callable[[FederationLink, BasicDeliver], None] | None = None,
-                 ) -> None:
+                 record: Recorder | None = None) -> None:
         self.vhost, self.exchange, self.spec, self.policy = vhost, exchange, spec, policy
         self.node = node
         self.id = link_id(vhost, exchange, spec.name)
         self._local, self._local_user = local, local_user
         self._info, self._bindings = info, bindings
-        self._on_forward = on_forward
+        self._record = record
         self.status = LinkStatus(uri=strip_credentials(spec.uris[0]))
         self._attempt = 0
         #: the internal exchange suffix in use upstream (A or B), once known
@@ -236,10 +236,13 @@ class FederationLink:
             def shape(d: BasicDeliver, properties: bytes) -> tuple[str, str, bytes] | None:
                 return self._shape(d, properties, received, upstream_name, ep.vhost)
 
+            reason = f"from upstream {spec.name} ({self.status.uri})"
+
             def forwarded(c: wire.ContentIn) -> None:
                 self.status.forwarded += 1
-                if self._on_forward is not None and isinstance(c.method, BasicDeliver):
-                    self._on_forward(self, c.method)
+                if self._record is not None and isinstance(c.method, BasicDeliver):
+                    self._record("federated", self.vhost, self.exchange,
+                                 str(c.method.routing_key), c.properties, len(c.body), reason)
 
             async with trio.open_nursery() as n:
                 n.start_soon(self._follow_bindings, up, ctx)

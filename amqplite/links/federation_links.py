@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import trio
@@ -23,8 +22,8 @@ from amqplite.broker.topology import Topology
 from amqplite.broker.vhost import VHost
 from amqplite.links.federation import ExchangeInfo, FederationLink, describe
 from amqplite.links.federation_config import upstreams_for
+from amqplite.links.hops import Recorder
 from amqplite.links.shovel import LocalAddress
-from amqplite.protocol.methods import BasicDeliver
 
 log = logging.getLogger("amqplite.links")
 
@@ -46,10 +45,9 @@ class Federation:
 
     def __init__(self, broker: BrokerView, params: RuntimeParameters, local: LocalAddress,
                  *, node: str, local_user: tuple[str, str],
-                 on_forward: Callable[[FederationLink, BasicDeliver], None] | None = None,
-                 ) -> None:
+                 record: Recorder | None = None) -> None:
         self._broker, self._params, self._local = broker, params, local
-        self._node, self._local_user, self._on_forward = node, local_user, on_forward
+        self._node, self._local_user, self._record = node, local_user, record
         self._nursery: trio.Nursery | None = None
         self._running: dict[LinkKey, tuple[FederationLink, trio.CancelScope]] = {}
         self._dirty: set[str] = set()
@@ -164,7 +162,7 @@ class Federation:
 
         link = FederationLink(vhost, xname, spec, policy, node=self._node,
                               local=self._local, local_user=self._local_user, info=info,
-                              bindings=bindings, on_forward=self._on_forward)
+                              bindings=bindings, record=self._record)
         scope = trio.CancelScope()
         self._running[key] = (link, scope)
 

@@ -20,6 +20,7 @@ import trio
 from amqplite.broker.parameters import ParamKey, RuntimeParameters
 from amqplite.links import config
 from amqplite.links.federation_links import Federation
+from amqplite.links.hops import recorder
 from amqplite.links.shovel import LocalAddress, Shovel, describe
 
 if TYPE_CHECKING:
@@ -114,7 +115,8 @@ async def run_links(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
         server.execute(server.broker.parameters.delete, component, vhost, name)
 
     federation = Federation(server.broker, server.broker.parameters, local,
-                            node=s.cluster_name, local_user=(s.default_user, s.default_pass))
+                            node=s.cluster_name, local_user=(s.default_user, s.default_pass),
+                            record=recorder(server.broker))
     links = Links(server.broker.parameters, local, delete, federation)
     server.extensions[EXTENSION] = links
     await links.run(task_status=task_status)

@@ -6,6 +6,7 @@ under on-confirm loses nothing confirmed on A; the link survives B's restart."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,6 +166,14 @@ def test_bindings_propagate_and_messages_follow(
         assert api.get(f"/api/queues/%2F/{qname}").json()["messages"] == 0
     metrics = httpx.get(b.admin_url + "/metrics").text
     assert 'amqplite_federation_links{state="running"} 1.0' in metrics
+    # the delivery log on B has the hop, so a trace follows the message across
+    conn = a.connect()
+    conn.channel().basic_publish(x, "k2", b"traced", pika.BasicProperties(message_id=f"id-{x}"))
+    conn.close()
+    collect(b, q2, b"traced")
+    with b.api() as api:
+        events = [r["event"] for r in api.get(f"/api/trace/id-{x}").json()]
+    assert events[0] == "federated" and "routed" in events, events
 
 
 def test_two_brokers_federating_each_other_do_not_echo(
@@ -273,3 +282,36 @@ def test_bad_input_and_refused_credentials(pair: tuple[AdminBroker, AdminBroker]
     with a.api() as api:  # and its upstream queue with it (resource-cleanup-mode default)
         wait_for(lambda: api.get(f"/api/queues/%2F/federation: {x} -> node-b").status_code
                  == 404, 20, what="the upstream queue removed")
+
+
+def test_cli_add_list_restart_delete(pair: tuple[AdminBroker, AdminBroker]) -> None:
+    a, b = pair
+    x = name()
+    declare(b, x, {name("q"): "k"})
+    r = b.cli("federation", "add-upstream", "up", "--uri", a.amqp_url, "--max-hops", "2",
+              "--set", "reconnect-delay=0.2")
+    assert r.returncode == 0, r.stderr
+    put(b, "/api/policies/%2F/federate", {
+        "pattern": r"^fed\.", "apply-to": "exchanges",
+        "definition": {"federation-upstream": "up"}})
+    wait_for(lambda: running(b, x), 30, what="the link to run")
+    r = b.cli("federation")
+    assert r.returncode == 0 and x in r.stdout and "running" in r.stdout
+    assert "guest:guest" not in r.stdout
+    rows = json.loads(b.cli("federation", "list", "--json").stdout)
+    assert [(lk["exchange"], lk["upstream"]) for lk in rows] == [(x, "up")]
+    assert b.cli("federation", "restart", rows[0]["id"]).returncode == 0
+    bad = b.cli("federation", "add-upstream", "up2", "--uri", a.amqp_url, "--set", "hops=3")
+    assert bad.returncode != 0 and "hops" in bad.stderr + bad.stdout
+    with b.api() as api:  # definitions carry the upstream and the federation policy
+        d = api.get("/api/definitions").json()
+    assert [p["value"]["max-hops"] for p in d["parameters"]
+            if p["component"] == "federation-upstream"] == [2]
+    assert any(p["definition"] == {"federation-upstream": "up"} for p in d["policies"])
+    assert b.cli("federation", "delete-upstream", "up").returncode == 0
+    wait_for(lambda: links(b) == [], 20, what="the link to stop")
+    with b.api() as api:  # an import brings both back, and the link with them
+        r = api.post("/api/definitions", json={
+            "parameters": d["parameters"], "policies": d["policies"]})
+        assert r.status_code in (200, 201, 204), r.text
+    wait_for(lambda: running(b, x), 30, what="the link back from the import")

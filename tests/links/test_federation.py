@@ -257,6 +257,11 @@ def test_bad_input_and_refused_credentials(pair: tuple[AdminBroker, AdminBroker]
             "pattern": ".", "apply-to": "exchanges",
             "definition": {"federation-upstream": "a", "federation-upstream-set": "all"}})
         assert r.status_code == 400 and "together" in r.json()["reason"]
+        r = api.put("/api/parameters/federation-upstream-set/%2F/s",
+                    json={"value": [{"upstream": "up", "max-hops": 2}]})
+        assert r.status_code == 201, r.text
+        got = api.get("/api/parameters/federation-upstream-set/%2F/s").json()["value"]
+        assert got == [{"upstream": "up", "max-hops": 2}]
     x = name()
     declare(b, x, {name("q"): "k"})
     bad = a.amqp_url.replace("guest:guest", "guest:wrong-pw")

@@ -17,7 +17,7 @@ import trio
 
 from amqplite.broker.exchanges import Binding
 from amqplite.broker.parameters import ParamKey, RuntimeParameters
-from amqplite.broker.policy import Policy
+from amqplite.broker.policy import FEDERATION_KEYS, Policy
 from amqplite.broker.topology import Topology
 from amqplite.broker.vhost import VHost
 from amqplite.links.federation import ExchangeInfo, FederationLink, describe
@@ -35,6 +35,7 @@ class BrokerView(Protocol):
     """What federation reads of the broker core."""
 
     vhosts: dict[str, VHost]
+    policies: dict[str, dict[str, Policy]]
     topology: Topology
 
     def exchange_policy(self, vhost: str, exchange_name: str) -> Policy | None: ...
@@ -76,7 +77,12 @@ class Federation:
                 link.binding_changed(binding, added)
 
     def exchanges_changed(self, vhost: str) -> None:
-        self._mark(vhost)
+        # every exchange declare calls this: a vhost with no federation policy and no
+        # link (almost all of them) costs a scan of its few policies, no reconcile
+        if any(k[0] == vhost for k in self._running) or any(
+                key in p.definition for p in self._broker.policies.get(vhost, {}).values()
+                for key in FEDERATION_KEYS):
+            self._mark(vhost)
 
     def _param_changed(self, key: ParamKey, value: Any) -> None:
         if key[0] in COMPONENTS:

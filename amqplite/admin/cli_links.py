@@ -63,16 +63,11 @@ def list_(ctx: Ctx) -> None:
               help="Any other shovel field, e.g. --set src-prefetch-count=100.")
 def add(ctx: Ctx, name: str, extra: tuple[str, ...], **fields: Any) -> None:
     """Create or replace shovel NAME (RabbitMQ's dynamic shovel fields)."""
-    value: dict[str, Any] = {k.replace("_", "-"): v for k, v in fields.items() if v is not None}
+    value = _fields(fields)
     if "delete-after" in value:
         after = value.pop("delete-after")
         value["src-delete-after"] = int(after) if after.isdigit() else after
-    _extra(value, extra)
-    res = ctx.client.send("PUT", path("parameters", "shovel", ctx.vhost, name),
-                          {"value": value})
-    if ctx.as_json:
-        return ctx.emit_json(res)
-    click.echo(f"Shovel '{name}' set on vhost {ctx.vhost}.")
+    _put(ctx, "shovel", name, value, extra, f"Shovel '{name}' set on vhost {ctx.vhost}.")
 
 
 @shovels.command("delete")
@@ -92,8 +87,14 @@ def restart(ctx: Ctx, name: str) -> None:
             f"Shovel '{name}' restarted.")
 
 
-def _extra(value: dict[str, Any], extra: tuple[str, ...]) -> None:
-    """``--set FIELD=JSON`` options into ``value`` (text that is not JSON as a string)."""
+def _fields(options: dict[str, Any]) -> dict[str, Any]:
+    """The options given, as parameter fields (``max_hops`` -> ``max-hops``)."""
+    return {k.replace("_", "-"): v for k, v in options.items() if v is not None}
+
+
+def _put(ctx: Ctx, component: str, name: str, value: dict[str, Any],
+         extra: tuple[str, ...], done: str) -> None:
+    """PUT a parameter, ``--set FIELD=JSON`` options added (text not JSON: a string)."""
     for item in extra:
         key, sep, raw = item.partition("=")
         if not sep:
@@ -102,6 +103,11 @@ def _extra(value: dict[str, Any], extra: tuple[str, ...]) -> None:
             value[key] = json.loads(raw)
         except ValueError:
             value[key] = raw
+    res = ctx.client.send("PUT", path("parameters", component, ctx.vhost, name),
+                          {"value": value})
+    if ctx.as_json:
+        return ctx.emit_json(res)
+    click.echo(done)
 
 
 def _delete(ctx: Ctx, url: str, done: str) -> None:
@@ -154,14 +160,10 @@ def federation_list(ctx: Ctx) -> None:
 def add_upstream(ctx: Ctx, name: str, uris: tuple[str, ...], extra: tuple[str, ...],
                  **fields: Any) -> None:
     """Create or replace federation upstream NAME (RabbitMQ's fields)."""
-    value: dict[str, Any] = {k.replace("_", "-"): v for k, v in fields.items() if v is not None}
+    value = _fields(fields)
     value["uri"] = uris[0] if len(uris) == 1 else list(uris)
-    _extra(value, extra)
-    res = ctx.client.send("PUT", path("parameters", "federation-upstream", ctx.vhost, name),
-                          {"value": value})
-    if ctx.as_json:
-        return ctx.emit_json(res)
-    click.echo(f"Federation upstream '{name}' set on vhost {ctx.vhost}.")
+    _put(ctx, "federation-upstream", name, value, extra,
+         f"Federation upstream '{name}' set on vhost {ctx.vhost}.")
 
 
 @federation.command("delete-upstream")

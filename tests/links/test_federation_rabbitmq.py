@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,19 +28,9 @@ from tests.links.test_federation import (
     running,
     upstream_keys,
 )
+from tests.links.test_shovel_rabbitmq import RABBIT, ROOT, _free
 
-ROOT = Path(__file__).resolve().parents[2]
-RABBIT = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
 SCRIPT = str(ROOT / "scripts" / "rabbitmq.sh")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 class Rabbit:

@@ -148,6 +148,8 @@ class Snapshot:
     shovels: list[dict[str, Any]] = attrs.field(factory=list)
     #: /api/federation-links rows (exchange, upstream, status, forwarded...)
     federation_links: list[dict[str, Any]] = attrs.field(factory=list)
+    #: the ``cluster_name`` setting
+    cluster_name: str = CLUSTER_NAME
 
 
 def _fd_limit() -> int:
@@ -229,6 +231,7 @@ def snapshot(server: Server) -> Snapshot:
         disk_alarm=disk is not None and disk.alarm,
         shovels=links.shovels() if (links := server.extensions.get("links")) else [],
         federation_links=links.federation.links() if links and links.federation else [],
+        cluster_name=server.settings.cluster_name,
     )
 
 
@@ -366,7 +369,7 @@ class SnapshotCollector(Collector):
             "rabbitmq_identity_info", "Node and cluster names (dashboards join on them)",
             labels=["rabbitmq_node", "rabbitmq_cluster", "rabbitmq_cluster_permanent_id",
                     "rabbitmq_endpoint"])
-        info.add_metric([NODE, CLUSTER_NAME, CLUSTER_NAME,
+        info.add_metric([NODE, s.cluster_name, s.cluster_name,
                          "per-object" if self.per_object else "aggregated"], 1)
         yield info
         rabbit = GaugeMetricFamily(

@@ -166,6 +166,10 @@ def test_bindings_propagate_and_messages_follow(
         assert api.get(f"/api/queues/%2F/{qname}").json()["messages"] == 0
     metrics = httpx.get(b.admin_url + "/metrics").text
     assert 'amqplite_federation_links{state="running"} 1.0' in metrics
+    assert 'rabbitmq_cluster="node-b"' in metrics  # the cluster_name setting, everywhere
+    with b.api() as api:
+        assert api.get("/api/cluster-name").json() == {"name": "node-b"}
+        assert api.get("/api/overview").json()["cluster_name"] == "node-b"
     # the delivery log on B has the hop, so a trace follows the message across
     conn = a.connect()
     conn.channel().basic_publish(x, "k2", b"traced", pika.BasicProperties(message_id=f"id-{x}"))

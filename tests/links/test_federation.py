@@ -128,7 +128,7 @@ def test_bindings_propagate_and_messages_follow(
     x, q, q2 = name(), name("q"), name("q")
     declare(a, x, {})
     declare(b, x, {q: "k"})
-    federate(b, a)
+    federate(b, a, expires=3_600_000, **{"message-ttl": 60_000})
     wait_for(lambda: running(b, x), 30, what="the link to run")
     wait_for(lambda: upstream_keys(a, x) == {"k"}, 20, what="k bound on A")
     publish(a, x, "other", [b"nope"])
@@ -145,7 +145,10 @@ def test_bindings_propagate_and_messages_follow(
     assert row["local_connection"] and row["id"] and row["forwarded"] == 21
     with a.api() as api:  # RabbitMQ's names and arguments on the upstream
         qname = f"federation: {x} -> node-b"
-        assert api.get(f"/api/queues/%2F/{qname}").json()["durable"] is True
+        upq = api.get(f"/api/queues/%2F/{qname}").json()
+        assert upq["durable"] is True
+        assert upq["arguments"] == {"x-expires": 3_600_000, "x-message-ttl": 60_000,
+                                    "x-internal-purpose": "federation"}
         ix = api.get(f"/api/exchanges/%2F/{qname} A").json()
         assert ix["type"] == "x-federation-upstream" and ix["internal"] is True
         assert ix["arguments"]["x-max-hops"] == 1

@@ -184,6 +184,10 @@ class Settings:
     memory_check_interval: float = attrs.field(default=0.25, validator=_positive)
     #: store operations waiting for the writer before publishers are blocked
     store_backlog_limit: int = attrs.field(default=200_000, validator=_positive)
+    #: this broker's name among brokers (RabbitMQ's cluster_name): sent as ``cluster_name``
+    #: in connection.start, used in federation's queue names and ``x-received-from`` loop
+    #: detection, so brokers that federate with each other need different names
+    cluster_name: str = "amqplite"
     #: user name -> {"password": ..., "tags": "administrator"}
     users: dict[str, dict[str, str]] = attrs.field(factory=dict)
     #: the default user; like RabbitMQ's guest it may log in from loopback only

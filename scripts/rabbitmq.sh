@@ -9,6 +9,7 @@
 #
 #   scripts/rabbitmq.sh start DIR PORT [MGMT_PORT]  # returns once the node accepts AMQP
 #   scripts/rabbitmq.sh stop DIR         # SIGTERM, bounded wait, then SIGKILL
+#   scripts/rabbitmq.sh ctl DIR ARGS...  # rabbitmqctl against that node
 #
 # Installs the Debian package when it is missing (needs root). Every failure
 # exits non-zero with the reason and the node's log: a conformance run against
@@ -124,12 +125,11 @@ start() {
     echo "EPMD_PORT=$(free_port)"
     echo "NODE_TAG=$$"
   } >"$dir/ports"
-  # the recent-history exchange type; the management plugin only when asked for
-  if [ -n "$mgmt" ]; then
-    echo "[rabbitmq_recent_history_exchange,rabbitmq_management]." >"$dir/enabled_plugins"
-  else
-    echo "[rabbitmq_recent_history_exchange]." >"$dir/enabled_plugins"
-  fi
+  # the recent-history exchange type; the management plugin only when asked for;
+  # and what RABBITMQ_EXTRA_PLUGINS adds (comma-separated: rabbitmq_federation for
+  # the federation tests; it opens no port)
+  plugins="rabbitmq_recent_history_exchange${mgmt:+,rabbitmq_management}"
+  echo "[$plugins${RABBITMQ_EXTRA_PLUGINS:+,$RABBITMQ_EXTRA_PLUGINS}]." >"$dir/enabled_plugins"
   echo "[]." >"$dir/advanced.config"
   : >"$dir/rabbitmq-env.conf"
   cat >"$dir/rabbitmq.conf" <<EOF
@@ -204,9 +204,18 @@ stop() {
   rm -f "$dir/server.pid"
 }
 
+ctl() {
+  # rabbitmqctl against the node of DIR (its node name, epmd port and cookie)
+  local dir=${1:?usage: ctl DIR ARGS...}
+  shift
+  node_env "$dir"
+  "$RMQ_BIN/rabbitmqctl" -n "$RABBITMQ_NODENAME" "$@"
+}
+
 case "${1:-}" in
   start) shift; start "$@" ;;
   stop) shift; stop "$@" ;;
+  ctl) shift; ctl "$@" ;;
   install) install_rabbitmq ;;
-  *) die "usage: $0 start DIR PORT | stop DIR | install" ;;
+  *) die "usage: $0 start DIR PORT | stop DIR | ctl DIR ARGS... | install" ;;
 esac

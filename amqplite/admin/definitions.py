@@ -38,7 +38,7 @@ from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding
 from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.model import ChannelState
 from amqplite.broker.permissions import FULL, validate_pattern
-from amqplite.broker.policy import make_policy, validate_queue_args
+from amqplite.broker.policy import FEDERATION_KEYS, make_policy, validate_queue_args
 from amqplite.links.config import COMPONENTS
 from amqplite.protocol.errors import AMQPError
 
@@ -113,15 +113,17 @@ def export(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
 
 
 #: policy keys that only mean something in a RabbitMQ cluster (mirroring, lazy
-#: queues, queue placement) or in plugins we do not have (federation, shovels):
+#: queues, queue placement) or in plugins we do not have (shovel policies, federation
+#: keys other than the upstream ones):
 #: accepted, and named in the import's ``ignored`` list
-IGNORED_POLICY_KEYS = ("queue-mode", "queue-master-locator", "federation-upstream",
-                       "federation-upstream-set", "federation-upstream-pattern",
-                       "queue-version")
+IGNORED_POLICY_KEYS = ("queue-mode", "queue-master-locator", "queue-version")
 IGNORED_POLICY_PREFIXES = ("ha-", "shovel-", "federation-")
 
 
 def ignored_policy_key(key: str) -> bool:
+    """Kept out of the policy (the federation keys are the federation plugin's, served)."""
+    if key in FEDERATION_KEYS:
+        return False
     return key in IGNORED_POLICY_KEYS or key.startswith(IGNORED_POLICY_PREFIXES)
 
 
@@ -236,7 +238,7 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
         except ValueError as exc:
             raise V.Invalid(f"{path}.value", f"is refused: {exc}") from None
         out.parameters.append(_Step(path, vh, {"component": component, "name": name,
-                                               "value": dict(value)}))
+                                               "value": value}))
     for i, x in enumerate(_items(data, "exchanges")):
         path = f"exchanges[{i}]"
         vh = where(x, path)

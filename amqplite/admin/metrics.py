@@ -146,6 +146,10 @@ class Snapshot:
     disk_alarm: bool
     #: /api/shovels rows (name, vhost, state, forwarded...) of the links supervisor
     shovels: list[dict[str, Any]] = attrs.field(factory=list)
+    #: /api/federation-links rows (exchange, upstream, status, forwarded...)
+    federation_links: list[dict[str, Any]] = attrs.field(factory=list)
+    #: the ``cluster_name`` setting
+    cluster_name: str = CLUSTER_NAME
 
 
 def _fd_limit() -> int:
@@ -227,6 +231,8 @@ def snapshot(server: Server) -> Snapshot:
         disk_limit=disk.limit if disk is not None else None,
         disk_alarm=disk is not None and disk.alarm,
         shovels=links.shovels() if (links := server.extensions.get("links")) else [],
+        federation_links=links.federation.links() if links and links.federation else [],
+        cluster_name=server.settings.cluster_name,
     )
 
 
@@ -278,8 +284,8 @@ class SnapshotCollector(Collector):
         yield from self._links()
 
     def _links(self) -> Iterator[Metric]:
-        """Shovels by state (always), and messages forwarded per shovel (few: one row
-        each, whatever ``per_object``)."""
+        """Shovels and federation links by state (always), and messages forwarded per
+        link (few: one row each, whatever ``per_object``)."""
         rows = self.snap.shovels
         states = GaugeMetricFamily("amqplite_shovels", "Shovels by state", labels=["state"])
         for st in ("starting", "running", "terminated"):
@@ -291,6 +297,18 @@ class SnapshotCollector(Collector):
         for r in rows:
             fwd.add_metric([r["vhost"], r["name"]], r["forwarded"])
         yield fwd
+        rows = self.snap.federation_links
+        fstates = GaugeMetricFamily("amqplite_federation_links",
+                                    "Exchange federation links by status", labels=["state"])
+        for st in ("starting", "running", "error"):
+            fstates.add_metric([st], sum(1 for r in rows if r["status"] == st))
+        yield fstates
+        ffwd = CounterMetricFamily("amqplite_federation_forwarded_messages",
+                                   "Messages a federation link forwarded since it (re)started",
+                                   labels=["vhost", "exchange", "upstream"])
+        for r in rows:
+            ffwd.add_metric([r["vhost"], r["exchange"], r["upstream"]], r["forwarded"])
+        yield ffwd
 
     def _queues(self) -> Iterator[Metric]:
         rows = self.snap.queues
@@ -352,7 +370,7 @@ class SnapshotCollector(Collector):
             "rabbitmq_identity_info", "Node and cluster names (dashboards join on them)",
             labels=["rabbitmq_node", "rabbitmq_cluster", "rabbitmq_cluster_permanent_id",
                     "rabbitmq_endpoint"])
-        info.add_metric([NODE, CLUSTER_NAME, CLUSTER_NAME,
+        info.add_metric([NODE, s.cluster_name, s.cluster_name,
                          "per-object" if self.per_object else "aggregated"], 1)
         yield info
         rabbit = GaugeMetricFamily(

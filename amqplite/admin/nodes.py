@@ -26,6 +26,8 @@ EXCHANGE_TYPES = [
     {"name": "fanout", "description": "AMQP fanout exchange", "enabled": True},
     {"name": "topic", "description": "AMQP topic exchange", "enabled": True},
     {"name": "headers", "description": "AMQP headers exchange", "enabled": True},
+    {"name": "x-federation-upstream", "description": "Federation upstream helper exchange",
+     "internal_purpose": "federation", "enabled": True},
 ]
 AUTH_MECHANISMS = [
     {"name": "PLAIN", "description": "SASL PLAIN authentication mechanism", "enabled": True},

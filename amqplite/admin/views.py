@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from amqplite import __version__
 from amqplite.admin.messages import death_summary, encode_payload, iso, jsonable
-from amqplite.admin.nodes import CLUSTER_NAME, EXCHANGE_TYPES, NODE
+from amqplite.admin.nodes import EXCHANGE_TYPES, NODE
 from amqplite.broker.streamlog import StreamEntry
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def overview(server: Server, rates: Rates, user: str | None = None,
         "rabbitmq_version": RABBITMQ_VERSION,
         "erlang_version": "none (amqplite is written in Python)",
         "node": NODE,
-        "cluster_name": CLUSTER_NAME,
+        "cluster_name": server.settings.cluster_name,
         "statistics_db_node": NODE,
         "rates_mode": "basic",
         "exchange_types": EXCHANGE_TYPES,

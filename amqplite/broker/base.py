@@ -25,6 +25,7 @@ from amqplite.broker.model import ChannelState, Entry, Message, Session
 from amqplite.broker.parameters import RuntimeParameters
 from amqplite.broker.retained import DEFAULT_MAX_BYTES, RetainedStore
 from amqplite.broker.topic_permissions import TopicPermissions
+from amqplite.broker.topology import Topology
 from amqplite.broker.vhost import VHost
 from amqplite.config import LOG_LEVELS
 
@@ -149,6 +150,8 @@ class BrokerBase:
         #: runtime parameters (shovels, ...): their store operations go to this outbox
         self.parameters = RuntimeParameters(emit=lambda op: self.store_ops.append(op))
         self.topic_permissions = TopicPermissions(emit=lambda op: self.store_ops.append(op))
+        #: who is told of binding and exchange changes (exchange federation)
+        self.topology = Topology()
 
     # ------------------------------------------------------------------ ids
     def seed_ids(self, max_queue_id: int, max_message_key: int) -> None:
@@ -236,6 +239,16 @@ class BrokerBase:
             return
         self.log.append((ts, event, vhost, msg.exchange, msg.routing_key, queue,
                          msg.log_id, msg.key, consumer_tag, attempt, msg.body_size, reason))
+
+    def log_hop(self, event: str, vhost: str, exchange: str, routing_key: str,
+                message_id: str, size: int, reason: str) -> None:
+        """A delivery_log row for a message a link moved between brokers (``shovelled``,
+        ``federated``): there is no Message here, only what the wire carried; the
+        next Outcome takes the row with the others."""
+        if not self._log_on:
+            return
+        self.log.append((self._log_ts or self.log_time(), event, vhost, exchange, routing_key,
+                         None, message_id, None, None, None, size, reason))
 
     def _log_msg(self, event: str, vhost: str, msg: Message, queue: str | None,
                  consumer_tag: str | None, attempt: int | None) -> None:

@@ -80,6 +80,8 @@ class ExchangeOps(BrokerBase):
         vh.exchanges[ex.name] = ex
         if ex.durable and persist:
             self.store_ops.append(P.put_exchange(vh.name, ex))
+        if self.topology.observers:
+            self.topology.exchanges(vh.name)
 
     def exchange_delete(self, ch: ChannelState, name: str, *, if_unused: bool = False) -> None:
         vh = self.vhosts[ch.session.vhost]
@@ -111,6 +113,8 @@ class ExchangeOps(BrokerBase):
             self.retained.close(owner_of(vh.name, ex.name), persist=False)
         if ex.durable:
             self.store_ops.append(P.delete_exchange(vh.name, ex.name))
+        if self.topology.observers:
+            self.topology.exchanges(vh.name)
 
     def exchange_bind(
         self,
@@ -160,6 +164,8 @@ class ExchangeOps(BrokerBase):
             vh.bindings_to.setdefault(b.destination, set()).add(b)
             if durable and persist:
                 self.store_ops.append(P.put_binding(vh.name, b))
+            if self.topology.observers:
+                self.topology.binding(vh.name, b, True)
         if src.retains and persist:  # not at recovery: nothing is handed out again
             self._replay_retained(vh, src, b, new)
 
@@ -199,6 +205,8 @@ class ExchangeOps(BrokerBase):
                 del vh.bindings_to[b.destination]
         if not removed:
             return
+        if self.topology.observers:
+            self.topology.binding(vh.name, b, False)
         if persist_durable is None:
             persist_durable = self._binding_durable(vh, b)
         if persist_durable:

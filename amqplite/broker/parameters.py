@@ -1,7 +1,7 @@
 """Runtime parameters: RabbitMQ's ``/api/parameters/{component}/{vhost}/{name}``.
 
-A parameter is a JSON object under a component name (``shovel`` today,
-``federation-upstream`` later). The broker only keeps them and hands their
+A parameter is a JSON object under a component name (``shovel``,
+``federation-upstream``, ``federation-upstream-set``). The broker only keeps them and hands their
 store operations to ``emit`` (its outbox); what a component does with its
 parameters (start a shovel, ...) belongs to whoever ``watch``\\ es changes
 (``links/``), so this module stays pure: no trio, no SQL.
@@ -17,7 +17,12 @@ from amqplite.store import ops
 #: (component, vhost, name)
 ParamKey = tuple[str, str, str]
 #: told of every change: the key and the new value (None: deleted)
-Watcher = Callable[[ParamKey, "dict[str, Any] | None"], None]
+Watcher = Callable[[ParamKey, Any], None]
+
+
+def _copy(value: Any) -> Any:
+    """A shallow copy of a value: a JSON object, or a list (an upstream set)."""
+    return list(value) if isinstance(value, list) else dict(value)
 
 
 class RuntimeParameters:
@@ -26,32 +31,32 @@ class RuntimeParameters:
 
     def __init__(self, emit: Callable[[Any], None]) -> None:
         self._emit = emit
-        self._values: dict[ParamKey, dict[str, Any]] = {}
+        self._values: dict[ParamKey, Any] = {}
         self._watchers: list[Watcher] = []
 
     def watch(self, watcher: Watcher) -> None:
         """Call ``watcher`` on every later put and delete."""
         self._watchers.append(watcher)
 
-    def get(self, component: str, vhost: str, name: str) -> dict[str, Any] | None:
+    def get(self, component: str, vhost: str, name: str) -> Any:
         return self._values.get((component, vhost, name))
 
     def items(self, component: str | None = None,
-              vhost: str | None = None) -> list[tuple[ParamKey, dict[str, Any]]]:
+              vhost: str | None = None) -> list[tuple[ParamKey, Any]]:
         """Matching parameters, sorted by (component, vhost, name)."""
         return sorted(((k, v) for k, v in self._values.items()
                        if (component is None or k[0] == component)
                        and (vhost is None or k[1] == vhost)), key=lambda kv: kv[0])
 
-    def put(self, component: str, vhost: str, name: str, value: dict[str, Any], *,
+    def put(self, component: str, vhost: str, name: str, value: Any, *,
             persist: bool = True) -> bool:
         """Create or replace; True when it existed."""
         key = (component, vhost, name)
         existed = key in self._values
-        self._values[key] = dict(value)
+        self._values[key] = _copy(value)
         if persist:
-            self._emit(ops.PutParameter(component, vhost, name, dict(value)))
-        self._tell(key, dict(value))
+            self._emit(ops.PutParameter(component, vhost, name, _copy(value)))
+        self._tell(key, _copy(value))
         return existed
 
     def delete(self, component: str, vhost: str, name: str) -> bool:
@@ -69,6 +74,6 @@ class RuntimeParameters:
             del self._values[key]
             self._tell(key, None)
 
-    def _tell(self, key: ParamKey, value: dict[str, Any] | None) -> None:
+    def _tell(self, key: ParamKey, value: Any) -> None:
         for w in list(self._watchers):
             w(key, value)

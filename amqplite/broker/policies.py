@@ -1,7 +1,9 @@
-"""Policies: matched to queues by pattern and priority, applied when they change."""
+"""Policies: matched to queues (and exchanges) by pattern and priority, applied when
+they change."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from amqplite.broker import persist as P
@@ -14,9 +16,17 @@ class PolicyOps(BrokerBase):
     """The policy table of each vhost and its effect on existing queues."""
 
     def _match_policy(self, vhost: str, queue_name: str) -> Policy | None:
+        return self._best_policy(vhost, lambda p: p.matches_queue(queue_name))
+
+    def exchange_policy(self, vhost: str, exchange_name: str) -> Policy | None:
+        """The policy that applies to an exchange (apply-to exchanges or all)."""
+        return self._best_policy(vhost, lambda p: p.matches_exchange(exchange_name))
+
+    def _best_policy(self, vhost: str, matches: Callable[[Policy], bool]) -> Policy | None:
+        """The highest-priority policy of ``vhost`` that ``matches``."""
         best: Policy | None = None
         for p in self.policies.get(vhost, {}).values():
-            if p.matches_queue(queue_name) and (best is None or p.priority > best.priority):
+            if matches(p) and (best is None or p.priority > best.priority):
                 best = p
         return best
 
@@ -58,3 +68,5 @@ class PolicyOps(BrokerBase):
                 self._expiring_queues.discard(q)
             self._enforce_limits(q)
             self._dispatch(q)
+        if self.topology.observers:  # federation policies apply to exchanges
+            self.topology.exchanges(vhost)

@@ -30,6 +30,10 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "max-age": ("x-max-age", "age"),
     "stream-max-segment-size-bytes": ("x-stream-max-segment-size-bytes", "stream-int"),
 }
+#: policy keys that federate the exchanges they match (RabbitMQ's federation plugin;
+#: ``links/`` acts on them): each names upstreams, at most one per policy
+FEDERATION_KEYS = ("federation-upstream", "federation-upstream-set",
+                   "federation-upstream-pattern")
 ARG_KINDS: dict[str, str] = {arg: kind for arg, kind in SETTINGS.values()}
 ARG_KINDS["x-max-priority"] = "priority"
 ARG_KINDS["x-queue-type"] = "qtype"
@@ -110,6 +114,11 @@ class Policy:
             return False
         return patterns.search(self.pattern, queue_name)
 
+    def matches_exchange(self, exchange_name: str) -> bool:
+        if self.apply_to not in ("exchanges", "all"):
+            return False
+        return patterns.search(self.pattern, exchange_name)
+
     def as_dict(self) -> dict[str, Any]:
         return {"vhost": self.vhost, "name": self.name, "pattern": self.pattern,
                 "apply-to": self.apply_to, "priority": self.priority,
@@ -132,16 +141,37 @@ def make_policy(vhost: str, name: str, pattern: str, definition: Mapping[str, An
     if not definition:
         raise ValueError("policy definition must not be empty")
     clean: dict[str, Any] = {}
+    why = federation_error(definition)
+    if why is not None:
+        raise ValueError(why)
     for key, value in definition.items():
+        if key in FEDERATION_KEYS:
+            clean[key] = _plain(value)
+            continue
         spec = SETTINGS.get(key)
         if spec is None:
             raise ValueError(f"unknown policy definition key {key!r} "
-                             f"(known: {', '.join(sorted(SETTINGS))})")
+                             f"(known: {', '.join(sorted([*SETTINGS, *FEDERATION_KEYS]))})")
         reason = check_value(spec[1], value)
         if reason is not None:
             raise ValueError(f"invalid value {value!r} for policy key {key!r}: {reason}")
         clean[key] = _plain(value)
     return Policy(name, pattern, clean, priority, apply_to, vhost)
+
+
+def federation_error(definition: Mapping[str, Any]) -> str | None:
+    """Why a definition's federation keys are refused (RabbitMQ's wording), or None."""
+    keys = [k for k in FEDERATION_KEYS if k in definition]
+    if len(keys) > 1:
+        return ("cannot specify federation-upstream, federation-upstream-set or "
+                "federation-upstream-pattern together")
+    for k in keys:
+        v = _plain(definition[k])
+        if not isinstance(v, str):
+            return f"{v!r} is not a valid {k.removesuffix('-set')} name"
+        if k == "federation-upstream-pattern" and (why := patterns.check(v)) is not None:
+            return f"could not compile pattern {v} to a regular expression: {why}"
+    return None
 
 
 def effective(args: Mapping[str, Any], policy: Policy | None, key: str) -> Any:

@@ -85,6 +85,11 @@ class Connection:
         self.unblocked = trio.Event()
         self.unblocked.set()
 
+    @property
+    def server_properties(self) -> dict[str, object]:
+        """What the peer announced in connection.start (``cluster_name``...)."""
+        return self._proto.server_properties
+
     async def _flush(self) -> None:
         data = self._proto.data_to_send()
         if data:

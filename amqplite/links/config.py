@@ -8,6 +8,7 @@ shovel's status instead, and the shovel retries. Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -144,5 +145,14 @@ def masked(value: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-#: component name -> (validator, masker) of the components this broker knows
-COMPONENTS = {"shovel": (parse, masked)}
+def _components() -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]]:
+    from amqplite.links import federation_config as F
+
+    return {"shovel": (parse, masked),
+            "federation-upstream": (F.parse_upstream, F.masked_upstream),
+            "federation-upstream-set": (F.parse_upstream_set, lambda v: v)}
+
+
+#: component name -> (validator, masker) of the components this broker knows; a
+#: value is a JSON object, but an upstream set's is a list (RabbitMQ's shapes)
+COMPONENTS = _components()

@@ -22,14 +22,12 @@ import trio
 from amqplite.links import client as C
 from amqplite.links import wire
 from amqplite.links.config import ShovelSpec
+from amqplite.links.pump import pump
 from amqplite.links.uri import Endpoint, mask, parse
 from amqplite.protocol.codec import FieldTable
 from amqplite.protocol.methods import (
-    BasicAck,
     BasicConsume,
     BasicDeliver,
-    BasicNack,
-    BasicPublish,
     BasicQos,
     ChannelOpen,
     ConfirmSelect,
@@ -179,92 +177,16 @@ class Shovel:
     async def _pump(self, src: C.Connection, dest: C.Connection, src_uri: str,
                     dest_uri: str, remaining: int | None) -> bool:
         spec = self.spec
-        #: destination publish seq -> source delivery tag, oldest first (on-confirm)
-        pending: dict[int, int] = {}
-        seq = 0
-        finished = trio.Event()
-        outstanding = [remaining]  # messages still to forward (None: no limit)
 
-        async def on_confirms() -> None:
-            # publishes follow deliveries in order, so a confirm covers the oldest
-            # pending ones; they are the source's oldest unacked deliveries too, and
-            # one ``multiple`` ack or nack at the source settles them all
-            async for c in dest.confirms:
-                if c.multiple:
-                    seqs = []
-                    for s in pending:
-                        if s > c.delivery_tag:
-                            break
-                        seqs.append(s)
-                else:
-                    seqs = [c.delivery_tag] if c.delivery_tag in pending else []
-                if not seqs:
-                    continue
-                tags = [pending.pop(s) for s in seqs]
-                multiple = len(tags) > 1
-                if c.ack:
-                    await src.send(1, BasicAck(tags[-1], multiple), flush=False)
-                else:  # the destination refused them: back to the source queue
-                    await src.send(1, BasicNack(tags[-1], multiple, True), flush=False)
-                if not dest.confirms.statistics().current_buffer_used:
-                    await src.flush()
-                if outstanding[0] == 0 and not pending:
-                    await src.flush()
-                    finished.set()
+        def shape(deliver: BasicDeliver, properties: bytes) -> tuple[str, str, bytes]:
+            return outgoing(spec, self.name, self.vhost, deliver, properties, src_uri,
+                            dest_uri)
 
-        async with trio.open_nursery() as n:
-            if spec.ack_mode == "on-confirm":
-                n.start_soon(on_confirms)
+        def forwarded(_: wire.ContentIn) -> None:
+            self.status.forwarded += 1
 
-            published = [0]  # on-publish: the newest delivery tag written, not yet acked
-
-            async def write_out() -> None:
-                """Publishes first, then (on-publish) one ack for all of them."""
-                await dest.flush()
-                if published[0]:
-                    await src.send(1, BasicAck(published[0], True), flush=False)
-                    published[0] = 0
-                await src.flush()
-
-            async def next_delivery() -> wire.ContentIn:
-                """The next delivery; what is buffered is written first when none is
-                waiting (one write for a run of publishes, one for their acks)."""
-                try:
-                    return src.deliveries.receive_nowait()
-                except trio.WouldBlock:
-                    await write_out()
-                    return await src.deliveries.receive()
-
-            async def forward() -> None:
-                nonlocal seq
-                while True:
-                    try:
-                        d = await next_delivery()
-                    except trio.EndOfChannel:
-                        raise wire.ProtocolFailure("the source connection ended") from None
-                    if not isinstance(d.method, BasicDeliver):
-                        continue
-                    exchange, key, props = outgoing(spec, self.name, self.vhost, d.method,
-                                                    d.properties, src_uri, dest_uri)
-                    seq += 1
-                    if spec.ack_mode == "on-confirm":
-                        pending[seq] = d.method.delivery_tag
-                    await dest.publish(1, BasicPublish(exchange, key), props, d.body,
-                                       flush=False)
-                    if spec.ack_mode == "on-publish":
-                        published[0] = d.method.delivery_tag
-                    self.status.forwarded += 1
-                    if outstanding[0] is not None:
-                        outstanding[0] -= 1
-                        if outstanding[0] == 0:
-                            await write_out()
-                            if spec.ack_mode != "on-confirm" or not pending:
-                                finished.set()
-                            return
-
-            n.start_soon(forward)
-            await finished.wait()
-            n.cancel_scope.cancel()
+        await pump(src, dest, ack_mode=spec.ack_mode, shape=shape, forwarded=forwarded,
+                   remaining=remaining)
         return True
 
 

@@ -1,5 +1,7 @@
 """The links supervisor: one task per shovel parameter, started, replaced and
-stopped as the ``shovel`` runtime parameters change.
+stopped as the ``shovel`` runtime parameters change; and exchange federation's
+links (``federation_links.Federation``), one task per federated exchange and
+upstream.
 
 A service in the broker's root nursery (the composition root, ``main.py``,
 starts it); it receives what it uses explicitly: the broker's runtime
@@ -17,6 +19,8 @@ import trio
 
 from amqplite.broker.parameters import ParamKey, RuntimeParameters
 from amqplite.links import config
+from amqplite.links.federation_links import Federation
+from amqplite.links.hops import recorder
 from amqplite.links.shovel import LocalAddress, Shovel, describe
 
 if TYPE_CHECKING:
@@ -32,10 +36,13 @@ class Links:
     """Every shovel of the broker and its task."""
 
     def __init__(self, params: RuntimeParameters, local: LocalAddress,
-                 delete: Callable[[str, str, str], None]) -> None:
+                 delete: Callable[[str, str, str], None],
+                 federation: Federation | None = None) -> None:
         self._params = params
         self._local = local
         self._delete = delete
+        #: exchange federation's links (None: not run, as in some tests)
+        self.federation = federation
         self._nursery: trio.Nursery | None = None
         self._running: dict[tuple[str, str], tuple[Shovel, trio.CancelScope]] = {}
 
@@ -45,6 +52,8 @@ class Links:
             for (component, vhost, name), value in self._params.items("shovel"):
                 self._changed((component, vhost, name), value)
             self._params.watch(self._changed)
+            if self.federation is not None:
+                await n.start(self.federation.run)
             task_status.started(self)
             await trio.sleep_forever()
 
@@ -105,6 +114,9 @@ async def run_links(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
     def delete(component: str, vhost: str, name: str) -> None:
         server.execute(server.broker.parameters.delete, component, vhost, name)
 
-    links = Links(server.broker.parameters, local, delete)
+    federation = Federation(server.broker, server.broker.parameters, local,
+                            node=s.cluster_name, local_user=(s.default_user, s.default_pass),
+                            record=recorder(server.broker))
+    links = Links(server.broker.parameters, local, delete, federation)
     server.extensions[EXTENSION] = links
     await links.run(task_status=task_status)

@@ -97,3 +97,14 @@ def mask(uri: str) -> str:
         return urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment))
     except ValueError:  # not parseable: show nothing that may be secret
         return uri.rsplit("@", 1)[-1]
+
+
+def strip_credentials(uri: str) -> str:
+    """``uri`` without user and password (what RabbitMQ's federation shows and puts in
+    ``x-received-from``)."""
+    try:
+        u = urlsplit(uri)
+        netloc = u.netloc.rsplit("@", 1)[-1]
+        return urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment))
+    except ValueError:
+        return uri.rsplit("@", 1)[-1]

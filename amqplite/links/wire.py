@@ -95,6 +95,8 @@ class ClientProtocol:
         self.frame_max = 131072
         self.heartbeat = 0
         self.open = False
+        #: what the server announced in connection.start (its ``cluster_name``...)
+        self.server_properties: dict[str, object] = {}
         #: channel -> (method, properties, expected size, body parts) while content arrives
         self._content: dict[int, tuple[Method, bytes, int, list[bytes]]] = {}
 
@@ -168,6 +170,7 @@ class ClientProtocol:
         if isinstance(method, ConnectionStart):
             if b"PLAIN" not in str(method.mechanisms).encode().split():
                 raise ProtocolFailure(f"the server offers no PLAIN login ({method.mechanisms})")
+            self.server_properties = dict(method.server_properties or {})
             props = FieldTable({"product": "amqplite", "version": __version__,
                                 "connection_name": self._name,
                                 "capabilities": FieldTable({

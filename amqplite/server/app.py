@@ -108,7 +108,7 @@ class Server:
 
     def server_properties(self) -> dict[str, Any]:
         """What connection.start announces (the protocol layer owns the capability list)."""
-        return default_server_properties()
+        return {**default_server_properties(), "cluster_name": self.settings.cluster_name}
 
     # ------------------------------------------------------------ effects
     def interpret(self, *, flush: bool = True) -> None:

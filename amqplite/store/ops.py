@@ -16,7 +16,7 @@ from amqplite.protocol.streamrecord import pack_spliced
 Args = dict[str, Any]
 
 
-def _args(value: Args | None) -> Args:
+def _args(value: Any) -> Any:
     return {} if value is None else value
 
 
@@ -121,12 +121,13 @@ class DeletePolicy:
 @attrs.frozen
 class PutParameter:
     """Create or replace a runtime parameter (RabbitMQ's ``/api/parameters``: a
-    shovel, later a federation upstream); ``value`` is a dict (CBOR on disk)."""
+    shovel, a federation upstream); ``value`` is a dict, or a list for an upstream
+    set (CBOR on disk)."""
 
     component: str
     vhost: str
     name: str
-    value: Args = attrs.field(factory=dict, converter=_args)
+    value: Any = attrs.field(factory=dict, converter=_args)
 
 
 @attrs.frozen

@@ -18,6 +18,7 @@ from referencing.jsonschema import DRAFT202012
 from amqplite.admin.openapi import document
 from amqplite.admin.routes import ROUTES
 from tests.admin.conftest import AdminBroker, publish, qname
+from tests.brokerproc import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +111,19 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
     lvc = qname("oalvc")  # the retained routes: a retaining exchange with a value for "rk"
     channel.exchange_declare(lvc, "x-lvc")
     channel.basic_publish(lvc, "rk", b"v")
+    # a federation link (to port 1, where nothing listens: it only retries) for the
+    # restart route
+    fed_up, fed_pol = qname("oa-up"), qname("oa-fed")
+    assert api.put(f"/api/parameters/federation-upstream/%2F/{fed_up}", json={
+        "value": {"uri": "amqp://u:pw@127.0.0.1:1"}}).status_code == 201
+    assert api.put(f"/api/policies/%2F/{fed_pol}", json={
+        "pattern": f"^{x}$", "apply-to": "exchanges",
+        "definition": {"federation-upstream": fed_up}}).status_code == 201
+    link_id = wait_for(lambda: next((lk["id"] for lk in api.get("/api/federation-links").json()
+                                     if lk["exchange"] == x), None), 20, what="a link")
     values = {"vhost": "/", "name": q, "exchange": x, "queue": q, "props": "rk", "source": x,
               "destination": x2, "port": port, "protocol": "amqp091", "message": "m0",
-              "user": oa_user, "key": "rk", "component": "shovel"}
+              "user": oa_user, "key": "rk", "component": "shovel", "id": link_id}
     bodies: dict[str, Any] = {
         "ExchangePut": {"type": "direct"}, "QueuePut": {"durable": True},
         "PublishRequest": {"routing_key": "rk", "payload": "hi"},
@@ -170,6 +181,8 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
         assert resp.status_code < 400, (r.method, url, resp.text)
         seen += 1
     assert seen == len(ROUTES) - 2
+    api.delete(f"/api/policies/%2F/{fed_pol}")
+    api.delete(f"/api/parameters/federation-upstream/%2F/{fed_up}")
     assert api.put(f"/api/parameters/shovel/%2F/{pol}",
                    json=bodies["ParameterPut"]).status_code == 201
     resp = api.get(f"/api/parameters/shovel/%2F/{pol}")

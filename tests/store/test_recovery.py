@@ -169,6 +169,8 @@ def test_runtime_parameters_round_trip(make_store) -> None:
            PutParameter("shovel", "/", "a", {"src-uri": "amqp://h", "n": 1}),
            PutParameter("shovel", "/", "b", {}), PutParameter("shovel", "v", "c", {}),
            PutParameter("federation-upstream", "/", "a", {"uri": "amqp://"}),
+           # an upstream set's value is a list (RabbitMQ's shape)
+           PutParameter("federation-upstream-set", "/", "s", [{"upstream": "a"}]),
            DeleteParameter("shovel", "/", "b"), DeleteVHost("v")]
     assert all(type(op) in REPLAYABLE for op in ops)
     store = make_store()
@@ -179,5 +181,6 @@ def test_runtime_parameters_round_trip(make_store) -> None:
     rec = make_store().load(body_window=1)
     assert rec.parameters == [
         PutParameter("federation-upstream", "/", "a", {"uri": "amqp://"}),
+        PutParameter("federation-upstream-set", "/", "s", [{"upstream": "a"}]),
         PutParameter("shovel", "/", "a", {"src-uri": "amqp://h", "n": 1}),
     ]

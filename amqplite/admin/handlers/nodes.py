@@ -6,7 +6,7 @@ from typing import Any
 
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.nodes import CLUSTER_NAME, NODE, listener_ports, node_info
+from amqplite.admin.nodes import NODE, listener_ports, node_info
 from amqplite.admin.plumbing import (
     HTTPError,
     Request,
@@ -50,7 +50,7 @@ class NodeHandlers(HandlerBase):
                 "contexts": views.contexts(self.server)}
 
     async def cluster_name(self, req: Request) -> Response:
-        return Response({"name": CLUSTER_NAME})
+        return Response({"name": self.server.settings.cluster_name})
 
     async def extensions(self, req: Request) -> Response:
         """Management UI plugins: none (the dashboard is not served yet)."""

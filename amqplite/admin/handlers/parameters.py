@@ -47,8 +47,9 @@ class ParameterHandlers(HandlerBase):
         if c not in COMPONENTS:
             raise bad_request(f"component: '{c}' is not known (known: "
                               f"{', '.join(sorted(COMPONENTS))})")
-        if not isinstance(value, dict):
-            raise bad_request("value: must be a JSON object")
+        if not isinstance(value, dict | list):
+            raise bad_request("value: must be a JSON object (a list for "
+                              "federation-upstream-set)")
         try:
             COMPONENTS[c][0](value)
         except ValueError as exc:
@@ -74,6 +75,18 @@ class ParameterHandlers(HandlerBase):
         vh = self._vhost(req.params["vhost"])
         if not self._links().restart(vh.name, req.params["name"]):
             raise not_found(f"no shovel '{req.params['name']}' in vhost '{vh.name}'")
+        return Response(None, 204)
+
+    async def list_federation_links(self, req: Request) -> Response:
+        fed = self._links().federation
+        return Response([] if fed is None else
+                        [row for vh in self._vhosts(req) for row in fed.links(vh.name)])
+
+    async def restart_federation_link(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        fed = self._links().federation
+        if fed is None or not fed.restart(vh.name, req.params["id"]):
+            raise not_found(f"no federation link '{req.params['id']}' in vhost '{vh.name}'")
         return Response(None, 204)
 
     async def delete_parameter(self, req: Request) -> Response:

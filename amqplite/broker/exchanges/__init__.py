@@ -10,6 +10,7 @@ from __future__ import annotations
 from amqplite.broker.exchanges.base import Binding, Destination, Exchange, HeadersGetter
 from amqplite.broker.exchanges.direct import DirectExchange
 from amqplite.broker.exchanges.fanout import FanoutExchange
+from amqplite.broker.exchanges.federation_upstream import FederationUpstreamExchange
 from amqplite.broker.exchanges.headers import HeadersExchange
 from amqplite.broker.exchanges.lvc import LvcExchange
 from amqplite.broker.exchanges.recent_history import RecentHistoryExchange
@@ -22,6 +23,7 @@ EXCHANGE_TYPES: dict[str, type[Exchange]] = {
     "headers": HeadersExchange,
     "x-recent-history": RecentHistoryExchange,
     "x-lvc": LvcExchange,
+    "x-federation-upstream": FederationUpstreamExchange,
 }
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "DirectExchange",
     "Exchange",
     "FanoutExchange",
+    "FederationUpstreamExchange",
     "HeadersExchange",
     "HeadersGetter",
     "LvcExchange",

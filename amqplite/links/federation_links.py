@@ -1,0 +1,182 @@
+"""Which federation links run: one per exchange a federation policy matches and per
+upstream the policy names, kept in step with policies, upstream parameters and
+exchanges as they change, and told of binding changes on federated exchanges.
+
+It observes the broker core (``broker.topology``) and the runtime parameters;
+both call it synchronously, so it only notes what changed and a task of its
+own reconciles (starting, replacing or stopping link tasks) right after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Protocol
+
+import trio
+
+from amqplite.broker.exchanges import Binding
+from amqplite.broker.parameters import ParamKey, RuntimeParameters
+from amqplite.broker.policy import FEDERATION_KEYS, Policy
+from amqplite.broker.topology import Topology
+from amqplite.broker.vhost import VHost
+from amqplite.links.federation import ExchangeInfo, FederationLink, describe
+from amqplite.links.federation_config import upstreams_for
+from amqplite.links.hops import Recorder
+from amqplite.links.shovel import LocalAddress
+
+log = logging.getLogger("amqplite.links")
+
+COMPONENTS = ("federation-upstream", "federation-upstream-set")
+LinkKey = tuple[str, str, str]  # vhost, exchange, upstream
+
+
+class BrokerView(Protocol):
+    """What federation reads of the broker core."""
+
+    vhosts: dict[str, VHost]
+    policies: dict[str, dict[str, Policy]]
+    topology: Topology
+
+    def exchange_policy(self, vhost: str, exchange_name: str) -> Policy | None: ...
+
+
+class Federation:
+    """The federation links of a broker and their tasks."""
+
+    def __init__(self, broker: BrokerView, params: RuntimeParameters, local: LocalAddress,
+                 *, node: str, local_user: tuple[str, str],
+                 record: Recorder | None = None) -> None:
+        self._broker, self._params, self._local = broker, params, local
+        self._node, self._local_user, self._record = node, local_user, record
+        self._nursery: trio.Nursery | None = None
+        self._running: dict[LinkKey, tuple[FederationLink, trio.CancelScope]] = {}
+        self._dirty: set[str] = set()
+        self._wake = trio.Event()
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as n:
+            self._nursery = n
+            self._dirty.update(self._broker.vhosts)
+            self._broker.topology.watch(self)
+            self._params.watch(self._param_changed)
+            try:
+                self._reconcile_dirty()
+                task_status.started()
+                while True:
+                    await self._wake.wait()
+                    self._wake = trio.Event()
+                    self._reconcile_dirty()
+            finally:
+                self._broker.topology.unwatch(self)
+
+    # ------------------------------------------------------------ observers
+    def binding_changed(self, vhost: str, binding: Binding, added: bool) -> None:
+        for (vh, x, _), (link, _) in self._running.items():
+            if vh == vhost and x == binding.source:
+                link.binding_changed(binding, added)
+
+    def exchanges_changed(self, vhost: str) -> None:
+        # every exchange declare calls this: a vhost with no federation policy and no
+        # link (almost all of them) costs a scan of its few policies, no reconcile
+        if any(k[0] == vhost for k in self._running) or any(
+                key in p.definition for p in self._broker.policies.get(vhost, {}).values()
+                for key in FEDERATION_KEYS):
+            self._mark(vhost)
+
+    def _param_changed(self, key: ParamKey, value: Any) -> None:
+        if key[0] in COMPONENTS:
+            self._mark(key[1])
+
+    def _mark(self, vhost: str) -> None:
+        self._dirty.add(vhost)
+        self._wake.set()
+
+    # ------------------------------------------------------------ the links
+    def links(self, vhost: str | None = None) -> list[dict[str, Any]]:
+        """``/api/federation-links`` rows, sorted by vhost, exchange, upstream."""
+        return [describe(link) for (vh, _, _), (link, _) in sorted(self._running.items())
+                if vhost is None or vh == vhost]
+
+    def restart(self, vhost: str, link_id: str) -> bool:
+        """Stop a link and start it afresh; False when there is none with that id."""
+        for key, (link, _) in list(self._running.items()):
+            if key[0] == vhost and link.id == link_id:
+                self._stop(key, cleanup=False)
+                self._start(key, link.spec, link.policy)
+                return True
+        return False
+
+    def _desired(self, vhost: str) -> dict[LinkKey, tuple[Any, str]]:
+        vh = self._broker.vhosts.get(vhost)
+        if vh is None:
+            return {}
+        params = {n: v for (_, _, n), v in self._params.items("federation-upstream", vhost)}
+        sets = {n: v for (_, _, n), v in self._params.items("federation-upstream-set", vhost)}
+        out: dict[LinkKey, tuple[Any, str]] = {}
+        for name, ex in vh.exchanges.items():
+            if not name or "x-internal-purpose" in ex.arguments:
+                continue  # the default exchange; a link's own internal exchanges
+            pol = self._broker.exchange_policy(vhost, name)
+            if pol is None:
+                continue
+            for spec in upstreams_for(pol.definition, params, sets):
+                out[(vhost, name, spec.name)] = (spec, pol.name)
+        return out
+
+    def _reconcile_dirty(self) -> None:
+        dirty, self._dirty = self._dirty, set()
+        for vhost in sorted(dirty):
+            desired = self._desired(vhost)
+            for key in [k for k in self._running if k[0] == vhost]:
+                link = self._running[key][0]
+                want = desired.get(key)
+                if want is None:
+                    self._stop(key, cleanup=True)
+                elif want != (link.spec, link.policy):
+                    self._stop(key, cleanup=False)
+            for key, (spec, policy) in desired.items():
+                if key not in self._running:
+                    self._start(key, spec, policy)
+
+    def _stop(self, key: LinkKey, *, cleanup: bool) -> None:
+        link, scope = self._running.pop(key)
+        scope.cancel()
+        if cleanup and self._nursery is not None:
+            with contextlib.suppress(RuntimeError):
+                self._nursery.start_soon(link.cleanup)
+
+    def _start(self, key: LinkKey, spec: Any, policy: str) -> None:
+        if self._nursery is None:
+            return
+        vhost, xname, _ = key
+
+        def current() -> Any:
+            vh = self._broker.vhosts.get(vhost)
+            return None if vh is None else vh.exchanges.get(xname)
+
+        def info() -> ExchangeInfo | None:
+            ex = current()
+            if ex is None:
+                return None
+            return ExchangeInfo(ex.type_name, ex.durable, ex.auto_delete, ex.internal,
+                                dict(ex.arguments))
+
+        def bindings() -> list[Binding]:
+            ex = current()
+            return [] if ex is None else sorted(ex.bindings, key=repr)
+
+        link = FederationLink(vhost, xname, spec, policy, node=self._node,
+                              local=self._local, local_user=self._local_user, info=info,
+                              bindings=bindings, record=self._record)
+        scope = trio.CancelScope()
+        self._running[key] = (link, scope)
+
+        async def task() -> None:
+            with scope:
+                await link.run()
+
+        try:
+            self._nursery.start_soon(task)
+        except RuntimeError:  # shutting down
+            del self._running[key]

@@ -21,6 +21,7 @@ import trio
 
 from amqplite.links import client as C
 from amqplite.links import wire
+from amqplite.links.audit import Hops, HopSink
 from amqplite.links.config import ShovelSpec
 from amqplite.links.uri import Endpoint, mask, parse
 from amqplite.protocol.codec import FieldTable
@@ -103,12 +104,18 @@ class Shovel:
     then deletes the parameter, as RabbitMQ does)."""
 
     def __init__(self, name: str, vhost: str, spec: ShovelSpec, local: LocalAddress,
-                 on_done: Callable[[], None]) -> None:
+                 on_done: Callable[[], None], hops: HopSink | None = None) -> None:
         self.name, self.vhost, self.spec = name, vhost, spec
+        #: the delivery log's ``shovelled`` rows (what ``amqplite trace`` shows)
+        self.hops = Hops(hops, "shovelled", vhost, name, self.consumer_tag)
         self._local = local
         self._on_done = on_done
         self.status = Status(src_uri=mask(spec.src_uris[0]), dest_uri=mask(spec.dest_uris[0]))
         self._attempt = 0
+
+    @property
+    def consumer_tag(self) -> str:
+        return f"amq.ctag-shovel-{self.name}"
 
     def _address(self, ep: Endpoint) -> tuple[str, int]:
         return self._local() if ep.local else (ep.host, ep.port)
@@ -171,13 +178,16 @@ class Shovel:
                 remaining = spec.delete_after - self.status.forwarded
             if remaining is not None and remaining <= 0:
                 return True
-            await src.call(1, BasicConsume(queue, f"amq.ctag-shovel-{self.name}",
+            await src.call(1, BasicConsume(queue, self.consumer_tag,
                                            no_ack=spec.ack_mode == "no-ack"))
             self.status.set("running")
-            return await self._pump(src, dest, src_uri, dest_uri, remaining)
+            try:
+                return await self._pump(src, dest, src_uri, dest_uri, queue, remaining)
+            finally:
+                self.hops.flush()
 
     async def _pump(self, src: C.Connection, dest: C.Connection, src_uri: str,
-                    dest_uri: str, remaining: int | None) -> bool:
+                    dest_uri: str, queue: str, remaining: int | None) -> bool:
         spec = self.spec
         #: destination publish seq -> source delivery tag, oldest first (on-confirm)
         pending: dict[int, int] = {}
@@ -221,6 +231,7 @@ class Shovel:
             async def write_out() -> None:
                 """Publishes first, then (on-publish) one ack for all of them."""
                 await dest.flush()
+                self.hops.flush()
                 if published[0]:
                     await src.send(1, BasicAck(published[0], True), flush=False)
                     published[0] = 0
@@ -253,6 +264,9 @@ class Shovel:
                                        flush=False)
                     if spec.ack_mode == "on-publish":
                         published[0] = d.method.delivery_tag
+                    self.hops.record(queue=queue, exchange=exchange, routing_key=key,
+                                     properties=props, size=len(d.body), src_uri=src_uri,
+                                     dest_uri=dest_uri)
                     self.status.forwarded += 1
                     if outstanding[0] is not None:
                         outstanding[0] -= 1

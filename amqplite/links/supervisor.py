@@ -17,6 +17,7 @@ import trio
 
 from amqplite.broker.parameters import ParamKey, RuntimeParameters
 from amqplite.links import config
+from amqplite.links.audit import HopSink
 from amqplite.links.shovel import LocalAddress, Shovel, describe
 
 if TYPE_CHECKING:
@@ -32,10 +33,11 @@ class Links:
     """Every shovel of the broker and its task."""
 
     def __init__(self, params: RuntimeParameters, local: LocalAddress,
-                 delete: Callable[[str, str, str], None]) -> None:
+                 delete: Callable[[str, str, str], None], hops: HopSink | None = None) -> None:
         self._params = params
         self._local = local
         self._delete = delete
+        self._hops = hops
         self._nursery: trio.Nursery | None = None
         self._running: dict[tuple[str, str], tuple[Shovel, trio.CancelScope]] = {}
 
@@ -76,7 +78,8 @@ class Links:
             log.warning("shovel '%s' in vhost '%s' not started: %s", name, vhost, exc)
             return
         shovel = Shovel(name, vhost, spec, self._local,
-                        on_done=lambda: self._delete("shovel", vhost, name))
+                        on_done=lambda: self._delete("shovel", vhost, name),
+                        hops=self._hops)
         scope = trio.CancelScope()
         self._running[(vhost, name)] = (shovel, scope)
 
@@ -105,6 +108,11 @@ async def run_links(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
     def delete(component: str, vhost: str, name: str) -> None:
         server.execute(server.broker.parameters.delete, component, vhost, name)
 
-    links = Links(server.broker.parameters, local, delete)
+    def hops(rows: list[tuple[Any, ...]]) -> None:
+        """Hop rows join the broker's delivery log, as its own rows do."""
+        if server.broker.log_level != "off":
+            server.execute(server.broker.log.extend, rows)
+
+    links = Links(server.broker.parameters, local, delete, hops)
     server.extensions[EXTENSION] = links
     await links.run(task_status=task_status)

@@ -6,14 +6,25 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pika
+import pytest
 
 from amqplite.links.audit import record_hop
-from tests.admin.conftest import AdminBroker
+from tests.admin.conftest import AdminBroker, start_admin_broker
 from tests.brokerproc import wait_for
-from tests.links.test_shovel import depth, name, pair, put_shovel  # noqa: F401 (fixture)
+from tests.links.test_shovel import depth, name, put_shovel
+
+
+@pytest.fixture
+def brokers(tmp_path: Path) -> Iterator[tuple[AdminBroker, AdminBroker]]:
+    a, b = start_admin_broker(tmp_path / "a"), start_admin_broker(tmp_path / "b")
+    yield a, b
+    for x in (a, b):
+        x.proc.stop()
 
 
 def publish_with_id(broker: AdminBroker, queue: str, message_id: str) -> None:
@@ -38,8 +49,9 @@ def events(rows: list[dict[str, Any]]) -> list[str]:
     return [r["event"] for r in rows]
 
 
-def test_trace_follows_a_message_across_brokers(pair: tuple[AdminBroker, AdminBroker]) -> None:
-    a, b = pair
+def test_trace_follows_a_message_across_brokers(
+        brokers: tuple[AdminBroker, AdminBroker]) -> None:
+    a, b = brokers
     port_a, port_b = a.amqp_url.rsplit(":", 1)[1], b.amqp_url.rsplit(":", 1)[1]
     # push: the shovel runs on A, the source; its row is in A's log
     src, dst, push = name("src"), name("dst"), name("push")

@@ -8,6 +8,10 @@
 #   scripts/rabbitmq.sh start DIR PORT   # returns once the node accepts AMQP
 #   scripts/rabbitmq.sh stop DIR         # SIGTERM, bounded wait, then SIGKILL
 #
+# Benchmarks that need more set RABBITMQ_PLUGINS (an Erlang list's items, e.g.
+# "rabbitmq_shovel,rabbitmq_shovel_management") and RABBITMQ_MANAGEMENT_PORT
+# (the HTTP API's loopback port; start still returns on AMQP, so wait for it).
+#
 # Installs the Debian package when it is missing (needs root). Every failure
 # exits non-zero with the reason and the node's log: a conformance run against
 # RabbitMQ must never be skipped silently.
@@ -121,8 +125,9 @@ start() {
     echo "EPMD_PORT=$(free_port)"
     echo "NODE_TAG=$$"
   } >"$dir/ports"
-  # no management plugin, nothing else listening; the recent-history exchange type
-  echo "[rabbitmq_recent_history_exchange]." >"$dir/enabled_plugins"
+  # by default no management plugin, nothing else listening; the recent-history
+  # exchange type
+  echo "[${RABBITMQ_PLUGINS:-rabbitmq_recent_history_exchange}]." >"$dir/enabled_plugins"
   echo "[]." >"$dir/advanced.config"
   : >"$dir/rabbitmq-env.conf"
   cat >"$dir/rabbitmq.conf" <<EOF
@@ -131,6 +136,10 @@ loopback_users.guest = true
 log.console = false
 log.file.level = info
 EOF
+  if [ -n "${RABBITMQ_MANAGEMENT_PORT:-}" ]; then
+    printf 'management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = %s\n' \
+      "$RABBITMQ_MANAGEMENT_PORT" >>"$dir/rabbitmq.conf"
+  fi
   node_env "$dir"
   # setsid: the node and its helpers get their own process group, stopped as one.
   (cd "$dir" && exec setsid "$RMQ_BIN/rabbitmq-server" >"$dir/log/startup.log" 2>&1 </dev/null) &

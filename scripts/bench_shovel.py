@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pika
@@ -66,6 +67,7 @@ class Node:
     def __init__(self, port: int, api_port: int) -> None:
         self.port, self.api_port = port, api_port
         self._probe: pika.BlockingConnection | None = None
+        self._channel: Any = None
 
     @property
     def url(self) -> str:
@@ -87,13 +89,15 @@ class Node:
         connection kept open (a connection per poll would load the broker)."""
         if self._probe is None or not self._probe.is_open:
             self._probe = pika.BlockingConnection(pika.URLParameters(self.url))
-        ok = self._probe.channel().queue_declare(queue, durable=True)
+            self._channel = None
+        if self._channel is None or not self._channel.is_open:
+            self._channel = self._probe.channel()
+        ok = self._channel.queue_declare(queue, durable=True)
         return int(ok.method.message_count)
 
     def delete_queue(self, queue: str) -> None:
-        self.depth(queue)  # the probe connection is open
-        if self._probe is not None:
-            self._probe.channel().queue_delete(queue)
+        self.depth(queue)  # the probe channel is open
+        self._channel.queue_delete(queue)
 
     def put_shovel(self, name: str, value: dict[str, object]) -> None:
         r = httpx.put(f"{self.api}/api/parameters/shovel/%2F/{name}",

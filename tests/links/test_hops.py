@@ -72,6 +72,8 @@ def test_trace_follows_a_message_across_brokers(
     assert len(hop) == 1
     assert hop[0]["queue"] == src and hop[0]["exchange"] == "" and hop[0]["routing_key"] == dst
     assert hop[0]["consumer_tag"] == f"amq.ctag-shovel-{push}"
+    assert [r["consumer_tag"] for r in on_a if r["event"] == "acked"] == [
+        f"amq.ctag-shovel-{push}"]
     assert f"'{push}'" in hop[0]["reason"] and port_b in hop[0]["reason"]
     assert "guest:guest" not in hop[0]["reason"]
     # the destination has the same message under the same id
@@ -99,7 +101,8 @@ def test_trace_follows_a_message_across_brokers(
     on_a2 = trace(a, mid2)
     assert "acked" in events(on_a2) and "shovelled" not in events(on_a2)
     acked = [r for r in on_a2 if r["event"] == "acked"]
-    assert acked[0]["consumer_tag"] in (None, f"amq.ctag-shovel-{pull}")
+    # the source's ack names the shovel's consumer tag, as the hop row on B does
+    assert acked[0]["consumer_tag"] == hop2[0]["consumer_tag"] == f"amq.ctag-shovel-{pull}"
 
 
 def test_record_hop_row() -> None:

@@ -11,6 +11,9 @@
 #   scripts/rabbitmq.sh stop DIR         # SIGTERM, bounded wait, then SIGKILL
 #   scripts/rabbitmq.sh ctl DIR ARGS...  # rabbitmqctl against that node
 #
+# More plugins: RABBITMQ_EXTRA_PLUGINS (an Erlang list's items, e.g.
+# "rabbitmq_shovel,rabbitmq_shovel_management" for the shovel benchmark).
+#
 # Installs the Debian package when it is missing (needs root). Every failure
 # exits non-zero with the reason and the node's log: a conformance run against
 # RabbitMQ must never be skipped silently.

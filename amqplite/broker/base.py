@@ -240,16 +240,6 @@ class BrokerBase:
         self.log.append((ts, event, vhost, msg.exchange, msg.routing_key, queue,
                          msg.log_id, msg.key, consumer_tag, attempt, msg.body_size, reason))
 
-    def log_hop(self, event: str, vhost: str, exchange: str, routing_key: str,
-                message_id: str, size: int, reason: str) -> None:
-        """A delivery_log row for a message a link moved between brokers (``shovelled``,
-        ``federated``): there is no Message here, only what the wire carried; the
-        next Outcome takes the row with the others."""
-        if not self._log_on:
-            return
-        self.log.append((self._log_ts or self.log_time(), event, vhost, exchange, routing_key,
-                         None, message_id, None, None, None, size, reason))
-
     def _log_msg(self, event: str, vhost: str, msg: Message, queue: str | None,
                  consumer_tag: str | None, attempt: int | None) -> None:
         """log_event's row for a message event without a reason, positional only: the

@@ -33,6 +33,9 @@ from amqplite.protocol.methods import (
 
 #: how long connecting and the handshake may take
 CONNECT_TIMEOUT = 15.0
+#: deliveries the reader may hand over before the link takes them: one read's worth
+#: passes without a task switch per message (the source's prefetch bounds them too)
+DELIVERY_BUFFER = 512
 
 
 @attrs.frozen
@@ -73,7 +76,7 @@ class Connection:
         self._replies: dict[int, trio.MemorySendChannel[wire.MethodIn]] = {}
         self._reply_rx: dict[int, trio.MemoryReceiveChannel[wire.MethodIn]] = {}
         self._call_locks: dict[int, trio.Lock] = {}
-        send, self.deliveries = trio.open_memory_channel[wire.ContentIn](0)
+        send, self.deliveries = trio.open_memory_channel[wire.ContentIn](DELIVERY_BUFFER)
         self._deliveries_tx = send
         csend, self.confirms = trio.open_memory_channel[Confirm](float("inf"))
         self._confirms_tx = csend
@@ -123,7 +126,8 @@ class Connection:
 
     async def publish(self, channel: int, method: Method, properties: bytes,
                       body: bytes, *, flush: bool = True) -> None:
-        await self.unblocked.wait()
+        if not self.unblocked.is_set():  # (wait() checkpoints even when set)
+            await self.unblocked.wait()
         self._proto.publish(channel, method, properties, body)
         if flush:
             await self._flush()
@@ -181,6 +185,11 @@ class Connection:
 
     async def _dispatch(self, ev: wire.Event) -> None:
         if isinstance(ev, wire.ContentIn):
+            try:
+                self._deliveries_tx.send_nowait(ev)
+                return
+            except trio.WouldBlock:
+                pass
             # while we hold a delivery back (the other end is slow or blocked) we read
             # nothing, so the peer's heartbeats count as seen meanwhile
             self._holding = True

@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import attrs
 import trio
@@ -44,8 +45,8 @@ from amqplite.broker.exchanges.federation_upstream import (
 )
 from amqplite.links import client as C
 from amqplite.links import wire
+from amqplite.links.audit import Hops, HopSink
 from amqplite.links.federation_config import UpstreamSpec
-from amqplite.links.hops import Recorder
 from amqplite.links.pump import pump
 from amqplite.links.shovel import LocalAddress, _reason
 from amqplite.links.uri import Endpoint, parse, strip_credentials
@@ -137,13 +138,14 @@ class FederationLink:
                  node: str, local: LocalAddress, local_user: tuple[str, str],
                  info: Callable[[], ExchangeInfo | None],
                  bindings: Callable[[], list[Binding]],
-                 record: Recorder | None = None) -> None:
+                 record: HopSink | None = None) -> None:
         self.vhost, self.exchange, self.spec, self.policy = vhost, exchange, spec, policy
         self.node = node
         self.id = link_id(vhost, exchange, spec.name)
         self._local, self._local_user = local, local_user
         self._info, self._bindings = info, bindings
-        self._record = record
+        #: the delivery log's ``federated`` rows (what ``amqplite trace`` shows)
+        self.hops = Hops(record, "federated", vhost, spec.name, f"federation-link-{self.id}")
         self.status = LinkStatus(uri=strip_credentials(spec.uris[0]))
         self._attempt = 0
         #: the internal exchange suffix in use upstream (A or B), once known
@@ -228,7 +230,7 @@ class FederationLink:
             await down.call(MAIN, ChannelOpen())
             if spec.ack_mode == "on-confirm":
                 await down.call(MAIN, ConfirmSelect())
-            await up.call(MAIN, BasicConsume(queue, f"federation-link-{self.id}",
+            await up.call(MAIN, BasicConsume(queue, self.hops.consumer_tag,
                                              no_ack=spec.ack_mode == "no-ack"))
             self.status.set("running")
             received = {"uri": strip_credentials(uri), "exchange": self.upstream_exchange}
@@ -236,17 +238,19 @@ class FederationLink:
             def shape(d: BasicDeliver, properties: bytes) -> tuple[str, str, bytes] | None:
                 return self._shape(d, properties, received, upstream_name, ep.vhost)
 
-            reason = f"from upstream {spec.name} ({self.status.uri})"
+            local_uri = f"amqp://{self._local_user[0]}@localhost/{quote(self.vhost, safe='')}"
 
-            def forwarded(c: wire.ContentIn) -> None:
+            def forwarded(c: wire.ContentIn, out: tuple[str, str, bytes]) -> None:
                 self.status.forwarded += 1
-                if self._record is not None and isinstance(c.method, BasicDeliver):
-                    self._record("federated", self.vhost, self.exchange,
-                                 str(c.method.routing_key), c.properties, len(c.body), reason)
+                exchange, key, props = out
+                self.hops.record(queue=queue, exchange=exchange, routing_key=key,
+                                 properties=props, size=len(c.body), src_uri=uri,
+                                 dest_uri=local_uri)
 
             async with trio.open_nursery() as n:
                 n.start_soon(self._follow_bindings, up, ctx)
-                await pump(up, down, ack_mode=spec.ack_mode, shape=shape, forwarded=forwarded)
+                await pump(up, down, ack_mode=spec.ack_mode, shape=shape, forwarded=forwarded,
+                           written=self.hops.flush)
 
     def _shape(self, d: BasicDeliver, properties: bytes, received: dict[str, Any],
                upstream_name: str | None, upstream_vhost: str,

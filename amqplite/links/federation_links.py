@@ -20,9 +20,9 @@ from amqplite.broker.parameters import ParamKey, RuntimeParameters
 from amqplite.broker.policy import FEDERATION_KEYS, Policy
 from amqplite.broker.topology import Topology
 from amqplite.broker.vhost import VHost
+from amqplite.links.audit import HopSink
 from amqplite.links.federation import ExchangeInfo, FederationLink, describe
 from amqplite.links.federation_config import upstreams_for
-from amqplite.links.hops import Recorder
 from amqplite.links.shovel import LocalAddress
 
 log = logging.getLogger("amqplite.links")
@@ -46,7 +46,7 @@ class Federation:
 
     def __init__(self, broker: BrokerView, params: RuntimeParameters, local: LocalAddress,
                  *, node: str, local_user: tuple[str, str],
-                 record: Recorder | None = None) -> None:
+                 record: HopSink | None = None) -> None:
         self._broker, self._params, self._local = broker, params, local
         self._node, self._local_user, self._record = node, local_user, record
         self._nursery: trio.Nursery | None = None

@@ -24,11 +24,14 @@ Shape = Callable[[BasicDeliver, bytes], "tuple[str, str, bytes] | None"]
 
 
 async def pump(src: C.Connection, dest: C.Connection, *, ack_mode: str, shape: Shape,
-               forwarded: Callable[[wire.ContentIn], None],
+               forwarded: Callable[[wire.ContentIn, tuple[str, str, bytes]], None],
+               written: Callable[[], None] | None = None,
                remaining: int | None = None, channel: int = 1) -> None:
     """Forward deliveries from ``src`` channel ``channel`` to ``dest`` (whose channel
     ``channel`` is in confirm mode for on-confirm) until ``remaining`` were
-    forwarded (None: until a connection ends, raising ProtocolFailure)."""
+    forwarded (None: until a connection ends, raising ProtocolFailure).
+    ``forwarded(delivery, publish)`` follows each publish; ``written`` each time
+    the publishes so far were written out (a link hands its hop rows over then)."""
     #: destination publish seq -> source delivery tag, oldest first (on-confirm)
     pending: dict[int, int] = {}
     seq = 0
@@ -72,6 +75,8 @@ async def pump(src: C.Connection, dest: C.Connection, *, ack_mode: str, shape: S
         async def write_out() -> None:
             """Publishes first, then (on-publish) one ack for all of them."""
             await dest.flush()
+            if written is not None:
+                written()
             if published[0]:
                 await src.send(ch, BasicAck(published[0], True), flush=False)
                 published[0] = 0
@@ -108,7 +113,7 @@ async def pump(src: C.Connection, dest: C.Connection, *, ack_mode: str, shape: S
                                    flush=False)
                 if ack_mode == "on-publish":
                     published[0] = d.method.delivery_tag
-                forwarded(d)
+                forwarded(d, out)
                 if outstanding[0] is not None:
                     outstanding[0] -= 1
                     if outstanding[0] == 0:
@@ -118,5 +123,9 @@ async def pump(src: C.Connection, dest: C.Connection, *, ack_mode: str, shape: S
                         return
 
         n.start_soon(forward)
-        await finished.wait()
+        try:
+            await finished.wait()
+        finally:
+            if written is not None:
+                written()
         n.cancel_scope.cancel()

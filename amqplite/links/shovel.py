@@ -21,6 +21,7 @@ import trio
 
 from amqplite.links import client as C
 from amqplite.links import wire
+from amqplite.links.audit import Hops, HopSink
 from amqplite.links.config import ShovelSpec
 from amqplite.links.pump import pump
 from amqplite.links.uri import Endpoint, mask, parse
@@ -101,12 +102,18 @@ class Shovel:
     then deletes the parameter, as RabbitMQ does)."""
 
     def __init__(self, name: str, vhost: str, spec: ShovelSpec, local: LocalAddress,
-                 on_done: Callable[[], None]) -> None:
+                 on_done: Callable[[], None], hops: HopSink | None = None) -> None:
         self.name, self.vhost, self.spec = name, vhost, spec
+        #: the delivery log's ``shovelled`` rows (what ``amqplite trace`` shows)
+        self.hops = Hops(hops, "shovelled", vhost, name, self.consumer_tag)
         self._local = local
         self._on_done = on_done
         self.status = Status(src_uri=mask(spec.src_uris[0]), dest_uri=mask(spec.dest_uris[0]))
         self._attempt = 0
+
+    @property
+    def consumer_tag(self) -> str:
+        return f"amq.ctag-shovel-{self.name}"
 
     def _address(self, ep: Endpoint) -> tuple[str, int]:
         return self._local() if ep.local else (ep.host, ep.port)
@@ -169,24 +176,30 @@ class Shovel:
                 remaining = spec.delete_after - self.status.forwarded
             if remaining is not None and remaining <= 0:
                 return True
-            await src.call(1, BasicConsume(queue, f"amq.ctag-shovel-{self.name}",
+            await src.call(1, BasicConsume(queue, self.consumer_tag,
                                            no_ack=spec.ack_mode == "no-ack"))
             self.status.set("running")
-            return await self._pump(src, dest, src_uri, dest_uri, remaining)
+            try:
+                return await self._pump(src, dest, src_uri, dest_uri, queue, remaining)
+            finally:
+                self.hops.flush()
 
     async def _pump(self, src: C.Connection, dest: C.Connection, src_uri: str,
-                    dest_uri: str, remaining: int | None) -> bool:
+                    dest_uri: str, queue: str, remaining: int | None) -> bool:
         spec = self.spec
 
         def shape(deliver: BasicDeliver, properties: bytes) -> tuple[str, str, bytes]:
             return outgoing(spec, self.name, self.vhost, deliver, properties, src_uri,
                             dest_uri)
 
-        def forwarded(_: wire.ContentIn) -> None:
+        def forwarded(d: wire.ContentIn, out: tuple[str, str, bytes]) -> None:
             self.status.forwarded += 1
+            exchange, key, props = out
+            self.hops.record(queue=queue, exchange=exchange, routing_key=key, properties=props,
+                             size=len(d.body), src_uri=src_uri, dest_uri=dest_uri)
 
         await pump(src, dest, ack_mode=spec.ack_mode, shape=shape, forwarded=forwarded,
-                   remaining=remaining)
+                   written=self.hops.flush, remaining=remaining)
         return True
 
 

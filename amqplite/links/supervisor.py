@@ -19,8 +19,8 @@ import trio
 
 from amqplite.broker.parameters import ParamKey, RuntimeParameters
 from amqplite.links import config
+from amqplite.links.audit import HopSink
 from amqplite.links.federation_links import Federation
-from amqplite.links.hops import recorder
 from amqplite.links.shovel import LocalAddress, Shovel, describe
 
 if TYPE_CHECKING:
@@ -37,12 +37,13 @@ class Links:
 
     def __init__(self, params: RuntimeParameters, local: LocalAddress,
                  delete: Callable[[str, str, str], None],
-                 federation: Federation | None = None) -> None:
+                 federation: Federation | None = None, hops: HopSink | None = None) -> None:
         self._params = params
         self._local = local
         self._delete = delete
         #: exchange federation's links (None: not run, as in some tests)
         self.federation = federation
+        self._hops = hops
         self._nursery: trio.Nursery | None = None
         self._running: dict[tuple[str, str], tuple[Shovel, trio.CancelScope]] = {}
 
@@ -85,7 +86,8 @@ class Links:
             log.warning("shovel '%s' in vhost '%s' not started: %s", name, vhost, exc)
             return
         shovel = Shovel(name, vhost, spec, self._local,
-                        on_done=lambda: self._delete("shovel", vhost, name))
+                        on_done=lambda: self._delete("shovel", vhost, name),
+                        hops=self._hops)
         scope = trio.CancelScope()
         self._running[(vhost, name)] = (shovel, scope)
 
@@ -114,9 +116,14 @@ async def run_links(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
     def delete(component: str, vhost: str, name: str) -> None:
         server.execute(server.broker.parameters.delete, component, vhost, name)
 
+    def hops(rows: list[tuple[Any, ...]]) -> None:
+        """Hop rows join the broker's delivery log, as its own rows do."""
+        if server.broker.log_level != "off":
+            server.execute(server.broker.log.extend, rows)
+
     federation = Federation(server.broker, server.broker.parameters, local,
                             node=s.cluster_name, local_user=(s.default_user, s.default_pass),
-                            record=recorder(server.broker))
-    links = Links(server.broker.parameters, local, delete, federation)
+                            record=hops)
+    links = Links(server.broker.parameters, local, delete, federation, hops)
     server.extensions[EXTENSION] = links
     await links.run(task_status=task_status)

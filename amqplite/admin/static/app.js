@@ -3,6 +3,7 @@
 import { api, login, loggedIn, logout, session, setUnauthorisedHandler } from "./api.js";
 import { clear, flash, h } from "./dom.js";
 import { permissions, users, vhosts } from "./admin.js";
+import { federation, shovels } from "./links.js";
 import { exchange, queue } from "./objects.js";
 import {
   bindings, channels, connections, exchanges, overview, policies, queues, trace,
@@ -13,7 +14,7 @@ import { loadVhosts, watchVhost } from "./vhost.js";
 const REFRESH_MS = Math.max(1, Number(new URLSearchParams(location.search).get("refresh")) || 5) * 1000;
 const ROUTES = {
   "": overview, connections, channels, exchanges, exchange, queues, queue, bindings, policies, trace,
-  users, vhosts, permissions,
+  shovels, federation, users, vhosts, permissions,
 };
 const NAV = { exchange: "exchanges", queue: "queues", "": "overview" };
 

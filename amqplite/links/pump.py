@@ -31,7 +31,8 @@ async def pump(src: C.Connection, dest: C.Connection, *, ack_mode: str, shape: S
     ``channel`` is in confirm mode for on-confirm) until ``remaining`` were
     forwarded (None: until a connection ends, raising ProtocolFailure).
     ``forwarded(delivery, publish)`` follows each publish; ``written`` each time
-    the publishes so far were written out (a link hands its hop rows over then)."""
+    the publishes so far are about to be written out (a link hands its hop rows
+    over then)."""
     #: destination publish seq -> source delivery tag, oldest first (on-confirm)
     pending: dict[int, int] = {}
     seq = 0
@@ -73,10 +74,12 @@ async def pump(src: C.Connection, dest: C.Connection, *, ack_mode: str, shape: S
         published = [0]  # on-publish: the newest delivery tag written, not yet acked
 
         async def write_out() -> None:
-            """Publishes first, then (on-publish) one ack for all of them."""
-            await dest.flush()
+            """Publishes first, then (on-publish) one ack for all of them. The hop rows
+            go just before the publishes: a broker's log shows the hop, then the
+            publish it made."""
             if written is not None:
                 written()
+            await dest.flush()
             if published[0]:
                 await src.send(ch, BasicAck(published[0], True), flush=False)
                 published[0] = 0

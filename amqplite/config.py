@@ -231,6 +231,15 @@ class Settings:
     #: MQTT CONNECT without a user name logs in as default_user (RabbitMQ's
     #: mqtt.allow_anonymous); refused with CONNACK "not authorized" otherwise
     mqtt_allow_anonymous: bool = False
+    #: whom an anonymous MQTT client acts as (RabbitMQ's mqtt.default_user); loopback
+    #: rules apply to it as to any user
+    mqtt_default_user: str = "guest"
+    #: the largest MQTT packet a logged-in client may send (MQTT 5 clients are told
+    #: in the CONNACK); bigger: DISCONNECT 0x95 / the connection closed
+    mqtt_max_packet_size: str = attrs.field(default="16MiB", validator=_size)
+    #: the largest CONNECT (and AUTH) before the login is accepted (RabbitMQ's
+    #: mqtt.max_packet_size_unauthenticated): a stranger cannot make us buffer much
+    mqtt_max_packet_size_unauthenticated: str = attrs.field(default="64KiB", validator=_size)
     #: retained MQTT messages a vhost keeps (topics); a new topic past it is refused
     mqtt_retained_max_messages: int = attrs.field(default=100_000, validator=_positive)
     #: body bytes of a vhost's retained MQTT messages; a publish past it is refused
@@ -343,6 +352,10 @@ _RABBIT_KEYS: dict[tuple[str, ...], tuple[str, Any]] = {
     ("ssl_options", "fail_if_no_peer_cert"): ("tls_fail_if_no_peer_cert", None),
     ("mqtt", "listeners", "ssl", "default"): ("mqtt_tls_port", None),
     ("mqtt", "ssl_cert_login"): ("mqtt_ssl_cert_login", None),
+    ("mqtt", "default_user"): ("mqtt_default_user", None),
+    ("mqtt", "max_packet_size_authenticated"): ("mqtt_max_packet_size", None),
+    ("mqtt", "max_packet_size_unauthenticated"): ("mqtt_max_packet_size_unauthenticated",
+                                                  None),
     ("management", "ssl", "port"): ("admin_port", None),
     ("management", "ssl", "ip"): ("admin_host", None),
     ("management", "ssl", "certfile"): ("admin_tls_cert", None),

@@ -13,7 +13,15 @@ import httpx
 import pytest
 
 from amqplite.protocol.mqtt.errors import ReasonCode
-from amqplite.protocol.mqtt.packets import ConnAck, Connect, Disconnect, PingReq, PingResp, Will
+from amqplite.protocol.mqtt.packets import (
+    ConnAck,
+    Connect,
+    Disconnect,
+    PingReq,
+    PingResp,
+    Publish,
+    Will,
+)
 from tests.brokerproc import BrokerProcess, wait_for
 from tests.server.mqttclient import V5, V311, Client, RawClient, mqtt_broker, new_id, running_broker
 
@@ -186,3 +194,53 @@ def test_mqtt_port_in_use(tmp_path: Path) -> None:
     assert f"MQTT port {port} on 127.0.0.1 is already in use" in out.stderr
     assert "--mqtt-port, AMQPLITE_MQTT_PORT or `mqtt_port` in the config file" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_packet_size_limits_and_the_anonymous_user(tmp_path: Path) -> None:
+    """``mqtt_max_packet_size_unauthenticated``: a CONNECT over it is refused before
+    any login; ``mqtt_max_packet_size``: an MQTT 5 client is told it in the CONNACK
+    and a PUBLISH over it ends that connection (0x95), nobody else's; an anonymous
+    client acts as ``mqtt_default_user``."""
+    from tests.brokerproc import free_port
+    from tests.server.mqttclient import listening
+
+    port = free_port()
+    b = BrokerProcess(tmp_path / "d", None, "--mqtt-port", str(port), "--mqtt-allow-anonymous",
+                      env={"AMQPLITE_MQTT_MAX_PACKET_SIZE": "4KiB",
+                           "AMQPLITE_MQTT_MAX_PACKET_SIZE_UNAUTHENTICATED": "1KiB",
+                           "AMQPLITE_MQTT_DEFAULT_USER": "anon"})
+    b.start()
+    try:
+        wait_for(lambda: listening(port), 30, what="the MQTT listener")
+        with httpx.Client(base_url=b.admin_url or "", auth=("guest", "guest")) as api:
+            assert api.put("/api/users/anon", json={"password": "x", "tags": ""}
+                           ).status_code == 201
+            assert api.put("/api/permissions/%2F/anon", json={
+                "configure": ".*", "write": ".*", "read": ".*"}).status_code == 201
+            big = RawClient(port, V5)
+            big.send(Connect(new_id(), protocol_level=V5, username="guest",
+                             password=b"g" * 2000))
+            answer = big.recv()
+            assert answer is None or (isinstance(answer, ConnAck) and answer.reason_code)
+            assert big.closed_by_broker()
+            other = Client(port, new_id(), V5)
+            other.connect()
+            raw = RawClient(port, V5)
+            raw.send(Connect(new_id(), protocol_level=V5))
+            ack = raw.recv()
+            assert isinstance(ack, ConnAck) and ack.reason_code == 0
+            assert ack.properties.maximum_packet_size == 4096
+            users = {c.get("user") for c in api.get("/api/connections").json()
+                     if c.get("protocol", "").startswith("MQTT")}
+            assert "anon" in users, users
+            raw.send(Publish(f"big/{new_id()}", b"x" * 5000, 0))
+            gone = raw.recv()
+            assert isinstance(gone, Disconnect) and gone.reason_code == ReasonCode.PACKET_TOO_LARGE
+            assert raw.closed_by_broker()
+            topic = f"fine/{new_id()}"
+            other.subscribe(topic, 1)
+            other.publish(topic, b"y" * 3000, 1)
+            assert other.get().payload == b"y" * 3000
+            other.close()
+    finally:
+        b.stop()

@@ -40,7 +40,6 @@ from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing
 from amqplite.protocol.properties import delivery_mode_of
 from amqplite.server.mqtt.common import (
     FINISH_TIMEOUT,
-    LIMITS,
     PUBLISH_CH,
     QOS0_CH,
     QOS1_CH,
@@ -74,7 +73,7 @@ class MQTTClient:
         self.tls = isinstance(stream, trio.SSLStream)
         self.peer_host, self.peer_port = peer[0], peer[1]
         self.name = f"{self.peer_host}:{self.peer_port}"
-        self.proto = MQTTConnection(LIMITS, trio.current_time())
+        self.proto = MQTTConnection(listener.limits, trio.current_time())
         self.connected_at = time.time()
         self.bytes_in = 0
         self.bytes_out = 0

@@ -8,15 +8,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from amqplite.broker.auth import UserDB
 from amqplite.broker.core import Broker
-from amqplite.config import Settings
+from amqplite.config import Settings, parse_size
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.server.mqtt.client import MQTTClient
-from amqplite.server.mqtt.common import Login, queue_name
+from amqplite.server.mqtt.common import LIMITS, Login, queue_name
 from amqplite.server.mqtt.inflight import PacketIds
 from amqplite.server.mqtt.shared import SharedGroups
 from amqplite.server.mqtt.transports import open_tls, tls_handler
@@ -52,6 +53,11 @@ class MQTTListener:
         self.settings = settings
         self.broker = broker
         self.users = users
+        #: what the protocol layer enforces and MQTT 5 clients are told (CONNACK)
+        self.limits = attrs.evolve(
+            LIMITS, max_packet_size=parse_size(settings.mqtt_max_packet_size),
+            max_packet_size_unauthenticated=parse_size(
+                settings.mqtt_max_packet_size_unauthenticated))
         self.execute = execute
         self.interpret = interpret
         self.committed = committed
@@ -186,7 +192,7 @@ class MQTTListener:
         if username is None:
             if not s.mqtt_allow_anonymous:
                 return Login(refused=ReasonCode.NOT_AUTHORIZED)
-            name, vhost = s.default_user, s.mqtt_vhost
+            name, vhost = s.mqtt_default_user, s.mqtt_vhost
             user = self.users.identify(name, peer_host)
         else:
             vhost, sep, name = username.partition(":")

@@ -91,7 +91,7 @@ def main() -> None:
 @click.option("--admin-tls-key", type=click.Path(dir_okay=False),
               help="PEM private key of --admin-tls-cert.")
 @click.option("--mqtt-port", type=int,
-              help="MQTT listener port (default 0: off; MQTT is incomplete, see docs/mqtt.md).")
+              help="MQTT listener port (default 1883; 0 turns MQTT off).")
 @click.option("--mqtt-vhost", help="Vhost of MQTT users who name none (default /).")
 @click.option("--mqtt-exchange", help="Exchange MQTT publishes go to (default amq.topic).")
 @click.option("--mqtt-allow-anonymous/--no-mqtt-allow-anonymous", default=None,

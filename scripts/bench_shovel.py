@@ -47,7 +47,8 @@ class Broker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port",
              str(self.port), "--data-dir", str(data), "--admin-port", str(self.admin),
-             "--log-level", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "--log-level", "warning", "--mqtt-port", "0"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait(self._up, 30, "broker to listen")
 
     def _up(self) -> bool:

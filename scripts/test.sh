@@ -96,7 +96,7 @@ echo "== conformance against amqplite"
 DATA=$(mktemp -d)
 PORT=${CONFORMANCE_PORT:-25720}
 .venv/bin/amqplite serve --host 127.0.0.1 --port "$PORT" --data-dir "$DATA" \
-  --admin-port 0 --log-level warning >"$DATA/broker.log" 2>&1 &
+  --admin-port 0 --mqtt-port 0 --log-level warning >"$DATA/broker.log" 2>&1 &
 BROKER=$!
 .venv/bin/python - "$PORT" <<'PYEOF'
 import socket, sys, time

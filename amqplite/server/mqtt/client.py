@@ -1,14 +1,5 @@
-"""The MQTT listener: a trio shell on the sans-I/O ``MQTTConnection``, mapped onto
-the AMQP core as RabbitMQ's MQTT plugin maps it (docs/mqtt.md).
-
-A client is a broker session with three channels: one in confirm mode for its
-PUBLISH (QoS 1/2 are acknowledged when the publisher confirm arrives, i.e.
-after the store commit), and one consumer channel for each of its queues
-``mqtt-subscription-{clientid}qos0`` (no-ack) and ``...qos1`` (acked by PUBACK,
-prefetch = the client's Receive Maximum). Subscriptions are bindings of those
-queues to ``mqtt_exchange``. Each connection is its own nursery: a reader,
-a writer and a keep-alive task; a crash closes that connection only.
-"""
+"""One MQTT connection: a trio shell on the sans-I/O ``MQTTConnection`` and the
+broker's transport for its session's deliveries."""
 
 from __future__ import annotations
 
@@ -17,25 +8,16 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from amqplite.broker import mqtt_retained
-from amqplite.broker.auth import UserDB
-from amqplite.broker.core import Broker
 from amqplite.broker.model import ChannelState, Session
 from amqplite.broker.retained import RetainedSet
-from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
-from amqplite.protocol.mqtt.connection import (
-    FlowControlError,
-    MQTTConnection,
-    ServerLimits,
-    State,
-)
+from amqplite.protocol.mqtt.connection import FlowControlError, MQTTConnection, State
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.events import (
     ConnectReceived,
@@ -47,183 +29,26 @@ from amqplite.protocol.mqtt.events import (
     UnsubscribeReceived,
 )
 from amqplite.protocol.mqtt.packets import MQTT_5, Will
-from amqplite.protocol.mqtt.topics import (
-    binding_key_to_filter,
-    filter_to_binding_key,
-    matches,
-    routing_key_to_topic,
-    topic_to_routing_key,
+from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
+from amqplite.protocol.properties import delivery_mode_of
+from amqplite.server.mqtt.common import (
+    FINISH_TIMEOUT,
+    LIMITS,
+    PROPS,
+    PUBLISH_CH,
+    QOS0_CH,
+    QOS1_CH,
+    RECV_SIZE,
+    WRITE_HIGH_WATER,
+    refused,
 )
-from amqplite.protocol.properties import BasicProperties, delivery_mode_of, encode_properties
-from amqplite.server.persistence import Persistence
-from amqplite.server.ports import accepted_peer, listen_tcp
+from amqplite.server.mqtt.subscriptions import Subscriptions
 from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession
 
 if TYPE_CHECKING:
-    from amqplite.server.app import Server
+    from amqplite.server.mqtt.listener import MQTTListener
 
 log = logging.getLogger("amqplite.mqtt")
-
-RECV_SIZE = 64 * 1024
-#: a client's consumers stop receiving while this much is queued unsent to it
-WRITE_HIGH_WATER = 4 * 1024 * 1024
-#: after the connection ends, how long the writer may take to send what is queued
-FINISH_TIMEOUT = 2.0
-#: what this shell does not offer yet (issue 23): advertised to MQTT 5 clients
-LIMITS = ServerLimits(shared_subscription_available=False,
-                      subscription_identifier_available=False)
-#: channel numbers of a client's broker session
-PUBLISH_CH, QOS0_CH, QOS1_CH = 1, 2, 3
-#: AMQP properties of an MQTT message by its QoS: QoS 1/2 are persistent
-_PROPS = {0: encode_properties(BasicProperties(delivery_mode=1)),
-          1: encode_properties(BasicProperties(delivery_mode=2)),
-          2: encode_properties(BasicProperties(delivery_mode=2))}
-
-
-def queue_name(client_id: str, qos: int) -> str:
-    """RabbitMQ's name for a session's subscription queue."""
-    return f"mqtt-subscription-{client_id}qos{qos}"
-
-
-@attrs.frozen
-class Login:
-    """Who a CONNECT logs in as, or the reason code refusing it."""
-
-    user: str = ""
-    vhost: str = ""
-    refused: int = 0
-
-
-class MQTTListener:
-    """Accepts MQTT clients and keeps the client-id registry (session takeover).
-
-    Its dependencies are explicit: the settings, the broker and its users, and
-    the server's ``execute`` (a command and its Outcome), ``interpret`` (the
-    Outcome so far), ``committed`` (wait for the store) and the store bridge.
-    """
-
-    def __init__(self, settings: Settings, broker: Broker, users: UserDB,
-                 execute: Callable[..., Any], interpret: Callable[..., None],
-                 committed: Callable[[], Awaitable[None]], persistence: Persistence,
-                 stored_sessions: list[PutMQTTSession] | None = None) -> None:
-        self.settings = settings
-        self.broker = broker
-        self.users = users
-        self.execute = execute
-        self.interpret = interpret
-        self.committed = committed
-        #: the store bridge: publishers stop being read while it is far behind
-        self.persistence = persistence
-        self.connections: set[MQTTClient] = set()
-        #: the connected client of each client id
-        self.clients: dict[str, MQTTClient] = {}
-        #: persistent sessions' inbound QoS 2 ids acknowledged (PUBREC) and not yet
-        #: released: a retransmission after a reconnect is not routed again. Stored
-        #: (PutMQTTSession) when the session disconnects.
-        self.awaiting_pubrel: dict[str, frozenset[int]] = {}
-        #: client ids with a mqtt_sessions row
-        self.stored: set[str] = set()
-        #: sessions read back from the store: their expiry countdowns start in serve()
-        self._recovered = stored_sessions or []
-        #: the countdown of each disconnected session that expires
-        self._expiring: dict[str, trio.CancelScope] = {}
-        self._nursery: trio.Nursery | None = None
-        self.ports: list[int] = []
-        #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
-        self.quota_logged: set[str] = set()
-
-    async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
-                    ) -> None:
-        s = self.settings
-        listeners = await listen_tcp(s.mqtt_port, s.host, "MQTT", "mqtt_port")
-        self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
-        log.info("MQTT listening on port(s) %s", self.ports)
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            now = time.time()
-            for st in self._recovered:  # a session connected at a crash counts from now
-                self.stored.add(st.client_id)
-                if st.awaiting_pubrel:
-                    self.awaiting_pubrel[st.client_id] = frozenset(st.awaiting_pubrel)
-                gone = now - (st.disconnected_at if st.disconnected_at is not None else now)
-                self.expire_later(st.vhost, st.client_id, st.expiry, max(0.0, gone))
-            self._recovered = []
-            task_status.started(self.ports)
-            await trio.serve_listeners(self._handle, listeners)
-
-    def expire_later(self, vhost: str, client_id: str, expiry: int, gone: float = 0.0) -> None:
-        """MQTT 5 session expiry: ``expiry`` seconds after the disconnect (``gone``
-        seconds ago) the session's queues and row go, unless it reconnected."""
-        if expiry == NEVER_EXPIRES or self._nursery is None:
-            return
-        self.keep(client_id)
-        scope = self._expiring[client_id] = trio.CancelScope()
-        self._nursery.start_soon(self._expire, vhost, client_id, expiry - gone, scope)
-
-    def keep(self, client_id: str) -> None:
-        """The client reconnected: its countdown stops."""
-        scope = self._expiring.pop(client_id, None)
-        if scope is not None:
-            scope.cancel()
-
-    async def _expire(self, vhost: str, client_id: str, delay: float,
-                      scope: trio.CancelScope) -> None:
-        with scope:
-            await trio.sleep(max(0.0, delay))  # a timer: the session's lifetime
-            if self._expiring.get(client_id) is scope:
-                del self._expiring[client_id]
-            if client_id in self.clients:
-                return
-            log.info("MQTT session %r expired", client_id)
-            self.awaiting_pubrel.pop(client_id, None)
-            self.execute(self._drop_session, vhost, client_id)
-
-    def _drop_session(self, vhost: str, client_id: str) -> None:
-        b = self.broker
-        vh = b.vhosts.get(vhost)
-        for qos in (0, 1):
-            q = None if vh is None else vh.queues.get(queue_name(client_id, qos))
-            if vh is not None and q is not None:
-                b.delete_queue(vh, q)
-        self.stored.discard(client_id)
-        b.store_ops.append(DeleteMQTTSession(client_id))
-
-    def close_all(self, text: str) -> None:
-        """Shutdown: every client closed and its session ended now, so what that
-        writes (wills, requeues) reaches the store before it closes."""
-        for c in list(self.connections):
-            c.force_close(320, text)
-
-    async def _handle(self, stream: trio.SocketStream) -> None:
-        peer = accepted_peer(stream)
-        if peer is not None:
-            await MQTTClient(self, stream, peer).run()
-
-    def login(self, username: str | None, password: bytes | None, peer_host: str) -> Login:
-        """``vhost:user`` names a vhost, else ``mqtt_vhost``; no user name is the
-        default user when anonymous logins are allowed (RabbitMQ's rules)."""
-        s = self.settings
-        if username is None:
-            if not s.mqtt_allow_anonymous:
-                return Login(refused=ReasonCode.NOT_AUTHORIZED)
-            name, vhost = s.default_user, s.mqtt_vhost
-            user = self.users.identify(name, peer_host)
-        else:
-            vhost, sep, name = username.partition(":")
-            if not sep:
-                vhost, name = s.mqtt_vhost, username
-            try:
-                secret = (password or b"").decode()
-            except UnicodeDecodeError:
-                return Login(refused=ReasonCode.BAD_USER_NAME_OR_PASSWORD)
-            user = self.users.authenticate(name, secret, peer_host)
-        if user is None:
-            return Login(refused=ReasonCode.BAD_USER_NAME_OR_PASSWORD)
-        try:
-            self.broker.check_vhost_access(name, vhost)
-        except AMQPError:
-            return Login(refused=ReasonCode.NOT_AUTHORIZED)
-        return Login(name, vhost)
 
 
 class MQTTClient:
@@ -243,6 +68,8 @@ class MQTTClient:
         self.alive = True
         self.session: Session | None = None
         self.channels: dict[int, ChannelState] = {}
+        #: the session's queues and bindings, from CONNECT to the session's end
+        self.subs: Subscriptions | None = None
         self.client_id = ""
         #: clean session 0 (3.1.1) or a session expiry (5.0): queues outlive us
         self.persistent = False
@@ -393,10 +220,12 @@ class MQTTClient:
                 await self._connect(ev)
             elif t is SubscribeReceived:
                 assert isinstance(ev, SubscribeReceived)
-                await self._subscribe(ev)
+                assert self.subs is not None
+                await self.subs.subscribe(ev)
             elif t is UnsubscribeReceived:
                 assert isinstance(ev, UnsubscribeReceived)
-                await self._unsubscribe(ev)
+                assert self.subs is not None
+                await self.subs.unsubscribe(ev)
             elif t is DisconnectReceived:
                 assert isinstance(ev, DisconnectReceived)
                 if not ev.publish_will:
@@ -433,12 +262,15 @@ class MQTTClient:
         for n in (PUBLISH_CH, QOS0_CH, QOS1_CH):
             self.channels[n] = b.open_channel(s, n)
         b.confirm_select(self.channels[PUBLISH_CH])
+        subs = self.subs = Subscriptions(b, self.proto, s, self.channels, ev.client_id,
+                                         self.persistent, listener.settings.mqtt_exchange,
+                                         self.name, listener.committed, self.flush)
         pubrel = listener.awaiting_pubrel.pop(ev.client_id, frozenset())
         kept: list[int] = []
         for qos in (0, 1):
-            if self._queue_exists(qos):
+            if subs.queue_exists(qos):
                 if c.clean_start:  # a clean start forgets the previous session
-                    self._delete_queue(qos)
+                    subs.delete_queue(qos)
                 else:
                     kept.append(qos)
         cid = ev.client_id
@@ -456,7 +288,7 @@ class MQTTClient:
             self.proto.resume((), pubrel)
         self._ka_wake.set()  # the keep-alive deadline starts now
         for qos in kept:  # deliveries only after CONNACK
-            self._consume(qos)
+            subs.consume(qos)
 
     def take_over(self) -> None:
         """Another connection with our client id arrived: we go now, with our will
@@ -492,6 +324,9 @@ class MQTTClient:
                 log.exception("MQTT %s: will publication failed", self.name)
         self.session = None
         self.channels = {}
+        if self.subs is not None:
+            self.subs.ended = True
+            self.subs = None
         self._tags.clear()
         listener.execute(self.broker.close_session, s)
 
@@ -500,123 +335,6 @@ class MQTTClient:
         if self.proto.version >= MQTT_5:
             return min(self.proto.session_expiry_interval, NEVER_EXPIRES)
         return NEVER_EXPIRES
-
-    # ------------------------------------------------------------ queues
-    def _queue_exists(self, qos: int) -> bool:
-        assert self.session is not None
-        vh = self.broker.vhosts.get(self.session.vhost)
-        return vh is not None and queue_name(self.client_id, qos) in vh.queues
-
-    def _delete_queue(self, qos: int) -> None:
-        self.broker.queue_delete(self.channels[QOS0_CH], queue_name(self.client_id, qos))
-
-    def _declare(self, qos: int) -> None:
-        """The session's queue for ``qos`` and its consumer, when not there yet."""
-        if self._queue_exists(qos):
-            return
-        ch = self.channels[QOS0_CH if qos == 0 else QOS1_CH]
-        durable = self.persistent
-        self.broker.queue_declare(ch, queue_name(self.client_id, qos), durable=durable,
-                                  exclusive=not durable, auto_delete=False)
-        self._consume(qos)
-
-    def _consume(self, qos: int) -> None:
-        b = self.broker
-        if qos == 0:
-            ch = self.channels[QOS0_CH]
-            tag = b.basic_consume(ch, queue_name(self.client_id, 0), "mqtt-qos0", no_ack=True)
-        else:
-            ch = self.channels[QOS1_CH]
-            b.basic_qos(ch, 0, min(self.proto.client_receive_maximum, 65_535), False)
-            tag = b.basic_consume(ch, queue_name(self.client_id, 1), "mqtt-qos1")
-        b.start_consumer(ch, tag)
-
-    async def _subscribe(self, ev: SubscribeReceived) -> None:
-        """Bind each filter to the queue of its (granted) QoS, unbind it from the other.
-        RabbitMQ grants at most QoS 1; a shared subscription is not offered yet."""
-        b = self.broker
-        exchange = self.listener.settings.mqtt_exchange
-        codes: list[int] = []
-        #: (filter, granted QoS) of the retained messages owed after the SUBACK
-        owed: list[tuple[str, int]] = []
-        for req in ev.requests:
-            if req.reason_code or req.parsed is None:
-                codes.append(req.reason_code or ReasonCode.TOPIC_FILTER_INVALID)
-                continue
-            if req.parsed.share_group is not None:
-                codes.append(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
-                continue
-            qos = min(req.qos, 1)
-            key = filter_to_binding_key(req.parsed.topic_filter)
-            if req.retain_handling == 0 or (req.retain_handling == 1
-                                            and not self._subscribed(key)):
-                owed.append((req.parsed.topic_filter, qos))
-            try:
-                self._declare(qos)
-                b.queue_bind(self.channels[QOS0_CH], queue_name(self.client_id, qos),
-                             exchange, key)
-                if self._queue_exists(1 - qos):
-                    b.queue_bind(self.channels[QOS0_CH], queue_name(self.client_id, 1 - qos),
-                                 exchange, key, unbind=True)
-            except AMQPError as exc:
-                log.info("MQTT %s: subscription to %r refused: %s", self.name,
-                         req.topic_filter, exc)
-                codes.append(ReasonCode.NOT_AUTHORIZED if _refused(exc)
-                             else ReasonCode.UNSPECIFIED_ERROR)
-                continue
-            codes.append(qos)
-        await self.listener.committed()  # a SUBACK means the subscription is stored
-        self.proto.send_suback(ev.packet_id, codes)
-        for topic_filter, qos in owed:
-            self._send_retained(topic_filter, qos)
-
-    def _subscribed(self, key: str) -> bool:
-        """Is ``key`` already bound to one of our queues (retain handling 1)?"""
-        s = self.session
-        vh = self.broker.vhosts.get(s.vhost) if s is not None else None
-        if vh is None:
-            return False
-        exchange = self.listener.settings.mqtt_exchange
-        return any(b.source == exchange and b.routing_key == key
-                   for qos in (0, 1)
-                   for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ()))
-
-    def _send_retained(self, topic_filter: str, qos: int) -> None:
-        """A new subscription receives the retained messages its filter matches, with
-        the retain flag set ([MQTT-3.3.1-6]; also under retain-as-published 0,
-        [MQTT-3.3.1-12] is about live forwarding). They go straight to the client,
-        as RabbitMQ's plugin sends them, at the lower of the two QoS."""
-        s = self.session
-        if s is None:
-            return
-        store = self.broker.retained
-        rs = store.find(mqtt_retained.owner(s.vhost))
-        for r in mqtt_retained.matching(store, rs, topic_filter):
-            m = r.message
-            q = min(qos, 1 if m.persistent else 0)
-            try:  # a QoS 1 one's PUBACK finds no delivery tag in _tags: nothing to ack
-                self.proto.send_publish(r.key, bytes(m.body or b""), q, retain=True)
-            except FlowControlError:
-                log.info("MQTT %s: retained %r not sent: receive maximum reached",
-                         self.name, r.key)
-        self.flush()
-
-    async def _unsubscribe(self, ev: UnsubscribeReceived) -> None:
-        exchange = self.listener.settings.mqtt_exchange
-        codes: list[int] = []
-        for parsed in ev.parsed:
-            if parsed is None:
-                codes.append(ReasonCode.TOPIC_FILTER_INVALID)
-                continue
-            key = filter_to_binding_key(parsed.topic_filter)
-            for qos in (0, 1):
-                with contextlib.suppress(AMQPError):
-                    self.broker.queue_bind(self.channels[QOS0_CH],
-                                           queue_name(self.client_id, qos), exchange, key,
-                                           unbind=True)
-            codes.append(0)
-        await self.listener.committed()
-        self.proto.send_unsuback(ev.packet_id, codes)
 
     # ------------------------------------------------------------ publish
     def _publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None,
@@ -646,11 +364,11 @@ class MQTTClient:
                 rs = None
         try:
             self.broker.basic_publish(ch, self.listener.settings.mqtt_exchange,
-                                      topic_to_routing_key(topic), _PROPS[qos], payload)
+                                      topic_to_routing_key(topic), PROPS[qos], payload)
         except AMQPError as exc:
             log.info("MQTT %s: publish to %r refused: %s", self.name, topic, exc)
             if packet_id is not None and self.proto.version >= MQTT_5:
-                self.proto.ack_publish(packet_id, ReasonCode.NOT_AUTHORIZED if _refused(exc)
+                self.proto.ack_publish(packet_id, ReasonCode.NOT_AUTHORIZED if refused(exc)
                                        else ReasonCode.UNSPECIFIED_ERROR)
             elif packet_id is not None:  # 3.1.1 has no negative acknowledgement
                 self.proto.disconnect(ReasonCode.NOT_AUTHORIZED)
@@ -658,7 +376,7 @@ class MQTTClient:
         if rs is not None:
             kept = mqtt_retained.retain(self.broker.retained, rs, self.broker.new_message_key(),
                                         topic, self.listener.settings.mqtt_exchange,
-                                        topic_to_routing_key(topic), _PROPS[qos], payload)
+                                        topic_to_routing_key(topic), PROPS[qos], payload)
             if kept:  # its row commits before the confirm (PUBACK), as a queue entry's
                 st.stored = True
         if packet_id is not None:
@@ -697,7 +415,7 @@ class MQTTClient:
         qos = 1 if ch.number == QOS1_CH and delivery_mode_of(props) == 2 else 0
         topic = routing_key_to_topic(message.routing_key)
         out = None
-        if topic.startswith("$") and not self._dollar_match(ch, topic):
+        if topic.startswith("$") and (self.subs is None or not self.subs.dollar_match(ch, topic)):
             pass  # [MQTT-4.7.2-1]: only a filter not starting with a wildcard gets it
         else:
             try:
@@ -710,20 +428,6 @@ class MQTTClient:
             else:
                 self._auto_acks.append(delivery_tag)
                 self._wake.set()
-
-    def _dollar_match(self, ch: ChannelState, topic: str) -> bool:
-        """Does a subscription of the delivering queue match a ``$`` topic under MQTT's
-        rule? The AMQP topic exchange routed it by ``#``/``*`` alone."""
-        s = self.session
-        vh = self.broker.vhosts.get(s.vhost) if s is not None else None
-        if vh is None:
-            return False
-        qos = 0 if ch.number == QOS0_CH else 1
-        exchange = self.listener.settings.mqtt_exchange
-        for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ()):
-            if b.source == exchange and matches(binding_key_to_filter(b.routing_key), topic):
-                return True
-        return False
 
     def deliver_stream(self, ch: ChannelState, consumer_tag: str, first_tag: int,
                        entries: list[Any]) -> None:
@@ -758,18 +462,3 @@ class MQTTClient:
 
     wake = flush
 
-
-def _refused(exc: AMQPError) -> bool:
-    return exc.reply_code == 403
-
-
-async def run_mqtt(server: Server,
-                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-    """A service of the composition root: the MQTT listener beside the AMQP one."""
-    listener = MQTTListener(server.settings, server.broker, server.users, server.execute,
-                            server.interpret, server.committed, server.persist,
-                            server.mqtt_sessions)
-    server.mqtt = listener
-    async with trio.open_nursery() as nursery:
-        await nursery.start(listener.serve)
-        task_status.started()

@@ -1,0 +1,181 @@
+"""The MQTT listener: accepts clients, logs them in, keeps the client-id registry
+and the disconnected persistent sessions' expiry countdowns."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from amqplite.broker.auth import UserDB
+from amqplite.broker.core import Broker
+from amqplite.config import Settings
+from amqplite.protocol.errors import AMQPError
+from amqplite.protocol.mqtt.errors import ReasonCode
+from amqplite.server.mqtt.client import MQTTClient
+from amqplite.server.mqtt.common import queue_name
+from amqplite.server.persistence import Persistence
+from amqplite.server.ports import accepted_peer, listen_tcp
+from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession
+
+if TYPE_CHECKING:
+    from amqplite.server.app import Server
+
+log = logging.getLogger("amqplite.mqtt")
+
+
+@attrs.frozen
+class Login:
+    """Who a CONNECT logs in as, or the reason code refusing it."""
+
+    user: str = ""
+    vhost: str = ""
+    refused: int = 0
+
+
+class MQTTListener:
+    """Accepts MQTT clients and keeps the client-id registry (session takeover).
+
+    Its dependencies are explicit: the settings, the broker and its users, and
+    the server's ``execute`` (a command and its Outcome), ``interpret`` (the
+    Outcome so far), ``committed`` (wait for the store) and the store bridge.
+    """
+
+    def __init__(self, settings: Settings, broker: Broker, users: UserDB,
+                 execute: Callable[..., Any], interpret: Callable[..., None],
+                 committed: Callable[[], Awaitable[None]], persistence: Persistence,
+                 stored_sessions: list[PutMQTTSession] | None = None) -> None:
+        self.settings = settings
+        self.broker = broker
+        self.users = users
+        self.execute = execute
+        self.interpret = interpret
+        self.committed = committed
+        #: the store bridge: publishers stop being read while it is far behind
+        self.persistence = persistence
+        self.connections: set[MQTTClient] = set()
+        #: the connected client of each client id
+        self.clients: dict[str, MQTTClient] = {}
+        #: persistent sessions' inbound QoS 2 ids acknowledged (PUBREC) and not yet
+        #: released: a retransmission after a reconnect is not routed again. Stored
+        #: (PutMQTTSession) when the session disconnects.
+        self.awaiting_pubrel: dict[str, frozenset[int]] = {}
+        #: client ids with a mqtt_sessions row
+        self.stored: set[str] = set()
+        #: sessions read back from the store: their expiry countdowns start in serve()
+        self._recovered = stored_sessions or []
+        #: the countdown of each disconnected session that expires
+        self._expiring: dict[str, trio.CancelScope] = {}
+        self._nursery: trio.Nursery | None = None
+        self.ports: list[int] = []
+        #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
+        self.quota_logged: set[str] = set()
+
+    async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
+                    ) -> None:
+        s = self.settings
+        listeners = await listen_tcp(s.mqtt_port, s.host, "MQTT", "mqtt_port")
+        self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
+        log.info("MQTT listening on port(s) %s", self.ports)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            now = time.time()
+            for st in self._recovered:  # a session connected at a crash counts from now
+                self.stored.add(st.client_id)
+                if st.awaiting_pubrel:
+                    self.awaiting_pubrel[st.client_id] = frozenset(st.awaiting_pubrel)
+                gone = now - (st.disconnected_at if st.disconnected_at is not None else now)
+                self.expire_later(st.vhost, st.client_id, st.expiry, max(0.0, gone))
+            self._recovered = []
+            task_status.started(self.ports)
+            await trio.serve_listeners(self._handle, listeners)
+
+    def expire_later(self, vhost: str, client_id: str, expiry: int, gone: float = 0.0) -> None:
+        """MQTT 5 session expiry: ``expiry`` seconds after the disconnect (``gone``
+        seconds ago) the session's queues and row go, unless it reconnected."""
+        if expiry == NEVER_EXPIRES or self._nursery is None:
+            return
+        self.keep(client_id)
+        scope = self._expiring[client_id] = trio.CancelScope()
+        self._nursery.start_soon(self._expire, vhost, client_id, expiry - gone, scope)
+
+    def keep(self, client_id: str) -> None:
+        """The client reconnected: its countdown stops."""
+        scope = self._expiring.pop(client_id, None)
+        if scope is not None:
+            scope.cancel()
+
+    async def _expire(self, vhost: str, client_id: str, delay: float,
+                      scope: trio.CancelScope) -> None:
+        with scope:
+            await trio.sleep(max(0.0, delay))  # a timer: the session's lifetime
+            if self._expiring.get(client_id) is scope:
+                del self._expiring[client_id]
+            if client_id in self.clients:
+                return
+            log.info("MQTT session %r expired", client_id)
+            self.awaiting_pubrel.pop(client_id, None)
+            self.execute(self._drop_session, vhost, client_id)
+
+    def _drop_session(self, vhost: str, client_id: str) -> None:
+        b = self.broker
+        vh = b.vhosts.get(vhost)
+        for qos in (0, 1):
+            q = None if vh is None else vh.queues.get(queue_name(client_id, qos))
+            if vh is not None and q is not None:
+                b.delete_queue(vh, q)
+        self.stored.discard(client_id)
+        b.store_ops.append(DeleteMQTTSession(client_id))
+
+    def close_all(self, text: str) -> None:
+        """Shutdown: every client closed and its session ended now, so what that
+        writes (wills, requeues) reaches the store before it closes."""
+        for c in list(self.connections):
+            c.force_close(320, text)
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        peer = accepted_peer(stream)
+        if peer is not None:
+            await MQTTClient(self, stream, peer).run()
+
+    def login(self, username: str | None, password: bytes | None, peer_host: str) -> Login:
+        """``vhost:user`` names a vhost, else ``mqtt_vhost``; no user name is the
+        default user when anonymous logins are allowed (RabbitMQ's rules)."""
+        s = self.settings
+        if username is None:
+            if not s.mqtt_allow_anonymous:
+                return Login(refused=ReasonCode.NOT_AUTHORIZED)
+            name, vhost = s.default_user, s.mqtt_vhost
+            user = self.users.identify(name, peer_host)
+        else:
+            vhost, sep, name = username.partition(":")
+            if not sep:
+                vhost, name = s.mqtt_vhost, username
+            try:
+                secret = (password or b"").decode()
+            except UnicodeDecodeError:
+                return Login(refused=ReasonCode.BAD_USER_NAME_OR_PASSWORD)
+            user = self.users.authenticate(name, secret, peer_host)
+        if user is None:
+            return Login(refused=ReasonCode.BAD_USER_NAME_OR_PASSWORD)
+        try:
+            self.broker.check_vhost_access(name, vhost)
+        except AMQPError:
+            return Login(refused=ReasonCode.NOT_AUTHORIZED)
+        return Login(name, vhost)
+
+
+async def run_mqtt(server: Server,
+                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """A service of the composition root: the MQTT listener beside the AMQP one."""
+    listener = MQTTListener(server.settings, server.broker, server.users, server.execute,
+                            server.interpret, server.committed, server.persist,
+                            server.mqtt_sessions)
+    server.mqtt = listener
+    async with trio.open_nursery() as nursery:
+        await nursery.start(listener.serve)
+        task_status.started()

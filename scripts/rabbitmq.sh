@@ -8,6 +8,10 @@
 #   scripts/rabbitmq.sh start DIR PORT   # returns once the node accepts AMQP
 #   scripts/rabbitmq.sh stop DIR         # SIGTERM, bounded wait, then SIGKILL
 #
+# RABBITMQ_MQTT_PORT=N also enables rabbitmq_mqtt with its listener on
+# 127.0.0.1:N (scripts/bench_mqtt.py); without it no MQTT port opens (the
+# plugin's default, 1883, would collide with a system Mosquitto or amqplite).
+#
 # Installs the Debian package when it is missing (needs root). Every failure
 # exits non-zero with the reason and the node's log: a conformance run against
 # RabbitMQ must never be skipped silently.
@@ -122,7 +126,11 @@ start() {
     echo "NODE_TAG=$$"
   } >"$dir/ports"
   # no management plugin, nothing else listening; the recent-history exchange type
-  echo "[rabbitmq_recent_history_exchange]." >"$dir/enabled_plugins"
+  if [ -n "${RABBITMQ_MQTT_PORT:-}" ]; then
+    echo "[rabbitmq_recent_history_exchange,rabbitmq_mqtt]." >"$dir/enabled_plugins"
+  else
+    echo "[rabbitmq_recent_history_exchange]." >"$dir/enabled_plugins"
+  fi
   echo "[]." >"$dir/advanced.config"
   : >"$dir/rabbitmq-env.conf"
   cat >"$dir/rabbitmq.conf" <<EOF
@@ -131,6 +139,9 @@ loopback_users.guest = true
 log.console = false
 log.file.level = info
 EOF
+  if [ -n "${RABBITMQ_MQTT_PORT:-}" ]; then
+    echo "mqtt.listeners.tcp.default = 127.0.0.1:$RABBITMQ_MQTT_PORT" >>"$dir/rabbitmq.conf"
+  fi
   node_env "$dir"
   # setsid: the node and its helpers get their own process group, stopped as one.
   (cd "$dir" && exec setsid "$RMQ_BIN/rabbitmq-server" >"$dir/log/startup.log" 2>&1 </dev/null) &

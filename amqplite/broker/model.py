@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from amqplite.broker.streamlog import StreamEntry
     from amqplite.protocol.properties import BasicProperties
 
+#: the delivery log's name for a session's protocol unless its shell names another
+AMQP_PROTOCOL = "amqp-0-9-1"
+
 
 class Message:
     """One published message; shared by every queue it was routed to.
@@ -209,8 +212,8 @@ class Delivery:
 class Session:
     """One client connection as the broker sees it."""
 
-    __slots__ = ("channels", "client_properties", "id", "internal", "peer", "transport",
-                 "username", "vhost", "writable")
+    __slots__ = ("channels", "client_properties", "id", "internal", "peer", "protocol",
+                 "transport", "username", "vhost", "writable")
 
     def __init__(self, sid: int, username: str, vhost: str, peer: str = "") -> None:
         self.id = sid
@@ -226,6 +229,8 @@ class Session:
         self.writable = True
         #: the broker's own session (definitions import): no permission checks
         self.internal = False
+        #: the client's protocol, as the delivery log records it (MQTT sets its own)
+        self.protocol = AMQP_PROTOCOL
 
 
 class ChannelState:

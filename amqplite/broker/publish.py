@@ -157,7 +157,8 @@ class Publishing(BrokerBase):
         self.message_sizes[i] += 1
         self.message_bytes += size
         if self._log_on:
-            self._log_msg("published", vh.name, msg, None, None, None)
+            self._log_msg("published", vh.name, msg, None, None, None,
+                          None if ch is None else ch.session.protocol)
         if not ex.name and routing_key.startswith(REPLY_PREFIX):
             target = self.reply_channels.get(routing_key)
             if target is not None and target.session.vhost == vh.name:

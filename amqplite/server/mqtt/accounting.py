@@ -1,6 +1,7 @@
 """MQTT's share of the node's figures and limits: connections by protocol version,
-PUBLISH packets received and messages delivered (for ``/metrics``), and the
-node-wide ``max_connections`` that AMQP and MQTT clients share.
+PUBLISH packets received and messages delivered (for ``/metrics``), the
+node-wide ``max_connections`` that AMQP and MQTT clients share, and the
+``protocol`` the delivery log records for an MQTT session.
 
 The broker core counts every publish and delivery whatever the protocol; these
 counters say how many of them were MQTT's, so ``/metrics`` can split RabbitMQ's
@@ -19,6 +20,11 @@ PROTOCOL_LABELS = {3: "mqtt310", 4: "mqtt311", 5: "mqtt50"}
 
 def label(version: int) -> str:
     return PROTOCOL_LABELS.get(version, "mqtt311")
+
+
+def log_protocol(version: int) -> str:
+    """The delivery log's ``protocol`` of a session at this MQTT protocol level."""
+    return {3: "mqtt-3.1", 5: "mqtt-5.0"}.get(version, "mqtt-3.1.1")
 
 
 @attrs.define

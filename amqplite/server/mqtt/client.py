@@ -31,7 +31,7 @@ from amqplite.protocol.mqtt.events import (
 from amqplite.protocol.mqtt.packets import MQTT_5, Will
 from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
 from amqplite.protocol.properties import delivery_mode_of
-from amqplite.server.mqtt.accounting import label
+from amqplite.server.mqtt.accounting import label, log_protocol
 from amqplite.server.mqtt.common import (
     FINISH_TIMEOUT,
     LIMITS,
@@ -268,6 +268,7 @@ class MQTTClient:
         b = self.broker
         s = self.session = b.open_session(login.user, login.vhost, self.name)
         s.client_properties = {"client_id": ev.client_id}
+        s.protocol = log_protocol(c.protocol_level)  # the delivery log's name
         s.transport = self
         for n in (PUBLISH_CH, QOS0_CH, QOS1_CH):
             self.channels[n] = b.open_channel(s, n)

@@ -79,35 +79,31 @@ def listening(port: int) -> bool:
 
 # ---------------------------------------------------------------- brokers
 @contextlib.contextmanager
-def amqplite(tmp: Path) -> Iterator[int]:
-    port, mqtt = free_port(), free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--mqtt-port", str(mqtt), "--admin-port", "0", "--data-dir", str(tmp / "amqplite"),
-         "--log-level", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        cwd=ROOT)
+def serving(cmd: list[str], port: int, what: str) -> Iterator[int]:
+    """Run ``cmd`` until the block ends; yields ``port`` once something listens there."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     try:
-        wait(lambda: listening(mqtt), 60, "amqplite's MQTT listener")
-        yield mqtt
-    finally:
-        proc.terminate()
-        proc.wait(30)
-
-
-@contextlib.contextmanager
-def mosquitto(tmp: Path) -> Iterator[int]:
-    exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-    port = free_port()
-    conf = tmp / "mosquitto.conf"
-    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
-    proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        wait(lambda: listening(port), 30, "Mosquitto")
+        wait(lambda: listening(port), 60, what)
         yield port
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def amqplite(tmp: Path) -> contextlib.AbstractContextManager[int]:
+    port, mqtt = free_port(), free_port()
+    return serving([sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port",
+                    str(port), "--mqtt-port", str(mqtt), "--admin-port", "0", "--data-dir",
+                    str(tmp / "amqplite"), "--log-level", "warning"], mqtt,
+                   "amqplite's MQTT listener")
+
+
+def mosquitto(tmp: Path) -> contextlib.AbstractContextManager[int]:
+    port = free_port()
+    conf = tmp / "mosquitto.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+    exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    return serving([exe, "-c", str(conf)], port, "Mosquitto")
 
 
 @contextlib.contextmanager

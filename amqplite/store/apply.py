@@ -46,7 +46,9 @@ from .ops import (
     DeleteEntries,
     DeleteEntry,
     DeleteExchange,
+    DeleteMQTTPacketId,
     DeleteMQTTSession,
+    DeleteMQTTWill,
     DeleteParameter,
     DeletePermission,
     DeletePolicy,
@@ -62,7 +64,9 @@ from .ops import (
     PutExchange,
     PutMessage,
     PutMeta,
+    PutMQTTPacketId,
     PutMQTTSession,
+    PutMQTTWill,
     PutParameter,
     PutPermission,
     PutPolicy,
@@ -550,8 +554,26 @@ class Applier:
                     "disconnected_at": op.disconnected_at,
                     "awaiting_pubrel": ",".join(map(str, op.awaiting_pubrel))})
         elif t is DeleteMQTTSession:
-            ms = s.mqtt_sessions
+            ms, mp = s.mqtt_sessions, s.mqtt_packet_ids
             conn.execute(delete(ms).where(ms.c.client_id == op.client_id))
+            conn.execute(delete(mp).where(mp.c.client_id == op.client_id))
+        elif t is PutMQTTPacketId:
+            upsert(conn, s.mqtt_packet_ids, {"client_id": op.client_id, "outbound": op.outbound,
+                                             "packet_id": op.packet_id},
+                   {"message_key": op.message_key, "released": op.released})
+        elif t is DeleteMQTTPacketId:
+            mp = s.mqtt_packet_ids
+            conn.execute(delete(mp).where(mp.c.client_id == op.client_id,
+                                          mp.c.outbound == op.outbound,
+                                          mp.c.packet_id == op.packet_id))
+        elif t is PutMQTTWill:
+            upsert(conn, s.mqtt_wills, {"client_id": op.client_id},
+                   {"vhost": op.vhost, "user": op.user, "topic": op.topic,
+                    "payload": op.payload, "qos": op.qos, "retain": op.retain,
+                    "properties": op.properties, "delay": op.delay, "due_at": op.due_at})
+        elif t is DeleteMQTTWill:
+            mw = s.mqtt_wills
+            conn.execute(delete(mw).where(mw.c.client_id == op.client_id))
         elif t is PutMeta:
             upsert(conn, s.meta, {"key": op.key}, {"value": op.value})
         elif t is PutVHost:
@@ -606,7 +628,7 @@ class Applier:
             if qid not in keep:
                 cls._delete_queue(conn, qid)
         for table in (s.bindings, s.exchanges, s.policies, s.parameters, s.permissions,
-                      s.retained):
+                      s.retained, s.mqtt_wills):
             conn.execute(delete(table).where(table.c.vhost == name))
         conn.execute(delete(s.vhosts).where(s.vhosts.c.name == name))
 

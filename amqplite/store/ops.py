@@ -236,8 +236,9 @@ class DeletePermission:
 
 @attrs.frozen
 class PutMQTTSession:
-    """A persistent MQTT session's state beside its queues (server/mqtt.py), so a
-    restart knows its expiry and its inbound QoS 2 ids awaiting PUBREL.
+    """A persistent MQTT session's state beside its queues (server/mqtt/), so a
+    restart knows its expiry. ``awaiting_pubrel`` is read from older databases
+    only: the ids are :class:`PutMQTTPacketId` rows now, written at receipt.
 
     ``expiry``: seconds it outlives a disconnect (NEVER_EXPIRES for 3.1.1
     clean session 0); ``disconnected_at``: wall-clock seconds, None while
@@ -256,7 +257,59 @@ NEVER_EXPIRES = 0xFFFFFFFF
 
 @attrs.frozen
 class DeleteMQTTSession:
-    """A persistent MQTT session ended (clean start, expiry)."""
+    """A persistent MQTT session ended (clean start, expiry); its packet ids go too."""
+
+    client_id: str
+
+
+@attrs.frozen
+class PutMQTTPacketId:
+    """A persistent MQTT session's packet id whose state must outlive a crash.
+
+    Inbound (``outbound`` False): a QoS 2 PUBLISH acknowledged with PUBREC and
+    not released yet; written with the message, so a retransmission after a
+    kill -9 is not routed again. Outbound: our QoS 2 PUBLISH of the message
+    ``message_key`` (still unacked in the session's queue), ``released`` once
+    the client's PUBREC came and PUBREL is owed until PUBCOMP."""
+
+    client_id: str
+    packet_id: int
+    outbound: bool
+    message_key: int = 0
+    released: bool = False
+
+
+@attrs.frozen
+class DeleteMQTTPacketId:
+    """A packet id's flow ended (PUBREL received, PUBCOMP received)."""
+
+    client_id: str
+    packet_id: int
+    outbound: bool
+
+
+@attrs.frozen
+class PutMQTTWill:
+    """A will not published yet: a connected client's (it fires after a crash, when
+    the restart ends that connection) or a delayed one (MQTT 5 Will Delay
+    Interval) with ``due_at``, wall-clock seconds. ``properties`` are the AMQP
+    properties it is published with (MQTT 5 will properties mapped)."""
+
+    client_id: str
+    vhost: str
+    user: str
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+    properties: bytes
+    delay: int = 0
+    due_at: float | None = None
+
+
+@attrs.frozen
+class DeleteMQTTWill:
+    """A will was published or cancelled (normal DISCONNECT, resumed session)."""
 
     client_id: str
 
@@ -487,7 +540,8 @@ REPLAYABLE: frozenset[type] = frozenset({
     DeleteBinding, PutPolicy, DeletePolicy, PutParameter, DeleteParameter, PutVHost,
     DeleteVHost, PutUser, DeleteUser,
     PutPermission, DeletePermission, PutMeta, PutStreamSegment, DeleteStreamSegments,
-    PutMQTTSession, DeleteMQTTSession,
+    PutMQTTSession, DeleteMQTTSession, PutMQTTPacketId, DeleteMQTTPacketId, PutMQTTWill,
+    DeleteMQTTWill,
     # removals of retained messages; a PutRetained is message data (its message row
     # is not written again): ``RetainedStore.commit_failed`` withdraws it instead
     DeleteRetained, ClearRetained,
@@ -529,6 +583,10 @@ META_OPS = (
     PutMeta,
     PutMQTTSession,
     DeleteMQTTSession,
+    PutMQTTPacketId,
+    DeleteMQTTPacketId,
+    PutMQTTWill,
+    DeleteMQTTWill,
 )
 
 Op = (
@@ -560,6 +618,10 @@ Op = (
     | PutMeta
     | PutMQTTSession
     | DeleteMQTTSession
+    | PutMQTTPacketId
+    | DeleteMQTTPacketId
+    | PutMQTTWill
+    | DeleteMQTTWill
     | PutMessage
     | PutEntry
     | DeleteEntry

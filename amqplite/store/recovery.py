@@ -18,7 +18,9 @@ from .ops import (
     TRANSIENT_KEY,
     PutBinding,
     PutExchange,
+    PutMQTTPacketId,
     PutMQTTSession,
+    PutMQTTWill,
     PutParameter,
     PutPermission,
     PutPolicy,
@@ -53,7 +55,8 @@ class Recovered:
     permissions: list[PutPermission] = attrs.Factory(list)
     policies: list[PutPolicy] = attrs.Factory(list)
     parameters: list[PutParameter] = attrs.Factory(list)
-    mqtt_sessions: list[PutMQTTSession] = attrs.Factory(list)
+    #: the MQTT listener's state as the ops that wrote it: sessions, packet ids, wills
+    mqtt_sessions: list[PutMQTTSession | PutMQTTPacketId | PutMQTTWill] = attrs.Factory(list)
     exchanges: list[PutExchange] = attrs.Factory(list)
     queues: list[PutQueue] = attrs.Factory(list)
     bindings: list[PutBinding] = attrs.Factory(list)
@@ -155,6 +158,16 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
         PutMQTTSession(r.vhost, r.client_id, r.expiry, r.disconnected_at,
                        tuple(int(i) for i in r.awaiting_pubrel.split(",") if i))
         for r in conn.execute(select(s.mqtt_sessions))
+    ]
+    mp = s.mqtt_packet_ids
+    rec.mqtt_sessions += [
+        PutMQTTPacketId(r.client_id, r.packet_id, r.outbound, r.message_key, r.released)
+        for r in conn.execute(select(mp).order_by(mp.c.client_id, mp.c.packet_id))
+    ]
+    rec.mqtt_sessions += [
+        PutMQTTWill(r.client_id, r.vhost, r.user, r.topic, r.payload, r.qos, r.retain,
+                    r.properties, r.delay, r.due_at)
+        for r in conn.execute(select(s.mqtt_wills))
     ]
     rec.exchanges = [
         PutExchange(

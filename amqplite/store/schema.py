@@ -97,8 +97,9 @@ parameters = Table(
     PrimaryKeyConstraint("component", "vhost", "name"),
 )
 
-#: Persistent MQTT sessions (server/mqtt.py): expiry and QoS 2 ids awaiting
-#: PUBREL ("1,5,9"). ``create_all`` adds the table to an older database.
+#: Persistent MQTT sessions (server/mqtt/): expiry, and in older databases the
+#: QoS 2 ids awaiting PUBREL ("1,5,9"; now ``mqtt_packet_ids``). ``create_all``
+#: adds the MQTT tables to an older database.
 mqtt_sessions = Table(
     "mqtt_sessions",
     metadata,
@@ -107,6 +108,34 @@ mqtt_sessions = Table(
     Column("expiry", Integer, nullable=False),
     Column("disconnected_at", Float, nullable=True),
     Column("awaiting_pubrel", String, nullable=False),
+)
+
+#: A persistent MQTT session's QoS 2 packet ids in flight (``PutMQTTPacketId``)
+mqtt_packet_ids = Table(
+    "mqtt_packet_ids",
+    metadata,
+    Column("client_id", String(255), nullable=False),
+    Column("outbound", Boolean, nullable=False),
+    Column("packet_id", Integer, nullable=False),
+    Column("message_key", BigInteger, nullable=False),
+    Column("released", Boolean, nullable=False),
+    PrimaryKeyConstraint("client_id", "outbound", "packet_id"),
+)
+
+#: MQTT wills not published yet (``PutMQTTWill``)
+mqtt_wills = Table(
+    "mqtt_wills",
+    metadata,
+    Column("client_id", String(255), primary_key=True),
+    Column("vhost", String(255), nullable=False),
+    Column("user", String(255), nullable=False),
+    Column("topic", String, nullable=False),
+    Column("payload", LargeBinary, nullable=False),
+    Column("qos", Integer, nullable=False),
+    Column("retain", Boolean, nullable=False),
+    Column("properties", LargeBinary, nullable=False),
+    Column("delay", Integer, nullable=False),
+    Column("due_at", Float, nullable=True),
 )
 
 exchanges = Table(

@@ -231,9 +231,12 @@ def test_session_expiry_counts_down_across_kill_9(tmp_path: Path) -> None:
         b.kill()
 
 
-def test_qos2_id_awaiting_pubrel_survives_a_restart(tmp_path: Path) -> None:
+@pytest.mark.parametrize("crash", [False, True])
+def test_qos2_id_awaiting_pubrel_survives_a_restart(tmp_path: Path, crash: bool) -> None:
     """The QoS 2 ids a persistent session acknowledged and that were not released are
-    stored: a retransmission after a broker restart is not routed twice."""
+    stored: a retransmission after a broker restart is not routed twice. The id is
+    stored with the message, before the PUBREC: a kill -9 while the publisher is
+    still connected (``crash``) forgets nothing either."""
     b = mqtt_broker(tmp_path / "data")
     port = b.mqtt_port  # type: ignore[attr-defined]
     cid, wid, topic = new_id(), new_id(), f"q2/{new_id()}"
@@ -243,9 +246,12 @@ def test_qos2_id_awaiting_pubrel_survives_a_restart(tmp_path: Path) -> None:
         watcher.subscribe(topic, 1)
         watcher.close()
         first = _publish_unreleased(port, cid, topic)
-        first.send(Disconnect())
-        assert first.closed_by_broker()
-        b.stop()
+        if crash:
+            b.kill()
+        else:
+            first.send(Disconnect())
+            assert first.closed_by_broker()
+            b.stop()
         b.start()
         wait_for(lambda: listening(port), 30, what="MQTT after restart")
         _release_retransmitted(port, cid, topic, topic)

@@ -653,11 +653,15 @@ class MQTTConnection:
         qos: int = 0,
         retain: bool = False,
         properties: Properties = EMPTY,
+        packet_id: int | None = None,
+        dup: bool = False,
     ) -> OutgoingPublish | None:
         """Queue an application message for the client.
 
         QoS 1/2 take a free packet id and count against the client's Receive
         Maximum ([MQTT-3.3.4-9]; raises FlowControlError when ``window`` is 0).
+        A resent message (``dup``) keeps the ``packet_id`` it was first sent with
+        ([MQTT-4.4.0-1]) when that id is free, else it takes another.
         A message larger than the client's Maximum Packet Size is discarded and
         None returned ([MQTT-3.1.2-25]): the shell treats it as delivered.
         ``properties`` must already carry the remaining message expiry
@@ -669,10 +673,10 @@ class MQTTConnection:
         if qos:
             if self.window <= 0:
                 raise FlowControlError("client receive maximum reached")
-            pid = self._allocate_id()
+            pid = packet_id if packet_id and packet_id not in self._inflight else self._allocate_id()
         if properties.topic_alias is not None:
             properties = attrs.evolve(properties, topic_alias=None)
-        publish = Publish(topic, payload, qos, retain, False, pid, properties)
+        publish = Publish(topic, payload, qos, retain, dup and qos > 0, pid, properties)
         data = self._encode_publish(publish)
         limit = self.client_max_packet_size
         if limit is not None and len(data) > limit:

@@ -17,34 +17,40 @@ from amqplite.broker import mqtt_retained
 from amqplite.broker.model import ChannelState, Session
 from amqplite.broker.retained import RetainedSet
 from amqplite.protocol.errors import AMQPError
-from amqplite.protocol.mqtt.connection import FlowControlError, MQTTConnection, State
+from amqplite.protocol.mqtt.connection import FlowControlError, InFlight, MQTTConnection, State
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.events import (
     ConnectReceived,
     DisconnectReceived,
     ProtocolViolation,
     PubAckReceived,
+    PubCompReceived,
     PublishReceived,
+    PubRecReceived,
+    PubRelReceived,
     SubscribeReceived,
     UnsubscribeReceived,
 )
-from amqplite.protocol.mqtt.packets import MQTT_5, Will
+from amqplite.protocol.mqtt.packets import MQTT_5, Publish, Will
+from amqplite.protocol.mqtt.properties import EMPTY, Properties
 from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
 from amqplite.protocol.properties import delivery_mode_of
 from amqplite.server.mqtt.accounting import label, log_protocol
 from amqplite.server.mqtt.common import (
     FINISH_TIMEOUT,
     LIMITS,
-    PROPS,
     PUBLISH_CH,
     QOS0_CH,
     QOS1_CH,
     RECV_SIZE,
     WRITE_HIGH_WATER,
+    message_qos,
     refused,
 )
+from amqplite.server.mqtt.inflight import PacketIds
+from amqplite.server.mqtt.mapping import PLAIN, amqp_properties, mqtt_properties
 from amqplite.server.mqtt.subscriptions import Subscriptions
-from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession
+from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession, PutMQTTWill
 
 if TYPE_CHECKING:
     from amqplite.server.mqtt.listener import MQTTListener
@@ -81,6 +87,11 @@ class MQTTClient:
         self._confirms: dict[int, int | None] = {}
         #: outbound packet id -> delivery tag on the qos1 channel
         self._tags: dict[int, int] = {}
+        #: the session's QoS 2 packet ids (the listener keeps them across connections)
+        self.ids = PacketIds("")
+        #: store ops were written that must commit before the bytes queued now leave
+        #: (QoS 2 packet ids: a PUBLISH, PUBREL or PUBCOMP waits for its row)
+        self._hold = False
         #: delivery tags of QoS 0 messages sent from the qos1 queue: acked by the writer
         self._auto_acks: list[int] = []
         self._wake = trio.Event()
@@ -163,6 +174,9 @@ class MQTTClient:
                 if self._auto_acks and QOS1_CH in self.channels:
                     tags, self._auto_acks = self._auto_acks, []
                     self.listener.execute(self._ack_all, self.channels[QOS1_CH], tags)
+                while self._hold:  # nothing awaited between the commit and the take
+                    self._hold = False
+                    await self.listener.committed()
                 data = self.proto.data_to_send()
                 if not data:
                     break
@@ -210,14 +224,24 @@ class MQTTClient:
             t = type(ev)
             if t is PublishReceived:
                 assert isinstance(ev, PublishReceived)
-                self._publish(ev.publish.topic, ev.publish.payload, ev.publish.qos,
-                              ev.publish.packet_id, ev.publish.retain)
+                p = ev.publish
+                self._publish(p.topic, p.payload, p.qos, p.packet_id, p.retain, p.properties)
             elif t is PubAckReceived:
                 assert isinstance(ev, PubAckReceived)
-                tag = self._tags.pop(ev.packet_id, None)
-                ch = self.channels.get(QOS1_CH)
-                if tag is not None and ch is not None:
-                    self.broker.basic_ack(ch, tag)
+                self._ack(ev.packet_id)
+            elif t is PubRecReceived:
+                assert isinstance(ev, PubRecReceived)
+                if ev.reason_code >= 0x80:  # refused: the flow ends, the message is done
+                    self._complete(ev.packet_id)
+                elif self.ids.release(ev.packet_id):
+                    self._hold = True  # the PUBREL leaves once "released" is stored
+            elif t is PubCompReceived:
+                assert isinstance(ev, PubCompReceived)
+                self._complete(ev.packet_id)
+            elif t is PubRelReceived:
+                assert isinstance(ev, PubRelReceived)
+                if ev.packet_id in self.ids.inbound and self.ids.forget_inbound(ev.packet_id):
+                    self._hold = True  # the PUBCOMP leaves once the id is free in the store
             elif t is ConnectReceived:
                 assert isinstance(ev, ConnectReceived)
                 await self._connect(ev)
@@ -262,7 +286,6 @@ class MQTTClient:
             old.take_over()  # [MQTT-3.1.4-3]: the existing client is disconnected
         listener.clients[ev.client_id] = self
         listener.keep(ev.client_id)
-        self.will = c.will
         self.persistent = (self.proto.session_expiry_interval > 0 if c.protocol_level >= MQTT_5
                            else not c.clean_start)
         b = self.broker
@@ -276,32 +299,68 @@ class MQTTClient:
         subs = self.subs = Subscriptions(b, self.proto, s, self.channels, ev.client_id,
                                          self.persistent, listener.settings.mqtt_exchange,
                                          self.name, listener.committed, self.flush)
-        pubrel = listener.awaiting_pubrel.pop(ev.client_id, frozenset())
+        cid = ev.client_id
+        self.will = c.will
+        will = None
+        if c.will is not None:
+            w = c.will
+            will = PutMQTTWill(cid, login.vhost, login.user, w.topic, w.payload, w.qos, w.retain,
+                               amqp_properties(w.qos, w.properties, w.retain),
+                               self._will_delay())
+        listener.wills.connected(cid, not c.clean_start, will)  # stored before the CONNACK
+        if c.clean_start:  # a clean start forgets the previous session
+            listener.packet_ids.pop(cid, None)
+        ids = self.ids = listener.ids(cid)
+        ids.completed.clear()
+        ids.broker = b if self.persistent else None
         kept: list[int] = []
         for qos in (0, 1):
             if subs.queue_exists(qos):
-                if c.clean_start:  # a clean start forgets the previous session
+                if c.clean_start:
                     subs.delete_queue(qos)
                 else:
                     kept.append(qos)
-        cid = ev.client_id
+        if cid in listener.stored and c.clean_start:  # its packet ids go with its row
+            listener.stored.discard(cid)
+            b.store_ops.append(DeleteMQTTSession(cid))
         if self.persistent:  # its row says so across a restart
             listener.stored.add(cid)
             b.store_ops.append(PutMQTTSession(login.vhost, cid, self._expiry()))
-        elif cid in listener.stored and c.clean_start:
-            listener.stored.discard(cid)
-            b.store_ops.append(DeleteMQTTSession(cid))
+        subs.load_options()
         await listener.committed()
         if self.session is not s or self.proto.closed:  # taken over meanwhile
             return
         self.proto.accept(session_present=bool(kept))
         listener.stats.opened += 1
         self.connected_at_ms = int(time.time() * 1000)
-        if not c.clean_start and pubrel:
-            self.proto.resume((), pubrel)
+        # [MQTT-4.4.0-1]: PUBREL again for the released; the unacknowledged PUBLISH
+        # come again (DUP, same id) as the queue redelivers them
+        released = [InFlight(Publish("", qos=2, packet_id=pid), released=True)
+                    for pid in sorted(ids.released)]
+        if released or ids.inbound:
+            self.proto.resume(released, ids.inbound)
         self._ka_wake.set()  # the keep-alive deadline starts now
         for qos in kept:  # deliveries only after CONNACK
             subs.consume(qos)
+
+    def _ack(self, pid: int) -> None:
+        """The delivery sent as ``pid`` is done: ack it in its queue."""
+        tag = self._tags.pop(pid, None)
+        ch = self.channels.get(QOS1_CH)
+        if tag is not None and ch is not None:
+            self.broker.basic_ack(ch, tag)
+
+    def _complete(self, pid: int) -> None:
+        """PUBCOMP: the QoS 2 flow of ``pid`` ended. A released message whose
+        redelivery has not reached us yet is acked when it does."""
+        ids = self.ids
+        if not ids.known(pid):
+            return  # a retained message's, or a QoS 1 id
+        if pid not in self._tags and pid in ids.released:
+            ids.completed.add(pid)
+            return
+        self._ack(pid)
+        ids.complete(pid)
 
     def take_over(self) -> None:
         """Another connection with our client id arrived: we go now, with our will
@@ -322,27 +381,33 @@ class MQTTClient:
         if listener.clients.get(self.client_id) is self:
             del listener.clients[self.client_id]
         if self.persistent:
-            pubrel = self.proto.awaiting_pubrel()
-            if pubrel:
-                listener.awaiting_pubrel[self.client_id] = pubrel
             expiry = self._expiry()
             self.broker.store_ops.append(PutMQTTSession(s.vhost, self.client_id, expiry,
-                                                        time.time(), tuple(sorted(pubrel))))
+                                                        time.time()))
             if listener.clients.get(self.client_id) is None:
                 listener.expire_later(s.vhost, self.client_id, expiry)
-        will, self.will = self.will, None
-        if will is not None:
-            try:
-                self._publish(will.topic, will.payload, will.qos, None, will.retain)
-            except Exception:
-                log.exception("MQTT %s: will publication failed", self.name)
+        if self.will is None:
+            listener.wills.cancel(self.client_id)
+        else:
+            self.will = None
+            listener.wills.gone(self.client_id, self._will_delay())
         self.session = None
         self.channels = {}
         if self.subs is not None:
             self.subs.ended = True
             self.subs = None
         self._tags.clear()
+        if not self.persistent and listener.packet_ids.get(self.client_id) is self.ids:
+            del listener.packet_ids[self.client_id]
         listener.execute(self.broker.close_session, s)
+
+    def _will_delay(self) -> int:
+        """MQTT 5 Will Delay Interval, capped by the session expiry: the session's
+        end publishes the will too ([MQTT-3.1.3-9]); 0 before MQTT 5."""
+        w = self.proto.connect.will if self.proto.connect is not None else None
+        if w is None or self.proto.version < MQTT_5:
+            return 0
+        return min(w.properties.will_delay_interval or 0, self.proto.session_expiry_interval)
 
     def _expiry(self) -> int:
         """The session's lifetime after a disconnect (3.1.1 persistent: forever)."""
@@ -352,7 +417,7 @@ class MQTTClient:
 
     # ------------------------------------------------------------ publish
     def _publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None,
-                 retain: bool = False) -> None:
+                 retain: bool = False, mprops: Properties = EMPTY) -> None:
         """Into the broker's publish path; QoS 1/2 are acknowledged by the confirm."""
         ch = self.channels.get(PUBLISH_CH)
         if ch is None:
@@ -361,6 +426,7 @@ class MQTTClient:
         assert st is not None
         seq = st.next_seq
         rs = None
+        props = amqp_properties(qos, mprops, retain)
         if retain:
             rs = self._retained_index()
             if payload and mqtt_retained.over_quota(rs, topic, len(payload)):
@@ -378,7 +444,7 @@ class MQTTClient:
                 rs = None
         try:
             self.broker.basic_publish(ch, self.listener.settings.mqtt_exchange,
-                                      topic_to_routing_key(topic), PROPS[qos], payload)
+                                      topic_to_routing_key(topic), props, payload)
         except AMQPError as exc:
             log.info("MQTT %s: publish to %r refused: %s", self.name, topic, exc)
             if packet_id is not None and self.proto.version >= MQTT_5:
@@ -391,9 +457,11 @@ class MQTTClient:
         if rs is not None:
             kept = mqtt_retained.retain(self.broker.retained, rs, self.broker.new_message_key(),
                                         topic, self.listener.settings.mqtt_exchange,
-                                        topic_to_routing_key(topic), PROPS[qos], payload)
+                                        topic_to_routing_key(topic), props, payload)
             if kept:  # its row commits before the confirm (PUBACK), as a queue entry's
                 st.stored = True
+        if qos == 2 and packet_id is not None and self.ids.received(packet_id):
+            st.stored = True  # the id's row commits with the message, before the PUBREC
         if packet_id is not None:
             self._confirms[seq] = packet_id
 
@@ -417,7 +485,10 @@ class MQTTClient:
                 continue
             if not nack:
                 self.proto.ack_publish(pid)
-            elif self.proto.version >= MQTT_5:
+                continue
+            if pid in self.ids.inbound:  # refused: a retransmission is a new attempt
+                self.ids.forget_inbound(pid)
+            if self.proto.version >= MQTT_5:
                 self.proto.ack_publish(pid, ReasonCode.UNSPECIFIED_ERROR)
             # a refused 3.1.1 message stays unacknowledged: the client sends it again
 
@@ -430,20 +501,71 @@ class MQTTClient:
         props = properties or message.properties_raw
         qos = 1 if ch.number == QOS1_CH and delivery_mode_of(props) == 2 else 0
         topic = routing_key_to_topic(message.routing_key)
-        out = None
-        if topic.startswith("$") and (self.subs is None or not self.subs.dollar_match(ch, topic)):
-            pass  # [MQTT-4.7.2-1]: only a filter not starting with a wildcard gets it
+        subs = self.subs
+        if subs is None or (topic.startswith("$") and not subs.dollar_match(ch, topic)):
+            # [MQTT-4.7.2-1]: only a filter not starting with a wildcard gets it
+            if ch.number == QOS1_CH:
+                self._auto_ack(delivery_tag)
+            return
+        mprops, retain = EMPTY, False
+        if self.proto.version >= MQTT_5 and props not in PLAIN:
+            mprops, retain = mqtt_properties(props, time.time())
+        exactly_once = False
+        if subs.special:
+            sub_qos, rap = subs.options(0 if ch.number == QOS0_CH else 1, topic)
+            retain = retain and rap  # [MQTT-3.3.1-12]: else a live message has retain 0
+            exactly_once = qos > 0 and sub_qos == 2 and message_qos(props) == 2
         else:
-            try:
-                out = self.proto.send_publish(topic, bytes(message.body), qos)
-            except FlowControlError:  # prefetch keeps us inside the window; never expected
-                log.warning("MQTT %s: receive maximum reached", self.name)
+            retain = False
+        if qos and not exactly_once and self.ids.outbound:
+            # a QoS 2 flow already begun ends as QoS 2, whatever the subscription says now
+            exactly_once = self.ids.pid_of(message.key) is not None
+        if exactly_once:
+            self._deliver_qos2(delivery_tag, redelivered, message, topic, retain, mprops)
+            return
+        out = None
+        try:
+            out = self.proto.send_publish(topic, bytes(message.body), qos, retain, mprops,
+                                          dup=redelivered and qos > 0)
+        except FlowControlError:  # prefetch keeps us inside the window; never expected
+            log.warning("MQTT %s: receive maximum reached", self.name)
         if ch.number == QOS1_CH:
             if out is not None and out.packet_id is not None:
                 self._tags[out.packet_id] = delivery_tag
             else:
-                self._auto_acks.append(delivery_tag)
-                self._wake.set()
+                self._auto_ack(delivery_tag)
+
+    def _auto_ack(self, delivery_tag: int) -> None:
+        """A qos1-queue delivery that needs no PUBACK: the writer acks it."""
+        self._auto_acks.append(delivery_tag)
+        self._wake.set()
+
+    def _deliver_qos2(self, delivery_tag: int, redelivered: bool, message: Any,
+                      topic: str, retain: bool, mprops: Properties) -> None:
+        """Exactly once: the delivery stays unacked until PUBCOMP. A message sent
+        before goes again with its packet id and DUP; one the client has received
+        (PUBREC came) is not sent again, only held until PUBCOMP."""
+        ids = self.ids
+        pid = ids.pid_of(message.key)
+        if pid is not None and pid in ids.released:
+            if pid in ids.completed:  # PUBCOMP came before this redelivery
+                self._auto_ack(delivery_tag)
+                ids.complete(pid)
+            else:
+                self._tags[pid] = delivery_tag
+            return
+        try:
+            out = self.proto.send_publish(topic, bytes(message.body), 2, retain, mprops,
+                                          packet_id=pid, dup=pid is not None or redelivered)
+        except FlowControlError:
+            log.warning("MQTT %s: receive maximum reached", self.name)
+            out = None
+        if out is None or out.packet_id is None:  # too large for the client: dropped
+            self._auto_ack(delivery_tag)
+            return
+        self._tags[out.packet_id] = delivery_tag
+        if ids.sent(out.packet_id, message.key):
+            self._hold = True  # the PUBLISH leaves once its packet id is stored
 
     def deliver_stream(self, ch: ChannelState, consumer_tag: str, first_tag: int,
                        entries: list[Any]) -> None:

@@ -19,9 +19,17 @@ from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.server.mqtt.accounting import MQTTStats, at_limit
 from amqplite.server.mqtt.client import MQTTClient
 from amqplite.server.mqtt.common import queue_name
+from amqplite.server.mqtt.inflight import PacketIds
+from amqplite.server.mqtt.wills import Wills
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
-from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession
+from amqplite.store.ops import (
+    NEVER_EXPIRES,
+    DeleteMQTTSession,
+    PutMQTTPacketId,
+    PutMQTTSession,
+    PutMQTTWill,
+)
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -49,7 +57,7 @@ class MQTTListener:
     def __init__(self, settings: Settings, broker: Broker, users: UserDB,
                  execute: Callable[..., Any], interpret: Callable[..., None],
                  committed: Callable[[], Awaitable[None]], persistence: Persistence,
-                 stored_sessions: list[PutMQTTSession] | None = None,
+                 stored_sessions: list[Any] | None = None,
                  amqp_admitted: Callable[[], int] = lambda: 0) -> None:
         self.settings = settings
         self.broker = broker
@@ -62,18 +70,19 @@ class MQTTListener:
         self.connections: set[MQTTClient] = set()
         #: the connected client of each client id
         self.clients: dict[str, MQTTClient] = {}
-        #: persistent sessions' inbound QoS 2 ids acknowledged (PUBREC) and not yet
-        #: released: a retransmission after a reconnect is not routed again. Stored
-        #: (PutMQTTSession) when the session disconnects.
-        self.awaiting_pubrel: dict[str, frozenset[int]] = {}
+        #: each session's QoS 2 packet ids in flight, kept across its connections
+        self.packet_ids: dict[str, PacketIds] = {}
         #: client ids with a mqtt_sessions row
         self.stored: set[str] = set()
-        #: sessions read back from the store: their expiry countdowns start in serve()
+        #: MQTT state read back from the store (sessions, packet ids, wills) as the
+        #: ops that wrote it: the expiry countdowns start in serve()
         self._recovered = stored_sessions or []
         #: the countdown of each disconnected session that expires
         self._expiring: dict[str, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
         self.ports: list[int] = []
+        #: the wills not published yet
+        self.wills = Wills(settings, broker, execute)
         #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
         self.quota_logged: set[str] = set()
         self.stats = MQTTStats()
@@ -92,15 +101,28 @@ class MQTTListener:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             now = time.time()
-            for st in self._recovered:  # a session connected at a crash counts from now
-                self.stored.add(st.client_id)
-                if st.awaiting_pubrel:
-                    self.awaiting_pubrel[st.client_id] = frozenset(st.awaiting_pubrel)
-                gone = now - (st.disconnected_at if st.disconnected_at is not None else now)
-                self.expire_later(st.vhost, st.client_id, st.expiry, max(0.0, gone))
+            self.wills.start(nursery, [w for w in self._recovered if isinstance(w, PutMQTTWill)])
+            for st in self._recovered:
+                if isinstance(st, PutMQTTPacketId):
+                    self.ids(st.client_id).restore(st)
+                elif isinstance(st, PutMQTTSession):
+                    self.stored.add(st.client_id)
+                    for pid in st.awaiting_pubrel:  # an older database's: rows now
+                        self.ids(st.client_id).inbound.add(pid)
+                        self.broker.store_ops.append(PutMQTTPacketId(st.client_id, pid, False))
+                    # a session connected at a crash counts from now
+                    gone = now - (st.disconnected_at if st.disconnected_at is not None else now)
+                    self.expire_later(st.vhost, st.client_id, st.expiry, max(0.0, gone))
             self._recovered = []
             task_status.started(self.ports)
             await trio.serve_listeners(self._handle, listeners)
+
+    def ids(self, client_id: str) -> PacketIds:
+        """The session's QoS 2 packet ids (new ones for a new session)."""
+        ids = self.packet_ids.get(client_id)
+        if ids is None:
+            ids = self.packet_ids[client_id] = PacketIds(client_id)
+        return ids
 
     def expire_later(self, vhost: str, client_id: str, expiry: int, gone: float = 0.0) -> None:
         """MQTT 5 session expiry: ``expiry`` seconds after the disconnect (``gone``
@@ -126,10 +148,12 @@ class MQTTListener:
             if client_id in self.clients:
                 return
             log.info("MQTT session %r expired", client_id)
-            self.awaiting_pubrel.pop(client_id, None)
+            self.packet_ids.pop(client_id, None)
             self.execute(self._drop_session, vhost, client_id)
 
     def _drop_session(self, vhost: str, client_id: str) -> None:
+        """The session expired: its will, if still delayed, is published now."""
+        self.wills.fire(client_id)
         b = self.broker
         vh = b.vhosts.get(vhost)
         for qos in (0, 1):

@@ -6,23 +6,29 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import attrs
 
 from amqplite.broker import mqtt_retained
 from amqplite.broker.core import Broker
+from amqplite.broker.exchanges.base import Binding
 from amqplite.broker.model import ChannelState, Session
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import FlowControlError, MQTTConnection
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.events import SubscribeReceived, UnsubscribeReceived
+from amqplite.protocol.mqtt.packets import MQTT_5
+from amqplite.protocol.mqtt.properties import EMPTY
 from amqplite.protocol.mqtt.topics import (
     binding_key_to_filter,
     filter_to_binding_key,
     matches,
 )
-from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, queue_name, refused
+from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, QOS_ARG, RAP_ARG, message_qos, queue_name, refused
+from amqplite.server.mqtt.mapping import expired, mqtt_properties
 
 log = logging.getLogger("amqplite.mqtt")
 
@@ -48,6 +54,36 @@ class Subscriptions:
 
     #: set when the session ends: what an await left pending is not sent
     ended: bool = False
+    #: subscriptions with options a binding key cannot say (QoS 2, retain as
+    #: published), read from the bindings' arguments: (queue QoS, filter, QoS, RAP)
+    special: list[tuple[int, str, int, bool]] = attrs.field(factory=list)
+
+    def _bindings(self, key: str | None = None) -> list[tuple[int, Binding]]:
+        """Our queues' bindings from ``mqtt_exchange`` (of ``key``, or all)."""
+        vh = self.broker.vhosts.get(self.session.vhost)
+        if vh is None:
+            return []
+        return [(qos, b) for qos in (0, 1)
+                for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ())
+                if b.source == self.exchange and (key is None or b.routing_key == key)]
+
+    def load_options(self) -> None:
+        """Rebuild :attr:`special` (after CONNECT, SUBSCRIBE, UNSUBSCRIBE)."""
+        self.special = []
+        for qos, b in self._bindings():
+            args = b.args_dict
+            if args:
+                self.special.append((qos, binding_key_to_filter(b.routing_key),
+                                     int(args.get(QOS_ARG, qos)), bool(args.get(RAP_ARG))))
+
+    def options(self, queue_qos: int, topic: str) -> tuple[int, bool]:
+        """(QoS, retain as published) of a delivery from the queue of ``queue_qos``:
+        the highest QoS among the matching subscriptions, RAP if one has it."""
+        qos, rap = queue_qos, False
+        for q, f, sub_qos, sub_rap in self.special:
+            if q == queue_qos and matches(f, topic):
+                qos, rap = max(qos, sub_qos), rap or sub_rap
+        return qos, rap
 
     def queue_exists(self, qos: int) -> bool:
         vh = self.broker.vhosts.get(self.session.vhost)
@@ -77,11 +113,27 @@ class Subscriptions:
             tag = b.basic_consume(ch, queue_name(self.client_id, 1), "mqtt-qos1")
         b.start_consumer(ch, tag)
 
-    async def subscribe(self, ev: SubscribeReceived) -> None:
-        """Bind each filter to the queue of its (granted) QoS, unbind it from the other.
-        RabbitMQ grants at most QoS 1; a shared subscription is not offered yet."""
+    def _bind(self, key: str, qos: int, rap: bool) -> None:
+        """The filter's one binding: to the qos0 queue, or to the qos1 queue for QoS
+        1 and 2 (the delivery's QoS comes from the arguments); any other one of the
+        same key (an earlier subscription's) goes."""
         b = self.broker
-        exchange = self.exchange
+        args: dict[str, Any] = {}
+        if qos == 2:
+            args[QOS_ARG] = 2
+        if rap:
+            args[RAP_ARG] = True
+        target = min(qos, 1)
+        self.declare(target)
+        for q, old in self._bindings(key):
+            if q != target or old.args_dict != args:
+                b.queue_bind(self.channels[QOS0_CH], queue_name(self.client_id, q),
+                             self.exchange, key, old.args_dict or None, unbind=True)
+        b.queue_bind(self.channels[QOS0_CH], queue_name(self.client_id, target),
+                     self.exchange, key, args or None)
+
+    async def subscribe(self, ev: SubscribeReceived) -> None:
+        """Bind each filter (:meth:`_bind`). A shared subscription is not offered yet."""
         codes: list[int] = []
         #: (filter, granted QoS) of the retained messages owed after the SUBACK
         owed: list[tuple[str, int]] = []
@@ -92,18 +144,13 @@ class Subscriptions:
             if req.parsed.share_group is not None:
                 codes.append(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
                 continue
-            qos = min(req.qos, 1)
+            qos = req.qos
             key = filter_to_binding_key(req.parsed.topic_filter)
             if req.retain_handling == 0 or (req.retain_handling == 1
                                             and not self.subscribed(key)):
                 owed.append((req.parsed.topic_filter, qos))
             try:
-                self.declare(qos)
-                b.queue_bind(self.channels[QOS0_CH], queue_name(self.client_id, qos),
-                             exchange, key)
-                if self.queue_exists(1 - qos):
-                    b.queue_bind(self.channels[QOS0_CH], queue_name(self.client_id, 1 - qos),
-                                 exchange, key, unbind=True)
+                self._bind(key, qos, req.retain_as_published)
             except AMQPError as exc:
                 log.info("MQTT %s: subscription to %r refused: %s", self.name,
                          req.topic_filter, exc)
@@ -111,6 +158,7 @@ class Subscriptions:
                              else ReasonCode.UNSPECIFIED_ERROR)
                 continue
             codes.append(qos)
+        self.load_options()
         await self.committed()  # a SUBACK means the subscription is stored
         self.proto.send_suback(ev.packet_id, codes)
         for topic_filter, qos in owed:
@@ -118,13 +166,7 @@ class Subscriptions:
 
     def subscribed(self, key: str) -> bool:
         """Is ``key`` already bound to one of our queues (retain handling 1)?"""
-        vh = self.broker.vhosts.get(self.session.vhost)
-        if vh is None:
-            return False
-        exchange = self.exchange
-        return any(b.source == exchange and b.routing_key == key
-                   for qos in (0, 1)
-                   for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ()))
+        return bool(self._bindings(key))
 
     def send_retained(self, topic_filter: str, qos: int) -> None:
         """A new subscription receives the retained messages its filter matches, with
@@ -136,43 +178,42 @@ class Subscriptions:
         s = self.session
         store = self.broker.retained
         rs = store.find(mqtt_retained.owner(s.vhost))
+        now = time.time()
         for r in mqtt_retained.matching(store, rs, topic_filter):
             m = r.message
-            q = min(qos, 1 if m.persistent else 0)
-            try:  # a QoS 1 one's PUBACK finds no delivery tag in _tags: nothing to ack
-                self.proto.send_publish(r.key, bytes(m.body or b""), q, retain=True)
+            raw = m.properties_raw
+            if expired(raw, now):  # [MQTT-3.3.2-5]: not sent after its expiry
+                continue
+            q = min(qos, message_qos(raw))
+            props = mqtt_properties(raw, now)[0] if self.proto.version >= MQTT_5 else EMPTY
+            try:  # its PUBACK/PUBREC finds no delivery tag: nothing to ack
+                self.proto.send_publish(r.key, bytes(m.body or b""), q, True, props)
             except FlowControlError:
                 log.info("MQTT %s: retained %r not sent: receive maximum reached",
                          self.name, r.key)
         self.flush()
 
     async def unsubscribe(self, ev: UnsubscribeReceived) -> None:
-        exchange = self.exchange
         codes: list[int] = []
         for parsed in ev.parsed:
             if parsed is None:
                 codes.append(ReasonCode.TOPIC_FILTER_INVALID)
                 continue
             key = filter_to_binding_key(parsed.topic_filter)
-            for qos in (0, 1):
+            for qos, b in self._bindings(key):
                 with contextlib.suppress(AMQPError):
                     self.broker.queue_bind(self.channels[QOS0_CH],
-                                           queue_name(self.client_id, qos), exchange, key,
-                                           unbind=True)
+                                           queue_name(self.client_id, qos), self.exchange, key,
+                                           b.args_dict or None, unbind=True)
             codes.append(0)
+        self.load_options()
         await self.committed()
         self.proto.send_unsuback(ev.packet_id, codes)
 
     def dollar_match(self, ch: ChannelState, topic: str) -> bool:
         """Does a subscription of the delivering queue match a ``$`` topic under MQTT's
         rule? The AMQP topic exchange routed it by ``#``/``*`` alone."""
-        vh = self.broker.vhosts.get(self.session.vhost)
-        if vh is None:
-            return False
         qos = 0 if ch.number == QOS0_CH else 1
-        exchange = self.exchange
-        for b in vh.bindings_to.get(("queue", queue_name(self.client_id, qos)), ()):
-            if b.source == exchange and matches(binding_key_to_filter(b.routing_key), topic):
-                return True
-        return False
+        return any(q == qos and matches(binding_key_to_filter(b.routing_key), topic)
+                   for q, b in self._bindings())
 

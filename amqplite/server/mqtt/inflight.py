@@ -1,0 +1,109 @@
+"""A session's QoS 2 packet ids in flight, both ways (MQTT 4.3.3, 4.4).
+
+The listener keeps one :class:`PacketIds` per client id across its connections;
+a persistent session's ids are also rows (``PutMQTTPacketId``), so a restart,
+a kill -9 included, resumes the flows where they were:
+
+- inbound: ids acknowledged with PUBREC and not released. The row is written
+  with the message (the PUBREC waits for that commit), and deleted before the
+  PUBCOMP goes out: a retransmission is never routed twice, and an id reused
+  after PUBCOMP is never taken for a retransmission.
+- outbound: our QoS 2 PUBLISH of a message still unacked in the session's queue,
+  by the message's key. The row is committed before the PUBLISH leaves, so a
+  redelivery after a crash resends it with the same id and DUP. After the
+  client's PUBREC it is ``released``: the message is never sent again (a
+  redelivery of it is held, not sent) and PUBREL is resent on every resume
+  until PUBCOMP, which acks the delivery and deletes the row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqplite.broker.core import Broker
+from amqplite.store.ops import DeleteMQTTPacketId, PutMQTTPacketId
+
+
+class PacketIds:
+    """The ids of one session; each change returns True when it wrote a store op
+    (the caller then holds its answer until the commit)."""
+
+    def __init__(self, client_id: str) -> None:
+        self.client_id = client_id
+        #: the broker whose store ops a persistent session's rows join; None: not stored
+        self.broker: Broker | None = None
+        #: inbound ids acknowledged with PUBREC, awaiting PUBREL
+        self.inbound: set[int] = set()
+        #: outbound packet id -> message key, and back
+        self._keys: dict[int, int] = {}
+        self._pids: dict[int, int] = {}
+        #: outbound ids whose PUBREC came (PUBREL owed until PUBCOMP)
+        self.released: set[int] = set()
+        #: released ids whose PUBCOMP came before the message's redelivery reached us
+        self.completed: set[int] = set()
+
+    def _write(self, op: Any) -> bool:
+        if self.broker is None:
+            return False
+        self.broker.store_ops.append(op)
+        return True
+
+    # ------------------------------------------------------------ inbound
+    def received(self, pid: int) -> bool:
+        """A QoS 2 PUBLISH was routed: its id is pending until PUBREL."""
+        self.inbound.add(pid)
+        return self._write(PutMQTTPacketId(self.client_id, pid, False))
+
+    def forget_inbound(self, pid: int) -> bool:
+        """PUBREL came (or the PUBLISH was refused): the id is free again."""
+        self.inbound.discard(pid)
+        return self._write(DeleteMQTTPacketId(self.client_id, pid, False))
+
+    # ------------------------------------------------------------ outbound
+    def pid_of(self, key: int) -> int | None:
+        """The id the message ``key`` was sent with, if its flow is not complete."""
+        return self._pids.get(key)
+
+    @property
+    def outbound(self) -> bool:
+        """Are any outbound flows not complete?"""
+        return bool(self._keys)
+
+    def known(self, pid: int) -> bool:
+        return pid in self._keys
+
+    def sent(self, pid: int, key: int) -> bool:
+        old = self._keys.pop(pid, None)
+        if old is not None:
+            self._pids.pop(old, None)
+        self._keys[pid] = key
+        self._pids[key] = pid
+        return self._write(PutMQTTPacketId(self.client_id, pid, True, key))
+
+    def release(self, pid: int) -> bool:
+        """PUBREC: the client has the message; PUBREL is owed until PUBCOMP."""
+        key = self._keys.get(pid)
+        if key is None:
+            return False
+        self.released.add(pid)
+        return self._write(PutMQTTPacketId(self.client_id, pid, True, key, True))
+
+    def complete(self, pid: int) -> bool:
+        """PUBCOMP (or a PUBREC refusing the message): the flow of ``pid`` ended."""
+        key = self._keys.pop(pid, None)
+        if key is None:
+            return False
+        self._pids.pop(key, None)
+        self.released.discard(pid)
+        self.completed.discard(pid)
+        return self._write(DeleteMQTTPacketId(self.client_id, pid, True))
+
+    def restore(self, op: PutMQTTPacketId) -> None:
+        """A row read back at start-up."""
+        if not op.outbound:
+            self.inbound.add(op.packet_id)
+            return
+        self._keys[op.packet_id] = op.message_key
+        self._pids[op.message_key] = op.packet_id
+        if op.released:
+            self.released.add(op.packet_id)

@@ -1,0 +1,158 @@
+"""Wills not published yet, in the store so a restart (kill -9 included) keeps them.
+
+A CONNECT with a will writes its row (``PutMQTTWill``, no due time) before the
+CONNACK. A normal DISCONNECT deletes it. Any other end of the connection
+makes it due after its delay: MQTT 5's Will Delay Interval, capped by the
+session expiry ([MQTT-3.1.3-9]: the session's end publishes it too), 0 for
+3.1.1. A due will is published at once; a delayed one gets its due time
+stored and a timer, and is cancelled when the client id reconnects to the
+session in time, published at once when it reconnects with a clean start or
+when the session expires. After a restart a will whose client was connected
+at the crash counts its delay from the restart.
+
+A will is published through a broker session of its own, opened as the user
+who connected (the permission checks are the client's) and closed right after.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from amqplite.broker import mqtt_retained
+from amqplite.broker.core import Broker
+from amqplite.config import Settings
+from amqplite.protocol.errors import AMQPError
+from amqplite.protocol.mqtt.topics import topic_to_routing_key
+from amqplite.protocol.properties import decode_properties, encode_properties, expiration_of
+from amqplite.store.ops import DeleteMQTTWill, PutMQTTWill
+
+log = logging.getLogger("amqplite.mqtt")
+
+
+class Wills:
+    """The pending wills of every client id, and their timers."""
+
+    def __init__(self, settings: Settings, broker: Broker,
+                 execute: Callable[..., Any]) -> None:
+        self.settings = settings
+        self.broker = broker
+        self.execute = execute
+        #: client id -> its stored will
+        self.pending: dict[str, PutMQTTWill] = {}
+        self._timers: dict[str, trio.CancelScope] = {}
+        self._nursery: trio.Nursery | None = None
+
+    def start(self, nursery: trio.Nursery, stored: list[PutMQTTWill]) -> None:
+        """Wills read back from the store: due ones go now, delayed ones wait."""
+        self._nursery = nursery
+        now = time.time()
+        for w in stored:
+            self.pending[w.client_id] = w
+            due = w.due_at if w.due_at is not None else now + w.delay
+            if w.due_at is None and w.delay:
+                self.pending[w.client_id] = w = attrs.evolve(w, due_at=due)
+                self.broker.store_ops.append(w)
+            self._schedule(w.client_id, due - now)
+
+    # ------------------------------------------------------------ the client's life
+    def connected(self, client_id: str, resumed: bool, will: PutMQTTWill | None) -> None:
+        """A CONNECT for ``client_id``: a delayed will of the previous connection is
+        cancelled when it resumes the session, published when it starts clean;
+        the new connection's will is stored."""
+        if client_id in self.pending:
+            if resumed:
+                self._drop(client_id)
+            else:
+                self.fire(client_id)
+        if will is not None:
+            self.pending[client_id] = will
+            self.broker.store_ops.append(will)
+
+    def cancel(self, client_id: str) -> None:
+        """A normal DISCONNECT: the will is never published."""
+        if client_id in self.pending:
+            self._drop(client_id)
+
+    def gone(self, client_id: str, delay: int) -> None:
+        """The connection ended otherwise: the will is due in ``delay`` seconds."""
+        w = self.pending.get(client_id)
+        if w is None:
+            return
+        if delay <= 0 or self._nursery is None:
+            self.fire(client_id)
+            return
+        w = self.pending[client_id] = attrs.evolve(w, delay=delay, due_at=time.time() + delay)
+        self.broker.store_ops.append(w)
+        self._schedule(client_id, delay)
+
+    # ------------------------------------------------------------ publication
+    def fire(self, client_id: str) -> None:
+        """Publish the pending will of ``client_id`` now (inside a broker command)."""
+        w = self.pending.get(client_id)
+        if w is None:
+            return
+        self._drop(client_id)
+        try:
+            self._publish(w)
+        except Exception:
+            log.exception("MQTT will of %r: publication failed", client_id)
+
+    def _publish(self, w: PutMQTTWill) -> None:
+        b = self.broker
+        s = self.settings
+        if w.vhost not in b.vhosts:
+            return
+        session = b.open_session(w.user, w.vhost, f"will of {w.client_id}")
+        try:
+            ch = b.open_channel(session, 1)
+            rk = topic_to_routing_key(w.topic)
+            props = w.properties
+            if expiration_of(props) is not None:  # its expiry counts from the publication
+                p = decode_properties(props)
+                props = encode_properties(attrs.evolve(p, timestamp=int(time.time())))
+            try:
+                b.basic_publish(ch, s.mqtt_exchange, rk, props, w.payload)
+            except AMQPError as exc:
+                log.info("MQTT will of %r to %r refused: %s", w.client_id, w.topic, exc)
+                return
+            if w.retain:
+                rs = mqtt_retained.index(b.retained, w.vhost, s.mqtt_retained_max_messages,
+                                         s.mqtt_retained_max_bytes_value)
+                if w.payload and mqtt_retained.over_quota(rs, w.topic, len(w.payload)):
+                    log.warning("MQTT will of %r: over the retained quota, not retained",
+                                w.client_id)
+                else:
+                    mqtt_retained.retain(b.retained, rs, b.new_message_key(), w.topic,
+                                         s.mqtt_exchange, rk, props, w.payload)
+        finally:
+            b.close_session(session)
+
+    # ------------------------------------------------------------ timers
+    def _drop(self, client_id: str) -> None:
+        del self.pending[client_id]
+        scope = self._timers.pop(client_id, None)
+        if scope is not None:
+            scope.cancel()
+        self.broker.store_ops.append(DeleteMQTTWill(client_id))
+
+    def _schedule(self, client_id: str, delay: float) -> None:
+        old = self._timers.pop(client_id, None)
+        if old is not None:
+            old.cancel()
+        assert self._nursery is not None
+        scope = self._timers[client_id] = trio.CancelScope()
+        self._nursery.start_soon(self._later, client_id, max(0.0, delay), scope)
+
+    async def _later(self, client_id: str, delay: float, scope: trio.CancelScope) -> None:
+        with scope:
+            await trio.sleep(delay)  # a timer: the will's delay
+            if self._timers.get(client_id) is scope:
+                del self._timers[client_id]
+                self.execute(self.fire, client_id)
+

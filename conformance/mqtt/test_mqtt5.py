@@ -1,13 +1,17 @@
 """MQTT 5 specifics where the specification is firm and Mosquitto 2.0 agrees:
-reason codes on acknowledgements and errors answered with a reason code."""
+reason codes on acknowledgements, errors answered with a reason code, and
+properties carried from publisher to subscriber."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
 from conformance.mqtt import _raw
 from conformance.mqtt._raw import RawClient
-from conformance.mqtt.conftest import Names, host, port
+from conformance.mqtt.conftest import ClientFactory, Names, host, port
 
 
 def _closed_with_error(r: RawClient) -> int:
@@ -79,3 +83,31 @@ def test_invalid_topic_filter_is_refused(raw: Callable[..., RawClient], names: N
     assert p is not None
     assert p.type in (_raw.SUBACK, _raw.DISCONNECT), p
     assert p.reason_code(5) >= 0x80, p
+
+
+def test_properties_reach_the_subscriber(mqtt: ClientFactory, names: Names) -> None:
+    """3.3.2.3: user properties (in order), content type, response topic, correlation
+    data and payload format are forwarded to the subscriber unaltered. A user
+    property name given twice is allowed and must be kept ([MQTT-3.3.2-18]);
+    amqplite maps user properties to AMQP headers, which keeps one value per name,
+    so this test uses distinct names (see docs/conformance.md)."""
+    sub, pub = mqtt(5), mqtt(5)
+    sub.connect()
+    pub.connect()
+    t = names.topic()
+    sub.subscribe(t, 1)
+    props = Properties(PacketTypes.PUBLISH)
+    props.UserProperty = [("zone", "1"), ("alpha", "2"), ("mid", "3")]
+    props.ContentType = "application/json"
+    props.ResponseTopic = names.topic("reply")
+    props.CorrelationData = b"\x00\x01corr"
+    props.PayloadFormatIndicator = 1
+    pub.publish(t, b'{"x": 1}', 1, properties=props)
+    m = sub.get()
+    got = m.properties
+    assert m.payload == b'{"x": 1}'
+    assert got.UserProperty == [("zone", "1"), ("alpha", "2"), ("mid", "3")]
+    assert got.ContentType == "application/json"
+    assert got.ResponseTopic == names.topic("reply")
+    assert got.CorrelationData == b"\x00\x01corr"
+    assert got.PayloadFormatIndicator == 1

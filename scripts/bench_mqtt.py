@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import socket
 import statistics
 import struct
 import subprocess
@@ -40,41 +39,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import paho.mqtt.client as paho
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import paho.mqtt.client as paho  # noqa: E402
+
+# the tests' port picking (below the ephemeral range) and waits with a deadline
+from tests.brokerproc import free_port, wait_for  # noqa: E402
+from tests.server.mqttclient import listening  # noqa: E402
+
 STAMP = struct.Struct(">Id")  # sequence number, send time (perf_counter)
 
 
-def free_port() -> int:
-    """A free loopback port below the ephemeral range (as tests/brokerproc.py picks)."""
-    import random
-
-    for _ in range(200):
-        port = random.randrange(10000, 25700)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise SystemExit("no free port")
-
-
 def wait(pred: Callable[[], Any], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
+    wait_for(pred, timeout, what=what)
 
 
 # ---------------------------------------------------------------- brokers

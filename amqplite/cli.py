@@ -91,7 +91,7 @@ def main() -> None:
 @click.option("--admin-tls-key", type=click.Path(dir_okay=False),
               help="PEM private key of --admin-tls-cert.")
 @click.option("--mqtt-port", type=int,
-              help="MQTT listener port (default 0: off; MQTT is incomplete, see docs/mqtt.md).")
+              help="MQTT listener port (default 1883; 0 turns MQTT off).")
 @click.option("--mqtt-tls-port", type=int,
               help="MQTT over TLS port (RabbitMQ uses 8883), with the --tls-* certificates; "
                    "off by default.")

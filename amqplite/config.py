@@ -212,9 +212,9 @@ class Settings:
     tls_verify_peer: bool = False
     #: with tls_verify_peer: refuse the handshake of a client that sends no certificate
     tls_fail_if_no_peer_cert: bool = False
-    #: MQTT listener port; 0 (the default while issue 23 is incomplete) is off.
-    #: Will become 1883 once the MQTT feature is complete.
-    mqtt_port: int = attrs.field(default=0, validator=_positive)
+    #: MQTT listener port (1883, MQTT's registered port, as Mosquitto and RabbitMQ's
+    #: plugin use it); 0 turns the listener off
+    mqtt_port: int = attrs.field(default=1883, validator=_positive)
     #: MQTT over TLS (RabbitMQ uses 8883) with the AMQPS certificate settings (tls_cert,
     #: tls_key, tls_ca, tls_verify_peer, ...); None: off (0 picks a free port)
     mqtt_tls_port: int | None = attrs.field(default=None,

@@ -14,6 +14,10 @@
 # More plugins: RABBITMQ_EXTRA_PLUGINS (an Erlang list's items, e.g.
 # "rabbitmq_shovel,rabbitmq_shovel_management" for the shovel benchmark).
 #
+# RABBITMQ_MQTT_PORT=N also enables rabbitmq_mqtt with its listener on
+# 127.0.0.1:N (scripts/bench_mqtt.py); without it no MQTT port opens (the
+# plugin's default, 1883, would collide with a system Mosquitto or amqplite).
+#
 # Installs the Debian package when it is missing (needs root). Every failure
 # exits non-zero with the reason and the node's log: a conformance run against
 # RabbitMQ must never be skipped silently.
@@ -129,9 +133,11 @@ start() {
     echo "NODE_TAG=$$"
   } >"$dir/ports"
   # the recent-history exchange type; the management plugin only when asked for;
-  # and what RABBITMQ_EXTRA_PLUGINS adds (comma-separated: rabbitmq_federation for
-  # the federation tests; it opens no port)
+  # rabbitmq_mqtt when RABBITMQ_MQTT_PORT is set (the MQTT benchmark); and what
+  # RABBITMQ_EXTRA_PLUGINS adds (comma-separated: rabbitmq_federation for the
+  # federation tests, the shovel plugins for the shovel benchmark)
   plugins="rabbitmq_recent_history_exchange${mgmt:+,rabbitmq_management}"
+  plugins="$plugins${RABBITMQ_MQTT_PORT:+,rabbitmq_mqtt}"
   echo "[$plugins${RABBITMQ_EXTRA_PLUGINS:+,$RABBITMQ_EXTRA_PLUGINS}]." >"$dir/enabled_plugins"
   echo "[]." >"$dir/advanced.config"
   : >"$dir/rabbitmq-env.conf"
@@ -146,6 +152,9 @@ EOF
       echo "management.tcp.ip = 127.0.0.1"
       echo "management.tcp.port = $mgmt"
     } >>"$dir/rabbitmq.conf"
+  fi
+  if [ -n "${RABBITMQ_MQTT_PORT:-}" ]; then
+    echo "mqtt.listeners.tcp.default = 127.0.0.1:$RABBITMQ_MQTT_PORT" >>"$dir/rabbitmq.conf"
   fi
   node_env "$dir"
   # setsid: the node and its helpers get their own process group, stopped as one.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what the tests need (venv, Python packages, Java + SQLite JDBC for the
-# Spark audit job, RabbitMQ for the conformance reference) and run every suite:
-# lint, unit/integration, Spark, and the conformance suite against a throwaway
-# RabbitMQ node and then against a freshly started amqplite.
+# Spark audit job, RabbitMQ and Mosquitto for the conformance references) and run
+# every suite: lint, unit/integration, Spark, and the conformance suite against a
+# throwaway RabbitMQ node (AMQP part) and a throwaway Mosquitto (MQTT part, in
+# conformance/mqtt/), then both parts against a freshly started amqplite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -21,6 +22,9 @@ command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 command -v mosquitto_sub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
+# the reference broker for conformance/mqtt (Debian 12 ships 2.0.11); started below
+# as a throwaway process on its own port, never as the system service
+[ -x /usr/sbin/mosquitto ] || need_apt+=(mosquitto)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing Debian packages: ${need_apt[*]}"
@@ -56,12 +60,19 @@ echo "== tests (unit, integration, spark)"
 export AMQPLITE_PG_REQUIRED=1
 .venv/bin/python -m pytest -q -p no:cacheprovider tests
 
-# Both conformance runs below share one cleanup: whatever was started is
+# The conformance runs below share one cleanup: whatever was started is
 # stopped on any exit, success or not.
 RABBIT_DIR=""
+MOSQ_DIR=""
+MOSQ=""
 DATA=""
 BROKER=""
 cleanup() {
+  if [ -n "$MOSQ" ]; then
+    kill "$MOSQ" 2>/dev/null || true
+    wait "$MOSQ" 2>/dev/null || true
+  fi
+  [ -z "$MOSQ_DIR" ] || rm -rf "$MOSQ_DIR"
   if [ -n "$RABBIT_DIR" ]; then
     bash scripts/rabbitmq.sh stop "$RABBIT_DIR" || true
     rm -rf "$RABBIT_DIR"
@@ -73,6 +84,22 @@ cleanup() {
   [ -z "$DATA" ] || rm -rf "$DATA"
 }
 trap cleanup EXIT
+
+# wait_listening PORT WHAT: until something accepts on 127.0.0.1:PORT (30 s at most)
+wait_listening() {
+  .venv/bin/python - "$1" "$2" <<'PYEOF'
+import socket, sys, time
+deadline = time.monotonic() + 30
+while True:
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            sys.exit(f"{sys.argv[2]} did not start listening within 30 s")
+        time.sleep(0.1)
+PYEOF
+}
 
 # The suite claims RabbitMQ's behaviour: prove it against a real RabbitMQ first.
 # No skip: if RabbitMQ cannot be installed or started, this run fails.
@@ -90,31 +117,47 @@ echo "   RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null) u
 AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBIT_PORT/%2F" \
 MANAGEMENT_URL="http://127.0.0.1:$RABBIT_MGMT_PORT" \
   timeout 900 .venv/bin/python -m pytest -q -p no:cacheprovider conformance \
+  --ignore=conformance/mqtt \
   || { echo "--- RabbitMQ log"; tail -50 "$RABBIT_DIR/log/node.log" || true; exit 1; }
 bash scripts/rabbitmq.sh stop "$RABBIT_DIR"
 rm -rf "$RABBIT_DIR"
 RABBIT_DIR=""
 
+# The MQTT part claims the specification as Mosquitto implements it: prove it
+# against a throwaway Mosquitto first (anonymous, no persistence, loopback only).
+echo "== conformance/mqtt against Mosquitto"
+MOSQ_DIR=$(mktemp -d)
+MOSQ_PORT=${CONFORMANCE_MOSQUITTO_PORT:-25740}
+printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\n' \
+  "$MOSQ_PORT" >"$MOSQ_DIR/mosquitto.conf"
+/usr/sbin/mosquitto -c "$MOSQ_DIR/mosquitto.conf" >"$MOSQ_DIR/mosquitto.log" 2>&1 &
+MOSQ=$!
+wait_listening "$MOSQ_PORT" "Mosquitto"
+echo "   Mosquitto $(dpkg-query -W -f='${Version}' mosquitto 2>/dev/null) up on port $MOSQ_PORT"
+MQTT_PORT=$MOSQ_PORT \
+  timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider conformance/mqtt \
+  || { echo "--- Mosquitto log"; tail -50 "$MOSQ_DIR/mosquitto.log"; exit 1; }
+kill "$MOSQ"
+wait "$MOSQ" 2>/dev/null || true
+MOSQ=""
+
 echo "== conformance against amqplite"
 DATA=$(mktemp -d)
 PORT=${CONFORMANCE_PORT:-25720}
 ADMIN_PORT=${CONFORMANCE_ADMIN_PORT:-25721}
+AMQPLITE_MQTT=${CONFORMANCE_MQTT_PORT:-25722}
 .venv/bin/amqplite serve --host 127.0.0.1 --port "$PORT" --data-dir "$DATA" \
-  --admin-port "$ADMIN_PORT" --log-level warning >"$DATA/broker.log" 2>&1 &
+  --admin-port "$ADMIN_PORT" --mqtt-port "$AMQPLITE_MQTT" --log-level warning \
+  >"$DATA/broker.log" 2>&1 &
 BROKER=$!
-.venv/bin/python - "$PORT" <<'PYEOF'
-import socket, sys, time
-deadline = time.monotonic() + 30
-while True:
-    try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
-        break
-    except OSError:
-        if time.monotonic() > deadline:
-            sys.exit("amqplite did not start listening within 30 s")
-        time.sleep(0.1)
-PYEOF
+wait_listening "$PORT" "amqplite"
+wait_listening "$AMQPLITE_MQTT" "amqplite's MQTT listener"
 AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F" \
 MANAGEMENT_URL="http://127.0.0.1:$ADMIN_PORT" \
   timeout 900 .venv/bin/python -m pytest -q -p no:cacheprovider conformance \
+  --ignore=conformance/mqtt \
+  || { echo "--- broker log"; tail -50 "$DATA/broker.log"; exit 1; }
+echo "== conformance/mqtt against amqplite"
+MQTT_PORT=$AMQPLITE_MQTT MQTT_USERNAME=guest MQTT_PASSWORD=guest \
+  timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider conformance/mqtt \
   || { echo "--- broker log"; tail -50 "$DATA/broker.log"; exit 1; }

@@ -2,15 +2,53 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from amqplite.config import Settings, load_settings
+
 
 def _serve(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "amqplite", "serve", *args],
+    """``amqplite serve`` to its end; MQTT off unless the test names a port (1883, the
+    default, is one for the whole machine)."""
+    mqtt = [] if "--mqtt-port" in args else ["--mqtt-port", "0"]
+    return subprocess.run([sys.executable, "-m", "amqplite", "serve", *mqtt, *args],
                           capture_output=True, text=True, timeout=60)
+
+
+def test_mqtt_port_defaults_to_1883() -> None:
+    assert Settings().mqtt_port == 1883
+    assert load_settings(None, {}).mqtt_port == 1883
+
+
+def test_taken_1883_names_mqtt_port(tmp_path: Path) -> None:
+    """With no MQTT setting at all, a taken 1883 (ours here, or a system Mosquitto's)
+    stops the broker with one line naming ``mqtt_port`` and how to turn MQTT off."""
+    with contextlib.ExitStack() as stack:
+        s = stack.enter_context(socket.socket())
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+        try:
+            s.bind(("127.0.0.1", 1883))
+            s.listen()
+        except OSError as exc:  # taken already: by whatever listens on it
+            assert exc.errno == errno.EADDRINUSE, exc
+        out = subprocess.run(
+            [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port", "0",
+             "--admin-port", "0", "--data-dir", str(tmp_path)],
+            capture_output=True, text=True, timeout=60,
+            env={k: v for k, v in os.environ.items() if k != "AMQPLITE_MQTT_PORT"})
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("amqplite: cannot start: MQTT port 1883 on 127.0.0.1 is "
+                               "already in use"), lines
+    assert "--mqtt-port, AMQPLITE_MQTT_PORT or `mqtt_port` in the config file" in lines[0]
+    assert "--mqtt-port 0" in lines[0]
 
 
 def test_port_in_use(tmp_path: Path) -> None:
@@ -74,7 +112,6 @@ def test_second_broker_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
 
 
 def test_which_directory_is_locked(tmp_path: Path) -> None:
-    from amqplite.config import Settings
     from amqplite.server.app import _lock_dir
 
     assert _lock_dir(Settings(data_dir=str(tmp_path))) == tmp_path

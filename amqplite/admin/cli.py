@@ -146,6 +146,8 @@ def _list_connections(ctx: Ctx) -> None:
     for c in data:
         cp = c.get("client_properties") or {}
         client = " ".join(str(x) for x in (cp.get("product"), cp.get("version")) if x)
+        if "client_id" in cp:  # an MQTT client: its protocol and client id
+            client = f"{c['protocol']} {cp['client_id']}"
         rows.append([c["name"], c["user"], c["vhost"], c["channels"], client,
                      _time_ms(c["connected_at"]), _size(c["recv_oct"]), _size(c["send_oct"])])
     _table("Connections", ["Name", "User", "VHost", "Channels", "Client", "Connected",

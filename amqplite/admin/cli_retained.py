@@ -1,5 +1,7 @@
 """``amqplite retained list|show|clear EXCHANGE [KEY]``: what an x-lvc or
-x-recent-history exchange retains, through ``/api/exchanges/{vhost}/{name}/retained``."""
+x-recent-history exchange retains, or (EXCHANGE = the MQTT exchange, amq.topic) the
+vhost's MQTT retained messages by topic, through
+``/api/exchanges/{vhost}/{name}/retained``."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from amqplite.admin.messages import preview
 
 @click.group()
 def retained() -> None:
-    """Retained messages of x-lvc and x-recent-history exchanges: list, show, clear."""
+    """Retained messages of x-lvc and x-recent-history exchanges, and MQTT's (EXCHANGE
+    amq.topic, KEY an MQTT topic): list, show, clear."""
 
 
 def _command(name: str) -> Callable[[Callable[..., None]], click.Command]:
@@ -47,7 +50,9 @@ def list_(ctx: Ctx, exchange: str, key: str | None) -> None:
         rows.append([i, m["key"], m["routing_key"], _yn(m["stored"]),
                      _size(m["payload_bytes"]), text])
     total = sum(m["payload_bytes"] for m in data)
-    _table(f"Retained by {exchange}", ["#", "Key", "Routing key", "Stored", "Size", "Payload"],
+    mqtt = any("topic" in m for m in data)  # MQTT's: the key is the topic
+    title = f"MQTT retained messages (exchange {exchange})" if mqtt else f"Retained by {exchange}"
+    _table(title, ["#", "Topic" if mqtt else "Key", "Routing key", "Stored", "Size", "Payload"],
            rows, f"{_plural(len(data), 'message')}, {_size(total)}", right=("#", "Size"))
 
 
@@ -60,7 +65,8 @@ def show(ctx: Ctx, exchange: str, key: str | None) -> None:
     for i, m in enumerate(data, 1):
         text, how = preview(_body_of(m), m["properties"].get("content_type"), limit=100_000)
         props: dict[str, Any] = {k: v for k, v in m["properties"].items() if v is not None}
-        click.echo(f"--- {i}. key {m['key']!r}, routing key {m['routing_key']!r}, "
+        what = "topic" if "topic" in m else "key"
+        click.echo(f"--- {i}. {what} {m['key']!r}, routing key {m['routing_key']!r}, "
                    f"{_size(m['payload_bytes'])}{', stored' if m['stored'] else ''}")
         click.echo(f"properties: {json.dumps(props, ensure_ascii=False)}")
         click.echo(f"body ({how}): {text}")
@@ -70,7 +76,8 @@ def show(ctx: Ctx, exchange: str, key: str | None) -> None:
 
 @_command("clear")
 def clear(ctx: Ctx, exchange: str, key: str | None) -> None:
-    """Drop what EXCHANGE retains (under KEY only, when given); live bindings stay."""
+    """Drop what EXCHANGE retains (under KEY only, when given); live bindings stay.
+    An MQTT topic cleared here is cleared for MQTT subscribers too, durably."""
     res = ctx.client.send("DELETE", _url(ctx, exchange, key))
     if ctx.as_json:
         return ctx.emit_json(res)

@@ -150,6 +150,35 @@ class Snapshot:
     federation_links: list[dict[str, Any]] = attrs.field(factory=list)
     #: the ``cluster_name`` setting
     cluster_name: str = CLUSTER_NAME
+    #: MQTT's share (server/mqtt/accounting.py): connected clients, PUBLISH received
+    #: and deliveries, each by protocol label (mqtt310 / mqtt311 / mqtt50)
+    mqtt: MQTTFigures = attrs.field(factory=lambda: MQTTFigures())
+
+
+@attrs.define
+class MQTTFigures:
+    """MQTT's part of a snapshot; the core's totals include it."""
+
+    connections: dict[str, int] = attrs.field(factory=dict)
+    received: dict[str, int] = attrs.field(factory=dict)
+    delivered: dict[str, int] = attrs.field(factory=dict)
+    opened: int = 0
+    closed: int = 0
+    refused_at_limit: int = 0
+
+
+def _mqtt_figures(server: Server) -> MQTTFigures:
+    listener = server.mqtt
+    if listener is None:
+        return MQTTFigures()
+    from amqplite.server.mqtt.accounting import PROTOCOL_LABELS, label
+
+    conns = dict.fromkeys(PROTOCOL_LABELS.values(), 0)
+    for c in listener.clients.values():
+        conns[label(c.proto.version)] += 1
+    st = listener.stats
+    return MQTTFigures(conns, dict(st.received), dict(st.delivered), st.opened, st.closed,
+                       st.refused_at_limit)
 
 
 def _fd_limit() -> int:
@@ -176,6 +205,7 @@ def snapshot(server: Server) -> Snapshot:
     conns = list(server.connections)
     channels = [ch for x in conns if x.session is not None for ch in x.session.channels.values()]
     c = server.counters
+    mqtt = _mqtt_figures(server)
     n = 0
     sizes: list[tuple[float, int]] = []
     b.fold_sizes()
@@ -187,12 +217,14 @@ def snapshot(server: Server) -> Snapshot:
     disk = server.disk
     return Snapshot(
         queues=queues,
-        connections=len(conns),
+        connections=len(conns) + sum(mqtt.connections.values()),
         channels=len(channels),
         consumers=consumers,
         publishers=sum(1 for ch in channels if ch.publishes),
         broker_stats={k: int(v) for k, v in b.stats.items()},
-        shell_stats={k: getattr(c, k) for k in (*SHELL_COUNTERS, *AUTH_COUNTERS)},
+        shell_stats={k: getattr(c, k) for k in (*SHELL_COUNTERS, *AUTH_COUNTERS)}
+        | {"connections_opened": c.connections_opened + mqtt.opened,
+           "connections_closed": c.connections_closed + mqtt.closed},
         message_sizes=(sizes, float(b.message_bytes)),
         uptime=time.time() - server.started_at,
         channel_sums={
@@ -233,6 +265,7 @@ def snapshot(server: Server) -> Snapshot:
         shovels=links.shovels() if (links := server.extensions.get("links")) else [],
         federation_links=links.federation.links() if links and links.federation else [],
         cluster_name=server.settings.cluster_name,
+        mqtt=mqtt,
     )
 
 
@@ -243,6 +276,16 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
 def _counter(name: str, doc: str, value: float, labels: dict[str, str]) -> CounterMetricFamily:
     m = CounterMetricFamily(name, doc, labels=list(labels))
     m.add_metric(list(labels.values()), value)
+    return m
+
+
+def _by_protocol(name: str, doc: str, total: float, mqtt: dict[str, int]) -> CounterMetricFamily:
+    """A global counter split by ``protocol`` as rabbitmq_prometheus splits it: MQTT's
+    share under its labels, the rest of the core's ``total`` under amqp091."""
+    m = CounterMetricFamily(name, doc, labels=["protocol"])
+    m.add_metric([PROTOCOL], total - sum(mqtt.values()))
+    for proto, n in sorted(mqtt.items()):
+        m.add_metric([proto], n)
     return m
 
 
@@ -278,6 +321,16 @@ class SnapshotCollector(Collector):
                      s.consumers)
         yield _gauge("rabbitmq_global_publishers", "Publishers currently connected",
                      s.publishers)
+        mqtt = GaugeMetricFamily("amqplite_mqtt_connections",
+                                 "MQTT clients connected (CONNECT accepted), by protocol "
+                                 "version; rabbitmq_connections counts them too",
+                                 labels=["protocol"])
+        for proto, n in sorted(s.mqtt.connections.items()):
+            mqtt.add_metric([proto], n)
+        yield mqtt
+        yield _counter("amqplite_mqtt_connections_refused_limit",
+                       "MQTT CONNECTs refused because max_connections was reached",
+                       s.mqtt.refused_at_limit, {})
         yield from self._globals()
         yield from self._node()
         yield from self._store()
@@ -324,9 +377,13 @@ class SnapshotCollector(Collector):
     def _globals(self) -> Iterator[Metric]:
         s = self.snap
         proto = {"protocol": PROTOCOL}
+        yield _by_protocol("rabbitmq_global_messages_received",
+                           "Messages received from publishers", s.received, s.mqtt.received)
+        yield _by_protocol("rabbitmq_global_messages_delivered",
+                           "Messages delivered to consumers (basic.deliver and basic.get-ok; "
+                           "MQTT: PUBLISH to subscribers)", s.broker_stats["delivered"],
+                           s.mqtt.delivered)
         for name, doc, value in (
-            ("rabbitmq_global_messages_received", "Messages received from publishers",
-             s.received),
             ("rabbitmq_global_messages_received_confirm",
              "Messages received from publishers expecting confirmations", s.received_confirm),
             ("rabbitmq_global_messages_routed", "Messages routed to one or more queues",
@@ -340,7 +397,8 @@ class SnapshotCollector(Collector):
         ):
             yield _counter(name, doc, value, proto)
         for key, (name, doc) in BROKER_COUNTERS.items():
-            yield _counter(name, doc, s.broker_stats[key], proto)
+            if key != "delivered":  # split by protocol above
+                yield _counter(name, doc, s.broker_stats[key], proto)
         for key, (name, doc) in CHURN_COUNTERS.items():
             yield _counter(name, doc, s.broker_stats[key], {})
         for key, (name, doc) in SHELL_COUNTERS.items():

@@ -128,6 +128,9 @@ def overview(server: Server, rates: Rates, user: str | None = None,
     conns = [c for c in server.connections
              if vhosts is None or (c.session is not None and c.session.username == user)]
     channels = sum(len(c.session.channels) for c in conns if c.session is not None)
+    # MQTT clients are connections too (their broker channels are internal, not counted)
+    mqtt = [c for c in mqtt_connections(server) if c.session is not None
+            and (vhosts is None or c.session.username == user)]
     st = b.stats
     stat_names = {"publish": "published", "deliver_get": "delivered", "ack": "acked",
                   "redeliver": "redelivered", "dead_letter": "dead_lettered",
@@ -138,7 +141,8 @@ def overview(server: Server, rates: Rates, user: str | None = None,
         counts, rts = qcounts, {k: round(v, 2) for k, v in qrates.items()}
     s = server.settings
     listeners = [{"node": NODE, "protocol": proto, "ip_address": h, "port": p}
-                 for proto, ports in (("amqp", server.listen_ports), ("amqp/ssl", server.tls_ports))
+                 for proto, ports in (("amqp", server.listen_ports), ("amqp/ssl", server.tls_ports),
+                                      ("mqtt", server.mqtt.ports if server.mqtt else []))
                  for p in ports for h in (s.host or ["::"])]
     if server.admin_url:
         listeners.append({"node": NODE, "protocol": "https" if s.admin_tls else "http",
@@ -159,7 +163,7 @@ def overview(server: Server, rates: Rates, user: str | None = None,
         "message_stats": message_stats(counts, rts),
         "queue_totals": queue_totals(counted),
         "object_totals": {
-            "connections": len(conns),
+            "connections": len(conns) + len(mqtt),
             "channels": channels,
             "exchanges": exchanges,
             "queues": queues,

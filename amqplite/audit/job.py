@@ -62,6 +62,7 @@ _SPARK_TYPES = {
     "attempt": "int",
     "size": "int",
     "reason": "string",
+    "protocol": "string",
 }
 #: Columns of ``delivery_log`` in table order, each with its Spark SQL type.
 LOG_COLUMNS: tuple[tuple[str, str], ...] = tuple(

@@ -356,6 +356,14 @@ def render_html(report: dict[str, Any], meta: dict[str, str] | None = None) -> s
                 ],
             )
         )
+    parts.append("<h2>By protocol</h2>")
+    parts.append(
+        _table(
+            ["protocol", "event", "messages", "bytes"],
+            [[d["protocol"], d["event"], d["count"], d["bytes"]]
+             for d in report.get("protocols", [])],
+        )
+    )
     parts.append("<h2>Top routing keys (published)</h2>")
     parts.append(
         _table(

@@ -46,6 +46,8 @@ PAIR_EVENTS = tuple(e for e in EVENTS if e not in ("published", "returned"))
 OPEN_EVENTS = ("routed", "replayed", "delivered", "requeued", "retained")
 UNACKED_STATES = ("dead_lettered", "rejected", "expired", "purged", "in_flight", "stuck")
 REASON_EVENTS = ("dead_lettered", "rejected", "returned", "expired", "retained")
+#: the events that carry the client's protocol (a publish, a delivery, an ack)
+PROTOCOL_EVENTS = ("published", "delivered", "acked")
 STUCK_FIELDS = (
     "message_id",
     "message_key",
@@ -104,6 +106,7 @@ def _empty_report(kind: str, batch: Batch, day: str | None, stuck_after_us: int)
         "retained_reasons": [],
         "top_routing_keys": [],
         "streams": [],
+        "protocols": [],
     }
 
 
@@ -241,6 +244,20 @@ def compute(
         rep["events"] = sum(totals.values())
         for section in ("dead_letter_reasons", "retained_reasons"):
             rep[section].sort(key=lambda d: (-d["count"], d["vhost"], d["queue"] or "", d["reason"]))
+
+    # Publishes, deliveries and acks by the client's protocol (amqp-0-9-1, mqtt-3.1.1,
+    # mqtt-5.0...): rows from before the column existed, and the broker's own
+    # events, carry none and are left out.
+    for r in (
+        rows.where(F.col("protocol").isNotNull() & F.col("event").isin(*PROTOCOL_EVENTS))
+        .groupBy("scope", "protocol", "event")
+        .agg(F.count("*").alias("n"), F.sum("size").alias("bytes"))
+        .collect()
+    ):
+        reports[r.scope]["protocols"].append(
+            {"protocol": r.protocol, "event": r.event, "count": r.n, "bytes": r.bytes or 0})
+    for rep in reports.values():
+        rep["protocols"].sort(key=lambda d: (d["protocol"], EVENTS.index(d["event"])))
 
     pairs = _pairs(ds, batch.as_of_us, stuck_after_us).cache()
 

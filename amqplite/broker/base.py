@@ -228,6 +228,7 @@ class BrokerBase:
         consumer_tag: str | None = None,
         attempt: int | None = None,
         reason: str | None = None,
+        protocol: str | None = None,
     ) -> None:
         """Append a delivery_log row (a plain tuple: this runs several times per message)."""
         if not self._log_on or (event == "delivered" and not self._log_full):
@@ -235,19 +236,22 @@ class BrokerBase:
         ts = self._log_ts or self.log_time()
         if msg is None:
             self.log.append((ts, event, vhost, "", "", queue, None, None, consumer_tag,
-                             attempt, None, reason))
+                             attempt, None, reason, protocol))
             return
         self.log.append((ts, event, vhost, msg.exchange, msg.routing_key, queue,
-                         msg.log_id, msg.key, consumer_tag, attempt, msg.body_size, reason))
+                         msg.log_id, msg.key, consumer_tag, attempt, msg.body_size, reason,
+                         protocol))
 
     def _log_msg(self, event: str, vhost: str, msg: Message, queue: str | None,
-                 consumer_tag: str | None, attempt: int | None) -> None:
+                 consumer_tag: str | None, attempt: int | None,
+                 protocol: str | None = None) -> None:
         """log_event's row for a message event without a reason, positional only: the
-        hot path's three rows per message; the caller checks ``_log_on`` first."""
+        hot path's three rows per message; the caller checks ``_log_on`` first.
+        ``protocol``: the client's, for a publish, a delivery or an ack."""
         self.log.append((self._log_ts or self.log_time(), event, vhost, msg.exchange,
                          msg.routing_key, queue,
                          msg._mid if msg._mid is not None else msg.log_id, msg.key,
-                         consumer_tag, attempt, msg.body_size, None))
+                         consumer_tag, attempt, msg.body_size, None, protocol))
 
     def vhost(self, name: str) -> VHost:
         return self.vhosts[name]

@@ -159,10 +159,13 @@ class Dispatch(BrokerBase):
         tag = ch.next_tag
         ch.next_tag = tag + 1
         redelivered = entry.redelivered
-        self.log_event("delivered", q.vhost, entry.message, q.name, attempt=entry.delivery_count + 1)
+        proto = ch.session.protocol
+        self.log_event("delivered", q.vhost, entry.message, q.name,
+                       attempt=entry.delivery_count + 1, protocol=proto)
         stats = self.stats
         if no_ack:
-            self.log_event("acked", q.vhost, entry.message, q.name, attempt=entry.delivery_count + 1)
+            self.log_event("acked", q.vhost, entry.message, q.name,
+                           attempt=entry.delivery_count + 1, protocol=proto)
             self._entry_done(q, entry)
             stats["delivered_get_auto_ack"] += 1
         else:
@@ -236,10 +239,13 @@ class Dispatch(BrokerBase):
         ch.next_tag = tag + 1
         msg = entry.message
         if self._log_on and q.stream is None:  # stream reads: see streams.py
+            proto = ch.session.protocol
             if self._log_full:
-                self._log_msg("delivered", q.vhost, msg, q.name, c.tag, entry.delivery_count + 1)
+                self._log_msg("delivered", q.vhost, msg, q.name, c.tag, entry.delivery_count + 1,
+                              proto)
             if c.no_ack:
-                self._log_msg("acked", q.vhost, msg, q.name, c.tag, entry.delivery_count + 1)
+                self._log_msg("acked", q.vhost, msg, q.name, c.tag, entry.delivery_count + 1,
+                              proto)
         stats = self.stats
         if c.no_ack:
             if entry.stored:  # _entry_done, inlined
@@ -305,7 +311,8 @@ class Dispatch(BrokerBase):
                 if isinstance(e, Entry):
                     if log_on:
                         self._log_msg("acked", q.vhost, e.message, q.name,
-                                      c.tag if c else None, e.delivery_count + 1)
+                                      c.tag if c else None, e.delivery_count + 1,
+                                      ch.session.protocol)
                     if e.stored:  # _entry_done, inlined
                         e.stored = False
                         store_ops.append(P.delete_entry(q, e))

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from amqplite.broker.streamlog import StreamEntry
     from amqplite.protocol.properties import BasicProperties
 
+#: the delivery log's name for a session's protocol unless its shell names another
+AMQP_PROTOCOL = "amqp-0-9-1"
+
 
 class Message:
     """One published message; shared by every queue it was routed to.
@@ -210,7 +213,7 @@ class Session:
     """One client connection as the broker sees it."""
 
     __slots__ = ("channels", "client_id", "client_properties", "id", "internal", "peer",
-                 "transport", "username", "vhost", "writable")
+                 "protocol", "transport", "username", "vhost", "writable")
 
     def __init__(self, sid: int, username: str, vhost: str, peer: str = "") -> None:
         self.id = sid
@@ -228,6 +231,8 @@ class Session:
         self.internal = False
         #: an MQTT session's client id: ``{client_id}`` in topic permissions
         self.client_id: str | None = None
+        #: the client's protocol, as the delivery log records it (MQTT sets its own)
+        self.protocol = AMQP_PROTOCOL
 
 
 class ChannelState:

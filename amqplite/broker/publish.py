@@ -152,7 +152,8 @@ class Publishing(BrokerBase):
         self.stats["published"] += 1
         self.new_sizes.append(len(body))  # counted per batch (``fold_sizes``)
         if self._log_on:
-            self._log_msg("published", vh.name, msg, None, None, None)
+            self._log_msg("published", vh.name, msg, None, None, None,
+                          None if ch is None else ch.session.protocol)
         if not ex.name and routing_key.startswith(REPLY_PREFIX):
             target = self.reply_channels.get(routing_key)
             if target is not None and target.session.vhost == vh.name:

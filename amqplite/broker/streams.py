@@ -150,7 +150,7 @@ class Streams(BrokerBase):
             self.log.append((ts, "appended", q.vhost, exchange, routing_key,
                              q.name, msg._mid if msg._mid is not None else msg.log_id,
                              key, None, None,
-                             len(body), f"offset:{off}"))
+                             len(body), f"offset:{off}", None))
         return STORED
 
     def _put_segment(self, q: Queue, s: Segment) -> None:

@@ -14,14 +14,23 @@ import trio
 __all__ = ["PortInUse", "accepted_peer", "address_in_use", "listen_tcp"]
 
 
+#: who else usually holds a listener's port, and how to do without that listener
+_USUAL: dict[str, tuple[str, str]] = {
+    # 1883 is MQTT's registered port: a system Mosquitto holds it on many machines
+    "mqtt_port": ("another amqplite, Mosquitto or RabbitMQ's MQTT plugin?",
+                  "; --mqtt-port 0 turns MQTT off"),
+}
+
+
 class PortInUse(OSError):
     def __init__(self, what: str, host: str, port: int, setting: str, extra: str = "") -> None:
         super().__init__(errno.EADDRINUSE, "Address already in use")
         flag = "--" + setting.replace("_", "-")
+        who, off = _USUAL.get(setting, ("another amqplite or RabbitMQ?", ""))
         self.message = (
-            f"{what} port {port} on {host} is already in use (another amqplite or RabbitMQ?); "
+            f"{what} port {port} on {host} is already in use ({who}); "
             f"choose another with {flag}, AMQPLITE_{setting.upper()} or `{setting}` in the "
-            f"config file{extra}")
+            f"config file{off}{extra}")
 
     def __str__(self) -> str:
         return self.message

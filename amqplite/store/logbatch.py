@@ -81,13 +81,19 @@ _MID = LOG_FIELDS.index("message_id")
 _MKEY = LOG_FIELDS.index("message_key")
 
 
+_FIELDS = len(LOG_FIELDS)
+
+
 def with_message_ids(events: list[list[Any]]) -> list[list[Any]]:
     """``events`` with the broker-assigned message ids written out: a row stores
     "" for ``amq-KEY`` (the broker then makes no string per message); readers
-    show the id every other part of amqplite shows."""
+    show the id every other part of amqplite shows. An event stored before a
+    column was added (``protocol``) gets None for it."""
     for e in events:
         if e[_MID] == "" and e[_MKEY] is not None:
             e[_MID] = f"amq-{e[_MKEY]}"
+        if len(e) < _FIELDS:
+            e.extend([None] * (_FIELDS - len(e)))
     return events
 
 
@@ -246,13 +252,14 @@ MAX_LOG_ID_KEY = "max_log_id"
 
 def create_views(conn: Connection) -> None:
     """Create the ``delivery_log`` view if it is missing or older than this release's
-    (SQLite, PostgreSQL): one that does not write out ``amq-KEY`` ids is replaced."""
+    (SQLite, PostgreSQL): one that does not write out ``amq-KEY`` ids, or lacks a
+    column (``protocol``), is replaced."""
     dialect = conn.dialect.name
     if dialect == "sqlite":
         old = conn.exec_driver_sql(
             "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'delivery_log'"
         ).scalar()
-        if old is not None and "'amq-'" not in old:
+        if old is not None and ("'amq-'" not in old or f" AS {LOG_FIELDS[-1]}" not in old):
             conn.exec_driver_sql("DROP VIEW delivery_log")
     if dialect in ("sqlite", "postgresql"):
         conn.exec_driver_sql(s.delivery_log_view_sql(dialect))

@@ -429,6 +429,10 @@ class LogEvent:
     attempt: int | None = None
     size: int | None = None
     reason: str | None = None
+    #: the client protocol of a publish, delivery or ack ("amqp-0-9-1", "mqtt-3.1.1",
+    #: "mqtt-5.0", "mqtt-3.1"); None for the broker's own events (routed, expired...)
+    #: and in rows written before it existed
+    protocol: str | None = None
 
 
 class EncodedLog(NamedTuple):

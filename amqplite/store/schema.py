@@ -300,6 +300,7 @@ _LOG_COLUMN_TYPES: dict[str, tuple[TypeEngine[Any], bool]] = {
     "attempt": (Integer(), True),
     "size": (Integer(), True),
     "reason": (String(64), True),
+    "protocol": (String(16), True),
 }
 
 #: The delivery log, stored as batches of events (``store/logbatch.py`` says why):

@@ -123,7 +123,8 @@ def delivery_log_to_batches(conn: Connection) -> int:
     if "delivery_log" not in inspect(conn).get_table_names():  # absent, or already the view
         return 0
     dl = Table("delivery_log", MetaData(), autoload_with=conn)
-    cols = [dl.c.id, *(dl.c[name] for name in LOG_FIELDS)]
+    # a version-3 table predates the newer columns (protocol): readers pad them with None
+    cols = [dl.c.id, *(dl.c[name] for name in LOG_FIELDS if name in dl.c)]
     ins = insert(s.log_batches)
     moved, last, high = 0, 0, 0
     while True:

@@ -312,7 +312,7 @@ def test_python_reader_matches_jdbc(
     assert out["schema"] == (
         "struct<id:bigint,ts_us:bigint,event:string,vhost:string,exchange:string,routing_key:string,"
         "message_id:string,message_key:bigint,consumer_tag:string,attempt:int,size:int,reason:string,"
-        "event_date:date,queue:string,batch:int>"
+        "protocol:string,event_date:date,queue:string,batch:int>"
     )
     if jdbc_missing:
         pytest.skip(f"JDBC half: {jdbc_missing}")

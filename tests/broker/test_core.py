@@ -206,7 +206,7 @@ def test_delivery_log_rows_follow_the_one_column_order(broker: Broker) -> None:
     assert {k: v for k, v in full.items() if k != "ts_us"} == {
         "event": "rejected", "vhost": "/", "exchange": "ex", "routing_key": "rk", "queue": "q",
         "message_id": "", "message_key": 7, "consumer_tag": "ctag", "attempt": 2,
-        "size": 4, "reason": "why"}
+        "size": 4, "reason": "why", "protocol": None}
     assert (bare["event"], bare["queue"], bare["message_key"], bare["reason"]) == (
         "expired", "q2", None, "queue_expired")
 

@@ -76,7 +76,8 @@ def test_publish_to_durable_lvc_waits_for_its_commit_and_bind_delivers_a_copy(
     assert e.message.headers() == {"x-retained": True}
     log = broker.take_outcome().log
     assert [row[1] for row in log if row[1] == "retained"] == ["retained"]
-    assert [row[-1] for row in log if row[1] == "retained"] == ["bind"]
+    reason = ops.LOG_FIELDS.index("reason")
+    assert [row[reason] for row in log if row[1] == "retained"] == ["bind"]
     broker.exchange_delete(ch, "lvc")
     assert broker.retained.find(("/", "exchange", "lvc")) is None and r.message.pinned == 0
 

@@ -65,7 +65,7 @@ def test_the_view_shows_one_row_per_event_as_the_table_did(store: Store, raw: Ca
     store.flush(10)
     view = raw("SELECT * FROM delivery_log ORDER BY id")
     assert [r[0] for r in view] == list(range(1, 9))
-    assert view[0] == (1, 0, "acked", "/", "x", "rk", "q0", "m0", 0, "c", 1, 10, None)
+    assert view[0] == (1, 0, "acked", "/", "x", "rk", "q0", "m0", 0, "c", 1, 10, None, None)
     read = store.read_delivery_log(limit=100)
     assert [tuple(r[c] for c in ("id", *LOG_FIELDS)) for r in read] == view
     assert [r["id"] for r in store.read_delivery_log(queue="q1")] == [2, 5, 7]
@@ -104,7 +104,7 @@ def _version3_database(path: Path) -> list[tuple[object, ...]]:
     """A database as amqplite with schema 3 left it: one delivery_log row per event
     (AUTOINCREMENT), rows 101..150 pruned and the newest ids (2501..2600) too."""
     conn = sqlite3.connect(path)
-    cols = ", ".join(f'"{c}"' for c in LOG_FIELDS)
+    cols = ", ".join(f'"{c}"' for c in LOG_FIELDS[:LOG_FIELDS.index("reason") + 1])
     conn.executescript(
         "CREATE TABLE meta (key VARCHAR(255) PRIMARY KEY, value VARCHAR NOT NULL);"
         "INSERT INTO meta VALUES ('schema_version', '3'), ('max_message_id', '0'),"
@@ -132,7 +132,8 @@ def test_a_version_3_log_moves_into_batches_keeping_every_id(db_path: Path,
     store = make_store()  # Store.create upgrades in place
     assert raw("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     assert raw("SELECT type FROM sqlite_master WHERE name = 'delivery_log'") == [("view",)]
-    assert raw("SELECT * FROM delivery_log ORDER BY id") == kept
+    # protocol came after version 3: None
+    assert raw("SELECT * FROM delivery_log ORDER BY id") == [(*r, None) for r in kept]
     # no batch spans the pruned gap
     assert raw("SELECT count(*) FROM log_batches WHERE first_id <= 100 AND last_id >= 151") == [(0,)]
     store.prepare()
@@ -179,8 +180,8 @@ def test_log_buffer_batches_land_as_consecutive_ids(store: Store) -> None:
     from amqplite.store.logbatch import LogBuffer, iter_log_rows
 
     buf = LogBuffer()
-    rows = [(5000 + i, "acked", "/", "", "rk", "q", f"m{i}", i + 1, "c", 1, 10, None)
-            for i in range(2500)]
+    rows = [(5000 + i, "acked", "/", "", "rk", "q", f"m{i}", i + 1, "c", 1, 10, None,
+             "amqp-0-9-1") for i in range(2500)]
     for i in range(0, 2500, 700):
         buf.add(rows[i : i + 700])
     store.submit(buf.take(2500))
@@ -223,3 +224,31 @@ def test_broker_assigned_ids_are_written_out_by_every_reader(
     assert raw("SELECT message_id FROM delivery_log ORDER BY id")[0] == ("",)
     make_store()
     assert [r[0] for r in raw("SELECT message_id FROM delivery_log ORDER BY id")] == want
+
+
+def test_events_stored_before_the_protocol_column_read_back_with_none(tmp_path: Path) -> None:
+    """A database written before ``protocol`` existed: its 12-field events read back
+    with protocol None, and its old view is replaced by one that has the column."""
+    from sqlalchemy import create_engine, insert
+
+    from amqplite.store import schema
+    from amqplite.store.logbatch import create_views, iter_log_rows
+
+    eng = create_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    schema.metadata.create_all(eng)
+    old_rows = [(5, "published", "/", "x", "rk", None, "", 7, None, None, 3, None)]
+    with eng.begin() as conn:
+        conn.execute(insert(schema.log_batches), [dict(zip(
+            ("first_id", "last_id", "first_ts_us", "last_ts_us", "count", "events"),
+            batch_rows(1, old_rows)[0], strict=True))])
+        # the view as the previous release created it: no protocol column
+        old_sql = schema.delivery_log_view_sql("sqlite").replace(
+            ",\n  json_extract(j.value, '$[12]') AS protocol", "")
+        assert "protocol" not in old_sql
+        conn.exec_driver_sql(old_sql)
+        create_views(conn)
+        assert list(iter_log_rows(conn)) == [
+            (1, 5, "published", "/", "x", "rk", None, "amq-7", 7, None, None, 3, None, None)]
+        row = conn.exec_driver_sql("SELECT protocol, message_id FROM delivery_log").one()
+        assert tuple(row) == (None, "amq-7")
+    eng.dispose()

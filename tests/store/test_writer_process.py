@@ -21,7 +21,7 @@ from tests.server.dying_writer import dead
 
 
 def _row(i: int) -> tuple[object, ...]:
-    return (i, "published", "/", "", "q", None, None, i, None, None, 10, None)
+    return (i, "published", "/", "", "q", None, None, i, None, None, 10, None, "amqp-0-9-1")
 
 
 def _log_rows(store: Store) -> int:
@@ -208,7 +208,7 @@ def test_log_rows_cross_encoded_and_keep_their_order_ids_and_values(pstore: Proc
     """The process store sends a submission's row tuples as JSON batches
     (EncodedLog); what the view shows is what was submitted, in order, with
     consecutive ids, odd values made storable, and the message-key mark raised."""
-    weird = (5, "published", "/", "", "q", None, "id-\udcff", 2**70, None, None, 10, None)
+    weird = (5, "published", "/", "", "q", None, "id-\udcff", 2**70, None, None, 10, None, None)
     rows = [_row(i) for i in range(1, 1500)]  # more than one batch row
     pstore.submit([rows[0], PutMessage(9_000, "ex", "rk", b"\x00\x00", b"b"), *rows[1:], weird,
                    LogEvent(7, "acked", "/", "", "q", message_key=12_345)])
@@ -220,7 +220,7 @@ def test_log_rows_cross_encoded_and_keep_their_order_ids_and_values(pstore: Proc
     assert [r.id for r in got] == list(range(1, 1502))
     tuples = [tuple(r)[1:] for r in got if r.event == "published"]
     assert tuples == [*rows, (5, "published", "/", "", "q", None, "id-\\udcff", None, None, None, 10,
-                              None)]
+                              None, None)]
     assert [r.message_key for r in got if r.event == "acked"] == [12_345]
     assert int(mark) == 12_345
 

@@ -7,6 +7,7 @@ from typing import Any
 from amqplite.admin import validate as V
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
+from amqplite.admin.handlers.retained import retained_owner
 from amqplite.admin.messages import decode_payload
 from amqplite.admin.plumbing import (
     Request,
@@ -18,7 +19,6 @@ from amqplite.admin.plumbing import (
 )
 from amqplite.admin.validate import body_args, body_bool, body_obj, body_str
 from amqplite.broker.exchanges import Exchange
-from amqplite.broker.exchanges.retaining import owner_of
 
 
 class ExchangeHandlers(HandlerBase):
@@ -29,7 +29,8 @@ class ExchangeHandlers(HandlerBase):
                          for ex in sorted(vh.exchanges.values(), key=lambda e: e.name)])
 
     def _exchange_info(self, vhost: str, ex: Exchange) -> dict[str, Any]:
-        totals = self.broker.retained.totals(owner_of(vhost, ex.name)) if ex.retains else None
+        owner = retained_owner(self.server.settings, vhost, ex)
+        totals = None if owner is None else self.broker.retained.totals(owner)
         return views.exchange_info(vhost, ex, totals)
 
     async def get_exchange(self, req: Request) -> Response:

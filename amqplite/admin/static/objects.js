@@ -269,12 +269,19 @@ async function retainedSection(path) {
     const r = await attempt(() => api(`${path}/retained`, { method: "DELETE" }));
     if (r) flash(`cleared ${r.removed} retained messages`, "ok");
   }, { id: "clear-retained" });
-  return [h("h2", {}, "Retained messages"), table([
-    { title: "Key", value: (m) => m.key, cls: "mono" },
+  // the MQTT exchange (amq.topic) shows MQTT's retained messages: one per topic
+  const mqtt = items.some((m) => m.topic !== undefined);
+  const clearOne = (m) => confirmButton("Clear", async () => {
+    const r = await attempt(() => api(`${path}/retained/${encodeURIComponent(m.key)}`, { method: "DELETE" }));
+    if (r) flash(`cleared the retained message of ${m.key}`, "ok");
+  }, { class: "danger clear-topic" }, `clear-topic ${path} ${m.key}`);
+  return [h("h2", {}, mqtt ? "MQTT retained messages" : "Retained messages"), table([
+    { title: mqtt ? "Topic" : "Key", value: (m) => m.key, cls: "mono" },
     { title: "Routing key", value: (m) => m.routing_key, cls: "mono" },
     { title: "Stored", value: (m) => (m.stored ? "yes" : "") },
     { title: "Size", value: (m) => bytes(m.payload_bytes), num: true },
     { title: "Properties", value: propsSummary, cls: "mono small" },
     { title: "Payload", value: payload, cls: "payload mono" },
+    ...(mqtt ? [{ title: "", value: clearOne }] : []),
   ], items, { empty: "Nothing retained.", rowAttrs: (m) => ({ dataset: { key: m.key } }) }), h("p", {}, clearAll)];
 }

@@ -38,6 +38,7 @@ from amqplite.protocol.mqtt.packets import MQTT_5, Publish, Will
 from amqplite.protocol.mqtt.properties import EMPTY, Properties
 from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
 from amqplite.protocol.properties import delivery_mode_of
+from amqplite.server.mqtt.accounting import label, log_protocol
 from amqplite.server.mqtt.common import (
     FINISH_TIMEOUT,
     PUBLISH_CH,
@@ -75,6 +76,8 @@ class MQTTClient:
         self.name = f"{self.peer_host}:{self.peer_port}"
         self.proto = MQTTConnection(listener.limits, trio.current_time())
         self.connected_at = time.time()
+        #: when the CONNECT was accepted (0: not yet)
+        self.connected_at_ms = 0
         self.bytes_in = 0
         self.bytes_out = 0
         self.alive = True
@@ -277,6 +280,13 @@ class MQTTClient:
             log.warning("MQTT %s: login refused for %r", self.name, c.username)
             self.proto.reject(login.refused)
             return
+        if listener.at_connection_limit():  # as AMQP's 530: the node's limit is reached
+            listener.stats.refused_at_limit += 1
+            log.warning("MQTT %s refused: connection limit (%d) is reached", self.name,
+                        listener.settings.max_connections)
+            self.proto.reject(ReasonCode.QUOTA_EXCEEDED if c.protocol_level >= MQTT_5
+                              else ReasonCode.SERVER_UNAVAILABLE)
+            return
         self.client_id = ev.client_id
         old = listener.clients.get(ev.client_id)
         if old is not None and old is not self:
@@ -289,6 +299,7 @@ class MQTTClient:
         s = self.session = b.open_session(login.user, login.vhost, self.name)
         s.client_properties = {"client_id": ev.client_id}
         s.client_id = ev.client_id  # {client_id} in topic permissions
+        s.protocol = log_protocol(c.protocol_level)  # the delivery log's name
         s.transport = self
         for n in (PUBLISH_CH, QOS0_CH, QOS1_CH):
             self.channels[n] = b.open_channel(s, n)
@@ -331,6 +342,8 @@ class MQTTClient:
         if self.session is not s or self.proto.closed:  # taken over meanwhile
             return
         self.proto.accept(session_present=bool(kept or listener.groups.queues_of(s.vhost, cid)))
+        listener.stats.opened += 1
+        self.connected_at_ms = int(time.time() * 1000)
         # [MQTT-4.4.0-1]: PUBREL again for the released; the unacknowledged PUBLISH
         # come again (DUP, same id) as the queue redelivers them
         released = [InFlight(Publish("", qos=2, packet_id=pid), released=True)
@@ -376,6 +389,7 @@ class MQTTClient:
         if s is None:
             return
         listener = self.listener
+        listener.stats.closed += self.connected_at_ms > 0
         if listener.clients.get(self.client_id) is self:
             del listener.clients[self.client_id]
         if self.persistent:
@@ -456,6 +470,7 @@ class MQTTClient:
             elif self.proto.version < MQTT_5:  # no negative ack: RabbitMQ 3.10 closes, any QoS
                 self.proto.disconnect(ReasonCode.NOT_AUTHORIZED)
             return
+        self.listener.stats.received[label(self.proto.version)] += 1
         if rs is not None:
             kept = mqtt_retained.retain(self.broker.retained, rs, self.broker.new_message_key(),
                                         topic, self.listener.settings.mqtt_exchange,
@@ -496,6 +511,7 @@ class MQTTClient:
 
     def deliver(self, ch: ChannelState, consumer_tag: str, delivery_tag: int,
                 redelivered: bool, message: Any, properties: bytes | None = None) -> None:
+        self.listener.stats.delivered[label(self.proto.version)] += 1  # as the core counted
         if (not self.alive or self.proto.state is not State.CONNECTED
                 or self.channels.get(ch.number) is not ch):
             return  # unacked: back to the queue when the session closes

@@ -16,6 +16,7 @@ from amqplite.broker.core import Broker
 from amqplite.config import Settings, parse_size
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.errors import ReasonCode
+from amqplite.server.mqtt.accounting import MQTTStats, at_limit
 from amqplite.server.mqtt.client import MQTTClient
 from amqplite.server.mqtt.common import LIMITS, Login, queue_name
 from amqplite.server.mqtt.inflight import PacketIds
@@ -49,7 +50,8 @@ class MQTTListener:
     def __init__(self, settings: Settings, broker: Broker, users: UserDB,
                  execute: Callable[..., Any], interpret: Callable[..., None],
                  committed: Callable[[], Awaitable[None]], persistence: Persistence,
-                 stored_sessions: list[Any] | None = None) -> None:
+                 stored_sessions: list[Any] | None = None,
+                 amqp_admitted: Callable[[], int] = lambda: 0) -> None:
         self.settings = settings
         self.broker = broker
         self.users = users
@@ -84,6 +86,12 @@ class MQTTListener:
         self.quota_logged: set[str] = set()
         #: members of the shared subscriptions' queues (shared.py)
         self.groups = SharedGroups(broker, settings.mqtt_exchange)
+        self.stats = MQTTStats()
+        #: AMQP connections past connection.open: they share max_connections with us
+        self.amqp_admitted = amqp_admitted
+
+    def at_connection_limit(self) -> bool:
+        return at_limit(self.settings.max_connections, self.amqp_admitted(), len(self.clients))
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
@@ -217,7 +225,8 @@ async def run_mqtt(server: Server,
     """A service of the composition root: the MQTT listener beside the AMQP one."""
     listener = MQTTListener(server.settings, server.broker, server.users, server.execute,
                             server.interpret, server.committed, server.persist,
-                            server.mqtt_sessions)
+                            server.mqtt_sessions,
+                            lambda: sum(c.admitted for c in server.connections))
     server.mqtt = listener
     async with trio.open_nursery() as nursery:
         await nursery.start(listener.serve)

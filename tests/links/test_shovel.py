@@ -149,6 +149,37 @@ def test_on_confirm_survives_destination_kill(pair: tuple[AdminBroker, AdminBrok
                  what="A's queue to be empty")
 
 
+def test_on_confirm_survives_kill_of_the_source_broker(
+        pair: tuple[AdminBroker, AdminBroker]) -> None:
+    """A runs the shovel and holds the source queue: killed -9 mid-stream, it comes
+    back with its durable shovel, and every message it confirmed reaches B at least
+    once (what B confirmed was acked on A; the rest is redelivered)."""
+    a, b = pair
+    src, dst, sh = name("src"), name("dst"), name()
+    with b.api() as api:
+        assert api.put(f"/api/queues/%2F/{dst}", json={"durable": True}).status_code == 201
+    put_shovel(a, sh, {"src-uri": "amqp://", "src-queue": src, "dest-uri": b.amqp_url,
+                       "dest-queue": dst, "reconnect-delay": 0.2, "src-prefetch-count": 50})
+    bodies = [b"k-%d" % i for i in range(3000)]
+    publish(a, src, bodies)
+    wait_for(lambda: depth(b, dst) > 0, 30, what="forwarding to begin")
+    a.proc.kill()
+    a.proc.start()
+    got: list[bytes] = []
+
+    def all_there() -> bool:
+        got.extend(drain(b, dst))
+        return set(got) >= set(bodies)
+
+    wait_for(all_there, 90, what="every message A confirmed on B")
+    assert set(got) == set(bodies)  # duplicates allowed (at least once), nothing else
+    wait_for(lambda: (status(a, sh) or {}).get("state") == "running", 20,
+             what="the shovel running again on A")
+    with a.api() as api:
+        wait_for(lambda: api.get(f"/api/queues/%2F/{src}").json()["messages"] == 0, 20,
+                 what="A's queue to be empty")
+
+
 def test_delete_after_queue_length(pair: tuple[AdminBroker, AdminBroker]) -> None:
     a, b = pair
     src, dst, sh = name("src"), name("dst"), name()

@@ -209,8 +209,8 @@ class Delivery:
 class Session:
     """One client connection as the broker sees it."""
 
-    __slots__ = ("channels", "client_properties", "id", "internal", "peer", "transport",
-                 "username", "vhost", "writable")
+    __slots__ = ("channels", "client_properties", "congested", "id", "internal", "peer",
+                 "transport", "username", "vhost", "writable")
 
     def __init__(self, sid: int, username: str, vhost: str, peer: str = "") -> None:
         self.id = sid
@@ -226,6 +226,9 @@ class Session:
         self.writable = True
         #: the broker's own session (definitions import): no permission checks
         self.internal = False
+        #: a queue this session published to that its consumers have a backlog of
+        #: (see publish.FLOW_READY); the shell clears it when it pauses reading
+        self.congested: Any = None
 
 
 class ChannelState:

@@ -79,9 +79,11 @@ def run(url: str, key: str, args: argparse.Namespace) -> TopologyResult:
     res: RunResult = run_once(url, sc, count, args.size, args.timeout, args.inflight,
                               on_go=sampler.start)
     cpu, rss = sampler.stop() if sampler.started else (0.0, 0.0)
-    extra = f"nacks {res.nacks}" if res.nacks else ""
+    extra = f"in flight {res.in_flight:.0f}, unconfirmed {res.unconfirmed:.0f}" + (
+        f", nacks {res.nacks}" if res.nacks else "")
     return TopologyResult(rate=res.rate, p50_ms=res.p50_ms, p99_ms=res.p99_ms, cpu_pct=cpu,
-                          rss_mib=rss, extra=extra, error=res.error, p999_ms=res.p999_ms)
+                          rss_mib=rss, extra=extra, error=res.error, p999_ms=res.p999_ms,
+                          in_flight=res.in_flight, unconfirmed=res.unconfirmed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +135,9 @@ def print_table(keys: list[str], labels: list[str],
             base_cpu = base_cpu or cpu
             if key == STREAM.key:
                 extra = f"read {med(r.read_rate for r in runs):.0f} msg/s per consumer"
+            elif key in SCENARIOS:  # Little's law: p50 ~ in flight / throughput
+                extra = (f"in flight {med(r.in_flight for r in runs):.0f}, unconfirmed "
+                         f"{med(r.unconfirmed for r in runs):.0f}")
             elif key == "idle200" and base_cpu:  # the same rate for all: CPU is the figure
                 extra = f"CPU {cpu / base_cpu:.2f}x the first broker's"
             print(f"| {key:<10} | {label:<12} | {rate:>8.0f} | {med(r.p50_ms for r in runs):>8.2f}"

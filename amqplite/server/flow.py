@@ -36,6 +36,8 @@ MAX_DRAIN_S = 0.05
 JUDGE_AFTER_S = 0.05
 #: a queue whose consumers were too slow is not waited for again for this long
 EXEMPT_S = 1.0
+#: no pause lasts longer (others may keep the queue full: dead-lettering, MQTT)
+MAX_PAUSE_S = 1.0
 
 
 def backlogged(q: Any) -> bool:
@@ -71,6 +73,8 @@ class Flow:
             with trio.move_on_after(JUDGE_AFTER_S / 5):
                 await event.wait()
             elapsed = time.monotonic() - start
+            if elapsed > MAX_PAUSE_S:
+                return
             done = q.stats["deliver_get"] - taken
             if elapsed >= JUDGE_AFTER_S and (
                     (len(q.ready) - RESUME_READY) * elapsed > MAX_DRAIN_S * done):

@@ -71,6 +71,8 @@ class TopologyResult:
     error: str = ""
     read_rate: float = 0.0  # stream: median consumer's read rate
     p999_ms: float = 0.0
+    in_flight: float = 0.0  # S1/S2/fixedrate: see scenario.RunResult
+    unconfirmed: float = 0.0
 
 
 def broker_process(url: str) -> psutil.Process | None:

@@ -15,7 +15,9 @@ every command's outcome (``Server.interpret``: an ack, a consume) may have
 drained it, so waiters are checked then. A queue is a buffer too: when its
 consumers would take longer than ``MAX_DRAIN_S`` to drain the backlog (a slow
 or stuck consumer), the publisher goes on and the queue is left alone for
-``EXEMPT_S``: publishers are paced to fast consumers, never held by slow ones.
+``EXEMPT_S``: publishers are paced to fast consumers, never held for long by
+slow ones (a stuck consumer costs its publishers one ``JUDGE_AFTER_S`` pause
+per ``EXEMPT_S``).
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ from amqplite.broker.publish import FLOW_READY
 #: reading resumes once the queue holds at most this many ready messages
 RESUME_READY = FLOW_READY // 2
 #: the longest the consumers may take to drain the backlog at the rate they drain it
-MAX_DRAIN_S = 0.05
+#: (with a backlog of FLOW_READY: consumers slower than ~500 msgs/s are "slow")
+MAX_DRAIN_S = 0.5
 #: how long a pause runs before that rate is judged (a consumer the machine did not
-#: schedule for a few ms is not slow)
-JUDGE_AFTER_S = 0.05
+#: schedule for a while is not slow)
+JUDGE_AFTER_S = 0.1
 #: a queue whose consumers were too slow is not waited for again for this long
 EXEMPT_S = 1.0
 #: no pause lasts longer (others may keep the queue full: dead-lettering, MQTT)
@@ -70,7 +73,7 @@ class Flow:
             event = self.waiting.get(q)
             if event is None:
                 event = self.waiting[q] = trio.Event()
-            with trio.move_on_after(JUDGE_AFTER_S / 5):
+            with trio.move_on_after(0.01):
                 await event.wait()
             elapsed = time.monotonic() - start
             if elapsed > MAX_PAUSE_S:

@@ -212,8 +212,8 @@ class Delivery:
 class Session:
     """One client connection as the broker sees it."""
 
-    __slots__ = ("channels", "client_id", "client_properties", "id", "internal", "peer",
-                 "protocol", "transport", "username", "vhost", "writable")
+    __slots__ = ("channels", "client_id", "client_properties", "congested", "id", "internal",
+                 "peer", "protocol", "transport", "username", "vhost", "writable")
 
     def __init__(self, sid: int, username: str, vhost: str, peer: str = "") -> None:
         self.id = sid
@@ -233,6 +233,9 @@ class Session:
         self.client_id: str | None = None
         #: the client's protocol, as the delivery log records it (MQTT sets its own)
         self.protocol = AMQP_PROTOCOL
+        #: a queue this session published to that its consumers have a backlog of
+        #: (see publish.FLOW_READY); the shell clears it when it pauses reading
+        self.congested: Any = None
 
 
 class ChannelState:

@@ -123,6 +123,7 @@ class Connection:
 
     def __init__(self, protocol: AmqpProtocol) -> None:
         self.protocol = protocol
+        self.frame_max = 131072  # as tuned: body frames are split to fit
 
     @property
     def transport(self) -> asyncio.Transport:
@@ -163,8 +164,9 @@ class Connection:
         ids, tune = await protocol.next_reply()
         assert ids == wire.CONNECTION_TUNE, ids
         channel_max, frame_max, _ = struct.unpack(">HIH", tune)
+        conn.frame_max = frame_max or 131072
         conn.write(wire.method(0, wire.CONNECTION_TUNE_OK,
-                               struct.pack(">HIH", channel_max, frame_max or 131072, 0)))
+                               struct.pack(">HIH", channel_max, conn.frame_max, 0)))
         await conn.rpc(wire.CONNECTION_OPEN, wire.shortstr(target.vhost) + b"\x00\x00",
                        wire.CONNECTION_OPEN_OK, channel=0)
         await conn.rpc(wire.CHANNEL_OPEN, b"\x00", wire.CHANNEL_OPEN_OK)

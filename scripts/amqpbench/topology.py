@@ -253,14 +253,13 @@ async def _publish(url: str, tp: Topology, tag: str, count: int, size: int, read
                    go: Event) -> dict[str, Any]:
     exchange, queues = _names(tp, tag)
     keys = _routing_keys(tp, queues)
-    head = wire.content_header(1, size, 2 if tp.persistent else 1) + wire.FRAME_HEAD.pack(
-        wire.FRAME_BODY, 1, size)
+    conn = await Connection.open(url)
+    body_head, tail = wire.body_around_stamp(1, size, conn.frame_max)
+    head = wire.content_header(1, size, 2 if tp.persistent else 1) + body_head
     prefixes = [wire.method(1, wire.BASIC_PUBLISH, b"\x00\x00" + wire.shortstr(exchange)
                             + wire.shortstr(k) + b"\x00") + head for k in keys]
-    tail = bytes(size - 8) + wire.FRAME_END
     pack_stamp = struct.Struct(">q").pack
     now = time.perf_counter_ns
-    conn = await Connection.open(url)
     state = {"confirmed": 0, "nacks": 0}
     wakeup = asyncio.Event()
 

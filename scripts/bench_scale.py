@@ -53,6 +53,8 @@ SIZES = (16, 1024, 64 * 1024, 1024 * 1024)
 SIZE_RUN_BYTES = 256 * 1024 * 1024
 IDLE_SECONDS = 10.0
 OPEN_AT_ONCE = 200  # connections or declares in flight at a time
+#: how long RSS is sampled for a settled (minimum) reading
+SETTLE_SECONDS = 3.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -179,20 +181,52 @@ async def _gather_bounded(jobs: list[Callable[[], Any]]) -> list[Any]:
     return await asyncio.gather(*(one(j) for j in jobs))
 
 
-async def _queues_with_consumers(url: str, n: int) -> tuple[list[Connection], list[str], float]:
-    """``n`` queues, each with a consumer, over 10 connections declaring in parallel."""
-    conns = [await Connection.open(url) for _ in range(10)]
-    tag = uuid.uuid4().hex[:6]
-    names = [f"scale-{tag}-{i}" for i in range(n)]
-    t0 = time.perf_counter()
-
+async def _declare_consume(conns: list[Connection], names: list[str]) -> None:
+    """Each queue in ``names`` declared with a consumer, over ``conns`` in parallel."""
     async def lane(conn: Connection, mine: list[str]) -> None:
         for q in mine:
             await conn.queue_declare(q, durable=False)
             await conn.consume(q, no_ack=True)
 
     await asyncio.gather(*(lane(c, names[i::len(conns)]) for i, c in enumerate(conns)))
-    return conns, names, time.perf_counter() - t0
+
+
+async def settled_rss(b: Broker) -> int:
+    """The broker's RSS once settled: the least of samples over SETTLE_SECONDS.
+
+    One reading right after a burst of work counts garbage RabbitMQ has not
+    collected yet (and after a collection the growth even came out negative);
+    the minimum of several is what the broker keeps."""
+    samples = []
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        samples.append(b.rss())
+        if time.monotonic() >= deadline:
+            return min(samples)
+        await asyncio.sleep(0.25)  # the sampling interval, not a synchronisation
+
+
+async def _queues_with_consumers(b: Broker, n: int
+                                 ) -> tuple[list[Connection], list[str], float, float]:
+    """``n`` queues, each with a consumer, over 10 connections declaring in parallel:
+    the connections, the names, the rate, and the bytes per queue.
+
+    Bytes per queue are the settled RSS growth over the second half of the
+    queues: the first half absorbs what the broker allocates once (tables,
+    caches, pools warming up), which is no per-queue cost."""
+    conns = [await Connection.open(b.url) for _ in range(10)]
+    tag = uuid.uuid4().hex[:6]
+    names = [f"scale-{tag}-{i}" for i in range(n)]
+    half = n // 2
+    t0 = time.perf_counter()
+    await _declare_consume(conns, names[:half])
+    secs = time.perf_counter() - t0
+    mid = await settled_rss(b)
+    t0 = time.perf_counter()
+    await _declare_consume(conns, names[half:])
+    secs += time.perf_counter() - t0
+    per_queue = (await settled_rss(b) - mid) / (n - half)
+    return conns, names, n / secs, per_queue
 
 
 async def _close_queues(conns: list[Connection], names: list[str]) -> None:
@@ -209,12 +243,10 @@ def queues_curve(brokers: list[Broker], args: argparse.Namespace) -> dict[str, A
     for n in (int(x) for x in args.queues.split(",")):
         for b in brokers:
             async def run(b: Broker = b, n: int = n) -> tuple[float, float, float]:
-                before = b.rss()
-                conns, names, secs = await _queues_with_consumers(b.url, n)
-                per_queue = (b.rss() - before) / n
+                conns, names, rate, per_queue = await _queues_with_consumers(b, n)
                 idle = await asyncio.to_thread(b.idle_cpu, args.idle_seconds)
                 await _close_queues(conns, names)
-                return n / secs, per_queue, idle
+                return rate, per_queue, idle
 
             rate, per_q, idle = asyncio.run(run())
             print(f"  queues {n:>6}  {b.label:<10} declare+consume {rate:8.0f}/s  "
@@ -233,11 +265,16 @@ def connections_curve(brokers: list[Broker], args: argparse.Namespace) -> dict[s
     for n in (int(x) for x in args.connections.split(",")):
         for b in brokers:
             async def run(b: Broker = b, n: int = n) -> tuple[float, float, float]:
-                before = b.rss()
+                # as for queues: settled RSS growth over the second half
+                half = n // 2
                 t0 = time.perf_counter()
-                conns = await _gather_bounded([lambda: Connection.open(b.url)] * n)
-                rate = n / (time.perf_counter() - t0)
-                per_conn = (b.rss() - before) / n
+                conns = await _gather_bounded([lambda: Connection.open(b.url)] * half)
+                secs = time.perf_counter() - t0
+                mid = await settled_rss(b)
+                t0 = time.perf_counter()
+                conns += await _gather_bounded([lambda: Connection.open(b.url)] * (n - half))
+                rate = n / (secs + time.perf_counter() - t0)
+                per_conn = (await settled_rss(b) - mid) / (n - half)
                 idle = await asyncio.to_thread(b.idle_cpu, args.idle_seconds)
                 for c in conns:
                     c.transport.close()

@@ -6,11 +6,13 @@ count and backlog depth, each as a curve per broker (issue 27, floor 4).
         amqp://guest:guest@127.0.0.1:5672/ --label amqplite --label rabbitmq
 
 Curves (``--curve``, repeatable; default all):
-- sizes:       persistent + confirms, one publisher, one consumer (manual ack,
-               prefetch 100), bodies of 16 B, 1 KiB, 64 KiB and 1 MiB:
-               throughput and the broker's peak RSS.
+- sizes:       bodies of 16 B, 1 KiB, 64 KiB and 1 MiB, one publisher, one
+               consumer, persistent + confirms (manual ack, prefetch 100) and
+               transient (no confirms, no-ack consumer): throughput and the
+               broker's peak RSS. Bodies are split to the tuned frame_max.
 - queues:      1,000 and 10,000 queues with a consumer each: declare + consume
-               rate, RSS per queue, the broker's idle CPU with all of them.
+               rate, RSS per queue (settled growth over the second half), the
+               broker's idle CPU with all of them.
 - connections: 1,000 and 10,000 idle connections (channel open): RSS per
                connection, the broker's idle CPU.
 - backlog:     2,000,000 persistent 1 KiB messages into one durable queue with
@@ -65,6 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--curve", choices=CURVES, action="append")
     p.add_argument("--runs", type=int, default=3, help="rounds per point (sizes)")
     p.add_argument("--max-count", type=int, default=20_000, help="sizes: messages per run at most")
+    p.add_argument("--sizes-scenario", choices=("persistent", "transient"), action="append",
+                   help="sizes: the scenario(s) to run (default both)")
     p.add_argument("--queues", default="1000,10000")
     p.add_argument("--connections", default="1000,10000")
     p.add_argument("--backlog", type=int, default=2_000_000)
@@ -72,6 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--plots", type=Path, default=Path("docs/images"))
     a = p.parse_args(argv)
     a.curve = a.curve or list(CURVES)
+    a.sizes_scenario = a.sizes_scenario or ["persistent", "transient"]
     if a.label and len(a.label) != len(a.urls):
         p.error("give one --label per URL, or none")
     a.label = a.label or [u.split("@")[-1].split("/")[0] for u in a.urls]
@@ -133,32 +138,43 @@ class Broker:
 
 
 def sizes_curve(brokers: list[Broker], args: argparse.Namespace) -> dict[str, Any]:
-    rows: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    return {f"sizes-{kind}": _sizes(brokers, args, kind) for kind in args.sizes_scenario}
+
+
+def _sizes(brokers: list[Broker], args: argparse.Namespace,
+           kind: str) -> dict[tuple[str, int], tuple[float, float, float]]:
+    """Median (msg/s, peak RSS MiB, broker CPU µs per message) per (broker, size).
+
+    CPU per message is the figure a busy machine disturbs least: when other
+    work takes the cores, throughput falls, the CPU a message costs hardly."""
+    rows: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
     for size in SIZES:
         count = max(200, min(args.max_count, SIZE_RUN_BYTES // size))
         for rnd in range(args.runs):
             for b in brokers:
                 sampler = Sampler(b.proc)
-                res = run_once(b.url, SCENARIOS["persistent"], count, size,
+                res = run_once(b.url, SCENARIOS[kind], count, size,
                                timeout=600, on_go=sampler.start)
-                _cpu, rss = sampler.stop() if sampler.started else (0.0, 0.0)
+                cpu, rss = sampler.stop() if sampler.started else (0.0, 0.0)
+                us = 1e4 * cpu / res.rate if res.rate else 0.0
                 err = f"  ERROR {res.error}" if res.error else ""
-                print(f"  sizes {size:>8} B  round {rnd + 1}  {b.label:<10} "
-                      f"{res.rate:9.0f} msg/s  RSS {rss:7.0f} MiB{err}", flush=True)
-                rows.setdefault((b.label, size), []).append((res.rate, rss))
-    table = {k: (statistics.median(r for r, _ in v), statistics.median(m for _, m in v))
-             for k, v in rows.items()}
-    print(f"\n### Body size (persistent, confirms, manual ack) | load avg {load()}\n")
-    print("| size | " + " | ".join(f"{b.label} msg/s | {b.label} MB/s | {b.label} RSS MiB"
-                                    for b in brokers) + " |")
-    print("|---" * (1 + 3 * len(brokers)) + "|")
+                print(f"  sizes {kind} {size:>8} B  round {rnd + 1}  {b.label:<10} "
+                      f"{res.rate:9.0f} msg/s  RSS {rss:7.0f} MiB  CPU {us:7.0f} µs/msg{err}",
+                      flush=True)
+                rows.setdefault((b.label, size), []).append((res.rate, rss, us))
+    table = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v),
+                 statistics.median(x[2] for x in v)) for k, v in rows.items()}
+    print(f"\n### Body size ({SCENARIOS[kind].title}) | load avg {load()}\n")
+    print("| size | " + " | ".join(f"{b.label} msg/s | {b.label} MB/s | {b.label} RSS MiB | "
+                                    f"{b.label} CPU µs/msg" for b in brokers) + " |")
+    print("|---" * (1 + 4 * len(brokers)) + "|")
     for size in SIZES:
         cells = []
         for b in brokers:
-            rate, rss = table[(b.label, size)]
-            cells += [f"{rate:,.0f}", f"{rate * size / 1e6:,.1f}", f"{rss:,.0f}"]
+            rate, rss, us = table[(b.label, size)]
+            cells += [f"{rate:,.0f}", f"{rate * size / 1e6:,.1f}", f"{rss:,.0f}", f"{us:,.0f}"]
         print(f"| {_human(size)} | " + " | ".join(cells) + " |")
-    return {"sizes": table}
+    return table
 
 
 def _human(size: int) -> str:
@@ -381,18 +397,22 @@ def plot(results: dict[str, Any], labels: list[str], out: Path) -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     stamp = f"load avg {load()}"
-    if "sizes" in results:
-        t = results["sizes"]
+    kinds = [k.split("-", 1)[1] for k in results if k.startswith("sizes-")]
+    if kinds:
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-        for label in labels:
-            ax1.plot(SIZES, [t[(label, s)][0] * s / 1e6 for s in SIZES], marker="o", label=label)
-            ax2.plot(SIZES, [t[(label, s)][1] for s in SIZES], marker="o", label=label)
+        for kind in kinds:
+            t = results[f"sizes-{kind}"]
+            for label in labels:
+                name = f"{label} {kind}"
+                ax1.plot(SIZES, [t[(label, s)][0] * s / 1e6 for s in SIZES], marker="o",
+                         label=name)
+                ax2.plot(SIZES, [t[(label, s)][1] for s in SIZES], marker="o", label=name)
         for ax, what in ((ax1, "throughput MB/s"), (ax2, "peak RSS MiB")):
             ax.set_xscale("log", base=2)
             ax.set_xlabel("body size (bytes)")
             ax.set_ylabel(what)
             ax.legend()
-        fig.suptitle(f"Body size: persistent, confirms ({stamp})")
+        fig.suptitle(f"Body size ({stamp})")
         _save(fig, out / "scale_sizes.png")
     for key, unit, idx in (("queues", "queue", 1), ("connections", "connection", 1)):
         if key not in results:

@@ -399,7 +399,7 @@ def plot(results: dict[str, Any], labels: list[str], out: Path) -> None:
     stamp = f"load avg {load()}"
     kinds = [k.split("-", 1)[1] for k in results if k.startswith("sizes-")]
     if kinds:
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+        fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 4))
         for kind in kinds:
             t = results[f"sizes-{kind}"]
             for label in labels:
@@ -407,7 +407,10 @@ def plot(results: dict[str, Any], labels: list[str], out: Path) -> None:
                 ax1.plot(SIZES, [t[(label, s)][0] * s / 1e6 for s in SIZES], marker="o",
                          label=name)
                 ax2.plot(SIZES, [t[(label, s)][1] for s in SIZES], marker="o", label=name)
-        for ax, what in ((ax1, "throughput MB/s"), (ax2, "peak RSS MiB")):
+                ax3.plot(SIZES, [t[(label, s)][2] for s in SIZES], marker="o", label=name)
+        ax3.set_yscale("log")
+        for ax, what in ((ax1, "throughput MB/s"), (ax2, "peak RSS MiB"),
+                         (ax3, "broker CPU µs per message")):
             ax.set_xscale("log", base=2)
             ax.set_xlabel("body size (bytes)")
             ax.set_ylabel(what)

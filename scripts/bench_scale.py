@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from amqpbench import wire
 from amqpbench.client import Connection
 from amqpbench.scenario import SCENARIOS, publish, run_once
-from amqpbench.topology import Sampler, broker_process
+from amqpbench.topology import Sampler, broker_process, tree_cpu_seconds, tree_rss
 
 CURVES = ("sizes", "queues", "connections", "backlog")
 SIZES = (16, 1024, 64 * 1024, 1024 * 1024)
@@ -101,31 +101,11 @@ class Broker:
         if self.proc is None:
             raise SystemExit(f"no process listens on the port of {url}")
 
-    def _tree(self) -> list[psutil.Process]:
-        assert self.proc is not None
-        try:
-            return [self.proc, *self.proc.children(recursive=True)]
-        except psutil.Error:
-            return [self.proc]
-
     def rss(self) -> int:
-        total = 0
-        for p in self._tree():
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                continue
-        return total
+        return tree_rss(self.proc)
 
     def cpu_seconds(self) -> float:
-        total = 0.0
-        for p in self._tree():
-            try:
-                t = p.cpu_times()
-            except psutil.Error:
-                continue
-            total += t.user + t.system
-        return total
+        return tree_cpu_seconds(self.proc)
 
     def idle_cpu(self, seconds: float) -> float:
         """The broker's CPU (% of one core) over ``seconds`` of doing nothing asked."""

@@ -81,6 +81,39 @@ def broker_process(url: str) -> psutil.Process | None:
     return None
 
 
+def _tree(proc: psutil.Process | None) -> list[psutil.Process]:
+    """The broker process and every process under it."""
+    if proc is None:
+        return []
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return [proc]
+
+
+def tree_cpu_seconds(proc: psutil.Process | None) -> float:
+    """User + system CPU seconds of the process tree (processes gone are skipped)."""
+    total = 0.0
+    for p in _tree(proc):
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+    return total
+
+
+def tree_rss(proc: psutil.Process | None) -> int:
+    """Resident bytes of the process tree (processes gone are skipped)."""
+    total = 0
+    for p in _tree(proc):
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
 class Sampler:
     """Peak RSS and CPU time of the broker while a run lasts (a thread, every 50 ms).
 
@@ -96,34 +129,13 @@ class Sampler:
         self._cpu0 = self._cpu()
         self._t0 = time.monotonic()
 
-    def _tree(self) -> list[psutil.Process]:
-        if self.proc is None:
-            return []
-        try:
-            return [self.proc, *self.proc.children(recursive=True)]
-        except psutil.Error:
-            return [self.proc]
-
     def _cpu(self) -> float:
-        total = 0.0
-        for p in self._tree():
-            try:
-                t = p.cpu_times()
-            except psutil.Error:
-                continue
-            total += t.user + t.system
-        return total
+        return tree_cpu_seconds(self.proc)
 
     def _run(self) -> None:
         while not self._stop.wait(0.05):
             if self.proc is not None:
-                rss = 0
-                for p in self._tree():
-                    try:
-                        rss += p.memory_info().rss
-                    except psutil.Error:
-                        continue
-                self.peak = max(self.peak, rss)
+                self.peak = max(self.peak, tree_rss(self.proc))
 
     @property
     def started(self) -> bool:

@@ -333,10 +333,13 @@ async def _drain(url: str, queue: str, count: int) -> float:
 
 
 def backlog_curve(brokers: list[Broker], args: argparse.Namespace) -> dict[str, Any]:
-    table: dict[str, tuple[float, float, float, float]] = {}
+    table: dict[str, tuple[float, float, float, float, float]] = {}
     count, size = args.backlog, 1024
     for b in brokers:
-        async def run(b: Broker = b) -> tuple[float, float, float, float]:
+        async def run(b: Broker = b) -> tuple[float, float, float, float, float]:
+            # what the broker held before (earlier curves grew it): the backlog's
+            # own memory is the difference
+            rss_before = await settled_rss(b) / 2**20
             queue = f"scale-backlog-{uuid.uuid4().hex[:6]}"
             conn = await Connection.open(b.url)
             await conn.queue_declare(queue, durable=True)
@@ -350,17 +353,20 @@ def backlog_curve(brokers: list[Broker], args: argparse.Namespace) -> dict[str, 
             rss_after = b.rss() / 2**20
             await conn.queue_delete(queue)
             await conn.close()
-            return pub_rate, rss_full, drain_rate, rss_after
+            return pub_rate, rss_full, drain_rate, rss_after, rss_before
 
         res = asyncio.run(run())
-        print(f"  backlog {count:,}  {b.label:<10} publish {res[0]:8.0f}/s  RSS {res[1]:7.0f} "
-              f"MiB  drain {res[2]:8.0f}/s  RSS after {res[3]:7.0f} MiB", flush=True)
+        print(f"  backlog {count:,}  {b.label:<10} RSS before {res[4]:7.0f} MiB  publish "
+              f"{res[0]:8.0f}/s  RSS {res[1]:7.0f} MiB  drain {res[2]:8.0f}/s  "
+              f"RSS after {res[3]:7.0f} MiB", flush=True)
         table[b.label] = res
     print(f"\n### Persistent backlog of {count:,} x 1 KiB | load avg {load()}\n")
-    print("| broker | publish msg/s | RSS with backlog MiB | drain msg/s | RSS drained MiB |")
-    print("|---|---|---|---|---|")
-    for label, (pub, rss, drain, after) in table.items():
-        print(f"| {label} | {pub:,.0f} | {rss:,.0f} | {drain:,.0f} | {after:,.0f} |")
+    print("| broker | RSS before MiB | publish msg/s | RSS with backlog MiB | drain msg/s "
+          "| RSS drained MiB |")
+    print("|---|---|---|---|---|---|")
+    for label, (pub, rss, drain, after, before) in table.items():
+        print(f"| {label} | {before:,.0f} | {pub:,.0f} | {rss:,.0f} | {drain:,.0f} "
+              f"| {after:,.0f} |")
     return {"backlog": table}
 
 

@@ -11,8 +11,8 @@ from tests.server.conftest import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from amqpbench.client import Connection  # noqa: E402
-from amqpbench.scenario import publish  # noqa: E402
+from amqpbench.client import Connection
+from amqpbench.scenario import publish
 
 SIZE = 300_000  # three body frames at the default frame_max of 131,072
 

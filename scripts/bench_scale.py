@@ -44,7 +44,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from amqpbench import wire
+from amqpbench import client, wire
 from amqpbench.client import Connection
 from amqpbench.scenario import SCENARIOS, publish, run_once
 from amqpbench.topology import Sampler, broker_process, tree_cpu_seconds, tree_rss
@@ -305,31 +305,9 @@ def _wait_closed(b: Broker, deadline: float) -> None:
 
 
 async def _drain(url: str, queue: str, count: int) -> float:
-    conn = await Connection.open(url)
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-    state = {"n": 0, "tag": 0, "acked": 0}
-
-    def on_deliver(tag: int, _stamp: int) -> None:
-        state["n"] += 1
-        state["tag"] = tag
-        if state["n"] >= count and not done.done():
-            done.set_result(None)
-
-    def after_batch() -> None:
-        if state["tag"] > state["acked"]:
-            conn.write(wire.ack(1, state["tag"], multiple=True))
-            state["acked"] = state["tag"]
-
-    conn.protocol.on_deliver = on_deliver
-    conn.protocol.after_batch = after_batch
-    await conn.qos(1000)
-    t0 = time.perf_counter()
-    await conn.consume(queue, no_ack=False)
-    await done
-    secs = time.perf_counter() - t0
-    await conn.close()
-    return count / secs
+    """Drain rate (msg/s) of ``count`` messages, prefetch 1,000."""
+    received, secs = await client.drain(url, queue, count, 1000)
+    return received / secs
 
 
 def backlog_curve(brokers: list[Broker], args: argparse.Namespace) -> dict[str, Any]:

@@ -37,7 +37,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from amqpbench import wire
+from amqpbench import client
 from amqpbench.client import Connection
 from amqpbench.scenario import publish
 
@@ -106,30 +106,7 @@ class PeakRSS:
 
 async def drain(url: str, queue: str, count: int, timeout: float) -> int:
     """Consume (manual acks, prefetch 500) until ``count`` arrived or ``timeout``; how many did."""
-    conn = await Connection.open(url)
-    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    state = {"n": 0, "tag": 0, "acked": 0}
-
-    def on_deliver(tag: int, _stamp: int) -> None:
-        state["n"] += 1
-        state["tag"] = tag
-        if state["n"] >= count and not done.done():
-            done.set_result(None)
-
-    def after_batch() -> None:
-        # a tag once (a read ending inside a delivery brings no new one: 406 if acked again)
-        if state["tag"] > state["acked"]:
-            state["acked"] = state["tag"]
-            conn.write(wire.ack(1, state["tag"], multiple=True))
-
-    conn.protocol.on_deliver = on_deliver
-    conn.protocol.after_batch = after_batch
-    await conn.qos(500)
-    await conn.consume(queue, no_ack=False)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(done, timeout)
-    await conn.close()
-    return state["n"]
+    return (await client.drain(url, queue, count, 500, timeout))[0]
 
 
 async def backlog(url: str, pid: int, count: int, size: int, persistent: bool,

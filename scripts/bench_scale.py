@@ -6,11 +6,13 @@ count and backlog depth, each as a curve per broker (issue 27, floor 4).
         amqp://guest:guest@127.0.0.1:5672/ --label amqplite --label rabbitmq
 
 Curves (``--curve``, repeatable; default all):
-- sizes:       persistent + confirms, one publisher, one consumer (manual ack,
-               prefetch 100), bodies of 16 B, 1 KiB, 64 KiB and 1 MiB:
-               throughput and the broker's peak RSS.
+- sizes:       bodies of 16 B, 1 KiB, 64 KiB and 1 MiB, one publisher, one
+               consumer, persistent + confirms (manual ack, prefetch 100) and
+               transient (no confirms, no-ack consumer): throughput and the
+               broker's peak RSS. Bodies are split to the tuned frame_max.
 - queues:      1,000 and 10,000 queues with a consumer each: declare + consume
-               rate, RSS per queue, the broker's idle CPU with all of them.
+               rate, RSS per queue (settled growth over the second half), the
+               broker's idle CPU with all of them.
 - connections: 1,000 and 10,000 idle connections (channel open): RSS per
                connection, the broker's idle CPU.
 - backlog:     2,000,000 persistent 1 KiB messages into one durable queue with
@@ -42,10 +44,10 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from amqpbench import wire
+from amqpbench import client, wire
 from amqpbench.client import Connection
 from amqpbench.scenario import SCENARIOS, publish, run_once
-from amqpbench.topology import Sampler, broker_process
+from amqpbench.topology import Sampler, broker_process, tree_cpu_seconds, tree_rss
 
 CURVES = ("sizes", "queues", "connections", "backlog")
 SIZES = (16, 1024, 64 * 1024, 1024 * 1024)
@@ -53,6 +55,8 @@ SIZES = (16, 1024, 64 * 1024, 1024 * 1024)
 SIZE_RUN_BYTES = 256 * 1024 * 1024
 IDLE_SECONDS = 10.0
 OPEN_AT_ONCE = 200  # connections or declares in flight at a time
+#: how long RSS is sampled for a settled (minimum) reading
+SETTLE_SECONDS = 3.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,6 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--curve", choices=CURVES, action="append")
     p.add_argument("--runs", type=int, default=3, help="rounds per point (sizes)")
     p.add_argument("--max-count", type=int, default=20_000, help="sizes: messages per run at most")
+    p.add_argument("--sizes-scenario", choices=("persistent", "transient"), action="append",
+                   help="sizes: the scenario(s) to run (default both)")
     p.add_argument("--queues", default="1000,10000")
     p.add_argument("--connections", default="1000,10000")
     p.add_argument("--backlog", type=int, default=2_000_000)
@@ -70,6 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--plots", type=Path, default=Path("docs/images"))
     a = p.parse_args(argv)
     a.curve = a.curve or list(CURVES)
+    a.sizes_scenario = a.sizes_scenario or ["persistent", "transient"]
     if a.label and len(a.label) != len(a.urls):
         p.error("give one --label per URL, or none")
     a.label = a.label or [u.split("@")[-1].split("/")[0] for u in a.urls]
@@ -94,31 +101,11 @@ class Broker:
         if self.proc is None:
             raise SystemExit(f"no process listens on the port of {url}")
 
-    def _tree(self) -> list[psutil.Process]:
-        assert self.proc is not None
-        try:
-            return [self.proc, *self.proc.children(recursive=True)]
-        except psutil.Error:
-            return [self.proc]
-
     def rss(self) -> int:
-        total = 0
-        for p in self._tree():
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                continue
-        return total
+        return tree_rss(self.proc)
 
     def cpu_seconds(self) -> float:
-        total = 0.0
-        for p in self._tree():
-            try:
-                t = p.cpu_times()
-            except psutil.Error:
-                continue
-            total += t.user + t.system
-        return total
+        return tree_cpu_seconds(self.proc)
 
     def idle_cpu(self, seconds: float) -> float:
         """The broker's CPU (% of one core) over ``seconds`` of doing nothing asked."""
@@ -131,32 +118,43 @@ class Broker:
 
 
 def sizes_curve(brokers: list[Broker], args: argparse.Namespace) -> dict[str, Any]:
-    rows: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    return {f"sizes-{kind}": _sizes(brokers, args, kind) for kind in args.sizes_scenario}
+
+
+def _sizes(brokers: list[Broker], args: argparse.Namespace,
+           kind: str) -> dict[tuple[str, int], tuple[float, float, float]]:
+    """Median (msg/s, peak RSS MiB, broker CPU µs per message) per (broker, size).
+
+    CPU per message is the figure a busy machine disturbs least: when other
+    work takes the cores, throughput falls, the CPU a message costs hardly."""
+    rows: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
     for size in SIZES:
         count = max(200, min(args.max_count, SIZE_RUN_BYTES // size))
         for rnd in range(args.runs):
             for b in brokers:
                 sampler = Sampler(b.proc)
-                res = run_once(b.url, SCENARIOS["persistent"], count, size,
+                res = run_once(b.url, SCENARIOS[kind], count, size,
                                timeout=600, on_go=sampler.start)
-                _cpu, rss = sampler.stop() if sampler.started else (0.0, 0.0)
+                cpu, rss = sampler.stop() if sampler.started else (0.0, 0.0)
+                us = 1e4 * cpu / res.rate if res.rate else 0.0
                 err = f"  ERROR {res.error}" if res.error else ""
-                print(f"  sizes {size:>8} B  round {rnd + 1}  {b.label:<10} "
-                      f"{res.rate:9.0f} msg/s  RSS {rss:7.0f} MiB{err}", flush=True)
-                rows.setdefault((b.label, size), []).append((res.rate, rss))
-    table = {k: (statistics.median(r for r, _ in v), statistics.median(m for _, m in v))
-             for k, v in rows.items()}
-    print(f"\n### Body size (persistent, confirms, manual ack) | load avg {load()}\n")
-    print("| size | " + " | ".join(f"{b.label} msg/s | {b.label} MB/s | {b.label} RSS MiB"
-                                    for b in brokers) + " |")
-    print("|---" * (1 + 3 * len(brokers)) + "|")
+                print(f"  sizes {kind} {size:>8} B  round {rnd + 1}  {b.label:<10} "
+                      f"{res.rate:9.0f} msg/s  RSS {rss:7.0f} MiB  CPU {us:7.0f} µs/msg{err}",
+                      flush=True)
+                rows.setdefault((b.label, size), []).append((res.rate, rss, us))
+    table = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v),
+                 statistics.median(x[2] for x in v)) for k, v in rows.items()}
+    print(f"\n### Body size ({SCENARIOS[kind].title}) | load avg {load()}\n")
+    print("| size | " + " | ".join(f"{b.label} msg/s | {b.label} MB/s | {b.label} RSS MiB | "
+                                    f"{b.label} CPU µs/msg" for b in brokers) + " |")
+    print("|---" * (1 + 4 * len(brokers)) + "|")
     for size in SIZES:
         cells = []
         for b in brokers:
-            rate, rss = table[(b.label, size)]
-            cells += [f"{rate:,.0f}", f"{rate * size / 1e6:,.1f}", f"{rss:,.0f}"]
+            rate, rss, us = table[(b.label, size)]
+            cells += [f"{rate:,.0f}", f"{rate * size / 1e6:,.1f}", f"{rss:,.0f}", f"{us:,.0f}"]
         print(f"| {_human(size)} | " + " | ".join(cells) + " |")
-    return {"sizes": table}
+    return table
 
 
 def _human(size: int) -> str:
@@ -179,20 +177,52 @@ async def _gather_bounded(jobs: list[Callable[[], Any]]) -> list[Any]:
     return await asyncio.gather(*(one(j) for j in jobs))
 
 
-async def _queues_with_consumers(url: str, n: int) -> tuple[list[Connection], list[str], float]:
-    """``n`` queues, each with a consumer, over 10 connections declaring in parallel."""
-    conns = [await Connection.open(url) for _ in range(10)]
-    tag = uuid.uuid4().hex[:6]
-    names = [f"scale-{tag}-{i}" for i in range(n)]
-    t0 = time.perf_counter()
-
+async def _declare_consume(conns: list[Connection], names: list[str]) -> None:
+    """Each queue in ``names`` declared with a consumer, over ``conns`` in parallel."""
     async def lane(conn: Connection, mine: list[str]) -> None:
         for q in mine:
             await conn.queue_declare(q, durable=False)
             await conn.consume(q, no_ack=True)
 
     await asyncio.gather(*(lane(c, names[i::len(conns)]) for i, c in enumerate(conns)))
-    return conns, names, time.perf_counter() - t0
+
+
+async def settled_rss(b: Broker) -> int:
+    """The broker's RSS once settled: the least of samples over SETTLE_SECONDS.
+
+    One reading right after a burst of work counts garbage RabbitMQ has not
+    collected yet (and after a collection the growth even came out negative);
+    the minimum of several is what the broker keeps."""
+    samples = []
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        samples.append(b.rss())
+        if time.monotonic() >= deadline:
+            return min(samples)
+        await asyncio.sleep(0.25)  # the sampling interval, not a synchronisation
+
+
+async def _queues_with_consumers(b: Broker, n: int
+                                 ) -> tuple[list[Connection], list[str], float, float]:
+    """``n`` queues, each with a consumer, over 10 connections declaring in parallel:
+    the connections, the names, the rate, and the bytes per queue.
+
+    Bytes per queue are the settled RSS growth over the second half of the
+    queues: the first half absorbs what the broker allocates once (tables,
+    caches, pools warming up), which is no per-queue cost."""
+    conns = [await Connection.open(b.url) for _ in range(10)]
+    tag = uuid.uuid4().hex[:6]
+    names = [f"scale-{tag}-{i}" for i in range(n)]
+    half = n // 2
+    t0 = time.perf_counter()
+    await _declare_consume(conns, names[:half])
+    secs = time.perf_counter() - t0
+    mid = await settled_rss(b)
+    t0 = time.perf_counter()
+    await _declare_consume(conns, names[half:])
+    secs += time.perf_counter() - t0
+    per_queue = (await settled_rss(b) - mid) / (n - half)
+    return conns, names, n / secs, per_queue
 
 
 async def _close_queues(conns: list[Connection], names: list[str]) -> None:
@@ -209,12 +239,10 @@ def queues_curve(brokers: list[Broker], args: argparse.Namespace) -> dict[str, A
     for n in (int(x) for x in args.queues.split(",")):
         for b in brokers:
             async def run(b: Broker = b, n: int = n) -> tuple[float, float, float]:
-                before = b.rss()
-                conns, names, secs = await _queues_with_consumers(b.url, n)
-                per_queue = (b.rss() - before) / n
+                conns, names, rate, per_queue = await _queues_with_consumers(b, n)
                 idle = await asyncio.to_thread(b.idle_cpu, args.idle_seconds)
                 await _close_queues(conns, names)
-                return n / secs, per_queue, idle
+                return rate, per_queue, idle
 
             rate, per_q, idle = asyncio.run(run())
             print(f"  queues {n:>6}  {b.label:<10} declare+consume {rate:8.0f}/s  "
@@ -233,11 +261,16 @@ def connections_curve(brokers: list[Broker], args: argparse.Namespace) -> dict[s
     for n in (int(x) for x in args.connections.split(",")):
         for b in brokers:
             async def run(b: Broker = b, n: int = n) -> tuple[float, float, float]:
-                before = b.rss()
+                # as for queues: settled RSS growth over the second half
+                half = n // 2
                 t0 = time.perf_counter()
-                conns = await _gather_bounded([lambda: Connection.open(b.url)] * n)
-                rate = n / (time.perf_counter() - t0)
-                per_conn = (b.rss() - before) / n
+                conns = await _gather_bounded([lambda: Connection.open(b.url)] * half)
+                secs = time.perf_counter() - t0
+                mid = await settled_rss(b)
+                t0 = time.perf_counter()
+                conns += await _gather_bounded([lambda: Connection.open(b.url)] * (n - half))
+                rate = n / (secs + time.perf_counter() - t0)
+                per_conn = (await settled_rss(b) - mid) / (n - half)
                 idle = await asyncio.to_thread(b.idle_cpu, args.idle_seconds)
                 for c in conns:
                     c.transport.close()
@@ -272,38 +305,19 @@ def _wait_closed(b: Broker, deadline: float) -> None:
 
 
 async def _drain(url: str, queue: str, count: int) -> float:
-    conn = await Connection.open(url)
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-    state = {"n": 0, "tag": 0, "acked": 0}
-
-    def on_deliver(tag: int, _stamp: int) -> None:
-        state["n"] += 1
-        state["tag"] = tag
-        if state["n"] >= count and not done.done():
-            done.set_result(None)
-
-    def after_batch() -> None:
-        if state["tag"] > state["acked"]:
-            conn.write(wire.ack(1, state["tag"], multiple=True))
-            state["acked"] = state["tag"]
-
-    conn.protocol.on_deliver = on_deliver
-    conn.protocol.after_batch = after_batch
-    await conn.qos(1000)
-    t0 = time.perf_counter()
-    await conn.consume(queue, no_ack=False)
-    await done
-    secs = time.perf_counter() - t0
-    await conn.close()
-    return count / secs
+    """Drain rate (msg/s) of ``count`` messages, prefetch 1,000."""
+    received, secs = await client.drain(url, queue, count, 1000)
+    return received / secs
 
 
 def backlog_curve(brokers: list[Broker], args: argparse.Namespace) -> dict[str, Any]:
-    table: dict[str, tuple[float, float, float, float]] = {}
+    table: dict[str, tuple[float, float, float, float, float]] = {}
     count, size = args.backlog, 1024
     for b in brokers:
-        async def run(b: Broker = b) -> tuple[float, float, float, float]:
+        async def run(b: Broker = b) -> tuple[float, float, float, float, float]:
+            # what the broker held before (earlier curves grew it): the backlog's
+            # own memory is the difference
+            rss_before = await settled_rss(b) / 2**20
             queue = f"scale-backlog-{uuid.uuid4().hex[:6]}"
             conn = await Connection.open(b.url)
             await conn.queue_declare(queue, durable=True)
@@ -317,17 +331,20 @@ def backlog_curve(brokers: list[Broker], args: argparse.Namespace) -> dict[str, 
             rss_after = b.rss() / 2**20
             await conn.queue_delete(queue)
             await conn.close()
-            return pub_rate, rss_full, drain_rate, rss_after
+            return pub_rate, rss_full, drain_rate, rss_after, rss_before
 
         res = asyncio.run(run())
-        print(f"  backlog {count:,}  {b.label:<10} publish {res[0]:8.0f}/s  RSS {res[1]:7.0f} "
-              f"MiB  drain {res[2]:8.0f}/s  RSS after {res[3]:7.0f} MiB", flush=True)
+        print(f"  backlog {count:,}  {b.label:<10} RSS before {res[4]:7.0f} MiB  publish "
+              f"{res[0]:8.0f}/s  RSS {res[1]:7.0f} MiB  drain {res[2]:8.0f}/s  "
+              f"RSS after {res[3]:7.0f} MiB", flush=True)
         table[b.label] = res
     print(f"\n### Persistent backlog of {count:,} x 1 KiB | load avg {load()}\n")
-    print("| broker | publish msg/s | RSS with backlog MiB | drain msg/s | RSS drained MiB |")
-    print("|---|---|---|---|---|")
-    for label, (pub, rss, drain, after) in table.items():
-        print(f"| {label} | {pub:,.0f} | {rss:,.0f} | {drain:,.0f} | {after:,.0f} |")
+    print("| broker | RSS before MiB | publish msg/s | RSS with backlog MiB | drain msg/s "
+          "| RSS drained MiB |")
+    print("|---|---|---|---|---|---|")
+    for label, (pub, rss, drain, after, before) in table.items():
+        print(f"| {label} | {before:,.0f} | {pub:,.0f} | {rss:,.0f} | {drain:,.0f} "
+              f"| {after:,.0f} |")
     return {"backlog": table}
 
 
@@ -344,18 +361,25 @@ def plot(results: dict[str, Any], labels: list[str], out: Path) -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     stamp = f"load avg {load()}"
-    if "sizes" in results:
-        t = results["sizes"]
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-        for label in labels:
-            ax1.plot(SIZES, [t[(label, s)][0] * s / 1e6 for s in SIZES], marker="o", label=label)
-            ax2.plot(SIZES, [t[(label, s)][1] for s in SIZES], marker="o", label=label)
-        for ax, what in ((ax1, "throughput MB/s"), (ax2, "peak RSS MiB")):
+    kinds = [k.split("-", 1)[1] for k in results if k.startswith("sizes-")]
+    if kinds:
+        fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 4))
+        for kind in kinds:
+            t = results[f"sizes-{kind}"]
+            for label in labels:
+                name = f"{label} {kind}"
+                ax1.plot(SIZES, [t[(label, s)][0] * s / 1e6 for s in SIZES], marker="o",
+                         label=name)
+                ax2.plot(SIZES, [t[(label, s)][1] for s in SIZES], marker="o", label=name)
+                ax3.plot(SIZES, [t[(label, s)][2] for s in SIZES], marker="o", label=name)
+        ax3.set_yscale("log")
+        for ax, what in ((ax1, "throughput MB/s"), (ax2, "peak RSS MiB"),
+                         (ax3, "broker CPU µs per message")):
             ax.set_xscale("log", base=2)
             ax.set_xlabel("body size (bytes)")
             ax.set_ylabel(what)
             ax.legend()
-        fig.suptitle(f"Body size: persistent, confirms ({stamp})")
+        fig.suptitle(f"Body size ({stamp})")
         _save(fig, out / "scale_sizes.png")
     for key, unit, idx in (("queues", "queue", 1), ("connections", "connection", 1)):
         if key not in results:

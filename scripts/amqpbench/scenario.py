@@ -145,11 +145,10 @@ async def publish(conn: Connection, queue: str, count: int, size: int, persisten
     `sampled` gets the mean in-flight and unconfirmed counts seen at each send:
     by Little's law, latency ~ in flight / throughput.
     """
+    head, tail = wire.body_around_stamp(1, size, conn.frame_max)
     prefix = (wire.method(1, wire.BASIC_PUBLISH, b"\x00\x00" + wire.shortstr("")
                           + wire.shortstr(queue) + b"\x00")
-              + wire.content_header(1, size, 2 if persistent else 1)
-              + wire.FRAME_HEAD.pack(wire.FRAME_BODY, 1, size))
-    tail = bytes(size - 8) + wire.FRAME_END
+              + wire.content_header(1, size, 2 if persistent else 1) + head)
     pack_stamp = struct.Struct(">q").pack
     now = time.perf_counter_ns
     state = {"confirmed": 0, "nacks": 0}

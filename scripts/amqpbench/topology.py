@@ -84,6 +84,39 @@ def broker_process(url: str) -> psutil.Process | None:
     return None
 
 
+def _tree(proc: psutil.Process | None) -> list[psutil.Process]:
+    """The broker process and every process under it."""
+    if proc is None:
+        return []
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return [proc]
+
+
+def tree_cpu_seconds(proc: psutil.Process | None) -> float:
+    """User + system CPU seconds of the process tree (processes gone are skipped)."""
+    total = 0.0
+    for p in _tree(proc):
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+    return total
+
+
+def tree_rss(proc: psutil.Process | None) -> int:
+    """Resident bytes of the process tree (processes gone are skipped)."""
+    total = 0
+    for p in _tree(proc):
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
 class Sampler:
     """Peak RSS and CPU time of the broker while a run lasts (a thread, every 50 ms).
 
@@ -99,34 +132,13 @@ class Sampler:
         self._cpu0 = self._cpu()
         self._t0 = time.monotonic()
 
-    def _tree(self) -> list[psutil.Process]:
-        if self.proc is None:
-            return []
-        try:
-            return [self.proc, *self.proc.children(recursive=True)]
-        except psutil.Error:
-            return [self.proc]
-
     def _cpu(self) -> float:
-        total = 0.0
-        for p in self._tree():
-            try:
-                t = p.cpu_times()
-            except psutil.Error:
-                continue
-            total += t.user + t.system
-        return total
+        return tree_cpu_seconds(self.proc)
 
     def _run(self) -> None:
         while not self._stop.wait(0.05):
             if self.proc is not None:
-                rss = 0
-                for p in self._tree():
-                    try:
-                        rss += p.memory_info().rss
-                    except psutil.Error:
-                        continue
-                self.peak = max(self.peak, rss)
+                self.peak = max(self.peak, tree_rss(self.proc))
 
     @property
     def started(self) -> bool:
@@ -257,14 +269,13 @@ async def _publish(url: str, tp: Topology, tag: str, count: int, size: int, read
                    go: Event) -> dict[str, Any]:
     exchange, queues = _names(tp, tag)
     keys = _routing_keys(tp, queues)
-    head = wire.content_header(1, size, 2 if tp.persistent else 1) + wire.FRAME_HEAD.pack(
-        wire.FRAME_BODY, 1, size)
+    conn = await Connection.open(url)
+    body_head, tail = wire.body_around_stamp(1, size, conn.frame_max)
+    head = wire.content_header(1, size, 2 if tp.persistent else 1) + body_head
     prefixes = [wire.method(1, wire.BASIC_PUBLISH, b"\x00\x00" + wire.shortstr(exchange)
                             + wire.shortstr(k) + b"\x00") + head for k in keys]
-    tail = bytes(size - 8) + wire.FRAME_END
     pack_stamp = struct.Struct(">q").pack
     now = time.perf_counter_ns
-    conn = await Connection.open(url)
     state = {"confirmed": 0, "nacks": 0}
     wakeup = asyncio.Event()
 

@@ -70,6 +70,16 @@ def content_header(channel: int, body_size: int, delivery_mode: int) -> bytes:
     return frame(FRAME_HEADER, channel, payload)
 
 
+def body_around_stamp(channel: int, size: int, frame_max: int) -> tuple[bytes, bytes]:
+    """Body frames of ``size`` bytes split to ``frame_max``, as the bytes before and
+    after the body's first 8 octets (the send timestamp, packed per message)."""
+    chunk = frame_max - 8
+    first = min(size, chunk)
+    rest = b"".join(frame(FRAME_BODY, channel, bytes(min(chunk, size - at)))
+                    for at in range(first, size, chunk))
+    return FRAME_HEAD.pack(FRAME_BODY, channel, first), bytes(first - 8) + FRAME_END + rest
+
+
 def ack(channel: int, delivery_tag: int, multiple: bool) -> bytes:
     return method(channel, BASIC_ACK, struct.pack(">QB", delivery_tag, 1 if multiple else 0))
 

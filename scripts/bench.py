@@ -39,9 +39,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scenario", choices=[*ALL, "all"], action="append",
                         help="repeatable; default all: persistent (S1), transient (S2), "
                              "fanout (S3), topic (S4), backlog (S5), idle200 (S6), "
-                             "stream")
+                             "stream, fixedrate")
     parser.add_argument("--idle-seconds", type=float, default=10.0,
                         help="idle200: how long the 1,000 msg/s run lasts")
+    parser.add_argument("--fixed-seconds", type=float, default=10.0,
+                        help="fixedrate: how long the 5,000 msg/s run lasts")
     parser.add_argument("--inflight", type=int, default=1000,
                         help="max messages published but not yet received (0: unlimited)")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per run")
@@ -72,12 +74,16 @@ def run(url: str, key: str, args: argparse.Namespace) -> TopologyResult:
         count = int(tp.rate * args.idle_seconds) if tp.rate else args.count
         return run_topology(url, tp, count, args.size, args.timeout)
     sampler = Sampler(broker_process(url))
-    res: RunResult = run_once(url, SCENARIOS[key], args.count, args.size, args.timeout,
-                              args.inflight, on_go=sampler.start)
+    sc = SCENARIOS[key]
+    count = int(sc.rate * args.fixed_seconds) if sc.rate else args.count
+    res: RunResult = run_once(url, sc, count, args.size, args.timeout, args.inflight,
+                              on_go=sampler.start)
     cpu, rss = sampler.stop() if sampler.started else (0.0, 0.0)
-    extra = f"nacks {res.nacks}" if res.nacks else ""
+    extra = f"in flight {res.in_flight:.0f}, unconfirmed {res.unconfirmed:.0f}" + (
+        f", nacks {res.nacks}" if res.nacks else "")
     return TopologyResult(rate=res.rate, p50_ms=res.p50_ms, p99_ms=res.p99_ms, cpu_pct=cpu,
-                          rss_mib=rss, extra=extra, error=res.error)
+                          rss_mib=rss, extra=extra, error=res.error, p999_ms=res.p999_ms,
+                          in_flight=res.in_flight, unconfirmed=res.unconfirmed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 status = f"  ERROR {res.error}" if res.error else ""
                 print(f"run {n + 1} {key:<10} {label:<12} {res.rate:>9.0f} msg/s  "
                       f"p50 {res.p50_ms:8.2f} ms  p99 {res.p99_ms:8.2f} ms  "
+                      f"p99.9 {res.p999_ms:8.2f} ms  "
                       f"CPU {res.cpu_pct:5.1f}%  RSS {res.rss_mib:6.0f} MiB  {res.extra}{status}",
                       flush=True)
     print()
@@ -109,7 +116,8 @@ def print_table(keys: list[str], labels: list[str],
                 results: dict[tuple[str, str], list[TopologyResult]]) -> None:
     """Medians per scenario and broker; ratio is throughput relative to the first broker."""
     header = (f"| {'scenario':<10} | {'broker':<12} | {'msgs/s':>8} | {'p50 ms':>8} | "
-              f"{'p99 ms':>8} | {'CPU %':>6} | {'RSS MiB':>7} | {'ratio':>6} | extra")
+              f"{'p99 ms':>8} | {'p99.9 ms':>8} | {'CPU %':>6} | {'RSS MiB':>7} | {'ratio':>6} "
+              "| extra")
     print(header)
     print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:]) + "|")
     for key in keys:
@@ -127,10 +135,14 @@ def print_table(keys: list[str], labels: list[str],
             base_cpu = base_cpu or cpu
             if key == STREAM.key:
                 extra = f"read {med(r.read_rate for r in runs):.0f} msg/s per consumer"
+            elif key in SCENARIOS:  # Little's law: p50 ~ in flight / throughput
+                extra = (f"in flight {med(r.in_flight for r in runs):.0f}, unconfirmed "
+                         f"{med(r.unconfirmed for r in runs):.0f}")
             elif key == "idle200" and base_cpu:  # the same rate for all: CPU is the figure
                 extra = f"CPU {cpu / base_cpu:.2f}x the first broker's"
             print(f"| {key:<10} | {label:<12} | {rate:>8.0f} | {med(r.p50_ms for r in runs):>8.2f}"
-                  f" | {med(r.p99_ms for r in runs):>8.2f} | {cpu:>6.1f}"
+                  f" | {med(r.p99_ms for r in runs):>8.2f} | {med(r.p999_ms for r in runs):>8.2f}"
+                  f" | {cpu:>6.1f}"
                   f" | {med(r.rss_mib for r in runs):>7.0f} | {rate / base:>6.2f} | {extra}")
     for key in keys:
         title = SCENARIOS[key].title if key in SCENARIOS else (

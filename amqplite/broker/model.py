@@ -209,7 +209,8 @@ class Delivery:
 class Session:
     """One client connection as the broker sees it."""
 
-    __slots__ = ("channels", "client_id", "client_properties", "id", "internal", "peer",
+    __slots__ = ("channels", "client_id", "client_properties", "congested", "id", "internal",
+                 "peer",
                  "transport", "username", "vhost", "writable")
 
     def __init__(self, sid: int, username: str, vhost: str, peer: str = "") -> None:
@@ -228,6 +229,9 @@ class Session:
         self.internal = False
         #: an MQTT session's client id: ``{client_id}`` in topic permissions
         self.client_id: str | None = None
+        #: a queue this session published to that its consumers have a backlog of
+        #: (see publish.FLOW_READY); the shell clears it when it pauses reading
+        self.congested: Any = None
 
 
 class ChannelState:

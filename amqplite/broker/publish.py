@@ -36,6 +36,11 @@ from amqplite.protocol.properties import (
 _ROUTED = PublishResult(True, False)
 _ROUTED_STORED = PublishResult(True, True)
 _ROUTED_REJECTED = PublishResult(True, False, True)
+#: A queue with consumers and more ready messages than this after a publish is
+#: "backlogged": the publishing session is told (``Session.congested``) and the
+#: shell reads no more from it while the consumers drain the queue fast (credit
+#: flow, as RabbitMQ's: accept only as fast as the queue hands messages on).
+FLOW_READY = 256
 
 
 class Publishing(BrokerBase):
@@ -175,6 +180,8 @@ class Publishing(BrokerBase):
             r = self.enqueue(q, msg)
             if q.consumers:  # else nobody to hand to (a stream's readers are consumers too)
                 self._dispatch(q)
+                if ch is not None and len(q.ready) > FLOW_READY:
+                    ch.session.congested = q
             if r == NOT_STORED:
                 return _ROUTED
             return _ROUTED_STORED if r == STORED else _ROUTED_REJECTED
@@ -187,6 +194,8 @@ class Publishing(BrokerBase):
                 rejected = True
         for q in queues:
             self._dispatch(q)
+            if ch is not None and q.consumers and len(q.ready) > FLOW_READY:
+                ch.session.congested = q
         return PublishResult(True, stored, rejected)
 
     def _publish_retained(self, vh: VHost, ex: Exchange, msg: Message, queues: list[Queue],

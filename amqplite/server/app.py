@@ -31,6 +31,7 @@ from amqplite.server.connection import CLOSE_OK_TIMEOUT, LINGER_TIMEOUT, AMQPCon
 from amqplite.server.counters import Counters
 from amqplite.server.datalock import DatabaseLock, DatabaseLockLost, DataDirLock
 from amqplite.server.disk import DiskMonitor
+from amqplite.server.flow import Flow
 from amqplite.server.interpreter import Interpreter
 from amqplite.server.memory import MemoryMonitor
 from amqplite.server.persistence import Persistence
@@ -77,6 +78,8 @@ class Server:
         self.store: Store | None = None
         self.persistence: Persistence | None = None
         self.interpreter: Interpreter | None = None
+        #: publishers' readers paused while their queue's consumers catch up
+        self.flow = Flow()
         #: what the metrics report beside the broker's own stats
         self.counters = Counters()
         self.connections: set[AMQPConnection] = set()
@@ -119,6 +122,8 @@ class Server:
         """
         assert self.interpreter is not None, "the server is not running"
         self.interpreter.apply(self.broker.take_outcome(), flush=flush)
+        if self.flow.waiting:  # an ack or a consume may have drained their queue
+            self.flow.check()
 
     def execute(self, command: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
         """Run one broker command and carry out its Outcome at once (admin, timers)."""

@@ -105,8 +105,7 @@ class AMQPConnection:
         #: a plain TCP socket's descriptor: flush() writes to it straight from the
         #: task that produced the bytes, without a wake-up of the writer (-1: TLS)
         self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
-        #: the last read filled the buffer: more is likely waiting (see _receive_fd)
-        self._read_was_full = True
+        self._read_was_full = True  # the last read filled the buffer: see _receive_fd
         #: the part of a direct write the socket did not take: the writer sends it first
         self._carry: bytes | memoryview = b""
         #: the writer is between a wake-up and its next wait: it owns the socket
@@ -190,9 +189,10 @@ class AMQPConnection:
                 # as RabbitMQ's alarms: publishers wait, consumers keep acking
                 await self._paused(self._wait_unblocked(persistence))
             if self._linger_deadline is None and self._unsent() > WRITE_HIGH_WATER:
-                # Returns, confirms and replies pile up for a client that publishes
-                # and never reads: stop reading until it takes what it is owed.
+                # a publisher that never reads what it is owed (confirms): stop reading
                 await self._paused(self._wait_drained())
+            if self.session is not None and self.session.congested is not None:
+                await self._paused(self.server.flow.wait(self.session))  # see flow.py
             try:
                 data = await (self._receive_fd() if self._fd >= 0
                               else self.stream.receive_some(RECV_SIZE))

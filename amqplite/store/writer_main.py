@@ -30,6 +30,17 @@ from .wire import RECV_SIZE, FrameBuffer, encode, recv_into
 PR_SET_PDEATHSIG = 1
 #: the reads the broker may ask the writer to do (in order with its writes)
 READS = frozenset({"fetch_entries", "fetch_bodies", "fetch_stream"})
+#: Under load, commits start at most this often (RabbitMQ's message store syncs
+#: every 25 ms while busy). Confirms then trail deliveries by about this much:
+#: a publisher's window of unconfirmed messages holds messages its consumers
+#: already have instead of a queue's backlog (publish->deliver latency is in-flight
+#: / throughput), and a message acked within the interval is never written.
+COMMIT_PACE_S = 0.02
+#: "Under load": the previous group held at least this many ops. A publisher
+#: waiting for each confirm (a few ops per group) is answered at once.
+PACE_MIN_OPS = 128
+#: ... and no paced group grows beyond this many ops.
+PACE_MAX_OPS = 50_000
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +73,12 @@ class _Writer:
         self.store = store
         self.frames = FrameBuffer()
         self.pending: list[tuple[Any, ...]] = []
+        #: ops in ``pending``'s submissions, and whether a read is among them
+        self.pending_ops = 0
+        self.reading = False
+        #: when the last commit started (monotonic), and how many ops it held
+        self.last_commit_at = 0.0
+        self.last_ops = 0
         self.urgent = False
         self.stop = False
         self.eof = False
@@ -77,11 +94,12 @@ class _Writer:
         while (msg := self.frames.next()) is not None:
             if msg[0] == "s":
                 self.pending.append(msg)
+                self.pending_ops += len(msg[2])
                 if not self.urgent and (msg[3] or _needs_fsync(((msg[2], None),))):
                     self.urgent = True
             elif msg[0] == "r":
                 self.pending.append(msg)
-                self.urgent = True  # someone waits for the answer
+                self.urgent = self.reading = True  # someone waits for the answer
             elif msg[0] == "x":
                 self.stop = True
 
@@ -142,6 +160,21 @@ class _Writer:
             err = error_text(exc)
         self.send(("r", rid, result, err))
 
+    def _pace(self) -> None:
+        """Under load, let the next group gather until COMMIT_PACE_S after the last
+        commit started. Never for a read (a page-in waits on it), a stop, a light
+        load (the last group was small: a publisher waiting for each confirm), or
+        a group already large."""
+        if self.last_ops < PACE_MIN_OPS:
+            return
+        deadline = self.last_commit_at + COMMIT_PACE_S
+        while (self.pending and not self.reading and not self.stop and not self.eof
+               and self.pending_ops < PACE_MAX_OPS):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._fill(remaining)
+
     def run(self) -> int:
         store = self.store
         while True:
@@ -158,7 +191,12 @@ class _Writer:
                     self._fill(remaining)
                 if self.eof:
                     os._exit(0)
+            self._pace()
+            if self.eof:
+                os._exit(0)
+            self.last_commit_at, self.last_ops = time.monotonic(), self.pending_ops
             items, self.pending, self.urgent = self.pending, [], False
+            self.pending_ops, self.reading = 0, False
             group: list[tuple[Any, ...]] = []
             for item in items:
                 if item[0] == "s":

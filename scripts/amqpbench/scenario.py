@@ -31,6 +31,7 @@ class Scenario:
     confirms: bool
     manual_ack: bool
     prefetch: int
+    rate: int = 0  # publishes per second, paced by the clock (0: as fast as windows allow)
 
 
 SCENARIOS = {
@@ -38,6 +39,10 @@ SCENARIOS = {
                            persistent=True, confirms=True, manual_ack=True, prefetch=100),
     "transient": Scenario("transient", "transient, no confirms, no-ack consumer",
                           persistent=False, confirms=False, manual_ack=False, prefetch=0),
+    "fixedrate": Scenario("fixedrate", "persistent, confirms, manual ack, prefetch 100, "
+                          "5,000 msgs/s paced by the clock (latency at a steady load)",
+                          persistent=True, confirms=True, manual_ack=True, prefetch=100,
+                          rate=5000),
 }
 
 
@@ -50,6 +55,9 @@ class RunResult:
     p99_ms: float
     nacks: int = 0
     error: str = ""
+    p999_ms: float = 0.0
+    in_flight: float = 0.0  # mean messages published and not yet received, per send
+    unconfirmed: float = 0.0  # mean messages published and not yet confirmed, per send
 
 
 # -- consumer ---------------------------------------------------------------------
@@ -103,6 +111,7 @@ async def _consume(url: str, queue: str, sc: Scenario, count: int, ready: Event,
         "rate": n / seconds if seconds > 0 else 0.0,
         "p50_ms": ordered[n // 2] / 1e6 if n else 0.0,
         "p99_ms": ordered[min(n - 1, int(n * 0.99))] / 1e6 if n else 0.0,
+        "p999_ms": ordered[min(n - 1, int(n * 0.999))] / 1e6 if n else 0.0,
         "error": error,
     }
 
@@ -121,7 +130,8 @@ def consumer_entry(url: str, queue: str, sc: Scenario, count: int, ready: Event,
 
 async def publish(conn: Connection, queue: str, count: int, size: int, persistent: bool,
                   confirms: bool, window: int = 1000, batch: int = 64,
-                  progress: Any = None, inflight: int = 0) -> int:
+                  progress: Any = None, inflight: int = 0, rate: int = 0,
+                  sampled: dict[str, float] | None = None) -> int:
     """Publish `count` messages of `size` bytes; return the number of nacks.
 
     Frames are pre-built; per message only the 8-byte timestamp is packed.
@@ -129,7 +139,11 @@ async def publish(conn: Connection, queue: str, count: int, size: int, persisten
     With `progress` (the consumer's received count in shared memory) and
     `inflight`, at most `inflight` messages are published but not yet
     received, so the queue stays short and latency means transit time, not
-    the depth of a backlog a flooding publisher built.
+    the depth of a backlog a flooding publisher built. With `rate`, message
+    number i leaves at start + i / rate (small batches, one per millisecond):
+    an open loop, so latency is the broker's and not set by the windows.
+    `sampled` gets the mean in-flight and unconfirmed counts seen at each send:
+    by Little's law, latency ~ in flight / throughput.
     """
     prefix = (wire.method(1, wire.BASIC_PUBLISH, b"\x00\x00" + wire.shortstr("")
                           + wire.shortstr(queue) + b"\x00")
@@ -153,8 +167,16 @@ async def publish(conn: Connection, queue: str, count: int, size: int, persisten
     if confirms:
         await conn.confirm_select()
     sent = 0
+    started = time.monotonic()
+    if rate:
+        batch = max(1, rate // 1000)
     while sent < count:
         room = count - sent
+        if rate:
+            due = started + sent / rate
+            wait = due - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
         if confirms:
             room = min(room, window - (sent - state["confirmed"]))
             if room <= 0:
@@ -167,6 +189,11 @@ async def publish(conn: Connection, queue: str, count: int, size: int, persisten
                 await asyncio.sleep(0.0005)  # throttle: poll the consumer's progress
                 continue
         n = min(room, batch)
+        if sampled is not None:
+            sampled["n"] = sampled.get("n", 0) + 1
+            sampled["unconfirmed"] = sampled.get("unconfirmed", 0) + sent - state["confirmed"]
+            if progress is not None:
+                sampled["in_flight"] = sampled.get("in_flight", 0) + sent - progress.value
         parts: list[bytes] = []
         for _ in range(n):
             parts += (prefix, pack_stamp(now()), tail)
@@ -188,10 +215,14 @@ async def _publish_main(url: str, queue: str, sc: Scenario, count: int, size: in
         await conn.confirm_select()
     ready.set()
     go.wait()  # blocking on purpose: nothing else runs until the start signal
+    sampled: dict[str, float] = {}
     nacks = await publish(conn, queue, count, size, sc.persistent, sc.confirms,
-                          progress=progress, inflight=inflight)
+                          progress=progress, inflight=0 if sc.rate else inflight, rate=sc.rate,
+                          sampled=sampled)
     await conn.close()
-    return {"nacks": nacks}
+    n = sampled.get("n", 0) or 1
+    return {"nacks": nacks, "in_flight": sampled.get("in_flight", 0) / n,
+            "unconfirmed": sampled.get("unconfirmed", 0) / n if sc.confirms else 0.0}
 
 
 def publisher_entry(url: str, queue: str, sc: Scenario, count: int, size: int,
@@ -277,4 +308,6 @@ def run_once(url: str, sc: Scenario, count: int, size: int, timeout: float = 120
         received=int(cons.get("received", 0)), seconds=float(cons.get("seconds", 0.0)),
         rate=float(cons.get("rate", 0.0)), p50_ms=float(cons.get("p50_ms", 0.0)),
         p99_ms=float(cons.get("p99_ms", 0.0)), nacks=int(pub.get("nacks", 0)), error=error,
+        p999_ms=float(cons.get("p999_ms", 0.0)), in_flight=float(pub.get("in_flight", 0.0)),
+        unconfirmed=float(pub.get("unconfirmed", 0.0)),
     )

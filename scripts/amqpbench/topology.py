@@ -70,6 +70,9 @@ class TopologyResult:
     extra: str = ""
     error: str = ""
     read_rate: float = 0.0  # stream: median consumer's read rate
+    p999_ms: float = 0.0
+    in_flight: float = 0.0  # S1/S2/fixedrate: see scenario.RunResult
+    unconfirmed: float = 0.0
 
 
 def broker_process(url: str) -> psutil.Process | None:
@@ -247,7 +250,8 @@ async def _consume(url: str, tp: Topology, tag: str, expect: int, ready: Event,
     secs = (state["last"] - state["first"]) / 1e9 if n > 1 else 0.0
     return {"received": n, "rate": n / secs if secs > 0 else 0.0,
             "p50_ms": ordered[n // 2] / 1e6 if n else 0.0,
-            "p99_ms": ordered[min(n - 1, int(n * 0.99))] / 1e6 if n else 0.0, "error": error}
+            "p99_ms": ordered[min(n - 1, int(n * 0.99))] / 1e6 if n else 0.0,
+            "p999_ms": ordered[min(n - 1, int(n * 0.999))] / 1e6 if n else 0.0, "error": error}
 
 
 def _consumer_entry(url: str, tp: Topology, tag: str, expect: int, ready: Event,
@@ -370,4 +374,5 @@ def run_topology(url: str, tp: Topology, count: int, size: int,
         cons.get("rate", 0.0))
     return TopologyResult(rate=rate, p50_ms=float(cons.get("p50_ms", 0.0)),
                           p99_ms=float(cons.get("p99_ms", 0.0)), cpu_pct=cpu, rss_mib=rss,
-                          extra=sampler.split if tp.key == "idle200" else "", error=error)
+                          extra=sampler.split if tp.key == "idle200" else "", error=error,
+                          p999_ms=float(cons.get("p999_ms", 0.0)))

@@ -210,8 +210,7 @@ class Session:
     """One client connection as the broker sees it."""
 
     __slots__ = ("channels", "client_id", "client_properties", "congested", "id", "internal",
-                 "peer",
-                 "transport", "username", "vhost", "writable")
+                 "peer", "transport", "username", "vhost", "writable")
 
     def __init__(self, sid: int, username: str, vhost: str, peer: str = "") -> None:
         self.id = sid

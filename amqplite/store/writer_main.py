@@ -34,8 +34,10 @@ READS = frozenset({"fetch_entries", "fetch_bodies", "fetch_stream"})
 #: every 25 ms while busy). Confirms then trail deliveries by about this much:
 #: a publisher's window of unconfirmed messages holds messages its consumers
 #: already have instead of a queue's backlog (publish->deliver latency is in-flight
-#: / throughput), and a message acked within the interval is never written.
-COMMIT_PACE_S = 0.02
+#: / throughput), and a message acked within the interval is never written. 20 ms
+#: cost a confirm-window-bound publisher with no consumer (the backlog scenario)
+#: a fifth of its rate; 10 ms kept it (docs/performance.md).
+COMMIT_PACE_S = 0.01
 #: "Under load": the previous group held at least this many ops. A publisher
 #: waiting for each confirm (a few ops per group) is answered at once.
 PACE_MIN_OPS = 128

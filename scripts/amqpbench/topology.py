@@ -94,16 +94,22 @@ def _tree(proc: psutil.Process | None) -> list[psutil.Process]:
         return [proc]
 
 
-def tree_cpu_seconds(proc: psutil.Process | None) -> float:
-    """User + system CPU seconds of the process tree (processes gone are skipped)."""
-    total = 0.0
+def tree_cpu_each(proc: psutil.Process | None) -> dict[int, float]:
+    """User + system CPU seconds of each process of the tree, by pid (processes gone
+    are skipped)."""
+    each: dict[int, float] = {}
     for p in _tree(proc):
         try:
             t = p.cpu_times()
         except psutil.Error:
             continue
-        total += t.user + t.system
-    return total
+        each[p.pid] = t.user + t.system
+    return each
+
+
+def tree_cpu_seconds(proc: psutil.Process | None) -> float:
+    """User + system CPU seconds of the process tree."""
+    return sum(tree_cpu_each(proc).values())
 
 
 def tree_rss(proc: psutil.Process | None) -> int:
@@ -129,11 +135,16 @@ class Sampler:
         self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._cpu0 = self._cpu()
+        self._each0: dict[int, float] = {}
+        self._cpu0 = 0.0
         self._t0 = time.monotonic()
+        self.split = ""  # after stop: "main X % + children Y %" (where the CPU went)
 
     def _cpu(self) -> float:
         return tree_cpu_seconds(self.proc)
+
+    def _cpu_each(self) -> dict[int, float]:
+        return tree_cpu_each(self.proc)
 
     def _run(self) -> None:
         while not self._stop.wait(0.05):
@@ -145,7 +156,8 @@ class Sampler:
         return self._thread.is_alive()
 
     def start(self) -> Sampler:
-        self._cpu0, self._t0 = self._cpu(), time.monotonic()
+        self._each0 = self._cpu_each()
+        self._cpu0, self._t0 = sum(self._each0.values()), time.monotonic()
         self._thread.start()
         return self
 
@@ -154,7 +166,13 @@ class Sampler:
         self._stop.set()
         self._thread.join()
         secs = max(time.monotonic() - self._t0, 1e-9)
-        return 100 * (self._cpu() - self._cpu0) / secs, self.peak / 2**20
+        each = self._cpu_each()
+        if self.proc is not None and self.proc.pid in each:
+            main = each[self.proc.pid] - self._each0.get(self.proc.pid, 0.0)
+            rest = sum(v - self._each0.get(k, 0.0) for k, v in each.items()
+                       if k != self.proc.pid)
+            self.split = f"main {100 * main / secs:.1f} % + children {100 * rest / secs:.1f} %"
+        return 100 * (sum(each.values()) - self._cpu0) / secs, self.peak / 2**20
 
 
 def _names(tp: Topology, tag: str) -> tuple[str, list[str]]:
@@ -372,4 +390,5 @@ def run_topology(url: str, tp: Topology, count: int, size: int,
         cons.get("rate", 0.0))
     return TopologyResult(rate=rate, p50_ms=float(cons.get("p50_ms", 0.0)),
                           p99_ms=float(cons.get("p99_ms", 0.0)), cpu_pct=cpu, rss_mib=rss,
-                          error=error, p999_ms=float(cons.get("p999_ms", 0.0)))
+                          extra=sampler.split if tp.key == "idle200" else "", error=error,
+                          p999_ms=float(cons.get("p999_ms", 0.0)))

@@ -72,6 +72,36 @@ def test_persistent_session_receives_qos1_sent_while_offline(mb: BrokerProcess,
     again.close()
 
 
+def test_qos0_to_an_offline_session_is_dropped(mb: BrokerProcess) -> None:
+    """What the session would get at QoS 0 (published at QoS 0, or through a QoS 0
+    subscription) does not wait for it, as Mosquitto's default; QoS 1 does."""
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid, base = new_id(), f"offline0/{new_id()}"
+    sub = _persistent(port, cid, V311)
+    assert sub.connect() == (0, False)
+    assert sub.subscribe(f"{base}/one", 1) == [1]
+    assert sub.subscribe(f"{base}/zero", 0) == [0]
+    sub.close()
+    pub = Client(port, new_id())
+    pub.connect()
+    pub.publish(f"{base}/one", b"at-0", 0)
+    pub.publish(f"{base}/one", b"at-1", 1)
+    pub.publish(f"{base}/zero", b"sub-0", 1)
+    pub.publish(f"{base}/one", b"last", 1)  # its PUBACK: every publish above is routed
+    pub.close()
+    again = _persistent(port, cid, V311)
+    assert again.connect() == (0, True)
+    got = [again.get().payload for _ in range(2)]
+    assert got == [b"at-1", b"last"]
+    pub = Client(port, new_id())
+    pub.connect()
+    pub.publish(f"{base}/zero", b"online", 0)  # online, QoS 0 goes as ever
+    assert again.get().payload == b"online"
+    assert again.messages.empty()
+    pub.close()
+    again.close()
+
+
 def test_clean_session_leaves_no_queue(mb: BrokerProcess) -> None:
     port = mb.mqtt_port  # type: ignore[attr-defined]
     cid = new_id()

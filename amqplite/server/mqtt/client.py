@@ -17,6 +17,7 @@ import amqplite.server.mqtt.options as options
 import amqplite.server.mqtt.shared as shared
 from amqplite.broker import mqtt_retained
 from amqplite.broker.model import ChannelState, Session
+from amqplite.broker.mqtt_offline import drop_waiting_qos0
 from amqplite.broker.retained import RetainedSet
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import FlowControlError, InFlight, MQTTConnection, State
@@ -352,6 +353,9 @@ class MQTTClient:
             self.proto.resume(released, ids.inbound)
         self._ka_wake.set()  # the keep-alive deadline starts now
         for qos in kept:  # deliveries only after CONNACK
+            q = b.vhosts[s.vhost].queues.get(queue_name(cid, qos))
+            if q is not None:  # what would go at QoS 0 did not wait for it
+                drop_waiting_qos0(b, q, everything=qos == 0)
             subs.consume(qos)
         shared.resume(subs)
 

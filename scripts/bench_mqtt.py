@@ -12,6 +12,20 @@ sessions, paho's default in-flight window of 20):
 - latency: ``paced`` messages at ``rate`` msg/s, each carrying its send time;
   p50 / p99 of receive time minus send time (both clients in this process).
 
+With the lean asyncio clients of scripts/mqtt_load.py in ``--procs`` worker
+processes (so paho is not the bottleneck), per broker:
+
+- pairs: ``--pairs`` (100) publisher -> subscriber pairs, a topic each, every
+  publisher sending ``--pair-count`` messages (QoS 1: at most 10 unacknowledged
+  per publisher); msg/s received, from the first publish to the last receipt;
+- fan-out: one publisher -> ``--fanout`` (1,000) subscribers of one topic,
+  ``--fanout-count`` messages; deliveries/s;
+- idle: ``--idle`` (10,000) connections (CONNECT, keepalive 600 s, nothing
+  more): the growth of the broker's RSS (its process tree) divided by the
+  connections, and its CPU over ``--idle-seconds`` (10) while they sit idle.
+  Idle runs first; the RSS figure shown is the first round's, on a freshly
+  started broker (later rounds reuse memory the allocator kept).
+
 Brokers take turns in every round (the order rotates) and the table shows the
 median over rounds, with the load average of the machine. Prints figures only,
 asserts nothing: a shared 2-core machine makes them indicative. QoS 1 on
@@ -25,7 +39,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import multiprocessing
 import os
+import resource
 import shutil
 import statistics
 import struct
@@ -42,11 +58,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import attrs  # noqa: E402
 import paho.mqtt.client as paho  # noqa: E402
+import psutil  # noqa: E402
 
 # the tests' port picking (below the ephemeral range) and waits with a deadline
 from tests.brokerproc import free_port, wait_for  # noqa: E402
 from tests.server.mqttclient import listening  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import mqtt_load  # noqa: E402
 
 STAMP = struct.Struct(">Id")  # sequence number, send time (perf_counter)
 
@@ -56,19 +77,25 @@ def wait(pred: Callable[[], Any], timeout: float, what: str) -> None:
 
 
 # ---------------------------------------------------------------- brokers
+@attrs.frozen
+class Broker:
+    port: int  # its MQTT listener
+    pid: int  # the process whose tree's memory and CPU the idle figures count
+
+
 @contextlib.contextmanager
-def serving(cmd: list[str], port: int, what: str) -> Iterator[int]:
-    """Run ``cmd`` until the block ends; yields ``port`` once something listens there."""
+def serving(cmd: list[str], port: int, what: str) -> Iterator[Broker]:
+    """Run ``cmd`` until the block ends; yields it once something listens on ``port``."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     try:
         wait(lambda: listening(port), 60, what)
-        yield port
+        yield Broker(port, proc.pid)
     finally:
         proc.terminate()
         proc.wait(30)
 
 
-def amqplite(tmp: Path) -> contextlib.AbstractContextManager[int]:
+def amqplite(tmp: Path) -> contextlib.AbstractContextManager[Broker]:
     port, mqtt = free_port(), free_port()
     return serving([sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port",
                     str(port), "--mqtt-port", str(mqtt), "--admin-port", "0", "--data-dir",
@@ -76,7 +103,7 @@ def amqplite(tmp: Path) -> contextlib.AbstractContextManager[int]:
                    "amqplite's MQTT listener")
 
 
-def mosquitto(tmp: Path) -> contextlib.AbstractContextManager[int]:
+def mosquitto(tmp: Path) -> contextlib.AbstractContextManager[Broker]:
     port = free_port()
     conf = tmp / "mosquitto.conf"
     conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
@@ -85,7 +112,7 @@ def mosquitto(tmp: Path) -> contextlib.AbstractContextManager[int]:
 
 
 @contextlib.contextmanager
-def rabbitmq(tmp: Path) -> Iterator[int]:
+def rabbitmq(tmp: Path) -> Iterator[Broker]:
     port, mqtt = free_port(), free_port()
     node = tmp / "rabbitmq"
     script = str(ROOT / "scripts" / "rabbitmq.sh")
@@ -93,12 +120,13 @@ def rabbitmq(tmp: Path) -> Iterator[int]:
     subprocess.run(["bash", script, "start", str(node), str(port)], check=True, env=env)
     try:
         wait(lambda: listening(mqtt), 60, "RabbitMQ's MQTT listener")
-        yield mqtt
+        # the Erlang VM's OS pid (RABBITMQ_PID_FILE, written once the node booted)
+        yield Broker(mqtt, int((node / "node.pid").read_text().split()[0]))
     finally:
         subprocess.run(["bash", script, "stop", str(node)], check=False)
 
 
-BROKERS: dict[str, Callable[[Path], contextlib.AbstractContextManager[int]]] = {
+BROKERS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Broker]]] = {
     "amqplite": amqplite, "Mosquitto 2.0": mosquitto, "RabbitMQ 3.10 mqtt": rabbitmq}
 
 
@@ -194,6 +222,163 @@ def measure(port: int, qos: int, args: argparse.Namespace) -> tuple[float, float
         sub.close()
 
 
+# ---------------------------------------------------------------- many clients
+def spread(items: list[Any], procs: int) -> list[list[Any]]:
+    """``items`` dealt round-robin over ``procs`` workers."""
+    return [items[w::procs] for w in range(procs)]
+
+
+def load(plans: list[mqtt_load.Plan], args: argparse.Namespace,
+         between: Callable[[], None] | None = None) -> list[mqtt_load.Outcome]:
+    """Run one worker process per plan; they start together at a barrier (and, for
+    idle connections, wait at a second one while ``between`` measures)."""
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(len(plans) + 1)
+    results = ctx.Queue()
+    tag = uuid.uuid4().hex[:8]
+    procs = [ctx.Process(target=mqtt_load.worker, args=(plan, f"b{tag}w{w}", barrier, results))
+             for w, plan in enumerate(plans)]
+    for p in procs:
+        p.start()
+    try:
+        barrier.wait(args.timeout)
+        if between is not None:
+            between()
+            barrier.wait(args.timeout)
+        out = [results.get(timeout=args.timeout + 30) for _ in plans]
+    finally:
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+    for o in out:
+        if isinstance(o, BaseException):
+            raise o
+    return out
+
+
+def rate(outs: list[mqtt_load.Outcome]) -> tuple[float, int]:
+    """(received per second from the first publish to the last receipt, lost)."""
+    got = sum(o.received for o in outs)
+    start = min(o.first_send for o in outs)
+    end = max(o.last_recv for o in outs)
+    return (got / (end - start) if got and end > start else 0.0,
+            sum(o.expected for o in outs) - got)
+
+
+def pairs(b: Broker, qos: int, args: argparse.Namespace) -> tuple[float, int]:
+    base = f"bench/{uuid.uuid4().hex[:8]}"
+    topics = [f"{base}/{j}" for j in range(args.pairs)]
+    plans = [mqtt_load.Plan(b.port, qos, args.size, subs=tuple(ts), expect=args.pair_count,
+                            pubs=tuple((t, args.pair_count) for t in ts), timeout=args.timeout)
+             for ts in spread(topics, args.procs)]
+    return rate(load(plans, args))
+
+
+def fanout(b: Broker, qos: int, args: argparse.Namespace) -> tuple[float, int]:
+    topic = f"bench/{uuid.uuid4().hex[:8]}/fan"
+    plans = [mqtt_load.Plan(b.port, qos, args.size, subs=(topic,) * len(part),
+                            expect=args.fanout_count,
+                            pubs=((topic, args.fanout_count),) if w == 0 else (),
+                            timeout=args.timeout)
+             for w, part in enumerate(spread(list(range(args.fanout)), args.procs))]
+    return rate(load(plans, args))
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    p = psutil.Process(pid)
+    return [p, *p.children(recursive=True)]
+
+
+def idle(b: Broker, args: argparse.Namespace) -> tuple[float, float, int]:
+    """(RSS growth per connection in KiB, CPU % of one core while idle, connected)."""
+    before = sum(p.memory_info().rss for p in tree(b.pid))
+    seen: dict[str, float] = {}
+
+    def measure() -> None:
+        procs = tree(b.pid)
+        seen["rss"] = sum(p.memory_info().rss for p in procs)
+        cpu0 = sum(sum(p.cpu_times()[:2]) for p in procs)
+        t0 = time.monotonic()
+        time.sleep(args.idle_seconds)  # the measuring window, not a synchronisation
+        cpu1 = sum(sum(p.cpu_times()[:2]) for p in procs)
+        seen["cpu"] = 100 * (cpu1 - cpu0) / (time.monotonic() - t0)
+
+    plans = [mqtt_load.Plan(b.port, idle=n, timeout=args.timeout)
+             for n in (len(x) for x in spread(list(range(args.idle)), args.procs))]
+    outs = load(plans, args, measure)
+    n = sum(o.connected for o in outs)
+    return (seen["rss"] - before) / 1024 / n, seen["cpu"], n
+
+
+# idle first: in the first round it meets a freshly started broker, whose RSS growth
+# is the honest one (later rounds reuse memory the allocator kept from before)
+SCENARIOS = ("idle", "one", "pairs", "fanout")
+
+
+def run_one(name: str, scenario: str, b: Broker, args: argparse.Namespace,
+            results: dict[tuple[str, str, int], list[tuple[float, ...]]], r: int) -> None:
+    """One scenario on one broker, its figures appended to ``results`` and printed."""
+    for qos in ((0,) if scenario == "idle" else (0, 1)):
+        res: tuple[float, ...]
+        if scenario == "one":
+            res = measure(b.port, qos, args)
+            text = (f"{res[0]:>8.0f} msg/s, p50 {res[1]:.2f} ms, p99 {res[2]:.2f} ms, "
+                    f"lost {res[3]}")
+        elif scenario == "idle":
+            res = idle(b, args)
+            text = (f"{res[0]:.1f} KiB/connection, idle CPU {res[1]:.1f}% of a core, "
+                    f"{res[2]} connected")
+        else:
+            res = (pairs if scenario == "pairs" else fanout)(b, qos, args)
+            text = f"{res[0]:>8.0f} msg/s, lost {res[1]}"
+        results.setdefault((name, scenario, qos), []).append(res)
+        print(f"round {r + 1} {name:<20} {scenario:<6} QoS {qos}: {text} "
+              f"(load {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def table(names: list[str], args: argparse.Namespace,
+          results: dict[tuple[str, str, int], list[tuple[float, ...]]]) -> None:
+    def med(key: tuple[str, str, int], i: int) -> float:
+        return statistics.median(x[i] for x in results[key])
+
+    def lost(key: tuple[str, str, int], i: int) -> int:
+        return int(max(x[i] for x in results[key]))
+
+    if "one" in args.scenarios:
+        print(f"\n1 -> 1 (paho): {args.count} msgs of {args.size} B per throughput run, "
+              f"{args.paced} at {args.rate:.0f}/s per latency run")
+        print("| broker | QoS | msg/s | p50 ms | p99 ms | lost |")
+        print("|---|---|---|---|---|---|")
+        for n in names:
+            for q in (0, 1):
+                k = (n, "one", q)
+                print(f"| {n} | {q} | {med(k, 0):,.0f} | {med(k, 1):.2f} | {med(k, 2):.2f} "
+                      f"| {lost(k, 3)} |")
+    if "pairs" in args.scenarios or "fanout" in args.scenarios:
+        print(f"\nmany clients ({args.procs} processes): {args.pairs} pairs x "
+              f"{args.pair_count} msgs; 1 -> {args.fanout} subscribers x {args.fanout_count}"
+              " msgs (deliveries/s)")
+        print("| broker | QoS | pairs msg/s | lost | fan-out deliveries/s | lost |")
+        print("|---|---|---|---|---|---|")
+        for n in names:
+            for q in (0, 1):
+                cells = []
+                for sc in ("pairs", "fanout"):
+                    k = (n, sc, q)
+                    cells += ([f"{med(k, 0):,.0f}", str(lost(k, 1))] if k in results
+                              else ["-", "-"])
+                print(f"| {n} | {q} | " + " | ".join(cells) + " |")
+    if "idle" in args.scenarios:
+        print(f"\n{args.idle} idle connections, CPU over {args.idle_seconds:.0f} s")
+        print("| broker | RSS KiB/connection (round 1) | idle CPU % of a core | connected |")
+        print("|---|---|---|---|")
+        for n in names:
+            k = (n, "idle", 0)
+            print(f"| {n} | {results[k][0][0]:.1f} | {med(k, 1):.1f} | "
+                  f"{min(x[2] for x in results[k]):.0f} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -203,38 +388,40 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=500.0, help="latency run, msg/s")
     parser.add_argument("--size", type=int, default=100, help="payload bytes")
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--procs", type=int, default=2, help="client worker processes")
+    parser.add_argument("--pairs", type=int, default=100)
+    parser.add_argument("--pair-count", type=int, default=300, help="messages per pair")
+    parser.add_argument("--fanout", type=int, default=1000, help="subscribers")
+    parser.add_argument("--fanout-count", type=int, default=50, help="messages published")
+    parser.add_argument("--idle", type=int, default=10000, help="idle connections")
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
+    parser.add_argument("--scenario", dest="scenarios", action="append", choices=SCENARIOS,
+                        help="run these only (repeatable; default all)")
     parser.add_argument("--only", action="append", choices=sorted(BROKERS),
                         help="measure these brokers only (repeatable)")
     args = parser.parse_args()
+    args.scenarios = args.scenarios or list(SCENARIOS)
     names = args.only or list(BROKERS)
-    results: dict[tuple[str, int], list[tuple[float, float, float, int]]] = {}
+    # 10,000 sockets: the client workers (forked from here) and the brokers started
+    # from here inherit this limit; RabbitMQ's node gets it through rabbitmq-server
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, max(soft, args.idle + 4096))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    results: dict[tuple[str, str, int], list[tuple[float, ...]]] = {}
     loads: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-mqtt-") as tmpdir, \
             contextlib.ExitStack() as stack:
-        ports = {n: stack.enter_context(BROKERS[n](Path(tmpdir))) for n in names}
-        print(f"brokers up: {ports}", flush=True)
+        brokers = {n: stack.enter_context(BROKERS[n](Path(tmpdir))) for n in names}
+        print(f"brokers up: {brokers}", flush=True)
         for r in range(args.rounds):
             order = names[r % len(names):] + names[:r % len(names)]
             for name in order:
-                for qos in (0, 1):
-                    res = measure(ports[name], qos, args)
-                    results.setdefault((name, qos), []).append(res)
+                for scenario in args.scenarios:
+                    run_one(name, scenario, brokers[name], args, results, r)
                     loads.append(os.getloadavg()[0])
-                    print(f"round {r + 1} {name:<20} QoS {qos}: {res[0]:>8.0f} msg/s, "
-                          f"p50 {res[1]:.2f} ms, p99 {res[2]:.2f} ms, lost {res[3]}",
-                          flush=True)
-    print()
-    print(f"{args.count} msgs of {args.size} B per throughput run, {args.paced} at "
-          f"{args.rate:.0f}/s per latency run, median of {args.rounds} rounds; "
-          f"load average {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
-    print("| broker | QoS | msg/s | p50 ms | p99 ms | lost |")
-    print("|---|---|---|---|---|---|")
-    for name in names:
-        for qos in (0, 1):
-            rs = results[(name, qos)]
-            med = [statistics.median(x[i] for x in rs) for i in range(3)]
-            lost = max(x[3] for x in rs)
-            print(f"| {name} | {qos} | {med[0]:.0f} | {med[1]:.2f} | {med[2]:.2f} | {lost} |")
+    print(f"\nmedian of {args.rounds} rounds; load average {min(loads):.1f}-{max(loads):.1f} "
+          f"on {os.cpu_count()} cores")
+    table(names, args, results)
     return 0
 
 

@@ -124,17 +124,27 @@ rm -rf "$RABBIT_DIR"
 RABBIT_DIR=""
 
 # The MQTT part claims the specification as Mosquitto implements it: prove it
-# against a throwaway Mosquitto first (anonymous, no persistence, loopback only).
+# against a throwaway Mosquitto first (no persistence, loopback only): an anonymous
+# listener, and a second one with a password file (guest/guest) for test_auth.py.
 echo "== conformance/mqtt against Mosquitto"
 MOSQ_DIR=$(mktemp -d)
 MOSQ_PORT=${CONFORMANCE_MOSQUITTO_PORT:-25740}
-printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\n' \
-  "$MOSQ_PORT" >"$MOSQ_DIR/mosquitto.conf"
+MOSQ_AUTH_PORT=${CONFORMANCE_MOSQUITTO_AUTH_PORT:-25741}
+# Mosquitto started as root reads the password file after dropping to its own user
+chmod 755 "$MOSQ_DIR"
+touch "$MOSQ_DIR/passwd"
+mosquitto_passwd -b "$MOSQ_DIR/passwd" guest guest
+chmod 644 "$MOSQ_DIR/passwd"
+printf '%s\n' "per_listener_settings true" "persistence false" "log_dest stderr" \
+  "listener $MOSQ_PORT 127.0.0.1" "allow_anonymous true" \
+  "listener $MOSQ_AUTH_PORT 127.0.0.1" "allow_anonymous false" \
+  "password_file $MOSQ_DIR/passwd" >"$MOSQ_DIR/mosquitto.conf"
 /usr/sbin/mosquitto -c "$MOSQ_DIR/mosquitto.conf" >"$MOSQ_DIR/mosquitto.log" 2>&1 &
 MOSQ=$!
 wait_listening "$MOSQ_PORT" "Mosquitto"
+wait_listening "$MOSQ_AUTH_PORT" "Mosquitto's password listener"
 echo "   Mosquitto $(dpkg-query -W -f='${Version}' mosquitto 2>/dev/null) up on port $MOSQ_PORT"
-MQTT_PORT=$MOSQ_PORT \
+MQTT_PORT=$MOSQ_PORT MQTT_AUTH_PORT=$MOSQ_AUTH_PORT \
   timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider conformance/mqtt \
   || { echo "--- Mosquitto log"; tail -50 "$MOSQ_DIR/mosquitto.log"; exit 1; }
 kill "$MOSQ"

@@ -1,6 +1,6 @@
-// MQTT.js over WebSockets against amqplite's /ws: connect, subscribe, publish at
+// MQTT.js over WebSockets (/ws) or TCP against amqplite: connect, subscribe, publish at
 // QoS 1 to the subscribed filter, and print the message that comes back as JSON.
-// Usage: node mqtt_ws.js ws://127.0.0.1:PORT/ws TOPIC PROTOCOL_VERSION
+// Usage: node mqtt_ws.js ws://127.0.0.1:PORT/ws|mqtt://127.0.0.1:PORT TOPIC PROTOCOL_VERSION
 "use strict";
 const mqtt = require("mqtt");
 

@@ -442,10 +442,12 @@ def test_websocket_client_end_and_its_will(broker: Broker, end: str) -> None:
 NODE_DIR = Path(__file__).resolve().parent.parent / "node"
 
 
+@pytest.mark.parametrize("transport", ["ws", "tcp"])
 @pytest.mark.parametrize("version", [3, 4, 5])
-def test_mqttjs_over_websocket(broker: Broker, version: int) -> None:
-    """MQTT.js from Node, as a browser page uses it: ws://host:admin/ws. It gets its
-    own QoS 1 publish back; a TCP subscriber gets it too."""
+def test_mqttjs_over_websocket(broker: Broker, version: int, transport: str) -> None:
+    """MQTT.js from Node, as a browser page uses it (ws://host:admin/ws) and as a
+    Node service does (mqtt://host:1883). It gets its own QoS 1 publish back; a
+    paho subscriber gets it too."""
     node = shutil.which("node")
     if node is None or not (NODE_DIR / "node_modules" / "mqtt").is_dir():
         pytest.skip("node or MQTT.js not installed (scripts/test.sh installs them)")
@@ -453,8 +455,9 @@ def test_mqttjs_over_websocket(broker: Broker, version: int) -> None:
     plain = _connected(Client(broker.mqtt, new_id()))
     try:
         assert plain.subscribe(f"{topic}/node", 1) == [1]
-        out = subprocess.run([node, str(NODE_DIR / "mqtt_ws.js"),
-                              f"ws://127.0.0.1:{broker.admin}/ws", topic, str(version)],
+        url = (f"ws://127.0.0.1:{broker.admin}/ws" if transport == "ws"
+               else f"mqtt://127.0.0.1:{broker.mqtt}")
+        out = subprocess.run([node, str(NODE_DIR / "mqtt_ws.js"), url, topic, str(version)],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         got = json.loads(out.stdout.strip().splitlines()[-1])

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from amqplite.protocol.mqtt.mapping import PUBLISH_QOS
-from amqplite.protocol.properties import delivery_mode_of, headers_of
+from amqplite.protocol.mqtt.mapping import message_qos
 
 if TYPE_CHECKING:
     from amqplite.broker.core import Broker
@@ -27,21 +26,12 @@ if TYPE_CHECKING:
 REASON = "mqtt: QoS 0 to an offline session"
 
 
-def published_at_qos0(props: bytes) -> bool:
-    """An MQTT publish at QoS 0, or a transient AMQP publish (what MQTT sees as QoS 0)."""
-    headers = headers_of(props)
-    qos = headers.get(PUBLISH_QOS) if headers else None
-    if isinstance(qos, int) and 0 <= qos <= 2:
-        return qos == 0
-    return delivery_mode_of(props) != 2
-
-
 def drop_waiting_qos0(broker: Broker, q: Queue, everything: bool) -> int:
     """Drop the ready messages of a resuming session's queue that it would get at
     QoS 0: all of them in its qos0 queue (``everything``), those published at QoS 0
     in its qos1 queue. Messages paged out to the store are left (delivered)."""
     def waiting_at_qos0(e: Entry) -> bool:
-        return everything or published_at_qos0(e.message.properties_raw)
+        return everything or message_qos(e.message.properties_raw) == 0
 
     gone = q.ready.remove_where(waiting_at_qos0)
     for e in gone:

@@ -45,7 +45,13 @@ from amqplite.protocol.codec import FieldTable, Timestamp
 from amqplite.protocol.errors import FrameSyntaxError
 from amqplite.protocol.mqtt.properties import EMPTY, Properties
 from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
-from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
+from amqplite.protocol.properties import (
+    BasicProperties,
+    decode_properties,
+    delivery_mode_of,
+    encode_properties,
+    headers_of,
+)
 
 PUBLISHER = "x-mqtt-publisher"
 #: the QoS an MQTT message was published with (RabbitMQ 3.10's plugin sets it too):
@@ -59,6 +65,16 @@ RETAIN = "x-mqtt-retain"
 _OWN_PREFIX = "x-mqtt-"
 _MAX_SHORT = 255
 _MAX_STRING = 65_535
+
+
+def message_qos(props: bytes) -> int:
+    """The QoS a message was published with: the header of an MQTT publish, else
+    (an AMQP publish) 1 when persistent, 0 when not."""
+    headers = headers_of(props)
+    qos = headers.get(PUBLISH_QOS) if headers else None
+    if isinstance(qos, int) and 0 <= qos <= 2:
+        return qos
+    return 1 if delivery_mode_of(props) == 2 else 0
 
 
 def amqp_properties(qos: int, props: Properties, publisher: str, retain: bool = False,

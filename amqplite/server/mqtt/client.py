@@ -34,7 +34,7 @@ from amqplite.protocol.mqtt.events import (
     SubscribeReceived,
     UnsubscribeReceived,
 )
-from amqplite.protocol.mqtt.mapping import amqp_properties
+from amqplite.protocol.mqtt.mapping import amqp_properties, message_qos
 from amqplite.protocol.mqtt.packets import MQTT_5, Publish, Will
 from amqplite.protocol.mqtt.properties import EMPTY, Properties
 from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
@@ -47,7 +47,6 @@ from amqplite.server.mqtt.common import (
     QOS1_CH,
     RECV_SIZE,
     WRITE_HIGH_WATER,
-    message_qos,
     queue_name,
     refused,
 )

@@ -6,8 +6,6 @@ import attrs
 
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import ServerLimits
-from amqplite.protocol.mqtt.mapping import PUBLISH_QOS
-from amqplite.protocol.properties import delivery_mode_of, headers_of
 
 RECV_SIZE = 64 * 1024
 #: a client's consumers stop receiving while this much is queued unsent to it
@@ -42,11 +40,3 @@ def refused(exc: AMQPError) -> bool:
     return exc.reply_code == 403
 
 
-def message_qos(props: bytes) -> int:
-    """The QoS a message was published with: the header of an MQTT publish, else
-    (an AMQP publish) 1 when persistent, 0 when not."""
-    headers = headers_of(props)
-    qos = headers.get(PUBLISH_QOS) if headers else None
-    if isinstance(qos, int) and 0 <= qos <= 2:
-        return qos
-    return 1 if delivery_mode_of(props) == 2 else 0

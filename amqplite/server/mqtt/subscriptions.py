@@ -21,10 +21,10 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import FlowControlError, MQTTConnection
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.events import SubscribeReceived, UnsubscribeReceived
-from amqplite.protocol.mqtt.mapping import mqtt_properties
+from amqplite.protocol.mqtt.mapping import message_qos, mqtt_properties
 from amqplite.protocol.mqtt.subscriptions import Admission, SubOptions, SubscriptionTable
 from amqplite.protocol.mqtt.topics import filter_to_binding_key
-from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, message_qos, queue_name, refused
+from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, queue_name, refused
 from amqplite.server.mqtt.shared import SharedGroups
 
 log = logging.getLogger("amqplite.mqtt")

@@ -25,7 +25,6 @@ from amqplite.broker.deadletter import DeadLettering
 from amqplite.broker.dispatch import Dispatch
 from amqplite.broker.effects import NEED_PAGE_IN, PublishResult
 from amqplite.broker.exchanges import Binding, Exchange
-from amqplite.broker.exchanges.retaining import owner_of
 from amqplite.broker.expiry import Expiry, parse_expiration
 from amqplite.broker.model import ChannelState, Entry, Message, Session
 from amqplite.broker.paging import Paging
@@ -144,12 +143,6 @@ class Broker(
     def restore_binding(self, vh: VHost, src: Exchange, b: Binding) -> None:
         """Recovery: a durable binding read from the store (not written again)."""
         self._add_binding(vh, src, b, durable=True, persist=False)
-
-    def clear_retained(self, vh: VHost, ex: Exchange, key: str | None = None) -> int:
-        """Admin: drop ``ex``'s retained messages (those under ``key`` only, when
-        given), rows included; how many went."""
-        rs = self.retained.find(owner_of(vh.name, ex.name)) if ex.retains else None
-        return 0 if rs is None else self.retained.remove(rs, key)
 
     def would_reject(self, q: Queue, msg: Message) -> bool:
         """True when ``q`` refuses ``msg`` (x-overflow reject-publish at its limit)."""

@@ -114,6 +114,15 @@ class Server:
         return {**default_server_properties(), "cluster_name": self.settings.cluster_name}
 
     # ------------------------------------------------------------ effects
+    def at_connection_limit(self) -> bool:
+        """Is ``max_connections`` (0: none) reached by the clients admitted so far, AMQP
+        and MQTT together (RabbitMQ counts MQTT connections against it too)?"""
+        limit = self.settings.max_connections
+        if not limit:
+            return False
+        admitted = sum(c.admitted for c in self.connections)
+        return admitted + (0 if self.mqtt is None else len(self.mqtt.clients)) >= limit
+
     def interpret(self, *, flush: bool = True) -> None:
         """Carry out what the broker's commands since the last call asked for.
 

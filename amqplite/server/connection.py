@@ -147,9 +147,7 @@ class AMQPConnection:
         """
         self.broker.check_vhost_access(username, vhost)  # 530 in RabbitMQ's words
         limit = self.server.settings.max_connections
-        mqtt = self.server.mqtt  # its connected clients count against the limit too
-        admitted = sum(c.admitted for c in self.server.connections)
-        if limit and admitted + (0 if mqtt is None else len(mqtt.clients)) >= limit:
+        if self.server.at_connection_limit():  # MQTT clients count too
             log.warning("%s refused: connection limit (%d) is reached", self.name, limit)
             raise AMQPError(530, "NOT_ALLOWED - connection refused: node connection limit "
                                  f"({limit}) is reached", 10, 40)

@@ -40,9 +40,3 @@ class MQTTStats:
     closed: int = 0
     #: CONNECTs refused because the node's ``max_connections`` was reached
     refused_at_limit: int = 0
-
-
-def at_limit(limit: int, amqp_admitted: int, mqtt_admitted: int) -> bool:
-    """Is the node's connection limit (0: none) reached by the clients admitted so
-    far, AMQP and MQTT together (RabbitMQ counts MQTT connections against it too)?"""
-    return bool(limit) and amqp_admitted + mqtt_admitted >= limit

@@ -16,7 +16,7 @@ from amqplite.broker.core import Broker
 from amqplite.config import Settings, parse_size
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.errors import ReasonCode
-from amqplite.server.mqtt.accounting import MQTTStats, at_limit
+from amqplite.server.mqtt.accounting import MQTTStats
 from amqplite.server.mqtt.client import MQTTClient
 from amqplite.server.mqtt.common import LIMITS, Login, queue_name
 from amqplite.server.mqtt.inflight import PacketIds
@@ -51,7 +51,7 @@ class MQTTListener:
                  execute: Callable[..., Any], interpret: Callable[..., None],
                  committed: Callable[[], Awaitable[None]], persistence: Persistence,
                  stored_sessions: list[Any] | None = None,
-                 amqp_admitted: Callable[[], int] = lambda: 0) -> None:
+                 at_limit: Callable[[], bool] = lambda: False) -> None:
         self.settings = settings
         self.broker = broker
         self.users = users
@@ -87,11 +87,8 @@ class MQTTListener:
         #: members of the shared subscriptions' queues (shared.py)
         self.groups = SharedGroups(broker, settings.mqtt_exchange)
         self.stats = MQTTStats()
-        #: AMQP connections past connection.open: they share max_connections with us
-        self.amqp_admitted = amqp_admitted
-
-    def at_connection_limit(self) -> bool:
-        return at_limit(self.settings.max_connections, self.amqp_admitted(), len(self.clients))
+        #: is max_connections reached, AMQP and MQTT clients together (the server's rule)
+        self.at_connection_limit = at_limit
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
@@ -226,7 +223,7 @@ async def run_mqtt(server: Server,
     listener = MQTTListener(server.settings, server.broker, server.users, server.execute,
                             server.interpret, server.committed, server.persist,
                             server.mqtt_sessions,
-                            lambda: sum(c.admitted for c in server.connections))
+                            server.at_connection_limit)
     server.mqtt = listener
     async with trio.open_nursery() as nursery:
         await nursery.start(listener.serve)

@@ -106,12 +106,12 @@ class AccessOps(BrokerBase):
         """Raise 403 unless ``key`` passes the user's topic permission for ``ex`` (a
         topic exchange; none for it: every key passes). Callers test first that the
         table is not empty, so a broker without topic permissions pays nothing more."""
-        if ex.type_name != "topic":
-            return
         s = ch.session
-        per = self.topic_permissions.table.get((s.username, s.vhost))
+        if ex.type_name != "topic" or s.internal:
+            return
+        per = self.topic_permissions.of(s.username, s.vhost)
         tp = per.get(ex.name) if per is not None else None
-        if tp is None or s.internal:
+        if tp is None:
             return
         pattern = tp.write if perm == "write" else tp.read
         if not topics.permits(pattern, key, s.username, s.vhost, s.client_id):

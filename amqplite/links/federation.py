@@ -48,7 +48,7 @@ from amqplite.links import wire
 from amqplite.links.audit import Hops, HopSink
 from amqplite.links.federation_config import UpstreamSpec
 from amqplite.links.pump import pump
-from amqplite.links.shovel import LocalAddress, _reason
+from amqplite.links.shovel import LocalAddress, _reason, address
 from amqplite.links.uri import Endpoint, parse, strip_credentials
 from amqplite.protocol.codec import FieldArray, FieldTable
 from amqplite.protocol.methods import (
@@ -178,9 +178,6 @@ class FederationLink:
                 self._attempt += 1
                 await trio.sleep(self.spec.reconnect_delay)
 
-    def _address(self, ep: Endpoint) -> tuple[str, int]:
-        return self._local() if ep.local else (ep.host, ep.port)
-
     async def _once(self) -> None:
         spec = self.spec
         uri = spec.uris[self._attempt % len(spec.uris)]
@@ -189,7 +186,7 @@ class FederationLink:
         user, password = self._local_user
         here = Endpoint(tls=False, host="", port=0, vhost=self.vhost, user=user,
                         password=password, local=True)
-        async with C.connect(ep, *self._address(ep), name=self.connection_name) as up, \
+        async with C.connect(ep, *address(self._local, ep), name=self.connection_name) as up, \
                 C.connect(here, *self._local(), name=self.connection_name) as down:
             cname = up.server_properties.get("cluster_name")
             upstream_name = cname if isinstance(cname, str) else None
@@ -281,9 +278,8 @@ class FederationLink:
         (404 for a passive declare of what is missing), which is then reopened."""
         try:
             return await up.call(CMD, method)
-        except C.ChannelClosed as exc:
+        except C.ChannelClosed:
             await up.call(CMD, ChannelOpen())
-            self._last_code = exc.code
             return None
 
     async def _ensure_upstream_exchange(self, up: C.Connection) -> None:
@@ -308,12 +304,13 @@ class FederationLink:
         args[DOWNSTREAM_NAME] = self.node
         args[DOWNSTREAM_VHOST] = self.vhost
         args[PURPOSE[0]] = PURPOSE[1]
-        ok = await self._cmd(up, ExchangeDeclare(name, "x-federation-upstream", durable=True,
-                                                 auto_delete=True, internal=True,
-                                                 arguments=args))
-        if ok is None:
-            if self._last_code != 503:
-                raise wire.ProtocolFailure(f"{self._last_code} declaring '{name}' upstream")
+        try:
+            await up.call(CMD, ExchangeDeclare(name, "x-federation-upstream", durable=True,
+                                               auto_delete=True, internal=True, arguments=args))
+        except C.ChannelClosed as exc:
+            await up.call(CMD, ChannelOpen())
+            if exc.code != 503:
+                raise wire.ProtocolFailure(f"{exc.code} declaring '{name}' upstream") from None
             await up.call(CMD, ExchangeDeclare(name, "fanout", durable=True, auto_delete=True,
                                                internal=True,
                                                arguments=FieldTable([PURPOSE])))
@@ -380,7 +377,7 @@ class FederationLink:
         ep = parse(uri)
         with trio.move_on_after(10):
             try:
-                async with C.connect(ep, *self._address(ep), name=self.connection_name) as up:
+                async with C.connect(ep, *address(self._local, ep), name=self.connection_name) as up:
                     queue = queue_name(self.upstream_exchange, ep.vhost, self.node,
                                        self.vhost, self.exchange)
                     await up.call(MAIN, ChannelOpen())
@@ -392,7 +389,6 @@ class FederationLink:
                 log.info("federation link %s -> '%s': cleanup upstream failed: %s",
                          self.spec.name, self.exchange, _reason(exc))
 
-    _last_code = 0
 
 
 def describe(link: FederationLink) -> dict[str, Any]:

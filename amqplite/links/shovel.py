@@ -44,6 +44,11 @@ log = logging.getLogger("amqplite.links")
 LocalAddress = Callable[[], tuple[str, int]]
 
 
+def address(local: LocalAddress, ep: Endpoint) -> tuple[str, int]:
+    """Where to connect for ``ep``: this broker's own listener for ``amqp://``."""
+    return local() if ep.local else (ep.host, ep.port)
+
+
 @attrs.define
 class Status:
     """What ``/api/shovels`` shows of a shovel."""
@@ -115,9 +120,6 @@ class Shovel:
     def consumer_tag(self) -> str:
         return f"amq.ctag-shovel-{self.name}"
 
-    def _address(self, ep: Endpoint) -> tuple[str, int]:
-        return self._local() if ep.local else (ep.host, ep.port)
-
     def _pick(self, uris: tuple[str, ...]) -> str:
         return uris[self._attempt % len(uris)]
 
@@ -145,8 +147,8 @@ class Shovel:
         self.status.src_uri, self.status.dest_uri = mask(src_uri), mask(dest_uri)
         src_ep, dest_ep = parse(src_uri, "src-uri"), parse(dest_uri, "dest-uri")
         label = f"Shovel {self.name}"
-        async with C.connect(dest_ep, *self._address(dest_ep), name=label) as dest, \
-                C.connect(src_ep, *self._address(src_ep), name=label) as src:
+        async with C.connect(dest_ep, *address(self._local, dest_ep), name=label) as dest, \
+                C.connect(src_ep, *address(self._local, src_ep), name=label) as src:
             await dest.call(1, ChannelOpen())
             if spec.ack_mode == "on-confirm":
                 await dest.call(1, ConfirmSelect())
@@ -179,10 +181,7 @@ class Shovel:
             await src.call(1, BasicConsume(queue, self.consumer_tag,
                                            no_ack=spec.ack_mode == "no-ack"))
             self.status.set("running")
-            try:
-                return await self._pump(src, dest, src_uri, dest_uri, queue, remaining)
-            finally:
-                self.hops.flush()
+            return await self._pump(src, dest, src_uri, dest_uri, queue, remaining)
 
     async def _pump(self, src: C.Connection, dest: C.Connection, src_uri: str,
                     dest_uri: str, queue: str, remaining: int | None) -> bool:

@@ -116,11 +116,12 @@ async def run_links(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
     def delete(component: str, vhost: str, name: str) -> None:
         server.execute(server.broker.parameters.delete, component, vhost, name)
 
-    def hops(rows: list[tuple[Any, ...]]) -> None:
+    def log_hops(rows: list[tuple[Any, ...]]) -> None:
         """Hop rows join the broker's delivery log, as its own rows do."""
-        if server.broker.log_level != "off":
-            server.execute(server.broker.log.extend, rows)
+        server.execute(server.broker.log.extend, rows)
 
+    # with the log off (fixed at start) links build no rows at all
+    hops = None if server.broker.log_level == "off" else log_hops
     federation = Federation(server.broker, server.broker.parameters, local,
                             node=s.cluster_name, local_user=(s.default_user, s.default_pass),
                             record=hops)

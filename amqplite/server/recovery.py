@@ -133,7 +133,7 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
             log.warning("ignoring stored policy '%s' in vhost '%s': %s", pol.name, pol.vhost, exc)
     for prm in rec.parameters:
         if prm.vhost in broker.vhosts:
-            broker.parameters.put(prm.component, prm.vhost, prm.name, dict(prm.value),
+            broker.parameters.put(prm.component, prm.vhost, prm.name, prm.value,
                                   persist=False)
     for ex in rec.exchanges:
         vh = broker.vhosts.setdefault(ex.vhost, VHost(ex.vhost))

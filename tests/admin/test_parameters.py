@@ -120,12 +120,19 @@ def test_parameters_survive_a_restart(tmp_path: Path) -> None:
             assert api.put("/api/parameters/shovel/%2F/gone",
                            json={"value": shovel()}).status_code == 201
             assert api.delete("/api/parameters/shovel/%2F/gone").status_code == 204
+            # a value that is a list (an upstream set) comes back as one too
+            assert api.put("/api/parameters/federation-upstream/v1/up", json={
+                "value": {"uri": "amqp://127.0.0.1:1"}}).status_code == 201
+            assert api.put("/api/parameters/federation-upstream-set/v1/both", json={
+                "value": [{"upstream": "up"}]}).status_code == 201
         b.proc.kill()  # no clean stop: what the API answered was committed
         b = start_admin_broker(tmp_path / "b")
         with b.api() as api:
             got = api.get("/api/parameters/shovel").json()
             assert sorted((p["vhost"], p["name"]) for p in got) == [("/", "keep"),
                                                                      ("v1", "keep")]
+            got_set = api.get("/api/parameters/federation-upstream-set/v1/both").json()
+            assert got_set["value"] == [{"upstream": "up"}]
             assert api.delete("/api/vhosts/v1").status_code == 204
         b.proc.stop()
         b = start_admin_broker(tmp_path / "b")

@@ -181,7 +181,7 @@ class Undo:
             if v is None or v.bound(binding) == was:
                 return
             if not was:
-                b._drop_binding(v, binding)
+                b.drop_binding(v, binding)
             elif binding.source in v.exchanges:
                 b._add_binding(v, v.exchanges[binding.source], binding,
                                durable=b._binding_durable(v, binding))

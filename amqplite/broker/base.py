@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -34,15 +35,6 @@ MESSAGE_SIZE_BUCKETS = (100, 1000, 10_000, 100_000, 1_000_000, 10_000_000, 50_00
                         100_000_000)
 
 
-def _first_bucket(bits: int) -> int:
-    low = (1 << (bits - 1)) if bits else 0
-    return sum(1 for b in MESSAGE_SIZE_BUCKETS if b < low)
-
-
-#: bit length of a size -> the lowest bucket a size of that length can fall in; the
-#: sizes of one bit length span less than a factor of 2, so at most one bound lies
-#: inside and one comparison finishes the lookup (no bisect per published message)
-SIZE_BUCKET_BY_BITS = tuple(_first_bucket(b) for b in range(65))
 
 if TYPE_CHECKING:
     from amqplite.broker.exchanges import Binding, Exchange
@@ -193,13 +185,9 @@ class BrokerBase:
     def fold_sizes(self) -> None:
         """Count the sizes published since the last fold into the histogram."""
         sizes, self.new_sizes = self.new_sizes, []
-        counts, bounds, first = self.message_sizes, MESSAGE_SIZE_BUCKETS, SIZE_BUCKET_BY_BITS
-        last = len(bounds)
+        counts = self.message_sizes
         for size in sizes:
-            i = first[size.bit_length()]
-            if i < last and size > bounds[i]:
-                i += 1
-            counts[i] += 1
+            counts[bisect_left(MESSAGE_SIZE_BUCKETS, size)] += 1  # le="bound": size <= bound
         self.message_bytes += sum(sizes)
 
     def take_effects(self) -> list[Any]:

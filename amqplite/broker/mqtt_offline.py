@@ -8,7 +8,7 @@ false``), asks that QoS 0 to an offline session be dropped. The queues cannot
 tell at routing time (a consumer may come back at any moment, and an AMQP
 consumer bound to the same exchange must not lose anything), so the session
 drops them from its own queues when it resumes, before it consumes. Pure: no
-trio, no SQL; the broker's own bookkeeping (``_entry_done``) writes what the
+trio, no SQL; the broker's purge bookkeeping (``purge_entries``) writes what the
 store must forget.
 """
 
@@ -34,7 +34,5 @@ def drop_waiting_qos0(broker: Broker, q: Queue, everything: bool) -> int:
         return everything or message_qos(e.message.properties_raw) == 0
 
     gone = q.ready.remove_where(waiting_at_qos0)
-    for e in gone:
-        broker.log_event("purged", q.vhost, e.message, q.name, reason=REASON)
-        broker._entry_done(q, e)
+    broker.purge_entries(q, gone, REASON)
     return len(gone)

@@ -18,7 +18,7 @@ from amqplite.broker.commands import (
 from amqplite.broker.effects import CancelNotify
 from amqplite.broker.exchanges import Binding
 from amqplite.broker.exchanges.base import freeze_args
-from amqplite.broker.model import ChannelState
+from amqplite.broker.model import ChannelState, Entry
 from amqplite.broker.policy import validate_queue_args
 from amqplite.broker.queue import Queue
 from amqplite.broker.vhost import VHost
@@ -227,10 +227,14 @@ class QueueOps(BrokerBase):
             self.store_ops.append(P.delete_entries(q, lo, hi))
             self.log_event("purged", q.vhost, None, q.name, reason=f"spilled:{spilled}")
         gone = q.ready.clear()
-        for e in gone:
-            self.log_event("purged", q.vhost, e.message, q.name)
-            self._entry_done(q, e)
+        self.purge_entries(q, gone)
         return len(gone) + spilled
+
+    def purge_entries(self, q: Queue, gone: list[Entry], reason: str | None = None) -> None:
+        """Ready entries taken out of ``q`` leave for good (delivery-log ``purged``)."""
+        for e in gone:
+            self.log_event("purged", q.vhost, e.message, q.name, reason=reason)
+            self._entry_done(q, e)
 
     def queue_delete(
         self, ch: ChannelState, queue: str, *, if_unused: bool = False, if_empty: bool = False

@@ -442,10 +442,7 @@ class Persistence:
         """Wait until everything submitted so far has committed (or failed)."""
         if self.inflight == 0 and not self.batch_has_ops and not self._waiters:
             return
-        done = trio.Event()
-        self.add_waiter(lambda _err: done.set())
-        self.flush()
-        await done.wait()
+        await self.own_commit()  # its error is the failed submission's, handled there
 
     async def read(self, name: str, *args: Any) -> Any:
         """One of the store's reads, once everything submitted so far has committed.

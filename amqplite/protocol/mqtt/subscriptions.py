@@ -52,9 +52,6 @@ class SubOptions:
                 and self.qos < 2)
 
 
-PLAIN = SubOptions()
-
-
 def binding_args(opts: SubOptions, member: str | None = None) -> dict[str, Any] | None:
     """The binding arguments that store ``opts`` (None: a plain binding, byte for
     byte what the listener wrote before options were kept)."""
@@ -153,10 +150,6 @@ class SubscriptionTable:
         q.refresh()
         return old
 
-    def get(self, queue: str, topic_filter: str) -> SubOptions | None:
-        q = self._queues.get(queue)
-        return None if q is None else q.filters.get(topic_filter)
-
     def remove(self, queue: str, topic_filter: str) -> SubOptions | None:
         q = self._queues.get(queue)
         if q is None:
@@ -173,10 +166,6 @@ class SubscriptionTable:
 
     def queues(self) -> list[str]:
         return list(self._queues)
-
-    def filters(self, queue: str) -> dict[str, SubOptions]:
-        q = self._queues.get(queue)
-        return dict(q.filters) if q is not None else {}
 
     def load(self, queue: str, entries: Iterable[tuple[str, SubOptions]]) -> None:
         """The subscriptions of ``queue`` as read back from its bindings."""

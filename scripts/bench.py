@@ -11,6 +11,7 @@ noise hits all of them alike. Prints figures; never asserts on them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import os
 import platform
@@ -42,6 +43,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "stream, fixedrate")
     parser.add_argument("--idle-seconds", type=float, default=10.0,
                         help="idle200: how long the 1,000 msg/s run lasts")
+    parser.add_argument("--idle-step", type=int, default=0,
+                        help="idle200: publishes written together (default 5: a step every "
+                             "5 ms); 1 and 25 split per-wake-up from per-message CPU")
     parser.add_argument("--fixed-seconds", type=float, default=10.0,
                         help="fixedrate: how long the 5,000 msg/s run lasts")
     parser.add_argument("--inflight", type=int, default=1000,
@@ -71,6 +75,8 @@ def run(url: str, key: str, args: argparse.Namespace) -> TopologyResult:
         return run_stream(url, args.count, args.size, args.timeout)
     if key in TOPOLOGIES:
         tp = TOPOLOGIES[key]
+        if tp.rate and args.idle_step:
+            tp = dataclasses.replace(tp, step=args.idle_step)
         count = int(tp.rate * args.idle_seconds) if tp.rate else args.count
         return run_topology(url, tp, count, args.size, args.timeout)
     sampler = Sampler(broker_process(url))

@@ -5,6 +5,7 @@ The live behaviour (a real broker blocking a real publisher) is in test_memory_a
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from amqplite.broker.core import Broker
 from amqplite.config import Watermark
 from amqplite.server.memory import (
+    TRIM_OBSERVE_DUTY,
     TRIM_OBSERVE_INTERVAL,
     MemoryMonitor,
     TrimPolicy,
@@ -140,5 +142,30 @@ async def test_the_backlog_is_walked_at_most_once_per_observe_interval() -> None
         await m._maybe_trim()
     assert len(walks) == 1
     m._observed -= TRIM_OBSERVE_INTERVAL  # a second later
+    await m._maybe_trim()
+    assert len(walks) == 2
+
+
+async def test_a_slow_backlog_walk_is_looked_at_less_often() -> None:
+    """At 10,000 queues the walk took ~5 ms: once a second it was most of an idle
+    broker's CPU. A look that took d seconds waits TRIM_OBSERVE_DUTY * d for the next."""
+    walks: list[int] = []
+
+    def slow_backlog() -> int:  # a walk over many queues: at least 3 ms of work
+        walks.append(1)
+        end = time.monotonic() + 0.003
+        while time.monotonic() < end:
+            pass
+        return 0
+
+    m = MemoryMonitor(Watermark(relative=0.4), None, total=10**9, backlog=slow_backlog)
+    if m._malloc_trim is None:
+        pytest.skip("the trim (and its look at the backlog) needs glibc")
+    await m._maybe_trim()
+    assert len(walks) == 1
+    m._observed -= 2 * TRIM_OBSERVE_INTERVAL  # two seconds later: still too soon
+    await m._maybe_trim()
+    assert len(walks) == 1
+    m._observed -= 0.003 * TRIM_OBSERVE_DUTY  # past the walk's own share
     await m._maybe_trim()
     assert len(walks) == 2

@@ -24,12 +24,21 @@ def owner(vhost: str) -> OwnerId:
     return (vhost, KIND, "")
 
 
-def index(store: RetainedStore, vhost: str, max_messages: int | None,
-          max_bytes: int | None) -> RetainedSet:
-    """The vhost's MQTT index (durable: persistent messages get a row)."""
-    rs = store.open(owner(vhost), keyed=True, durable=True,
-                    limits=Limits(max_messages, max_bytes))
-    rs.limits = Limits(max_messages, max_bytes or store.default_max_bytes)
+def limits_of(store: RetainedStore, max_messages: int | None,
+              max_bytes: int | None) -> Limits:
+    """The bounds of every vhost's MQTT index (``mqtt_retained_max_messages``/``_bytes``;
+    no byte bound: the store's default). The listener builds them once: the settings
+    do not change while the broker runs, so no publish builds them again."""
+    return Limits(max_messages, max_bytes or store.default_max_bytes)
+
+
+def index(store: RetainedStore, vhost: str, limits: Limits | None) -> RetainedSet:
+    """The vhost's MQTT index (durable: persistent messages get a row), bounded by
+    ``limits`` from :func:`limits_of`. Recovery passes None: a restored index keeps the
+    store's default bounds until its first publish sets the MQTT ones."""
+    rs = store.open(owner(vhost), keyed=True, durable=True, limits=limits)
+    if limits is not None and rs.limits is not limits:
+        rs.limits = limits
     return rs
 
 

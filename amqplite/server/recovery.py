@@ -89,7 +89,7 @@ def restore_retained(broker: Broker, rows: list[Any]) -> dict[int, Message]:
         if vh is None:
             continue
         if r.kind == mqtt_retained.KIND:  # MQTT's index (its limits set at first use)
-            rs = mqtt_retained.index(broker.retained, r.vhost, None, None)
+            rs = mqtt_retained.index(broker.retained, r.vhost, None)
         else:
             ex = None if r.kind != "exchange" else vh.exchanges.get(r.owner)
             if ex is None or not ex.retains:

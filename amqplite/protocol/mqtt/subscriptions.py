@@ -113,9 +113,15 @@ class _Queue:
     filters: dict[str, SubOptions] = attrs.Factory(dict)
     #: some subscription has an identifier or no-local: work at delivery
     special: bool = False
+    #: some subscription has no-local: a delivery needs its publisher (kept here so
+    #: the common case costs one attribute read, not a look at every filter)
+    no_local: bool = False
 
     def refresh(self) -> None:
-        self.special = any(not o.plain for o in self.filters.values())
+        """Recompute the flags after a subscription was added, replaced or removed."""
+        opts = self.filters.values()
+        self.special = any(not o.plain for o in opts)
+        self.no_local = self.special and any(o.no_local for o in opts)
 
 
 @attrs.frozen
@@ -175,7 +181,7 @@ class SubscriptionTable:
     def wants_publisher(self, queue: str) -> bool:
         """Does a delivery from ``queue`` need its publisher (a no-local subscription)?"""
         q = self._queues.get(queue)
-        return q is not None and any(o.no_local for o in q.filters.values())
+        return q is not None and q.no_local
 
     def admit(self, queue: str, topic: str, own: bool = False) -> Admission:
         """Does a message on ``topic`` from ``queue`` go to the client, and with which
@@ -193,7 +199,7 @@ class SubscriptionTable:
         qos = -1
         rap = False
         for topic_filter, o in q.filters.items():
-            if (o.no_local and own) or not matches(topic_filter, topic):
+            if (own and o.no_local) or not matches(topic_filter, topic):
                 continue
             qos = max(qos, o.qos)
             rap = rap or o.retain_as_published

@@ -486,11 +486,9 @@ class MQTTClient:
             self._confirms[seq] = packet_id
 
     def _retained_index(self) -> RetainedSet:
-        s = self.listener.settings
         assert self.session is not None
         return mqtt_retained.index(self.broker.retained, self.session.vhost,
-                                   s.mqtt_retained_max_messages,
-                                   s.mqtt_retained_max_bytes_value)
+                                   self.listener.retained_limits)
 
     # ------------------------------------------------------------ broker -> wire
     # The interpreter calls these for this session's effects, then flush().

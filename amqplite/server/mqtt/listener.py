@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from amqplite.broker import mqtt_retained
 from amqplite.broker.auth import UserDB
 from amqplite.broker.core import Broker
 from amqplite.config import Settings, parse_size
@@ -80,8 +81,12 @@ class MQTTListener:
         self._nursery: trio.Nursery | None = None
         self.ports: list[int] = []
         self.tls_ports: list[int] = []
+        #: every vhost's MQTT retained-message bounds, built once (mqtt_retained.index)
+        self.retained_limits = mqtt_retained.limits_of(
+            broker.retained, settings.mqtt_retained_max_messages,
+            settings.mqtt_retained_max_bytes_value)
         #: the wills not published yet
-        self.wills = Wills(settings, broker, execute)
+        self.wills = Wills(settings, broker, execute, self.retained_limits)
         #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
         self.quota_logged: set[str] = set()
         #: members of the shared subscriptions' queues (shared.py)

@@ -26,6 +26,7 @@ import trio
 
 from amqplite.broker import mqtt_retained
 from amqplite.broker.core import Broker
+from amqplite.broker.retained import Limits
 from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.topics import topic_to_routing_key
@@ -39,10 +40,12 @@ class Wills:
     """The pending wills of every client id, and their timers."""
 
     def __init__(self, settings: Settings, broker: Broker,
-                 execute: Callable[..., Any]) -> None:
+                 execute: Callable[..., Any], retained_limits: Limits) -> None:
         self.settings = settings
         self.broker = broker
         self.execute = execute
+        #: the MQTT retained index's bounds (the listener's, built once)
+        self.retained_limits = retained_limits
         #: client id -> its stored will
         self.pending: dict[str, PutMQTTWill] = {}
         self._timers: dict[str, trio.CancelScope] = {}
@@ -122,8 +125,7 @@ class Wills:
                 log.info("MQTT will of %r to %r refused: %s", w.client_id, w.topic, exc)
                 return
             if w.retain:
-                rs = mqtt_retained.index(b.retained, w.vhost, s.mqtt_retained_max_messages,
-                                         s.mqtt_retained_max_bytes_value)
+                rs = mqtt_retained.index(b.retained, w.vhost, self.retained_limits)
                 if w.payload and mqtt_retained.over_quota(rs, w.topic, len(w.payload)):
                     log.warning("MQTT will of %r: over the retained quota, not retained",
                                 w.client_id)

@@ -3,6 +3,8 @@ verdict (subscription identifiers, no-local, the ``$`` rule)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -85,3 +87,48 @@ def test_delivery_qos_and_retain_as_published_of_the_matching_subscriptions() ->
     assert (v.qos, v.retain_as_published) == (2, True)
     v = t.admit("q", "a/c")
     assert (v.qos, v.retain_as_published) == (1, False)
+
+
+_OPTS = st.builds(SubOptions, st.integers(0, 2), st.booleans(), st.booleans(),
+                  st.none() | st.integers(1, 3))
+_OPS = st.lists(st.one_of(
+    st.tuples(st.just("set"), st.sampled_from("qr"), st.sampled_from(["a/#", "a/b", "#"]),
+              _OPTS),
+    st.tuples(st.just("remove"), st.sampled_from("qr"), st.sampled_from(["a/#", "a/b", "#"])),
+    st.tuples(st.just("drop"), st.sampled_from("qr")),
+    st.tuples(st.just("load"), st.sampled_from("qr"),
+              st.lists(st.tuples(st.sampled_from(["a/#", "a/b", "#"]), _OPTS), max_size=3)),
+), max_size=30)
+
+
+@given(_OPS)
+def test_queue_flags_follow_their_filters(ops: list[tuple[Any, ...]]) -> None:
+    """After any subscribe/unsubscribe sequence, each queue's kept flags equal their
+    definition over its filters (no-local: a delivery needs its publisher)."""
+    t = SubscriptionTable()
+    model: dict[str, dict[str, SubOptions]] = {}
+    for op in ops:
+        if op[0] == "set":
+            t.set(op[1], op[2], op[3])
+            model.setdefault(op[1], {})[op[2]] = op[3]
+        elif op[0] == "remove":
+            t.remove(op[1], op[2])
+            model.get(op[1], {}).pop(op[2], None)
+            if not model.get(op[1], True):
+                del model[op[1]]
+        elif op[0] == "drop":
+            t.drop_queue(op[1])
+            model.pop(op[1], None)
+        else:
+            t.load(op[1], op[2])
+            for f, o in op[2]:
+                model.setdefault(op[1], {})[f] = o
+        assert sorted(t.queues()) == sorted(model)
+        for queue in "qr":
+            filters = model.get(queue, {})
+            no_local = any(o.no_local for o in filters.values())
+            assert t.wants_publisher(queue) == no_local
+            if filters:
+                q = t._queues[queue]
+                assert (q.no_local, q.special) == (no_local,
+                                                   any(not o.plain for o in filters.values()))

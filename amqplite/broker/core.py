@@ -98,7 +98,7 @@ class Broker(
         self._drop_reply_consumer(ch)
         for c in list(ch.consumers.values()):
             if self._remove_consumer(c):
-                touched.add(c.queue)  # a waiting single active consumer took over
+                touched[c.queue] = None  # a waiting single active consumer took over
         for q in touched:
             self._dispatch(q)
 

@@ -356,7 +356,7 @@ class Dispatch(BrokerBase):
         if requeue:
             touched = self._requeue_deliveries(ch, ds)
         else:
-            touched = set()
+            touched = {}
             for d in ds:
                 q = d.queue
                 self._release(d)
@@ -367,7 +367,7 @@ class Dispatch(BrokerBase):
                           consumer_tag=d.consumer.tag if d.consumer else None,
                           attempt=e.delivery_count + 1, reason="rejected")
                 self.dead_letter(q, e, "rejected")
-                touched.add(q)
+                touched[q] = None
         for q in touched:
             self._dispatch(q)
 
@@ -377,8 +377,10 @@ class Dispatch(BrokerBase):
             d.consumer.unacked -= 1
         d.queue.unacked -= 1
 
-    def _requeue_deliveries(self, ch: ChannelState, ds: list[Delivery]) -> set[Queue]:
-        """Unacked deliveries go back to their queues, flagged redelivered.
+    def _requeue_deliveries(self, ch: ChannelState, ds: list[Delivery]) -> dict[Queue, None]:
+        """Unacked deliveries go back to their queues, flagged redelivered; returns the
+        queues touched, in the order first touched (a dict: a set's order would follow
+        object addresses, and dispatch order must not change from run to run).
 
         This is the only place the store learns that an entry was delivered: a
         delivery itself writes nothing. A clean stop closes every channel first,
@@ -388,7 +390,7 @@ class Dispatch(BrokerBase):
         cost an UPDATE per message on the drain path and tell recovery nothing
         more.
         """
-        touched: set[Queue] = set()
+        touched: dict[Queue, None] = {}
         # put back highest position first so each insert lands at the front cheaply
         for d in sorted(ds, key=lambda d: d.entry.position, reverse=True):
             q = d.queue
@@ -397,14 +399,14 @@ class Dispatch(BrokerBase):
                 continue
             e = d.entry
             if not isinstance(e, Entry):  # a stream read: the log keeps every entry
-                touched.add(q)
+                touched[q] = None
                 continue
             e.redelivered = True
             e.delivery_count += 1
             q.stats["redeliver"] += 1
             if q.delivery_limit is not None and e.delivery_count > q.delivery_limit:
                 self.dead_letter(q, e, "delivery_limit")
-                touched.add(q)
+                touched[q] = None
                 continue
             self.log_event("requeued", q.vhost, e.message, q.name,
                       consumer_tag=d.consumer.tag if d.consumer else None,
@@ -412,7 +414,7 @@ class Dispatch(BrokerBase):
             if e.stored:
                 self.store_ops.append(P.update_entry(q, e))
             q.ready.insert_sorted(e)
-            touched.add(q)
+            touched[q] = None
         self.stats["redelivered"] += len(ds)
         return touched
 
@@ -448,9 +450,9 @@ class Dispatch(BrokerBase):
         session.writable = writable
         if not writable:
             return
-        qs: set[Queue] = set()
+        qs: dict[Queue, None] = {}  # ordered: dispatch order is the same every run
         for ch in session.channels.values():
             for c in ch.consumers.values():
-                qs.add(c.queue)
+                qs[c.queue] = None
         for q in qs:
             self._dispatch(q)

@@ -63,9 +63,9 @@ class PolicyOps(BrokerBase):
             q.policy = self._match_policy(vhost, q.name)
             q.refresh_settings()
             if q.expires is not None:
-                self._expiring_queues.add(q)
+                self._expiring_queues[q] = None
             else:
-                self._expiring_queues.discard(q)
+                self._expiring_queues.pop(q, None)
             self._enforce_limits(q)
             self._dispatch(q)
         if self.topology.observers:  # federation policies apply to exchanges

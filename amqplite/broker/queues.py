@@ -138,7 +138,7 @@ class QueueOps(BrokerBase):
         q.policy = self._match_policy(vh.name, q.name)
         q.refresh_settings()
         if q.expires is not None:
-            self._expiring_queues.add(q)
+            self._expiring_queues[q] = None
         if q.durable and not q.exclusive and persist:
             self.store_ops.append(P.put_queue(q))
 
@@ -259,7 +259,7 @@ class QueueOps(BrokerBase):
         q.deleted = True
         self.stats["queues_deleted"] += 1
         vh.queues.pop(q.name, None)
-        self._expiring_queues.discard(q)
+        self._expiring_queues.pop(q, None)
         for c in list(q.consumers):
             self.effects.append(CancelNotify(c.channel, c.tag))
             c.channel.consumers.pop(c.tag, None)

@@ -1,6 +1,7 @@
 """The audit job over hop rows (``shovelled``, ``federated``) as links write them
 (``amqplite.links.audit.record_hop``), beside the broker's own rows, with a real
-SparkSession and a real SQLite delivery log."""
+SparkSession and a real SQLite delivery log, one of them written by a real broker
+running a shovel."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from amqplite.audit.config import AuditConfig, sqlite_target
 from amqplite.audit.job import run_audit
 from amqplite.links.audit import record_hop
 from amqplite.protocol.properties import BasicProperties, encode_properties
+from tests.admin.conftest import start_admin_broker
 from tests.audit.logdb import MS, US, LogDB, ts
+from tests.brokerproc import wait_for
+from tests.links.test_shovel import depth, publish, put_shovel
 
 pytestmark = pytest.mark.spark
 
@@ -90,3 +94,33 @@ def test_hops_are_counted_per_link_and_never_lost_or_in_flight(
     html = (res.report_dir / "report.html").read_text()
     assert "Forwarded by shovels and federation links" in html and "to-b" in html
     assert "secret" not in html and "secret" not in json.dumps(rep)
+
+
+def test_a_real_shovel_run_is_reported_per_link(spark: Any, tmp_path: Path) -> None:
+    """A real broker shovels 20 messages from ``src`` to ``dst`` (both local); a client
+    takes and acks them on ``dst``. The audit of its log counts the 20 under the
+    shovel, and every message is settled on both queues: none in flight, none stuck."""
+    broker = start_admin_broker(tmp_path / "data")
+    try:
+        publish(broker, "src", [b"m-%d" % i for i in range(20)])
+        put_shovel(broker, "s1", {"src-uri": "amqp://", "src-queue": "src",
+                                  "dest-uri": "amqp://", "dest-queue": "dst"})
+        wait_for(lambda: depth(broker, "dst") == 20 and depth(broker, "src") == 0, 30,
+                 what="the 20 messages shovelled")
+        conn = broker.connect()
+        ch = conn.channel()
+        for _ in range(20):
+            m, _, _ = ch.basic_get("dst")
+            assert m is not None
+            ch.basic_ack(m.delivery_tag)
+        conn.close()
+    finally:
+        assert broker.proc.stop() == 0  # flushes the store: every event is in the log
+    cfg = AuditConfig(db=sqlite_target(tmp_path / "data" / "amqplite.db"), out=tmp_path / "out")
+    rep = json.loads((run_audit(cfg, spark=spark).report_dir / "report.json").read_text())
+    assert [(d["kind"], d["link"], d["queue"], d["from"], d["to"], d["count"])
+            for d in rep["links"]] == [("shovelled", "s1", "src", "amqp://", "amqp://", 20)]
+    queues = {d["queue"]: d for d in rep["queues"]}
+    assert (queues["src"]["acked"], queues["dst"]["routed"], queues["dst"]["acked"]) == (
+        20, 20, 20)
+    assert rep["unacked"]["by_queue"] == [] and rep["stuck"]["count"] == 0

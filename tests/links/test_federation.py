@@ -94,6 +94,18 @@ def declare(broker: AdminBroker, exchange: str, bindings: dict[str, str]) -> Non
         conn.close()
 
 
+def linked(a: AdminBroker, b: AdminBroker, **fields: Any) -> tuple[str, str]:
+    """Exchange X on A federated to B, B's durable queue Q bound to it with key ``k``,
+    the link running and ``k`` bound upstream: ``(X, Q)``."""
+    x, q = name(), name("q")
+    declare(a, x, {})
+    declare(b, x, {q: "k"})
+    federate(b, a, **fields)
+    wait_for(lambda: running(b, x), 30, what="the link to run")
+    wait_for(lambda: upstream_keys(a, x) == {"k"}, 20, what="k bound on A")
+    return x, q
+
+
 def publish(broker: AdminBroker, exchange: str, key: str, bodies: list[bytes]) -> None:
     conn = broker.connect()
     try:
@@ -226,12 +238,7 @@ def test_on_confirm_survives_kill_of_downstream_and_restart_keeps_link(
     least once, though B is killed -9 mid-stream; B's restart brings the link back
     from its durable parameter and policy."""
     a, b = pair
-    x, q = name(), name("q")
-    declare(a, x, {})
-    declare(b, x, {q: "k"})
-    federate(b, a, **{"prefetch-count": 50})
-    wait_for(lambda: running(b, x), 30, what="the link to run")
-    wait_for(lambda: upstream_keys(a, x) == {"k"}, 20, what="k bound on A")
+    x, q = linked(a, b, **{"prefetch-count": 50})
     bodies = [b"m-%d" % i for i in range(3000)]
     publish(a, x, "k", bodies[:1500])
     with b.api() as api:
@@ -265,12 +272,7 @@ def test_on_confirm_survives_kill_of_upstream_and_restart(
     publishers publish and the link drains a backlog; A restarts on its data dir, the
     link on B reconnects, and what is published after the restart follows too."""
     a, b = pair
-    x, q = name(), name("q")
-    declare(a, x, {})
-    declare(b, x, {q: "k"})
-    federate(b, a, **{"prefetch-count": 50})
-    wait_for(lambda: running(b, x), 30, what="the link to run")
-    wait_for(lambda: upstream_keys(a, x) == {"k"}, 20, what="k bound on A")
+    x, q = linked(a, b, **{"prefetch-count": 50})
     # a backlog in A's federation queue (the link keeps up with live publishers, so it
     # is built while B is down): at the kill A holds messages ready and unacked
     b.proc.stop()

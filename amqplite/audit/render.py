@@ -201,6 +201,7 @@ def render_html(report: dict[str, Any], meta: dict[str, str] | None = None) -> s
         ("dead-lettered", totals.get("dead_lettered", 0), totals.get("dead_lettered", 0) > 0),
         ("in flight", un.get("in_flight", 0), False),
         ("stuck", report["stuck"]["count"], report["stuck"]["count"] > 0),
+        ("forwarded by links", sum(d["count"] for d in report.get("links", [])), False),
     ]
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
@@ -362,6 +363,14 @@ def render_html(report: dict[str, Any], meta: dict[str, str] | None = None) -> s
             ["protocol", "event", "messages", "bytes"],
             [[d["protocol"], d["event"], d["count"], d["bytes"]]
              for d in report.get("protocols", [])],
+        )
+    )
+    parts.append("<h2>Forwarded by shovels and federation links</h2>")
+    parts.append(
+        _table(
+            ["link", "kind", "source queue", "from", "to", "messages", "bytes"],
+            [[queue_label(d["vhost"], d["link"]), d["kind"], d["queue"], d["from"], d["to"],
+              d["count"], d["bytes"]] for d in report.get("links", [])],
         )
     )
     parts.append("<h2>Top routing keys (published)</h2>")

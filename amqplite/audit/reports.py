@@ -20,6 +20,7 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from amqplite.audit.state import Batch
+from amqplite.links.audit import HOP_KINDS, parse_hop_reason
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -40,6 +41,11 @@ EVENTS = (
     # or on request; its ``routed`` row follows (reason ``bind`` / ``request``)
     "retained",
 )
+#: what a shovel or federation link writes per message it forwards (``amqplite.links.
+#: audit``), on the broker running the link: a hop, not a queue's event. Its queue is
+#: the link's source queue, often on another broker, so hops are reported per link
+#: and never enter a (message, queue) state: forwarding neither opens nor settles one
+HOP_EVENTS = HOP_KINDS
 #: stream queues' events: an entry appended, a consumer attached (at an offset)
 STREAM_EVENTS = ("appended", "attached")
 PAIR_EVENTS = tuple(e for e in EVENTS if e not in ("published", "returned"))
@@ -107,6 +113,7 @@ def _empty_report(kind: str, batch: Batch, day: str | None, stuck_after_us: int)
         "top_routing_keys": [],
         "streams": [],
         "protocols": [],
+        "links": [],
     }
 
 
@@ -244,6 +251,21 @@ def compute(
         rep["events"] = sum(totals.values())
         for section in ("dead_letter_reasons", "retained_reasons"):
             rep[section].sort(key=lambda d: (-d["count"], d["vhost"], d["queue"] or "", d["reason"]))
+
+    # Messages forwarded by each shovel and federation link (their hop rows).
+    for r in (
+        rows.where(F.col("event").isin(*HOP_EVENTS))
+        .groupBy("scope", "vhost", "event", "reason", "consumer_tag", "queue")
+        .agg(F.count("*").alias("n"), F.sum("size").alias("bytes"))
+        .collect()
+    ):
+        kind, link, src, dest = parse_hop_reason(r.reason) or (r.event, r.consumer_tag or "", "", "")
+        reports[r.scope]["links"].append(
+            {"vhost": r.vhost, "kind": kind, "link": link, "queue": r.queue, "from": src,
+             "to": dest, "count": r.n, "bytes": int(r.bytes or 0)})
+    for rep in reports.values():
+        rep["links"].sort(key=lambda d: (d["vhost"], d["kind"], d["link"], d["queue"] or "",
+                                         d["from"], d["to"]))
 
     # Publishes, deliveries and acks by the client's protocol (amqp-0-9-1, mqtt-3.1.1,
     # mqtt-5.0...): rows from before the column existed, and the broker's own
@@ -451,7 +473,9 @@ def _queue_summary(
     """One row per queue: what it took, delivered, redelivered, dead-lettered, …"""
     latency = {(d["vhost"], d["queue"]): d for d in rep["latency"]}
     unacked = {(d["vhost"], d["queue"]): d for d in rep["unacked"]["by_queue"]}
-    keys = {(v, q) for (v, q, _) in counts if q is not None} | set(latency) | set(unacked)
+    # a hop row names its link's source queue, which may be another broker's
+    keys = {(v, q) for (v, q, e) in counts if q is not None and e not in HOP_EVENTS}
+    keys |= set(latency) | set(unacked)
     keys |= set(redelivered)
     out = []
     for v, q in sorted(keys):

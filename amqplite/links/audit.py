@@ -33,6 +33,19 @@ def hop_reason(kind: str, link: str, src_uri: str, dest_uri: str) -> str:
     return f"{kind} by '{link}' from {mask(src_uri)} to {mask(dest_uri)}"
 
 
+def parse_hop_reason(reason: str | None) -> tuple[str, str, str, str] | None:
+    """``(kind, link, from, to)`` of a :func:`hop_reason` text (what the audit groups
+    hops by), None when ``reason`` is not one."""
+    for kind in HOP_KINDS:
+        head = f"{kind} by '"
+        if reason and reason.startswith(head):
+            link, sep, uris = reason[len(head):].rpartition("' from ")
+            src, sep2, dest = uris.partition(" to ")
+            if sep and sep2:
+                return kind, link, src, dest
+    return None
+
+
 def record_hop(kind: str, *, vhost: str, link: str, consumer_tag: str, queue: str | None,
                exchange: str, routing_key: str, properties: bytes, size: int,
                src_uri: str, dest_uri: str, ts_us: int | None = None,

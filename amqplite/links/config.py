@@ -53,18 +53,6 @@ class ShovelSpec:
     reconnect_delay: float = 5.0
 
 
-def _uris(value: dict[str, Any], field: str) -> tuple[str, ...]:
-    raw = value.get(field)
-    if raw is None:
-        raise ValueError(f"{field}: is required")
-    items = [raw] if isinstance(raw, str) else raw
-    if not isinstance(items, list) or not items:
-        raise ValueError(f"{field}: must be a URI or a non-empty list of URIs")
-    for u in items:
-        U.parse(u, field)
-    return tuple(items)
-
-
 def _str(value: dict[str, Any], field: str) -> str | None:
     v = value.get(field)
     if v is not None and not isinstance(v, str):
@@ -120,7 +108,7 @@ def parse(value: Any) -> ShovelSpec:
         raise ValueError("dest-publish-properties: must be a JSON object")
     key = _str(value, "src-exchange-key")
     return ShovelSpec(
-        src_uris=_uris(value, "src-uri"), dest_uris=_uris(value, "dest-uri"),
+        src_uris=U.uri_list(value, "src-uri"), dest_uris=U.uri_list(value, "dest-uri"),
         src_queue=src_queue, src_exchange=src_exchange,
         src_exchange_key="#" if key is None else key, prefetch=prefetch,
         delete_after=delete_after, src_predeclared=_bool(value, "src-predeclared"),
@@ -135,13 +123,7 @@ def parse(value: Any) -> ShovelSpec:
 
 def masked(value: dict[str, Any]) -> dict[str, Any]:
     """The value with every URI's password hidden (what the API shows)."""
-    out = dict(value)
-    for field in ("src-uri", "dest-uri"):
-        v = out.get(field)
-        if isinstance(v, str):
-            out[field] = U.mask(v)
-        elif isinstance(v, list):
-            out[field] = [U.mask(x) if isinstance(x, str) else x for x in v]
+    out: dict[str, Any] = U.mask_fields(value, ("src-uri", "dest-uri"))
     return out
 
 

@@ -71,15 +71,6 @@ def _check_shared(value: Mapping[str, Any], prefix: str) -> None:
             raise ValueError(f"{field}: must be one of {', '.join(_ENUMS[key])}, not {v!r}")
 
 
-def _uris(raw: Any) -> tuple[str, ...]:
-    items = [raw] if isinstance(raw, str) else raw
-    if not isinstance(items, list) or not items:
-        raise ValueError("uri: must be a URI or a non-empty list of URIs")
-    for u in items:
-        U.parse(u, "uri")
-    return tuple(items)
-
-
 def parse_upstream(value: Any) -> dict[str, Any]:
     """A ``federation-upstream`` value, checked; ValueError naming the first bad field."""
     if not isinstance(value, dict):
@@ -87,9 +78,7 @@ def parse_upstream(value: Any) -> dict[str, Any]:
     for key in value:
         if key not in UPSTREAM_FIELDS:
             raise ValueError(f"{key}: unknown federation-upstream field")
-    if "uri" not in value:
-        raise ValueError("uri: is required")
-    _uris(value["uri"])
+    U.uri_list(value, "uri")
     _check_shared(value, "")
     return value
 
@@ -155,12 +144,4 @@ def upstreams_for(definition: Mapping[str, Any] | None,
 
 def masked_upstream(value: Any) -> Any:
     """An upstream's value with its URI passwords hidden (what the API shows)."""
-    if not isinstance(value, dict):
-        return value
-    out = dict(value)
-    v = out.get("uri")
-    if isinstance(v, str):
-        out["uri"] = U.mask(v)
-    elif isinstance(v, list):
-        out["uri"] = [U.mask(x) if isinstance(x, str) else x for x in v]
-    return out
+    return U.mask_fields(value, ("uri",))

@@ -11,6 +11,8 @@ Pure: no sockets.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit, urlunsplit
 
 import attrs
@@ -97,6 +99,35 @@ def mask(uri: str) -> str:
         return urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment))
     except ValueError:  # not parseable: show nothing that may be secret
         return uri.rsplit("@", 1)[-1]
+
+
+def uri_list(value: Mapping[str, Any], field: str) -> tuple[str, ...]:
+    """``value[field]``, one URI or a non-empty list of them (shovel ``src-uri``/``dest-uri``,
+    federation ``uri``), each checked; ValueError naming ``field``."""
+    raw = value.get(field)
+    if raw is None:
+        raise ValueError(f"{field}: is required (a URI or a non-empty list of URIs)")
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not items:
+        raise ValueError(f"{field}: must be a URI or a non-empty list of URIs")
+    for u in items:
+        parse(u, field)
+    return tuple(items)
+
+
+def mask_fields(value: Any, fields: tuple[str, ...]) -> Any:
+    """A parameter value with the passwords of the URIs in ``fields`` hidden (what the
+    API shows); a value that is not a JSON object comes back as it is."""
+    if not isinstance(value, dict):
+        return value
+    out = dict(value)
+    for field in fields:
+        v = out.get(field)
+        if isinstance(v, str):
+            out[field] = mask(v)
+        elif isinstance(v, list):
+            out[field] = [mask(x) if isinstance(x, str) else x for x in v]
+    return out
 
 
 def strip_credentials(uri: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import pika
 import pytest
 
-from amqplite.links.audit import record_hop
+from amqplite.links.audit import hop_reason, parse_hop_reason, record_hop
 from tests.admin.conftest import AdminBroker, start_admin_broker
 from tests.brokerproc import wait_for
 from tests.links.test_shovel import depth, name, put_shovel
@@ -117,3 +117,14 @@ def test_record_hop_row() -> None:
     assert record_hop("shovelled", vhost="/", link="s", consumer_tag="t", queue=None,
                       exchange="", routing_key="k", properties=b"\x00\x00", size=0,
                       src_uri="amqp://", dest_uri="amqp://")[6] == ""
+
+
+def test_hop_reason_reads_back() -> None:
+    """The audit groups hops by link from the reason text: it reads back, a quote in
+    the link's name included, URIs masked; other text is no hop."""
+    why = hop_reason("federated", "it's up", "amqp://u:pw@a:5672/v", "amqp://")
+    assert parse_hop_reason(why) == ("federated", "it's up", "amqp://u:***@a:5672/v",
+                                     "amqp://")
+    assert parse_hop_reason(hop_reason("shovelled", "s", "amqp://", "amqp://h")) == (
+        "shovelled", "s", "amqp://", "amqp://h")
+    assert parse_hop_reason("rejected") is None and parse_hop_reason(None) is None

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from amqplite.links import config, uri, wire
+from amqplite.links import config, federation_config, uri, wire
 from amqplite.links.shovel import outgoing
 from amqplite.protocol.codec import FieldTable
 from amqplite.protocol.frames import encode_content, encode_frame
@@ -82,6 +82,29 @@ def test_shovel_config_defaults_and_errors() -> None:
                       "src-protocol": "amqp10"})
     masked = config.masked({"src-uri": "amqp://u:pw@h", "dest-uri": ["amqp://u:pw@h"]})
     assert masked == {"src-uri": "amqp://u:***@h", "dest-uri": ["amqp://u:***@h"]}
+
+
+@pytest.mark.parametrize(("raw", "why"), [
+    (None, "is required (a URI or a non-empty list of URIs)"),
+    ([], "must be a URI or a non-empty list of URIs"),
+    (7, "must be a URI or a non-empty list of URIs"),
+    (["amqp://h", "http://h"], "scheme must be amqp:// or amqps://"),
+])
+def test_uri_fields_are_read_alike_by_shovels_and_federation(raw: Any, why: str) -> None:
+    """A shovel's src-uri/dest-uri and an upstream's uri follow one rule and one wording
+    (null reads as missing), each refusal naming its own field."""
+    shovel = {"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://"}
+    for field, check in [("src-uri", config.parse), ("dest-uri", config.parse),
+                         ("uri", federation_config.parse_upstream)]:
+        value = {**shovel, field: raw} if field != "uri" else {"uri": raw}
+        with pytest.raises(ValueError) as exc:
+            check(value)
+        assert str(exc.value).startswith(f"{field}: {why}"), exc.value
+    with pytest.raises(ValueError, match=r"^uri: is required \(a URI"):
+        federation_config.parse_upstream({"max-hops": 2})
+    assert federation_config.masked_upstream({"uri": ["amqp://u:pw@h", 3], "max-hops": 2}) == \
+        {"uri": ["amqp://u:***@h", 3], "max-hops": 2}
+    assert federation_config.masked_upstream(["not", "a", "dict"]) == ["not", "a", "dict"]
 
 
 def test_handshake_and_delivery() -> None:

@@ -32,7 +32,10 @@ CLIENT_COMMON = textwrap.dedent(
                 ch = c.channel()
                 ch.queue_declare("loop", durable=True)
                 return c, ch
-            except pika.exceptions.AMQPError:
+            except (pika.exceptions.AMQPError, ValueError, OSError):
+                # pika raises ValueError ("getpeername() failed") when the broker
+                # dies between the TCP connect and the handshake: retry as for any
+                # other failed connect
                 time.sleep(0.02)
         sys.exit(0)
     """

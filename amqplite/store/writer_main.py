@@ -20,7 +20,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .apply import PruneRange
@@ -162,6 +162,15 @@ class _Writer:
             err = error_text(exc)
         self.send(("r", rid, result, err))
 
+    def _gather_until(self, deadline: float, more: Callable[[], bool]) -> None:
+        """Take in what arrives until ``deadline`` while ``more()`` holds (the log's
+        linger and the pace under load both wait this way); stops at end of stream."""
+        while not self.eof and more():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._fill(remaining)
+
     def _pace(self) -> None:
         """Under load, let the next group gather until COMMIT_PACE_S after the last
         commit started. Never for a read (a page-in waits on it), a stop, a light
@@ -169,13 +178,9 @@ class _Writer:
         a group already large."""
         if self.last_ops < PACE_MIN_OPS:
             return
-        deadline = self.last_commit_at + COMMIT_PACE_S
-        while (self.pending and not self.reading and not self.stop and not self.eof
-               and self.pending_ops < PACE_MAX_OPS):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            self._fill(remaining)
+        self._gather_until(self.last_commit_at + COMMIT_PACE_S, lambda: bool(
+            self.pending and not self.reading and not self.stop
+            and self.pending_ops < PACE_MAX_OPS))
 
     def run(self) -> int:
         store = self.store
@@ -185,12 +190,8 @@ class _Writer:
             if self.eof:
                 os._exit(0)  # the broker is gone: nothing more is committed for it
             if self.pending and not self.urgent and not self.stop and store.log_linger_s > 0:
-                deadline = time.monotonic() + store.log_linger_s
-                while not self.urgent and not self.stop and not self.eof:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._fill(remaining)
+                self._gather_until(time.monotonic() + store.log_linger_s,
+                                   lambda: not self.urgent and not self.stop)
                 if self.eof:
                     os._exit(0)
             self._pace()

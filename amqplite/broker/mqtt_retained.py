@@ -37,7 +37,7 @@ def index(store: RetainedStore, vhost: str, limits: Limits | None) -> RetainedSe
     ``limits`` from :func:`limits_of`. Recovery passes None: a restored index keeps the
     store's default bounds until its first publish sets the MQTT ones."""
     rs = store.open(owner(vhost), keyed=True, durable=True, limits=limits)
-    if limits is not None and rs.limits is not limits:
+    if limits is not None:
         rs.limits = limits
     return rs
 

@@ -123,8 +123,7 @@ def parse(value: Any) -> ShovelSpec:
 
 def masked(value: dict[str, Any]) -> dict[str, Any]:
     """The value with every URI's password hidden (what the API shows)."""
-    out: dict[str, Any] = U.mask_fields(value, ("src-uri", "dest-uri"))
-    return out
+    return U.mask_fields(value, ("src-uri", "dest-uri"))
 
 
 def _components() -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]]:

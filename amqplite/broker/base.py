@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from amqplite.broker.auth import UserDB
+from amqplite.broker.commands import BASIC_NACK
 from amqplite.broker.effects import CloseConnection, Outcome
 from amqplite.broker.model import ChannelState, Entry, Message, Session
 from amqplite.broker.parameters import RuntimeParameters
@@ -312,6 +313,6 @@ class BrokerBase:
         def basic_ack(self, ch: ChannelState, delivery_tag: int,
                       multiple: bool = False) -> None: ...
         def basic_nack(self, ch: ChannelState, delivery_tag: int, multiple: bool,
-                       requeue: bool, *, cm: tuple[int, int] = ...) -> None: ...
+                       requeue: bool, *, cm: tuple[int, int] = BASIC_NACK) -> None: ...
         def apply_policies(self, vhost: str) -> None: ...
 

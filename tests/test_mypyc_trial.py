@@ -38,11 +38,14 @@ def test_the_rewritten_copy_is_the_same_broker_with_a_linear_chain(tmp_path: Pat
     code = ("import amqplite.broker.core as c\n"
             "print(c.__file__)\n"
             "print(' '.join(k.__name__ for k in c.Broker.__mro__))\n"
-            "print(all(len(k.__bases__) == 1 for k in c.Broker.__mro__[:-1]))")
+            "print(all(len(k.__bases__) == 1 for k in c.Broker.__mro__[:-1]))\n"
+            "from amqplite.broker.base import BrokerBase\n"
+            "print(all(n in vars(BrokerBase) for n in ('basic_nack', '_dispatch')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60, env={"PYTHONPATH": str(tmp_path)})
     assert out.returncode == 0, out.stderr
-    where, mro, linear = out.stdout.split("\n")[:3]
+    where, mro, linear, stubs = out.stdout.split("\n")[:4]
     assert where.startswith(str(tmp_path))
     assert mro == " ".join(k.__name__ for k in Broker.__mro__)
     assert linear == "True"
+    assert stubs == "True"  # the TYPE_CHECKING stubs became BrokerBase's own methods

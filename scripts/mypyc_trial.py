@@ -86,7 +86,7 @@ def transform(copy: Path) -> list[Path]:
     from amqplite.broker.base import BrokerBase
     from amqplite.broker.core import Broker
 
-    texts: dict[Path, str] = defaultdict(str)
+    texts: dict[Path, str] = {}
     pkg = copy / "amqplite"
 
     def text(rel: str) -> str:

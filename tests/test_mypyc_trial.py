@@ -12,13 +12,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from amqplite.broker.core import Broker
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _trial():  # type: ignore[no-untyped-def]
+def _trial() -> ModuleType:
     spec = importlib.util.spec_from_file_location("mypyc_trial", ROOT / "scripts/mypyc_trial.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

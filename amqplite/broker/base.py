@@ -127,8 +127,7 @@ class BrokerBase:
         #: arm_ttl calls ``wake_timer`` with a sooner deadline, so TTLs fire on time
         self.timer_wake_at = 0.0
         self.wake_timer: Callable[[float], None] | None = None
-        #: queues with x-expires, checked by tick()
-        #: queues with x-expires (a dict: expiry runs in the same order every run)
+        #: queues with x-expires, checked by tick() (a dict: the same order every run)
         self._expiring_queues: dict[Queue, None] = {}
         #: vhost -> policy name -> Policy
         self.policies: dict[str, dict[str, Policy]] = {}

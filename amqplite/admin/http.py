@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, unquote
 
 import trio
 
-from amqplite.admin import listing
+from amqplite.admin import listing, wslimits
 from amqplite.admin.api import AdminAPI
 from amqplite.admin.moves import committed
 from amqplite.admin.plumbing import HTTPError, Request, Response
@@ -327,6 +327,7 @@ async def run_admin(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
     from hypercorn.trio import serve
 
     _standard_reason_phrases()
+    wslimits.install()
     s = server.settings
     config = Config()
     config.bind = [_bind(s.admin_host, s.admin_port)]

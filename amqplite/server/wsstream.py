@@ -10,6 +10,13 @@ binary message, and ``send_eof``/``aclose`` close the WebSocket normally.
 
 It knows nothing of MQTT or of the admin app; ``receive`` must already have
 given ``websocket.connect`` and the app must have sent ``websocket.accept``.
+
+Message size: a server assembles a whole message before the app sees it, so a
+limit checked here would come after the memory is spent. The limit is
+therefore the server's to enforce as frames arrive: the stream writes it into
+the ASGI scope under :data:`MAX_MESSAGE_KEY`, and the admin server's WebSocket
+buffer (``amqplite.admin.wslimits``) reads it on every fragment and closes with
+1009 past it. The check here is the fallback for a server without that seam.
 """
 
 from __future__ import annotations
@@ -25,16 +32,21 @@ log = logging.getLogger("amqplite.websocket")
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-#: RFC 6455 close codes: a normal close; a data frame of the wrong kind
-NORMAL_CLOSURE, UNSUPPORTED_DATA = 1000, 1003
+#: RFC 6455 close codes: a normal close; a data frame of the wrong kind; too big
+NORMAL_CLOSURE, UNSUPPORTED_DATA, MESSAGE_TOO_BIG = 1000, 1003, 1009
+#: the scope key holding the largest message (bytes) the server may assemble now
+MAX_MESSAGE_KEY = "amqplite.websocket.max_message_size"
 
 
 class WebSocketStream(trio.abc.HalfCloseableStream):
     """Binary WebSocket messages as one byte stream. A text message ends it
     (protocols carried in binary frames, as MQTT's [MQTT-6.0.0-1], close then)."""
 
-    def __init__(self, receive: Receive, send: Send, name: str = "WebSocket") -> None:
+    def __init__(self, receive: Receive, send: Send, name: str = "WebSocket",
+                 scope: dict[str, Any] | None = None,
+                 max_message_size: int | None = None) -> None:
         self._receive = receive
+        self._scope: dict[str, Any] = scope if scope is not None else {}
         self._send = send
         self.name = name
         #: what a short receive_some left of the last message
@@ -45,6 +57,18 @@ class WebSocketStream(trio.abc.HalfCloseableStream):
         self._closed = False
         #: the peer is gone (websocket.disconnect) or broke the protocol
         self._ended = False
+        if max_message_size is not None:
+            self.max_message_size = max_message_size
+
+    @property
+    def max_message_size(self) -> int | None:
+        """The largest message the peer may send now (None: the server's own limit)."""
+        value = self._scope.get(MAX_MESSAGE_KEY)
+        return value if isinstance(value, int) else None
+
+    @max_message_size.setter
+    def max_message_size(self, value: int) -> None:
+        self._scope[MAX_MESSAGE_KEY] = value
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         if self._closed:
@@ -81,6 +105,13 @@ class WebSocketStream(trio.abc.HalfCloseableStream):
                     self._ended = True
                     await self._close(UNSUPPORTED_DATA)
                     raise trio.BrokenResourceError("text WebSocket message")
+                limit = self.max_message_size
+                if limit is not None and len(data) > limit:  # a server without the seam
+                    log.info("%s: WebSocket message of %d bytes over %d, closing",
+                             self.name, len(data), limit)
+                    self._ended = True
+                    await self._close(MESSAGE_TOO_BIG)
+                    raise trio.BrokenResourceError("WebSocket message too big")
                 self._pending = memoryview(data)
             elif kind == "websocket.disconnect":
                 self._ended = True

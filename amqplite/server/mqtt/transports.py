@@ -19,8 +19,9 @@ import trio
 
 from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
-from amqplite.protocol.mqtt.errors import ReasonCode
-from amqplite.protocol.mqtt.packets import Connect
+from amqplite.protocol.mqtt.errors import MQTTError, ReasonCode
+from amqplite.protocol.mqtt.packets import CONNACK, Connect
+from amqplite.protocol.mqtt.wire import decode_varint
 from amqplite.server.mqtt.common import Login
 from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.server.tls import accept as accept_tls
@@ -143,5 +144,41 @@ async def serve_websocket(listener: MQTTListener | None, scope: dict[str, Any],
         await send({"type": "websocket.close", "code": 1008})
         return
     await send({"type": "websocket.accept", "subprotocol": chosen})
-    stream = WebSocketStream(receive, send, f"MQTT over WebSocket {peer[0]}:{peer[1]}")
+    stream = MQTTWebSocket(receive, send, f"MQTT over WebSocket {peer[0]}:{peer[1]}", scope,
+                           listener.limits.max_packet_size_unauthenticated,
+                           listener.limits.max_packet_size)
     await listener.serve_stream(stream, peer, None)
+
+
+class MQTTWebSocket(WebSocketStream):
+    """The WebSocket of one MQTT client, its message size bounded as MQTT's packets
+    are: by the unauthenticated limit until the broker accepts the CONNECT, by the
+    packet limit after (one message may carry several packets or part of one; a
+    client that batches more than a packet's worth in one message is refused).
+
+    The acceptance is seen in the CONNACK the client shell sends (return code 0),
+    so the transport needs nothing from the session code."""
+
+    def __init__(self, receive: Receive, send: Send, name: str, scope: dict[str, Any],
+                 before_login: int, after_login: int) -> None:
+        super().__init__(receive, send, name, scope, before_login)
+        self._after_login = after_login
+        self._logged_in = False
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._logged_in and connack_accepts(bytes(data[:16])):
+            self._logged_in = True
+            self.max_message_size = self._after_login
+        await super().send_all(data)
+
+
+def connack_accepts(data: bytes) -> bool:
+    """Whether ``data`` starts with a CONNACK whose return (reason) code is 0, at
+    any protocol level: type, remaining length, acknowledge flags, code."""
+    if len(data) < 4 or data[0] != CONNACK << 4:
+        return False
+    try:
+        length, body = decode_varint(data, 1, len(data))
+    except MQTTError:  # not a CONNACK we can read: not an acceptance
+        return False
+    return length >= 2 and body + 1 < len(data) and data[body + 1] == 0

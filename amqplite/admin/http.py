@@ -23,7 +23,7 @@ import trio
 from amqplite.admin import listing, wslimits
 from amqplite.admin.api import AdminAPI
 from amqplite.admin.moves import committed
-from amqplite.admin.plumbing import HTTPError, Request, Response
+from amqplite.admin.plumbing import UNPARSED, HTTPError, Request, Response, parse_json
 from amqplite.admin.routes import ROUTES, Route, is_list
 from amqplite.admin.static import StaticFiles
 from amqplite.broker.auth import User, log_safe
@@ -35,7 +35,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amqplite.admin")
 
+#: the largest request body of any endpoint: a definitions import
 MAX_BODY = 64 * 1024 * 1024
+#: the largest body of every other write (a policy, a user, a queue's arguments):
+#: refused with 413 from Content-Length, or as it streams in, before it is parsed
+DEFAULT_BODY = 1024 * 1024
+#: endpoints whose bodies may be MAX_BODY; they are parsed in a worker thread
+LARGE_BODIES = frozenset({"post_definitions", "post_vhost_definitions"})
+#: bodies above this are parsed off the event loop where an endpoint allows it
+PARSE_IN_THREAD = 256 * 1024
 #: methods that change something: their bodies must be JSON (see _check_json)
 WRITE_METHODS = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 REALM = 'Basic realm="amqplite Management"'
@@ -131,12 +139,15 @@ class AdminApp:
         user = None if route.public else self._authenticate(scope)
         if user is not None:
             self._authorize(route, user, params, method)
-        body = await self._read_body(receive)
+        body = await self._read_body(scope, receive, self.body_limit(route))
         if method in WRITE_METHODS:
             _check_json(scope, method, body)
+        parsed = UNPARSED
+        if route.handler in LARGE_BODIES and len(body) > PARSE_IN_THREAD:
+            parsed = await trio.to_thread.run_sync(partial(parse_json, body, yielding=True))
         qs = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         req = Request(method=method, params=params, query={k: v[-1] for k, v in qs.items()},
-                      body=body, user=user, query_all=qs)
+                      body=body, user=user, query_all=qs, parsed=parsed)
         handler = getattr(self.api, route.handler)
         resp: Response = await handler(req)
         if is_list(route) and isinstance(resp.body, list):
@@ -206,7 +217,23 @@ class AdminApp:
         return [i for i in items if not isinstance(i, dict) or key not in i
                 or (user.name, i[key]) in perms]
 
-    async def _read_body(self, receive: Receive) -> bytes:
+    def body_limit(self, route: Route) -> int:
+        """The largest body ``route`` takes: a definitions import MAX_BODY; a publish
+        the broker's max_message_size as base64 in JSON (at most MAX_BODY); the rest
+        DEFAULT_BODY."""
+        if route.handler in LARGE_BODIES:
+            return MAX_BODY
+        if route.handler == "publish":
+            encoded = self.server.settings.max_message_size * 4 // 3 + DEFAULT_BODY
+            return min(MAX_BODY, max(DEFAULT_BODY, encoded))
+        return DEFAULT_BODY
+
+    async def _read_body(self, scope: Scope, receive: Receive, limit: int) -> bytes:
+        """The request body, refused with 413 as soon as it is known to pass ``limit``:
+        from its Content-Length before a byte is read, else as it streams in."""
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+            raise _too_large(limit)
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -215,8 +242,8 @@ class AdminApp:
                 raise HTTPError(400, "bad_request", "client went away")
             chunk = msg.get("body", b"")
             size += len(chunk)
-            if size > MAX_BODY:
-                raise HTTPError(413, "bad_request", f"request body larger than {MAX_BODY} bytes")
+            if size > limit:
+                raise _too_large(limit)
             chunks.append(chunk)
             if not msg.get("more_body"):
                 return b"".join(chunks)
@@ -237,6 +264,11 @@ class AdminApp:
             headers.append((k.encode(), v.encode()))
         await send({"type": "http.response.start", "status": resp.status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
+
+
+def _too_large(limit: int) -> HTTPError:
+    return HTTPError(413, "payload_too_large",
+                     f"request body larger than {limit} bytes, the limit of this endpoint")
 
 
 def _check_json(scope: Scope, method: str, body: bytes) -> None:

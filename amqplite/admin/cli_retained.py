@@ -22,10 +22,18 @@ def retained() -> None:
     amq.topic, KEY an MQTT topic): list, show, clear."""
 
 
-def _command(name: str) -> Callable[[Callable[..., None]], click.Command]:
+#: messages asked for per request while paging through a set
+PAGE = 1000
+
+
+def _command(name: str, *, limit: bool = False) -> Callable[[Callable[..., None]], click.Command]:
     """``amqplite retained NAME EXCHANGE [KEY]`` with the admin options."""
     def wrap(f: Callable[..., None]) -> click.Command:
         f = common(f)
+        if limit:
+            f = click.option("-n", "--limit", type=click.IntRange(min=1), default=None,
+                             help="at most this many messages (default: all, fetched "
+                                  f"{PAGE} at a time)")(f)
         f = click.argument("key", required=False)(f)
         f = click.argument("exchange")(f)
         return retained.command(name)(f)
@@ -38,10 +46,29 @@ def _url(ctx: Ctx, exchange: str, key: str | None) -> str:
     return path(*parts, key) if key is not None else path(*parts)
 
 
-@_command("list")
-def list_(ctx: Ctx, exchange: str, key: str | None) -> None:
+def _fetch(ctx: Ctx, exchange: str, key: str | None,
+           limit: int | None) -> tuple[list[Any], int]:
+    """The retained messages (at most ``limit``) and the set's size, a page at a time:
+    the API bounds each answer by count and bytes and says where the next goes on."""
+    out: list[Any] = []
+    offset = 0
+    while True:
+        want = PAGE if limit is None else min(PAGE, limit - len(out))
+        r = ctx.client.call("GET", _url(ctx, exchange, key),
+                            params={"offset": offset, "limit": want})
+        items = r.json()
+        out.extend(items)
+        total = int(r.headers.get("x-total-count", len(out)))
+        nxt = r.headers.get("x-next-offset")
+        if nxt is None or not items or (limit is not None and len(out) >= limit):
+            return out, total
+        offset = int(nxt)
+
+
+@_command("list", limit=True)
+def list_(ctx: Ctx, exchange: str, key: str | None, limit: int | None) -> None:
     """List what EXCHANGE retains (under KEY only, when given), oldest first."""
-    data = ctx.client.get(_url(ctx, exchange, key))
+    data, total_count = _fetch(ctx, exchange, key, limit)
     if ctx.as_json:
         return ctx.emit_json(data)
     rows = []
@@ -53,13 +80,14 @@ def list_(ctx: Ctx, exchange: str, key: str | None) -> None:
     mqtt = any("topic" in m for m in data)  # MQTT's: the key is the topic
     title = f"MQTT retained messages (exchange {exchange})" if mqtt else f"Retained by {exchange}"
     _table(title, ["#", "Topic" if mqtt else "Key", "Routing key", "Stored", "Size", "Payload"],
-           rows, f"{_plural(len(data), 'message')}, {_size(total)}", right=("#", "Size"))
+           rows, f"{_plural(len(data), 'message')}, {_size(total)}"
+           + (f" (of {total_count})" if total_count > len(data) else ""), right=("#", "Size"))
 
 
-@_command("show")
-def show(ctx: Ctx, exchange: str, key: str | None) -> None:
+@_command("show", limit=True)
+def show(ctx: Ctx, exchange: str, key: str | None, limit: int | None) -> None:
     """Show each retained message of EXCHANGE (under KEY) in full: properties and body."""
-    data = ctx.client.get(_url(ctx, exchange, key))
+    data, _total = _fetch(ctx, exchange, key, limit)
     if ctx.as_json:
         return ctx.emit_json(data)
     for i, m in enumerate(data, 1):

@@ -264,7 +264,9 @@ export function exchange(main, [vhost, name]) {
 }
 
 async function retainedSection(path) {
-  const items = await api(`${path}/retained`);
+  // the first page only: a set may hold 100,000 keys (the API caps a listing anyway)
+  const paged = await api(`${path}/retained?page=1&page_size=500`);
+  const items = paged.items;
   const clearAll = confirmButton("Clear retained", async () => {
     const r = await attempt(() => api(`${path}/retained`, { method: "DELETE" }));
     if (r) flash(`cleared ${r.removed} retained messages`, "ok");
@@ -283,5 +285,9 @@ async function retainedSection(path) {
     { title: "Properties", value: propsSummary, cls: "mono small" },
     { title: "Payload", value: payload, cls: "payload mono" },
     ...(mqtt ? [{ title: "", value: clearOne }] : []),
-  ], items, { empty: "Nothing retained.", rowAttrs: (m) => ({ dataset: { key: m.key } }) }), h("p", {}, clearAll)];
+  ], items, { empty: "Nothing retained.", rowAttrs: (m) => ({ dataset: { key: m.key } }) }),
+  ...(paged.total_count > items.length
+    ? [h("p", { class: "small" }, `showing the oldest ${num(items.length)} of ${num(paged.total_count)}; `
+        + "amqplite retained list pages through them all")] : []),
+  h("p", {}, clearAll)];
 }

@@ -163,9 +163,12 @@ class Settings:
     max_message_size: int = attrs.field(default=128 * 1024 * 1024, validator=_positive)
     #: Bodies kept in RAM at the head of each durable queue; the rest page from SQLite.
     body_window: int = attrs.field(default=2000, validator=_positive)
-    #: body bytes a retaining exchange (x-recent-history, x-lvc) keeps in RAM unless
-    #: its x-max-length-bytes says otherwise: no exchange holds unbounded RAM
+    #: RAM a retaining exchange (x-recent-history, x-lvc) holds (bodies, properties,
+    #: keys, per-entry overhead) unless its x-max-length-bytes bounds its body bytes:
+    #: no exchange holds unbounded RAM
     retained_max_bytes: str = attrs.field(default="64MiB", validator=_size)
+    #: keys an x-lvc exchange keeps unless its x-max-length says otherwise
+    retained_max_length: int = attrs.field(default=100_000, validator=_positive)
     #: AMQP connections open at once; 0 means unlimited (RabbitMQ's connection_max)
     max_connections: int = attrs.field(default=0, validator=_positive)
     #: free space on the data dir's disk below which publishers are blocked (RabbitMQ's

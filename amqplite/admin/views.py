@@ -184,8 +184,10 @@ def memory(server: Server) -> dict[str, Any]:
     """Memory fields named as RabbitMQ's /api/nodes has them, plus the paging signal."""
     m = server.memory
     # retained bodies are pinned in RAM (never paged): part of mem_used, shown apart
-    n, size = server.broker.retained.totals_all()
-    retained = {"mem_retained": size, "mem_retained_messages": n}
+    store = server.broker.retained
+    n, size = store.totals_all()
+    retained = {"mem_retained": store.memory_all(), "mem_retained_messages": n,
+                "mem_retained_body_bytes": size}
     if m is None:
         return {"mem_used": None, "mem_limit": None, "mem_alarm": False, **retained}
     return {"mem_used": m.used, "mem_limit": m.limit, "mem_alarm": m.alarm,

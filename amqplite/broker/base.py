@@ -25,7 +25,7 @@ from amqplite.broker.commands import BASIC_NACK
 from amqplite.broker.effects import CloseConnection, Outcome
 from amqplite.broker.model import ChannelState, Entry, Message, Session
 from amqplite.broker.parameters import RuntimeParameters
-from amqplite.broker.retained import DEFAULT_MAX_BYTES, RetainedStore
+from amqplite.broker.retained import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, RetainedStore
 from amqplite.broker.topic_permissions import TopicPermissions
 from amqplite.broker.topology import Topology
 from amqplite.broker.vhost import VHost
@@ -64,6 +64,7 @@ class BrokerBase:
         log_level: str = "lifecycle",
         body_window: int = 2000,
         retained_max_bytes: int = DEFAULT_MAX_BYTES,
+        retained_max_length: int = DEFAULT_MAX_COUNT,
         access_control: bool = False,
         loopback_users: tuple[str, ...] = (),
     ) -> None:
@@ -139,7 +140,8 @@ class BrokerBase:
         #: retained publications (x-recent-history, x-lvc exchanges; MQTT later):
         #: its store operations go to this outbox
         self.retained = RetainedStore(emit=lambda op: self.store_ops.append(op),
-                                      default_max_bytes=retained_max_bytes)
+                                      default_max_bytes=retained_max_bytes,
+                                      default_max_count=retained_max_length)
         #: runtime parameters (shovels, ...): their store operations go to this outbox
         self.parameters = RuntimeParameters(emit=lambda op: self.store_ops.append(op))
         self.topic_permissions = TopicPermissions(emit=lambda op: self.store_ops.append(op))

@@ -72,6 +72,7 @@ class Server:
         self.settings = settings
         self.broker = Broker(log_level=settings.delivery_log, body_window=settings.body_window,
                              retained_max_bytes=settings.retained_max_bytes_value,
+                             retained_max_length=settings.retained_max_length,
                              access_control=True, loopback_users=tuple(settings.loopback_users))
         #: the broker's users (seeded from the settings on the first start, then stored)
         self.users = self.broker.users

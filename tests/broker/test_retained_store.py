@@ -6,7 +6,7 @@ from typing import Any
 
 from amqplite.broker.core import Broker
 from amqplite.broker.model import Message
-from amqplite.broker.retained import Limits, RetainedStore
+from amqplite.broker.retained import DEFAULT_MAX_COUNT, Limits, Retained, RetainedStore
 from amqplite.store import ops
 from tests.broker.conftest import PERSISTENT, TRANSIENT, session_channel
 
@@ -98,7 +98,8 @@ def test_an_owner_without_a_byte_limit_gets_the_default_cap() -> None:
     """Retained bodies are pinned in RAM, so no owner is unbounded: one that names no
     byte limit takes the store's default; one that names its own keeps it."""
     out: list[Any] = []
-    store = RetainedStore(emit=out.append, default_max_bytes=10)
+    per = Retained("k", _msg(0, "k", b"abcd")).memory  # bodies, properties, key, overhead
+    store = RetainedStore(emit=out.append, default_max_bytes=2 * per + 1)
     capped = store.open(("/", "exchange", "c"), keyed=False, durable=False,
                         limits=Limits(max_count=100))
     own = store.open(("/", "exchange", "o"), keyed=False, durable=False,
@@ -115,10 +116,58 @@ def test_an_owner_without_a_byte_limit_gets_the_default_cap() -> None:
 def test_restore_applies_a_lowered_default_cap() -> None:
     """Rows stored under a larger cap come back; the oldest beyond today's go (deleted)."""
     out: list[Any] = []
-    store = RetainedStore(emit=out.append, default_max_bytes=8)
+    per = Retained("k", _msg(0, "k", b"abcd")).memory
+    store = RetainedStore(emit=out.append, default_max_bytes=2 * per)
     rs = store.open(("/", "exchange", "x"), keyed=False, durable=True)
     for i in range(4):
         store.restore(rs, "k", _msg(i, "k", b"abcd"))
     assert [r.message.key for r in rs] == [2, 3]
     assert out == [ops.DeleteRetained("/", "exchange", "x", 0),
                    ops.DeleteRetained("/", "exchange", "x", 1)]
+
+
+def test_an_lvc_of_empty_bodies_is_bounded_and_its_memory_counted_truly() -> None:
+    """200,000 keys with empty bodies (x-lvc, no x-max-length): the default key cap
+    bounds the set, and the bytes the store reports are within 0.5-2x of what
+    tracemalloc sees it take (on the old code: unbounded, and 0 bytes reported)."""
+    import tracemalloc
+
+    store = RetainedStore(emit=lambda op: None)
+    rs = store.open(("/", "exchange", "lvc"), keyed=True, durable=False,
+                    limits=Limits(max_count=None, max_bytes=None))
+    props = b"\x90\x00\x10application/json\x01"  # content-type, delivery-mode
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(200_000):
+            rk = f"sensor.{i:06d}.temp"
+            store.put(rs, rk, Message(i + 1, "lvc", rk, bytes(props), b""))
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(rs) == DEFAULT_MAX_COUNT == 100_000
+    assert [r.key for r in list(rs)[:1]] == ["sensor.100000.temp"]  # the oldest went
+    reported = store.memory_all()
+    assert rs.memory == reported
+    assert 0.5 * grown <= reported <= 2 * grown, (reported, grown)
+    assert store.totals_all() == (100_000, 0)  # bodies: none
+    # an x-max-length (explicit count) still overrides the default
+    small = store.open(("/", "exchange", "five"), keyed=True, durable=False,
+                       limits=Limits(max_count=5))
+    for i in range(10):
+        store.put(small, f"k{i}", _msg(10**6 + i, f"k{i}", b""))
+    assert len(small) == 5
+    store.close(("/", "exchange", "lvc"))
+    store.close(("/", "exchange", "five"))
+    assert store.memory_all() == 0
+
+
+def test_empty_bodies_count_toward_the_default_byte_cap() -> None:
+    """Without x-max-length-bytes, RAM (not only body bytes) is what the default
+    bounds: empty bodies fill it too."""
+    per = Retained("k0", _msg(0, "k0", b"")).memory
+    store = RetainedStore(emit=lambda op: None, default_max_bytes=10 * per)
+    rs = store.open(("/", "exchange", "x"), keyed=True, durable=False)
+    for i in range(50):
+        store.put(rs, f"k{i % 10}" if i < 10 else f"j{i}", _msg(i, "k", b""))
+    assert len(rs) <= 10 and rs.memory <= 10 * per

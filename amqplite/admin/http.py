@@ -256,6 +256,7 @@ class AdminApp:
         else:
             # backslashreplace: a lone surrogate becomes its JSON escape, not a crash
             payload = json.dumps(resp.body, ensure_ascii=False).encode("utf-8", "backslashreplace")
+            resp.body = None  # a large listing's objects go now, not after the send
         headers = [(b"content-type", resp.content_type.encode())] if payload else []
         headers.append((b"content-length", str(len(payload)).encode()))
         headers.append((b"cache-control", b"no-cache"))

@@ -9,7 +9,9 @@ exceptions escaped a parser and was caught by the last-resort handler: a bug).
 from __future__ import annotations
 
 import random
+import socket
 import struct
+import time
 from typing import Any
 
 from pamqp import commands as pc
@@ -245,3 +247,28 @@ def random_frame(rng: random.Random) -> bytes:
     else:
         payload = bytes(rng.randrange(256) for _ in range(rng.randint(0, 20)))
     return struct.pack(">BHI", ftype, ch, len(payload)) + payload + b"\xce"
+
+
+def send_then_read(s: socket.socket, chunks: list[bytes], deadline: float) -> tuple[str, bytes]:
+    """Send ``chunks`` (the peer may close before it has read them all), then read for
+    ``deadline`` seconds: ('closed', bytes) on EOF or reset, ('open', bytes) when the
+    peer stayed silent. The live fuzz tests' one case, whatever the protocol."""
+    try:
+        for c in chunks:
+            s.sendall(c)
+    except OSError:
+        pass  # the broker may close before it has read everything
+    data = b""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        s.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            got = s.recv(65536)
+        except TimeoutError:
+            return "open", data
+        except OSError:
+            return "closed", data
+        if not got:
+            return "closed", data
+        data += got
+    return "open", data

@@ -17,7 +17,7 @@ from pathlib import Path
 import pika
 
 from tests.brokerproc import BrokerProcess
-from tests.protocol.fuzz_harness import check_output, one_case
+from tests.protocol.fuzz_harness import check_output, one_case, send_then_read
 from tests.server.conftest import connect
 
 CASES = 200
@@ -29,28 +29,8 @@ TIME_BUDGET = 120.0
 def run_case(port: int, chunks: list[bytes]) -> str:
     """Send one case: 'closed' (EOF or reset) or 'open' (silent at the deadline), with the
     reply codes of the closes the broker sent."""
-    data = b""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        try:
-            for c in chunks:
-                s.sendall(c)
-        except OSError:
-            pass  # the broker may close before it has read everything
-        deadline = time.monotonic() + READ_DEADLINE
-        outcome = "open"
-        while time.monotonic() < deadline:
-            s.settimeout(max(0.01, deadline - time.monotonic()))
-            try:
-                got = s.recv(65536)
-            except TimeoutError:
-                break
-            except OSError:
-                outcome = "closed"
-                break
-            if not got:
-                outcome = "closed"
-                break
-            data += got
+        outcome, data = send_then_read(s, chunks, READ_DEADLINE)
     codes = check_output(data, partial=outcome == "open")
     return f"{outcome}:{','.join(map(str, sorted(set(codes)))) or '-'}"
 

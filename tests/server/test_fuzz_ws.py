@@ -35,6 +35,7 @@ from amqplite.protocol.mqtt.packets import (
     encode,
 )
 from tests.brokerproc import BrokerProcess
+from tests.protocol.fuzz_harness import send_then_read
 from tests.server.mqttclient import mqtt_broker, new_id
 from tests.server.test_mqtt_listeners import WSRaw
 
@@ -197,28 +198,8 @@ def run_case(port: int, frames: list[bytes]) -> tuple[str, list[int]]:
     with s:
         assert head.startswith(b"HTTP/1.1 101"), head[:100]
         rest = head.split(b"\r\n\r\n", 1)[1]
-        try:
-            for f in frames:
-                s.sendall(f)
-        except OSError:
-            pass  # the broker may close before it has read everything
-        data = rest
-        outcome = "open"
-        deadline = time.monotonic() + READ_DEADLINE
-        while time.monotonic() < deadline:
-            s.settimeout(max(0.01, deadline - time.monotonic()))
-            try:
-                got = s.recv(65536)
-            except TimeoutError:
-                break
-            except OSError:
-                outcome = "closed"
-                break
-            if not got:
-                outcome = "closed"
-                break
-            data += got
-    return outcome, _close_codes(data)
+        outcome, data = send_then_read(s, frames, READ_DEADLINE)
+    return outcome, _close_codes(rest + data)
 
 
 def _close_codes(data: bytes) -> list[int]:

@@ -112,6 +112,7 @@ class Wills:
         if w.vhost not in b.vhosts:
             return
         session = b.open_session(w.user, w.vhost, f"will of {w.client_id}")
+        session.client_id = w.client_id  # topic permissions: {client_id}, MQTT key form
         try:
             ch = b.open_channel(session, 1)
             rk = topic_to_routing_key(w.topic)

@@ -5,8 +5,6 @@ export (GET /api/definitions) imports into a fresh broker (POST) without a 400."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,18 +22,11 @@ from amqplite.protocol.mqtt.packets import (
 from amqplite.protocol.mqtt.properties import Properties
 from amqplite.protocol.mqtt.subscriptions import MAX_CLIENT_ID_BYTES, MAX_FILTER_BYTES
 from tests.brokerproc import BrokerProcess
-from tests.server.mqttclient import V5, V311, RawClient, running_broker
+from tests.server.mqttclient import V5, V311, RawClient, module_broker
 
-
-@pytest.fixture(scope="module")
-def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    yield from running_broker(tmp_path_factory.mktemp("mqtt-defs"))
-
-
-@pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """The broker the exports are restored into."""
-    yield from running_broker(tmp_path_factory.mktemp("mqtt-defs-target"))
+mb = module_broker("mqtt-defs")
+#: the broker the exports are restored into
+target = module_broker("mqtt-defs-target")
 
 
 def _connect(b: BrokerProcess, cid: str, version: int) -> tuple[RawClient, ConnAck]:

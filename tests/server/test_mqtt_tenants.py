@@ -5,7 +5,6 @@ session over unless ``mqtt_takeover = "user"``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,21 +21,10 @@ from amqplite.protocol.mqtt.packets import (
     PubRel,
 )
 from tests.brokerproc import BrokerProcess, free_port, wait_for
-from tests.server.mqttclient import (
-    V5,
-    V311,
-    Client,
-    RawClient,
-    listening,
-    mqtt_broker,
-    new_id,
-    running_broker,
-)
+from tests.server import mqttclient as mc
+from tests.server.mqttclient import V5, V311, Client, RawClient, new_id
 
-
-@pytest.fixture(scope="module")
-def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    yield from running_broker(tmp_path_factory.mktemp("mqtt-tenants"))
+mb = mc.module_broker("mqtt-tenants")
 
 
 def tenant(b: BrokerProcess, vhost: str, *users: str) -> None:
@@ -120,7 +108,7 @@ def test_persistent_sessions_in_two_vhosts_survive_a_restart_apart(tmp_path: Pat
     across a restart (the store keys them by vhost and client id): alice's id 9
     awaiting PUBREL in tenantA does not make bob's new id 9 in tenantB a
     retransmission, and hers is still one (routed once)."""
-    mb = mqtt_broker(tmp_path / "data")
+    mb = mc.mqtt_broker(tmp_path / "data")
     port = mb.mqtt_port  # type: ignore[attr-defined]
     users = {"tenantA": "alice", "tenantB": "bob"}
     try:
@@ -141,7 +129,7 @@ def test_persistent_sessions_in_two_vhosts_survive_a_restart_apart(tmp_path: Pat
         _qos2(port, "tenantA", "alice", publisher, "a/q2", b"tenantA a/q2", release=False)
         mb.kill()
         mb.start()
-        wait_for(lambda: listening(port), 30, what="MQTT after restart")
+        wait_for(lambda: mc.listening(port), 30, what="MQTT after restart")
         _qos2(port, "tenantB", "bob", publisher, "b/q2", b"tenantB b/q2", release=True)
         _qos2(port, "tenantA", "alice", publisher, "a/q2", b"tenantA a/q2", release=True,
               dup=True)
@@ -175,7 +163,7 @@ def test_takeover_restricted_to_the_same_user(tmp_path: Path, version: int) -> N
     mb.mqtt_port = port  # type: ignore[attr-defined]
     mb.start()
     try:
-        wait_for(lambda: listening(port), 30, what="the MQTT listener")
+        wait_for(lambda: mc.listening(port), 30, what="the MQTT listener")
         tenant(mb, "t", "alice", "carol")
         cid = f"dev-{new_id()}"
         kw: dict[str, object] = {"clean": False}

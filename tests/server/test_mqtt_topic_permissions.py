@@ -30,20 +30,24 @@ def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     yield from running_broker(tmp_path_factory.mktemp("mqtt-topic-perms"))
 
 
-@pytest.fixture
-def user(mb: BrokerProcess) -> Iterator[str]:
-    """A user with full permissions and a topic permission on amq.topic: write keys
-    starting ``a.``, read keys starting with its client id then a dot."""
-    name = f"tp-{new_id()}"
+def _user_with(mb: BrokerProcess, prefix: str, write: str, read: str) -> Iterator[str]:
+    """A user (password "pw") with full permissions and a topic permission on amq.topic."""
+    name = f"{prefix}-{new_id()}"
     with httpx.Client(base_url=mb.admin_url or "", auth=("guest", "guest")) as api:
         api.put(f"/api/users/{name}", json={"password": "pw", "tags": ""}).raise_for_status()
         api.put(f"/api/permissions/%2F/{name}",
                 json={"configure": ".*", "write": ".*", "read": ".*"}).raise_for_status()
         api.put(f"/api/topic-permissions/%2F/{name}",
-                json={"exchange": "amq.topic", "write": "^a\\.",
-                      "read": "^{client_id}\\."}).raise_for_status()
+                json={"exchange": "amq.topic", "write": write, "read": read}
+                ).raise_for_status()
         yield name
         api.delete(f"/api/users/{name}")
+
+
+@pytest.fixture
+def user(mb: BrokerProcess) -> Iterator[str]:
+    """Write keys starting ``a.``, read keys starting with its client id then a dot."""
+    yield from _user_with(mb, "tp", "^a\\.", "^{client_id}\\.")
 
 
 def connect(mb: BrokerProcess, user: str, version: int, cid: str) -> RawClient:
@@ -120,16 +124,7 @@ def test_client_id_is_escaped(mb: BrokerProcess, user: str) -> None:
 def device_user(mb: BrokerProcess) -> Iterator[str]:
     """A user shared by devices: each may write and read only under its own level,
     ``devices/{client_id}/…`` (issue 33's case)."""
-    name = f"dev-{new_id()}"
-    with httpx.Client(base_url=mb.admin_url or "", auth=("guest", "guest")) as api:
-        api.put(f"/api/users/{name}", json={"password": "pw", "tags": ""}).raise_for_status()
-        api.put(f"/api/permissions/%2F/{name}",
-                json={"configure": ".*", "write": ".*", "read": ".*"}).raise_for_status()
-        api.put(f"/api/topic-permissions/%2F/{name}",
-                json={"exchange": "amq.topic", "write": "^devices\\.{client_id}\\.",
-                      "read": "^devices\\.{client_id}\\."}).raise_for_status()
-        yield name
-        api.delete(f"/api/users/{name}")
+    yield from _user_with(mb, "dev", "^devices\\.{client_id}\\.", "^devices\\.{client_id}\\.")
 
 
 def test_dotted_client_id_gets_no_other_device(mb: BrokerProcess, device_user: str) -> None:

@@ -1,11 +1,14 @@
 """What MQTT clients create always survives backup and restore (issue 33, item 8):
 client ids whose queue names would pass AMQP's 255 bytes are refused at CONNECT,
 filters whose binding keys would are refused at SUBSCRIBE, so the broker's own
-export (GET /api/definitions) imports into a fresh broker (POST) without a 400."""
+export (GET /api/definitions) imports into a fresh broker (POST) without a 400.
+Topic names past 255 bytes are refused too: an AMQP consumer's basic.deliver could
+not carry their routing key (it killed that consumer's connection)."""
 
 from __future__ import annotations
 
 import httpx
+import pika
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,6 +18,8 @@ from amqplite.protocol.mqtt.packets import (
     ConnAck,
     Connect,
     Disconnect,
+    PubAck,
+    Publish,
     SubAck,
     Subscribe,
     Subscription,
@@ -123,3 +128,29 @@ def test_any_mqtt_state_exports_and_imports(mb: BrokerProcess, target: BrokerPro
         raw.send(Disconnect())
         raw.closed_by_broker()
     _restore(mb, target)
+
+
+def test_long_topic_refused_and_amqp_consumers_unharmed(mb: BrokerProcess) -> None:
+    """A PUBLISH to a topic over 255 bytes: MQTT 5 PUBACK 0x90 (the connection stays),
+    3.1.1 closed; an AMQP consumer of ``#`` on amq.topic keeps its connection and gets
+    the next message."""
+    amqp = pika.BlockingConnection(pika.URLParameters(mb.url))
+    ch = amqp.channel()
+    q = ch.queue_declare("", exclusive=True).method.queue
+    ch.queue_bind(q, "amq.topic", "long.#")
+    long = "long/" + "x" * 251  # 256 bytes
+    v5, ack = _connect(mb, "long-topic-5", V5)
+    assert ack.reason_code == 0
+    v5.send(Publish(long, b"too long", qos=1, packet_id=1))
+    assert v5.recv() == PubAck(1, ReasonCode.TOPIC_NAME_INVALID)
+    v5.send(Publish(long[:255], b"fits", qos=1, packet_id=2))
+    assert v5.recv() == PubAck(2, 0)
+    v311, ack = _connect(mb, "long-topic-4", V311)
+    assert ack.reason_code == 0
+    v311.send(Publish(long, b"too long", qos=1, packet_id=1))
+    assert v311.closed_by_broker()
+    method, _props, body = next(ch.consume(q, inactivity_timeout=15))
+    assert method is not None and (len(method.routing_key), body) == (255, b"fits")
+    assert amqp.is_open
+    amqp.close()
+    v5.send(Disconnect())

@@ -65,7 +65,11 @@ from amqplite.protocol.mqtt.packets import (
     encode_publish,
 )
 from amqplite.protocol.mqtt.properties import CONNACK, DISCONNECT, EMPTY, Properties
-from amqplite.protocol.mqtt.subscriptions import MAX_CLIENT_ID_BYTES, MAX_FILTER_BYTES
+from amqplite.protocol.mqtt.subscriptions import (
+    MAX_CLIENT_ID_BYTES,
+    MAX_FILTER_BYTES,
+    MAX_TOPIC_BYTES,
+)
 from amqplite.protocol.mqtt.topics import SubscriptionFilter, parse_filter
 from amqplite.protocol.mqtt.wire import pack_u16
 
@@ -99,6 +103,8 @@ class ServerLimits:
     # so what MQTT creates always exports and imports back (definitions)
     max_client_id_bytes: int = MAX_CLIENT_ID_BYTES
     max_filter_bytes: int = MAX_FILTER_BYTES
+    # topic names (PUBLISH: the shell answers; a will's: refused at CONNECT)
+    max_topic_bytes: int = MAX_TOPIC_BYTES
 
 
 @attrs.frozen
@@ -363,6 +369,9 @@ class MQTTConnection:
                 )  # [MQTT-3.2.2-12]
             if c.will.retain and not limits.retain_available:
                 raise MQTTError(ReasonCode.RETAIN_NOT_SUPPORTED, "retained will", CONNECT)  # [MQTT-3.2.2-13]
+            if len(c.will.topic.encode()) > limits.max_topic_bytes:
+                raise MQTTError(ReasonCode.TOPIC_NAME_INVALID,
+                                f"will topic longer than {limits.max_topic_bytes} bytes", CONNECT)
         props = c.properties
         if props.receive_maximum is not None:
             self.client_receive_maximum = props.receive_maximum

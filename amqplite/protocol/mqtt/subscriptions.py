@@ -50,6 +50,9 @@ MAX_CLIENT_ID_BYTES = MAX_NAME_BYTES - len(session_queue_name("", 1).encode())
 #: the longest topic filter (UTF-8 bytes): its binding key is as long (a share
 #: name too long for a queue name is hashed, ``shared_queue_name``)
 MAX_FILTER_BYTES = MAX_NAME_BYTES
+#: the longest topic name (PUBLISH, will): its routing key is as long, and an AMQP
+#: consumer's basic.deliver carries it as a shortstr
+MAX_TOPIC_BYTES = MAX_NAME_BYTES
 
 
 @attrs.frozen

@@ -450,6 +450,12 @@ class MQTTClient:
         ch = self.channels.get(PUBLISH_CH)
         if ch is None:
             return
+        if len(topic.encode()) > self.listener.limits.max_topic_bytes:
+            # its routing key would not fit an AMQP consumer's basic.deliver
+            log.info("MQTT %s: publish to a topic of over %d bytes refused", self.name,
+                     self.listener.limits.max_topic_bytes)
+            self._refuse_publish(packet_id, ReasonCode.TOPIC_NAME_INVALID)
+            return
         st = ch.confirms
         assert st is not None
         seq = st.next_seq
@@ -477,11 +483,8 @@ class MQTTClient:
                                       topic_to_routing_key(topic), props, payload)
         except AMQPError as exc:
             log.info("MQTT %s: publish to %r refused: %s", self.name, topic, exc)
-            if packet_id is not None and self.proto.version >= MQTT_5:
-                self.proto.ack_publish(packet_id, ReasonCode.NOT_AUTHORIZED if refused(exc)
-                                       else ReasonCode.UNSPECIFIED_ERROR)
-            elif self.proto.version < MQTT_5:  # no negative ack: RabbitMQ 3.10 closes, any QoS
-                self.proto.disconnect(ReasonCode.NOT_AUTHORIZED)
+            self._refuse_publish(packet_id, ReasonCode.NOT_AUTHORIZED if refused(exc)
+                                 else ReasonCode.UNSPECIFIED_ERROR)
             return
         self.listener.stats.received[label(self.proto.version)] += 1
         if rs is not None:
@@ -494,6 +497,14 @@ class MQTTClient:
             st.stored = True  # the id's row commits with the message, before the PUBREC
         if packet_id is not None:
             self._confirms[seq] = packet_id
+
+    def _refuse_publish(self, packet_id: int | None, code: int) -> None:
+        """MQTT 5: PUBACK/PUBREC ``code`` (a QoS 0 publish is dropped); 3.1.1 has no
+        negative ack: the connection closes at any QoS, as RabbitMQ 3.10 closes it."""
+        if packet_id is not None and self.proto.version >= MQTT_5:
+            self.proto.ack_publish(packet_id, code)
+        elif self.proto.version < MQTT_5:
+            self.proto.disconnect(code)
 
     def _retained_index(self) -> RetainedSet:
         assert self.session is not None

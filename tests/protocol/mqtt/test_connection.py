@@ -505,3 +505,17 @@ def test_filter_longer_than_a_binding_key_is_refused(version: int) -> None:
     assert isinstance(event, ev.SubscribeReceived)
     assert [r.reason_code for r in event.requests] == [ReasonCode.TOPIC_FILTER_INVALID, 0,
                                                        ReasonCode.TOPIC_FILTER_INVALID]
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_will_topic_longer_than_a_routing_key_is_refused(version: int) -> None:
+    """A will topic whose routing key would pass 255 bytes: 0x90 (3.1.1 has no code for
+    it: closed without a CONNACK)."""
+    conn = MQTTConnection()
+    will = pk.Will("t/" + "x" * 254, b"gone", 1)
+    (event,) = feed(conn, pk.Connect("c", version, will=will), version=version)
+    assert isinstance(event, ev.ProtocolViolation)
+    assert event.reason_code == ReasonCode.TOPIC_NAME_INVALID
+    acks = sent(conn, version)
+    assert [a.reason_code for a in acks if isinstance(a, pk.ConnAck)] == (
+        [ReasonCode.TOPIC_NAME_INVALID] if version == 5 else [])

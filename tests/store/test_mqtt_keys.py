@@ -4,11 +4,24 @@ database's rows, keyed by the client id alone, move to the new keys in place."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
-from pathlib import Path
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    create_engine,
+    insert,
+    update,
+)
 
 from amqplite.store import Store
+from amqplite.store import schema as s
 from amqplite.store.ops import (
     DeleteMQTTSession,
     DeleteMQTTWill,
@@ -17,12 +30,14 @@ from amqplite.store.ops import (
     PutMQTTWill,
 )
 from amqplite.store.schema import SCHEMA_VERSION
+from tests.pg_server import both_backends
 
 
 def _will(vhost: str, cid: str) -> PutMQTTWill:
     return PutMQTTWill(cid, vhost, "u", "status", b"OFFLINE", 1, True, b"", 0, None)
 
 
+@both_backends
 def test_the_same_client_id_in_two_vhosts_is_two_sessions(make_store: Callable[..., Store]
                                                            ) -> None:
     store = make_store()
@@ -37,32 +52,40 @@ def test_the_same_client_id_in_two_vhosts_is_two_sessions(make_store: Callable[.
                    PutMQTTPacketId("A", "sensor-42", 9, False), _will("A", "sensor-42")]
 
 
-def test_a_version_4_database_moves_to_vhost_keys(db_path: Path,
+@both_backends
+def test_a_version_4_database_moves_to_vhost_keys(db_url: str,
                                                   make_store: Callable[..., Store]) -> None:
     """The rows of a version-4 database (keyed by client id) keep their values under
     (vhost, client id); a packet id takes its session's vhost, an orphan one goes."""
     make_store().close()
-    conn = sqlite3.connect(db_path)
-    conn.executescript(
-        "DROP TABLE mqtt_sessions; DROP TABLE mqtt_packet_ids; DROP TABLE mqtt_wills;"
-        "CREATE TABLE mqtt_sessions (client_id VARCHAR(255) PRIMARY KEY,"
-        " vhost VARCHAR(255) NOT NULL, expiry INTEGER NOT NULL, disconnected_at FLOAT,"
-        " awaiting_pubrel VARCHAR NOT NULL);"
-        "CREATE TABLE mqtt_packet_ids (client_id VARCHAR(255) NOT NULL, outbound BOOLEAN NOT"
-        " NULL, packet_id INTEGER NOT NULL, message_key BIGINT NOT NULL, released BOOLEAN NOT"
-        " NULL, PRIMARY KEY (client_id, outbound, packet_id));"
-        "CREATE TABLE mqtt_wills (client_id VARCHAR(255) PRIMARY KEY, vhost VARCHAR(255) NOT"
-        " NULL, user VARCHAR(255) NOT NULL, topic VARCHAR NOT NULL, payload BLOB NOT NULL,"
-        " qos INTEGER NOT NULL, retain BOOLEAN NOT NULL, properties BLOB NOT NULL,"
-        " delay INTEGER NOT NULL, due_at FLOAT);"
-        "INSERT INTO mqtt_sessions VALUES ('s1', 'tenantA', 60, 1.5, '');"
-        "INSERT INTO mqtt_packet_ids VALUES ('s1', 1, 7, 1234, 1);"
-        "INSERT INTO mqtt_packet_ids VALUES ('orphan', 0, 3, 0, 0);"
-        "INSERT INTO mqtt_wills VALUES ('s1', 'tenantA', 'u', 'status', x'4f4646', 1, 1, x'',"
-        " 0, NULL);"
-        "UPDATE meta SET value = '4' WHERE key = 'schema_version';")
-    conn.commit()
-    conn.close()
+    old = MetaData()
+    sessions = Table("mqtt_sessions", old, Column("client_id", String(255), primary_key=True),
+                     Column("vhost", String(255)), Column("expiry", Integer),
+                     Column("disconnected_at", Float), Column("awaiting_pubrel", String))
+    ids = Table("mqtt_packet_ids", old, Column("client_id", String(255), primary_key=True),
+                Column("outbound", Boolean, primary_key=True),
+                Column("packet_id", Integer, primary_key=True),
+                Column("message_key", BigInteger), Column("released", Boolean))
+    wills = Table("mqtt_wills", old, *(
+        Column(c.name, c.type, primary_key=c.name == "client_id")
+        for c in s.mqtt_wills.columns))
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        for t in (s.mqtt_sessions, s.mqtt_packet_ids, s.mqtt_wills):
+            t.drop(conn)
+        old.create_all(conn)
+        conn.execute(insert(sessions).values(client_id="s1", vhost="tenantA", expiry=60,
+                                             disconnected_at=1.5, awaiting_pubrel=""))
+        conn.execute(insert(ids), [
+            {"client_id": "s1", "outbound": True, "packet_id": 7, "message_key": 1234,
+             "released": True},
+            {"client_id": "orphan", "outbound": False, "packet_id": 3, "message_key": 0,
+             "released": False}])
+        conn.execute(insert(wills).values(
+            client_id="s1", vhost="tenantA", user="u", topic="status", payload=b"OFF", qos=1,
+            retain=True, properties=b"", delay=0, due_at=None))
+        conn.execute(update(s.meta).where(s.meta.c.key == "schema_version").values(value="4"))
+    engine.dispose()
     store = make_store()  # Store.create upgrades in place
     assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
     assert store.load().mqtt_sessions == [

@@ -450,10 +450,10 @@ class MQTTClient:
         ch = self.channels.get(PUBLISH_CH)
         if ch is None:
             return
-        if len(topic.encode()) > self.listener.limits.max_topic_bytes:
+        limit = self.listener.limits.max_topic_bytes
+        if len(topic) * 4 > limit and len(topic.encode()) > limit:  # short ones: no encode
             # its routing key would not fit an AMQP consumer's basic.deliver
-            log.info("MQTT %s: publish to a topic of over %d bytes refused", self.name,
-                     self.listener.limits.max_topic_bytes)
+            log.info("MQTT %s: publish to a topic of over %d bytes refused", self.name, limit)
             self._refuse_publish(packet_id, ReasonCode.TOPIC_NAME_INVALID)
             return
         st = ch.confirms

@@ -237,6 +237,10 @@ class Settings:
     #: whom an anonymous MQTT client acts as (RabbitMQ's mqtt.default_user); loopback
     #: rules apply to it as to any user
     mqtt_default_user: str = "guest"
+    #: who may take over an MQTT session (a vhost and a client id): "vhost", any user
+    #: of its vhost (Mosquitto's rule); "user", only the user who opened it
+    #: (another gets CONNACK "identifier rejected")
+    mqtt_takeover: str = attrs.field(default="vhost", validator=_choice(("vhost", "user")))
     #: the largest MQTT packet a logged-in client may send (MQTT 5 clients are told
     #: in the CONNACK); bigger: DISCONNECT 0x95 / the connection closed
     mqtt_max_packet_size: str = attrs.field(default="16MiB", validator=_size)

@@ -13,9 +13,17 @@ for an exchange may use every key on it.
 As in RabbitMQ, the match is a search (``re:run``), ``{username}``, ``{vhost}``
 and (MQTT) ``{client_id}`` in an expression are replaced by the session's
 values before it runs, and an empty expression is ``^$``: only the empty key
-passes (3.10.8, measured; as for the other permissions). Unlike
-RabbitMQ, the values are escaped first: a user named ``a.b`` must not match
-``axb``. The expressions run on RE2 (``patterns``), as the other permissions do.
+passes (3.10.8, measured; as for the other permissions). Unlike RabbitMQ, a
+value is inserted in the form of the key it is matched against, escaped (a
+user named ``a.b`` must not match ``axb``): an MQTT session's key is the
+translated topic, where an MQTT ``.`` is ``/``, so its values are translated
+the same way (client id ``a.secret`` becomes ``a/secret``, the key of its own
+level ``devices/a.secret/``, never ``a.secret``, which is ``devices/a/secret``).
+A value that cannot be one word of such a key (empty; for MQTT holding ``/``,
+``+``, ``#`` or ``*``; for AMQP holding ``*`` or ``#``, the binding keys'
+wildcards) matches nothing. An AMQP value keeps its dots (a user ``a.b`` owns
+the words ``a.b``, as in RabbitMQ). The expressions run on RE2 (``patterns``),
+as the other permissions do.
 
 This module keeps the table and answers "may this key pass"; ``AccessOps``
 turns a refusal into RabbitMQ's channel error. Pure: no trio, no SQL.
@@ -49,16 +57,41 @@ def validate(pattern: str) -> str | None:
     return patterns.check(expand(pattern, "u", "v", "c"))
 
 
+#: what a value that cannot be one word of the key becomes: an atom nothing matches
+NO_MATCH = r"[^\s\S]"
+#: characters that keep a value from being one word: MQTT (``.`` is translated to
+#: ``/``, so ``/`` would be a level separator; ``+ # *`` are wildcards), AMQP
+_UNSAFE_MQTT = frozenset("/+#*")
+_UNSAFE_AMQP = frozenset("*#")
+
+
+def key_form(value: str, mqtt: bool) -> str | None:
+    """``value`` as it appears in the key it is matched against, or None when it
+    cannot be one word of it (then it matches nothing). MQTT keys are translated
+    topics (``protocol/mqtt/topics.py``): a ``.`` in a level is a ``/`` there."""
+    unsafe = _UNSAFE_MQTT if mqtt else _UNSAFE_AMQP
+    if not value or not unsafe.isdisjoint(value):
+        return None
+    return value.replace(".", "/") if mqtt else value
+
+
+def _insert(value: str, mqtt: bool) -> str:
+    form = key_form(value, mqtt)
+    return f"(?:{NO_MATCH if form is None else re2.escape(form)})"
+
+
 @functools.lru_cache(maxsize=1024)
 def expand(pattern: str, username: str, vhost: str, client_id: str | None) -> str:
-    """``pattern`` with its variables replaced by the escaped values; a session
-    without a client id (AMQP) leaves ``{client_id}`` as written, as RabbitMQ does."""
+    """``pattern`` with its variables replaced by the values in key form, escaped
+    (``key_form``); an MQTT session is one with a client id. A session without a
+    client id (AMQP) leaves ``{client_id}`` as written, as RabbitMQ does."""
     if "{" not in pattern:
         return pattern
-    out = pattern.replace("{username}", re2.escape(username))
-    out = out.replace("{vhost}", re2.escape(vhost))
+    mqtt = client_id is not None
+    out = pattern.replace("{username}", _insert(username, mqtt))
+    out = out.replace("{vhost}", _insert(vhost, mqtt))
     if client_id is not None:
-        out = out.replace("{client_id}", re2.escape(client_id))
+        out = out.replace("{client_id}", _insert(client_id, mqtt))
     return out
 
 

@@ -551,31 +551,37 @@ class Applier:
             conn.execute(delete(p).where(p.c.component == op.component,
                                          p.c.vhost == op.vhost, p.c.name == op.name))
         elif t is PutMQTTSession:
-            upsert(conn, s.mqtt_sessions, {"client_id": op.client_id},
-                   {"vhost": op.vhost, "expiry": op.expiry,
+            upsert(conn, s.mqtt_sessions, {"vhost": op.vhost, "client_id": op.client_id},
+                   {"expiry": op.expiry,
                     "disconnected_at": op.disconnected_at,
-                    "awaiting_pubrel": ",".join(map(str, op.awaiting_pubrel))})
+                    "awaiting_pubrel": ",".join(map(str, op.awaiting_pubrel)),
+                    "user": op.user})
         elif t is DeleteMQTTSession:
             ms, mp = s.mqtt_sessions, s.mqtt_packet_ids
-            conn.execute(delete(ms).where(ms.c.client_id == op.client_id))
-            conn.execute(delete(mp).where(mp.c.client_id == op.client_id))
+            conn.execute(delete(ms).where(ms.c.vhost == op.vhost,
+                                          ms.c.client_id == op.client_id))
+            conn.execute(delete(mp).where(mp.c.vhost == op.vhost,
+                                          mp.c.client_id == op.client_id))
         elif t is PutMQTTPacketId:
-            upsert(conn, s.mqtt_packet_ids, {"client_id": op.client_id, "outbound": op.outbound,
+            upsert(conn, s.mqtt_packet_ids, {"vhost": op.vhost, "client_id": op.client_id,
+                                             "outbound": op.outbound,
                                              "packet_id": op.packet_id},
                    {"message_key": op.message_key, "released": op.released})
         elif t is DeleteMQTTPacketId:
             mp = s.mqtt_packet_ids
-            conn.execute(delete(mp).where(mp.c.client_id == op.client_id,
+            conn.execute(delete(mp).where(mp.c.vhost == op.vhost,
+                                          mp.c.client_id == op.client_id,
                                           mp.c.outbound == op.outbound,
                                           mp.c.packet_id == op.packet_id))
         elif t is PutMQTTWill:
-            upsert(conn, s.mqtt_wills, {"client_id": op.client_id},
-                   {"vhost": op.vhost, "user": op.user, "topic": op.topic,
+            upsert(conn, s.mqtt_wills, {"vhost": op.vhost, "client_id": op.client_id},
+                   {"user": op.user, "topic": op.topic,
                     "payload": op.payload, "qos": op.qos, "retain": op.retain,
                     "properties": op.properties, "delay": op.delay, "due_at": op.due_at})
         elif t is DeleteMQTTWill:
             mw = s.mqtt_wills
-            conn.execute(delete(mw).where(mw.c.client_id == op.client_id))
+            conn.execute(delete(mw).where(mw.c.vhost == op.vhost,
+                                          mw.c.client_id == op.client_id))
         elif t is PutMeta:
             upsert(conn, s.meta, {"key": op.key}, {"value": op.value})
         elif t is PutVHost:
@@ -641,7 +647,7 @@ class Applier:
             if qid not in keep:
                 cls._delete_queue(conn, qid)
         for table in (s.bindings, s.exchanges, s.policies, s.parameters, s.permissions,
-                      s.retained, s.mqtt_wills,
+                      s.retained, s.mqtt_wills, s.mqtt_sessions, s.mqtt_packet_ids,
                       s.topic_permissions):
             conn.execute(delete(table).where(table.c.vhost == name))
         conn.execute(delete(s.vhosts).where(s.vhosts.c.name == name))

@@ -45,7 +45,7 @@ from .ops import (
 )
 from .reads import StoreReads
 from .recovery import Recovered
-from .upgrade import delivery_log_to_batches, stream_entries_to_chunks
+from .upgrade import delivery_log_to_batches, mqtt_tables_by_vhost, stream_entries_to_chunks
 
 log = logging.getLogger(__name__)
 
@@ -298,10 +298,12 @@ class Store(StoreReads):
             if version is not None and int(version) in s.UPGRADABLE_VERSIONS:
                 # create_all above added the missing tables; version 2's stream rows
                 # move into chunks, and older delivery-log rows into batches
+                # and the MQTT tables get their (vhost, client id) keys
                 # (store/upgrade.py), in this same transaction
                 if int(version) == 2:
                     stream_entries_to_chunks(conn)
                 delivery_log_to_batches(conn)
+                mqtt_tables_by_vhost(conn)
                 conn.execute(update(s.meta).where(s.meta.c.key == "schema_version")
                              .values(value=str(s.SCHEMA_VERSION)))
             elif version is not None and int(version) != s.SCHEMA_VERSION:

@@ -263,13 +263,15 @@ class PutMQTTSession:
 
     ``expiry``: seconds it outlives a disconnect (NEVER_EXPIRES for 3.1.1
     clean session 0); ``disconnected_at``: wall-clock seconds, None while
-    connected (a crash then counts from the restart)."""
+    connected (a crash then counts from the restart); ``user``: who opened it
+    (``mqtt_takeover = "user"``; empty in rows of older versions)."""
 
     vhost: str
     client_id: str
     expiry: int
     disconnected_at: float | None = None
     awaiting_pubrel: tuple[int, ...] = ()
+    user: str = ""
 
 
 #: PutMQTTSession.expiry of a session that never expires
@@ -278,8 +280,10 @@ NEVER_EXPIRES = 0xFFFFFFFF
 
 @attrs.frozen
 class DeleteMQTTSession:
-    """A persistent MQTT session ended (clean start, expiry); its packet ids go too."""
+    """A persistent MQTT session ended (clean start, expiry); its packet ids go too.
+    MQTT state is keyed by (vhost, client id): two vhosts' ``sensor-42`` are two."""
 
+    vhost: str
     client_id: str
 
 
@@ -293,6 +297,7 @@ class PutMQTTPacketId:
     ``message_key`` (still unacked in the session's queue), ``released`` once
     the client's PUBREC came and PUBREL is owed until PUBCOMP."""
 
+    vhost: str
     client_id: str
     packet_id: int
     outbound: bool
@@ -304,6 +309,7 @@ class PutMQTTPacketId:
 class DeleteMQTTPacketId:
     """A packet id's flow ended (PUBREL received, PUBCOMP received)."""
 
+    vhost: str
     client_id: str
     packet_id: int
     outbound: bool
@@ -332,6 +338,7 @@ class PutMQTTWill:
 class DeleteMQTTWill:
     """A will was published or cancelled (normal DISCONNECT, resumed session)."""
 
+    vhost: str
     client_id: str
 
 

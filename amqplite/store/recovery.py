@@ -162,18 +162,21 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
     ]
     rec.mqtt_sessions = [
         PutMQTTSession(r.vhost, r.client_id, r.expiry, r.disconnected_at,
-                       tuple(int(i) for i in r.awaiting_pubrel.split(",") if i))
-        for r in conn.execute(select(s.mqtt_sessions))
+                       tuple(int(i) for i in r.awaiting_pubrel.split(",") if i), r.user)
+        for r in conn.execute(select(s.mqtt_sessions).order_by(s.mqtt_sessions.c.vhost,
+                                                               s.mqtt_sessions.c.client_id))
     ]
     mp = s.mqtt_packet_ids
     rec.mqtt_sessions += [
-        PutMQTTPacketId(r.client_id, r.packet_id, r.outbound, r.message_key, r.released)
-        for r in conn.execute(select(mp).order_by(mp.c.client_id, mp.c.packet_id))
+        PutMQTTPacketId(r.vhost, r.client_id, r.packet_id, r.outbound, r.message_key,
+                        r.released)
+        for r in conn.execute(select(mp).order_by(mp.c.vhost, mp.c.client_id, mp.c.packet_id))
     ]
     rec.mqtt_sessions += [
         PutMQTTWill(r.client_id, r.vhost, r.user, r.topic, r.payload, r.qos, r.retain,
                     r.properties, r.delay, r.due_at)
-        for r in conn.execute(select(s.mqtt_wills))
+        for r in conn.execute(select(s.mqtt_wills).order_by(s.mqtt_wills.c.vhost,
+                                                            s.mqtt_wills.c.client_id))
     ]
     rec.exchanges = [
         PutExchange(

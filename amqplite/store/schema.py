@@ -31,12 +31,13 @@ from sqlalchemy.types import TypeEngine
 from .ops import LOG_FIELDS
 
 #: Bumped when a table changes shape; stored in ``meta`` under ``schema_version``.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: Versions ``Store.create`` upgrades in place: 2 added the stream tables (which
 #: ``create_all`` adds to an existing database), 3 replaced one row per stream
 #: entry (``stream_entries``) by chunk rows, 4 one row per delivery-log event
-#: (the ``delivery_log`` table) by batch rows (``store/upgrade.py`` moves both).
-UPGRADABLE_VERSIONS = (1, 2, 3)
+#: (the ``delivery_log`` table) by batch rows (``store/upgrade.py`` moves both),
+#: 5 keyed the MQTT tables by (vhost, client id) instead of the client id alone.
+UPGRADABLE_VERSIONS = (1, 2, 3, 4)
 
 #: Ids per statement for IN (...) lists; well under SQLite's and PostgreSQL's limits.
 IN_CHUNK = 900
@@ -116,31 +117,33 @@ parameters = Table(
 mqtt_sessions = Table(
     "mqtt_sessions",
     metadata,
+    Column("vhost", String(255), primary_key=True),
     Column("client_id", String(255), primary_key=True),
-    Column("vhost", String(255), nullable=False),
     Column("expiry", Integer, nullable=False),
     Column("disconnected_at", Float, nullable=True),
     Column("awaiting_pubrel", String, nullable=False),
+    Column("user", String(255), nullable=False, default=""),
 )
 
 #: A persistent MQTT session's QoS 2 packet ids in flight (``PutMQTTPacketId``)
 mqtt_packet_ids = Table(
     "mqtt_packet_ids",
     metadata,
+    Column("vhost", String(255), nullable=False),
     Column("client_id", String(255), nullable=False),
     Column("outbound", Boolean, nullable=False),
     Column("packet_id", Integer, nullable=False),
     Column("message_key", BigInteger, nullable=False),
     Column("released", Boolean, nullable=False),
-    PrimaryKeyConstraint("client_id", "outbound", "packet_id"),
+    PrimaryKeyConstraint("vhost", "client_id", "outbound", "packet_id"),
 )
 
 #: MQTT wills not published yet (``PutMQTTWill``)
 mqtt_wills = Table(
     "mqtt_wills",
     metadata,
+    Column("vhost", String(255), primary_key=True),
     Column("client_id", String(255), primary_key=True),
-    Column("vhost", String(255), nullable=False),
     Column("user", String(255), nullable=False),
     Column("topic", String, nullable=False),
     Column("payload", LargeBinary, nullable=False),

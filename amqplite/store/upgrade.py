@@ -9,6 +9,12 @@ Version 3 kept one ``delivery_log`` row per event; version 4 keeps batches
 (``log_batches``, see ``logbatch.py``) and a view of that name. Every event
 keeps its id, so the audit job's watermark still points where it did.
 
+Version 4 keyed the MQTT tables (sessions, packet ids, wills) by client id
+alone; version 5 by (vhost, client id), so two tenants' ``sensor-42`` are two
+sessions. The rows move as they are (client ids were unique across vhosts
+then); a packet id takes its session's vhost, and one without a session row
+(nothing would read it) is dropped.
+
 The ``retained`` table (retained publications, ``broker/retained.py``) needs
 no step here and no version change: ``create_all`` adds it to an older
 database at start, and nothing moves into it (an older version ignores it).
@@ -45,7 +51,7 @@ from .apply import CHUNK_COLS, stream_chunks
 from .logbatch import BATCH_COLS, BATCH_EVENTS, MAX_LOG_ID_KEY, batch_rows
 from .ops import LOG_FIELDS, AppendStream
 
-__all__ = ["delivery_log_to_batches", "stream_entries_to_chunks"]
+__all__ = ["delivery_log_to_batches", "mqtt_tables_by_vhost", "stream_entries_to_chunks"]
 
 log = logging.getLogger(__name__)
 
@@ -155,4 +161,35 @@ def delivery_log_to_batches(conn: Connection) -> int:
         conn.execute(delete(meta).where(meta.c.key == MAX_LOG_ID_KEY))
         conn.execute(insert(meta).values(key=MAX_LOG_ID_KEY, value=str(high)))
     log.info("moved %d delivery-log events into batches", moved)
+    return moved
+
+
+def mqtt_tables_by_vhost(conn: Connection) -> int:
+    """Rebuild a version-4 database's MQTT tables keyed by (vhost, client id); the
+    number of rows moved. In the caller's transaction; nothing to do when the
+    tables already have the new shape (``create_all`` made them)."""
+    names = inspect(conn).get_table_names()
+    if "mqtt_packet_ids" not in names or "vhost" in {
+            c["name"] for c in inspect(conn).get_columns("mqtt_packet_ids")}:
+        return 0
+    old = MetaData()
+    tables = {t.name: Table(t.name, old, autoload_with=conn)
+              for t in (s.mqtt_sessions, s.mqtt_packet_ids, s.mqtt_wills) if t.name in names}
+    rows = {name: [dict(r._mapping) for r in conn.execute(select(t))]
+            for name, t in tables.items()}
+    for t in tables.values():
+        t.drop(conn)
+    for t in (s.mqtt_sessions, s.mqtt_packet_ids, s.mqtt_wills):
+        t.create(conn)
+    vhost_of = {r["client_id"]: r["vhost"] for r in rows.get("mqtt_sessions", [])}
+    ids = [{**r, "vhost": vhost_of[r["client_id"]]} for r in rows.get("mqtt_packet_ids", [])
+           if r["client_id"] in vhost_of]
+    moved = 0
+    for t, batch in ((s.mqtt_sessions, rows.get("mqtt_sessions", [])),
+                     (s.mqtt_packet_ids, ids), (s.mqtt_wills, rows.get("mqtt_wills", []))):
+        if batch:
+            conn.execute(insert(t), batch)
+            moved += len(batch)
+    if moved:
+        log.info("upgrade: %d MQTT session rows keyed by (vhost, client id)", moved)
     return moved

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from amqplite.broker import topic_permissions as topics
 from amqplite.broker.core import Broker
 from amqplite.protocol.errors import AMQPError
+from amqplite.protocol.mqtt.topics import filter_to_binding_key, topic_to_routing_key
 from amqplite.store import ops
 from tests.broker.conftest import TRANSIENT
 
@@ -23,10 +24,10 @@ def test_empty_expression_is_caret_dollar_and_search_is_unanchored() -> None:
     assert not topics.permits("^b", "a.b.c", "u", "/", None)
 
 
-@given(st.text(min_size=1, max_size=20))
+@given(st.text(min_size=1, max_size=20).filter(lambda n: "*" not in n and "#" not in n))
 def test_a_variable_matches_exactly_its_value(name: str) -> None:
-    """Whatever a user name holds (regex syntax included), ``^{username}$`` matches that
-    name and nothing else that differs from it."""
+    """Whatever an AMQP user name holds (regex syntax included), ``^{username}$``
+    matches that name and nothing else that differs from it."""
     assert topics.permits("^{username}$", name, name, "/", None)
     assert not topics.permits("^{username}$", name + "x", name, "/", None)
     assert not topics.permits("^{username}$", "x" + name, name, "/", None)
@@ -39,6 +40,50 @@ def test_client_id_left_as_written_without_one() -> None:
     assert topics.permits("^{client_id}$", "{client_id}", "u", "/", None)
     assert topics.permits("^{client_id}\\.", "c|1.x", "u", "/", "c|1")
     assert not topics.permits("^{client_id}\\.", "c.x", "u", "/", "c|1")
+
+
+@pytest.mark.parametrize("name", ["*", "a#", "x.*"])
+def test_an_amqp_value_with_a_wildcard_matches_nothing(name: str) -> None:
+    """A user ``*`` must not bind ``users.*.x`` (every user's) through ``{username}``."""
+    assert not topics.permits("^users\\.{username}\\.", f"users.{name}.x", name, "/", None)
+    assert topics.permits("^users\\.({username}|public)\\.", "users.public.x", name, "/",
+                          None)
+
+
+#: MQTT levels: any text but the level separator and the filters' wildcards
+_level = st.text(st.characters(blacklist_characters="/+#", blacklist_categories=("Cs",)),
+                 max_size=6)
+
+
+@given(cid=st.text(max_size=12), levels=st.lists(_level, min_size=1, max_size=4))
+def test_mqtt_client_id_matches_only_its_own_level(cid: str, levels: list[str]) -> None:
+    """For any client id, ``^devices\\.{client_id}\\.`` passes a key (an MQTT topic or
+    filter translated as the listener translates it) only when the key's second word
+    is that client id in key form, i.e. the topic's second level is the client id:
+    ``a.secret`` never reaches ``devices/a/secret``, an id with ``/`` or a wildcard
+    nothing at all."""
+    pattern = "^devices\\.{client_id}\\."
+    topic = "/".join(["devices", *levels, "x"])
+    for key in (topic_to_routing_key(topic), filter_to_binding_key(topic)):
+        allowed = topics.permits(pattern, key, "u", "/", cid)
+        assert allowed == (levels[0] == cid and topics.key_form(cid, True) is not None)
+    if topics.key_form(cid, True) is not None:  # its own level passes, '.' included
+        assert topics.permits(pattern, topic_to_routing_key(f"devices/{cid}/x"), "u", "/", cid)
+
+
+def test_dotted_client_id_does_not_reach_another_device() -> None:
+    """Issue 33's case: ``a.secret`` gets ``devices/a.secret/…`` only, ``a`` keeps its own."""
+    pattern = "^devices\\.{client_id}\\."
+    for topic in ("devices/a/secret/unlock", "devices/a/secret/#"):
+        assert not topics.permits(pattern, filter_to_binding_key(topic), "u", "/", "a.secret")
+        assert topics.permits(pattern, filter_to_binding_key(topic), "u", "/", "a")
+    assert topics.permits(pattern, topic_to_routing_key("devices/a.secret/x"), "u", "/",
+                          "a.secret")
+    # a wildcard or a level separator in the id matches nothing, not every device
+    for cid in ("+", "#", "*", "a/b", ""):
+        assert not topics.permits(pattern, filter_to_binding_key("devices/+/x"), "u", "/", cid)
+        assert not topics.permits(pattern, filter_to_binding_key("devices/a/b/x"), "u", "/",
+                                  cid)
 
 
 def test_validate_checks_the_expanded_expression() -> None:

@@ -46,6 +46,17 @@ def running_broker(data_dir: Path) -> Iterator[BrokerProcess]:
     b.stop()
 
 
+def module_broker(name: str) -> Any:
+    """A module-scoped fixture ``mb``: a broker of its own, stopped afterwards."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+        yield from running_broker(tmp_path_factory.mktemp(name))
+
+    return mb
+
+
 def new_id() -> str:
     """A client id (and topic part) no other test uses."""
     return uuid.uuid4().hex[:12]

@@ -30,20 +30,24 @@ def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     yield from running_broker(tmp_path_factory.mktemp("mqtt-topic-perms"))
 
 
-@pytest.fixture
-def user(mb: BrokerProcess) -> Iterator[str]:
-    """A user with full permissions and a topic permission on amq.topic: write keys
-    starting ``a.``, read keys starting with its client id then a dot."""
-    name = f"tp-{new_id()}"
+def _user_with(mb: BrokerProcess, prefix: str, write: str, read: str) -> Iterator[str]:
+    """A user (password "pw") with full permissions and a topic permission on amq.topic."""
+    name = f"{prefix}-{new_id()}"
     with httpx.Client(base_url=mb.admin_url or "", auth=("guest", "guest")) as api:
         api.put(f"/api/users/{name}", json={"password": "pw", "tags": ""}).raise_for_status()
         api.put(f"/api/permissions/%2F/{name}",
                 json={"configure": ".*", "write": ".*", "read": ".*"}).raise_for_status()
         api.put(f"/api/topic-permissions/%2F/{name}",
-                json={"exchange": "amq.topic", "write": "^a\\.",
-                      "read": "^{client_id}\\."}).raise_for_status()
+                json={"exchange": "amq.topic", "write": write, "read": read}
+                ).raise_for_status()
         yield name
         api.delete(f"/api/users/{name}")
+
+
+@pytest.fixture
+def user(mb: BrokerProcess) -> Iterator[str]:
+    """Write keys starting ``a.``, read keys starting with its client id then a dot."""
+    yield from _user_with(mb, "tp", "^a\\.", "^{client_id}\\.")
 
 
 def connect(mb: BrokerProcess, user: str, version: int, cid: str) -> RawClient:
@@ -108,9 +112,48 @@ def test_mqtt311_subscribe_refused_per_filter(mb: BrokerProcess, user: str) -> N
 def test_client_id_is_escaped(mb: BrokerProcess, user: str) -> None:
     """``{client_id}`` is the escaped client id: for a client ``c|…`` the expression is
     ``^c\\|…\\.``, so ``cZZ/t`` stays refused (unescaped, ``^c|…`` would let it pass).
-    (A ``.`` in a client id would not do: MQTT's ``.`` is ``/`` in the AMQP key.)"""
+    (A ``.`` in a client id is ``/`` in the key: test_dotted_client_id_gets_no_other_device.)"""
     cid = f"c|{new_id()}"
     raw = connect(mb, user, V5, cid)
     raw.send(Subscribe(1, (Subscription(f"{cid}/t", qos=0), Subscription("cZZ/t", qos=0))))
     assert raw.recv() == SubAck(1, (0, ReasonCode.NOT_AUTHORIZED))
     raw.drop()
+
+
+@pytest.fixture
+def device_user(mb: BrokerProcess) -> Iterator[str]:
+    """A user shared by devices: each may write and read only under its own level,
+    ``devices/{client_id}/…`` (issue 33's case)."""
+    yield from _user_with(mb, "dev", "^devices\\.{client_id}\\.", "^devices\\.{client_id}\\.")
+
+
+def test_dotted_client_id_gets_no_other_device(mb: BrokerProcess, device_user: str) -> None:
+    """Client id ``a.secret`` gets its own level ``devices/a.secret/…`` only, never
+    ``devices/a/secret/…`` (device ``a``'s): MQTT 5 hears 0x87 for the PUBLISH and the
+    SUBSCRIBE, 3.1.1 0x80 for the SUBSCRIBE and a closed connection for the PUBLISH;
+    device ``a`` keeps its access."""
+    a = f"a{new_id()}"
+    thief = f"{a}.secret"
+    raw = connect(mb, device_user, V5, thief)
+    raw.send(Subscribe(1, (Subscription(f"devices/{a}/secret/#", qos=1),
+                           Subscription(f"devices/{thief}/#", qos=1))))
+    assert raw.recv() == SubAck(1, (ReasonCode.NOT_AUTHORIZED, 1))
+    raw.send(Publish(f"devices/{a}/secret/unlock", b"open", qos=1, packet_id=2))
+    assert raw.recv() == PubAck(2, ReasonCode.NOT_AUTHORIZED)
+    raw.send(Publish(f"devices/{thief}/status", b"mine", qos=1, packet_id=3))
+    assert PubAck(3, 0) in [raw.recv(), raw.recv()]  # and its own subscription's copy
+    raw.drop()
+    old = Client(mb.mqtt_port, thief, user=device_user, password="pw")  # type: ignore[attr-defined]
+    assert old.connect()[0] == 0
+    assert old.subscribe(f"devices/{a}/secret/#", 1) == [0x80]
+    old.close()
+    raw = connect(mb, device_user, V311, thief)
+    raw.send(Publish(f"devices/{a}/secret/unlock", b"open", qos=1, packet_id=1))
+    assert raw.closed_by_broker()
+    device = connect(mb, device_user, V5, a)  # the owner still has its level
+    device.send(Subscribe(1, (Subscription(f"devices/{a}/secret/#", qos=1),)))
+    assert device.recv() == SubAck(1, (1,))
+    device.send(Publish(f"devices/{a}/secret/unlock", b"ok", qos=1, packet_id=2))
+    got = [device.recv(), device.recv()]
+    assert PubAck(2, 0) in got
+    device.drop()

@@ -65,6 +65,11 @@ from amqplite.protocol.mqtt.packets import (
     encode_publish,
 )
 from amqplite.protocol.mqtt.properties import CONNACK, DISCONNECT, EMPTY, Properties
+from amqplite.protocol.mqtt.subscriptions import (
+    MAX_CLIENT_ID_BYTES,
+    MAX_FILTER_BYTES,
+    MAX_TOPIC_BYTES,
+)
 from amqplite.protocol.mqtt.topics import SubscriptionFilter, parse_filter
 from amqplite.protocol.mqtt.wire import pack_u16
 
@@ -94,6 +99,12 @@ class ServerLimits:
     shared_subscription_available: bool = True
     server_keep_alive: int | None = None  # MQTT 5: overrides the client's keep alive
     connect_timeout: float = 10.0  # seconds from the socket to a CONNECT
+    # client ids and filters whose queue names and binding keys fit AMQP's 255 bytes,
+    # so what MQTT creates always exports and imports back (definitions)
+    max_client_id_bytes: int = MAX_CLIENT_ID_BYTES
+    max_filter_bytes: int = MAX_FILTER_BYTES
+    # topic names (PUBLISH: the shell answers; a will's: refused at CONNECT)
+    max_topic_bytes: int = MAX_TOPIC_BYTES
 
 
 @attrs.frozen
@@ -347,6 +358,10 @@ class MQTTConnection:
                 raise MQTTError(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID, "empty client identifier", CONNECT)
             client_id = f"amqplite-{uuid.uuid4().hex}"  # [MQTT-3.1.3-6]
             assigned = True
+        elif len(client_id.encode()) > limits.max_client_id_bytes:  # [MQTT-3.1.3-5] allows it
+            raise MQTTError(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
+                            f"client identifier longer than {limits.max_client_id_bytes} bytes",
+                            CONNECT)
         if c.will is not None:
             if c.will.qos > limits.maximum_qos:
                 raise MQTTError(
@@ -354,6 +369,9 @@ class MQTTConnection:
                 )  # [MQTT-3.2.2-12]
             if c.will.retain and not limits.retain_available:
                 raise MQTTError(ReasonCode.RETAIN_NOT_SUPPORTED, "retained will", CONNECT)  # [MQTT-3.2.2-13]
+            if len(c.will.topic.encode()) > limits.max_topic_bytes:
+                raise MQTTError(ReasonCode.TOPIC_NAME_INVALID,
+                                f"will topic longer than {limits.max_topic_bytes} bytes", CONNECT)
         props = c.properties
         if props.receive_maximum is not None:
             self.client_receive_maximum = props.receive_maximum
@@ -459,7 +477,9 @@ class MQTTConnection:
         for sub in s.subscriptions:
             parsed = _try_parse(sub.topic_filter)
             code = 0 if parsed is not None else ReasonCode.TOPIC_FILTER_INVALID
-            if parsed is not None:
+            if parsed is not None and len(parsed.topic_filter.encode()) > limits.max_filter_bytes:
+                code = ReasonCode.TOPIC_FILTER_INVALID  # its binding key would not fit
+            elif parsed is not None:
                 if parsed.share_group is not None:
                     if not limits.shared_subscription_available:
                         code = ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED

@@ -33,7 +33,26 @@ NO_LOCAL_ARG = "x-mqtt-no-local"
 ID_ARG = "x-mqtt-subscription-id"
 MEMBER_ARG = "x-mqtt-client-id"
 SHARED_PREFIX = "mqtt-shared-"
-_MAX_QUEUE_NAME = 255
+#: AMQP names and keys are shortstrs (definitions export and import carry no more)
+MAX_NAME_BYTES = 255
+SESSION_PREFIX = "mqtt-subscription-"
+
+
+def session_queue_name(client_id: str, qos: int) -> str:
+    """RabbitMQ's name for a session's subscription queue."""
+    return f"{SESSION_PREFIX}{client_id}qos{qos}"
+
+
+#: the longest client id (UTF-8 bytes) whose queues' names fit: 255 less the
+#: longest name the mapping builds around it (``mqtt-subscription-…qos1``): 233.
+#: A longer one is refused at CONNECT (0x85, 3.1.1: 2); Mosquitto takes 65535
+MAX_CLIENT_ID_BYTES = MAX_NAME_BYTES - len(session_queue_name("", 1).encode())
+#: the longest topic filter (UTF-8 bytes): its binding key is as long (a share
+#: name too long for a queue name is hashed, ``shared_queue_name``)
+MAX_FILTER_BYTES = MAX_NAME_BYTES
+#: the longest topic name (PUBLISH, will): its routing key is as long, and an AMQP
+#: consumer's basic.deliver carries it as a shortstr
+MAX_TOPIC_BYTES = MAX_NAME_BYTES
 
 
 @attrs.frozen
@@ -97,7 +116,7 @@ def shared_queue_name(group: str, topic_filter: str) -> str:
     hashed as well."""
     digest = hashlib.sha256(topic_filter.encode()).hexdigest()[:16]
     name = f"{SHARED_PREFIX}{group}-{digest}"
-    if len(name.encode()) > _MAX_QUEUE_NAME:
+    if len(name.encode()) > MAX_NAME_BYTES:
         name = f"{SHARED_PREFIX}{hashlib.sha256(group.encode()).hexdigest()[:32]}-{digest}"
     return name
 

@@ -86,6 +86,8 @@ class MQTTClient:
         #: the session's queues and bindings, from CONNECT to the session's end
         self.subs: Subscriptions | None = None
         self.client_id = ""
+        #: the session: (vhost, client id), set once the CONNECT is accepted
+        self.key = ("", "")
         #: clean session 0 (3.1.1) or a session expiry (5.0): queues outlive us
         self.persistent = False
         self.will: Will | None = None
@@ -94,7 +96,7 @@ class MQTTClient:
         #: outbound packet id -> delivery tag on the qos1 channel
         self._tags: dict[int, int] = {}
         #: the session's QoS 2 packet ids (the listener keeps them across connections)
-        self.ids = PacketIds("")
+        self.ids = PacketIds("", "")
         #: store ops were written that must commit before the bytes queued now leave
         #: (QoS 2 packet ids: a PUBLISH, PUBREL or PUBCOMP waits for its row)
         self._hold = False
@@ -287,12 +289,19 @@ class MQTTClient:
             self.proto.reject(ReasonCode.QUOTA_EXCEEDED if c.protocol_level >= MQTT_5
                               else ReasonCode.SERVER_UNAVAILABLE)
             return
+        key = (login.vhost, ev.client_id)
+        if not listener.may_take_over(key, login.user):  # mqtt_takeover = "user"
+            log.warning("MQTT %s: client id %r of vhost %r belongs to another user",
+                        self.name, ev.client_id, login.vhost)
+            self.proto.reject(ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)
+            return
         self.client_id = ev.client_id
-        old = listener.clients.get(ev.client_id)
+        self.key = key
+        old = listener.clients.get(key)
         if old is not None and old is not self:
             old.take_over()  # [MQTT-3.1.4-3]: the existing client is disconnected
-        listener.clients[ev.client_id] = self
-        listener.keep(ev.client_id)
+        listener.clients[key] = self
+        listener.keep(key)
         self.persistent = (self.proto.session_expiry_interval > 0 if c.protocol_level >= MQTT_5
                            else not c.clean_start)
         b = self.broker
@@ -316,10 +325,10 @@ class MQTTClient:
             will = PutMQTTWill(cid, login.vhost, login.user, w.topic, w.payload, w.qos, w.retain,
                                amqp_properties(w.qos, w.properties, cid, w.retain),
                                self._will_delay())
-        listener.wills.connected(cid, not c.clean_start, will)  # stored before the CONNACK
+        listener.wills.connected(key, not c.clean_start, will)  # stored before the CONNACK
         if c.clean_start:  # a clean start forgets the previous session
-            listener.packet_ids.pop(cid, None)
-        ids = self.ids = listener.ids(cid)
+            listener.packet_ids.pop(key, None)
+        ids = self.ids = listener.ids(key)
         ids.completed.clear()
         ids.broker = b if self.persistent else None
         kept: list[int] = []
@@ -332,12 +341,12 @@ class MQTTClient:
                     options.load(subs, queue_name(cid, qos), qos)
         if c.clean_start:
             listener.groups.leave(login.vhost, cid)  # its shared subscriptions too
-        if cid in listener.stored and c.clean_start:  # its packet ids go with its row
-            listener.stored.discard(cid)
-            b.store_ops.append(DeleteMQTTSession(cid))
+        if key in listener.stored and c.clean_start:  # its packet ids go with its row
+            del listener.stored[key]
+            b.store_ops.append(DeleteMQTTSession(login.vhost, cid))
         if self.persistent:  # its row says so across a restart
-            listener.stored.add(cid)
-            b.store_ops.append(PutMQTTSession(login.vhost, cid, self._expiry()))
+            listener.stored[key] = login.user
+            b.store_ops.append(PutMQTTSession(login.vhost, cid, self._expiry(), user=login.user))
         await listener.committed()
         if self.session is not s or self.proto.closed:  # taken over meanwhile
             return
@@ -393,19 +402,20 @@ class MQTTClient:
             return
         listener = self.listener
         listener.stats.closed += self.connected_at_ms > 0
-        if listener.clients.get(self.client_id) is self:
-            del listener.clients[self.client_id]
+        key = self.key
+        if listener.clients.get(key) is self:
+            del listener.clients[key]
         if self.persistent:
             expiry = self._expiry()
             self.broker.store_ops.append(PutMQTTSession(s.vhost, self.client_id, expiry,
-                                                        time.time()))
-            if listener.clients.get(self.client_id) is None:
+                                                        time.time(), user=s.username))
+            if listener.clients.get(key) is None:
                 listener.expire_later(s.vhost, self.client_id, expiry)
         if self.will is None:
-            listener.wills.cancel(self.client_id)
+            listener.wills.cancel(key)
         else:
             self.will = None
-            listener.wills.gone(self.client_id, self._will_delay())
+            listener.wills.gone(key, self._will_delay())
         if self.subs is not None and not self.persistent:
             shared.end(self.subs)  # a clean session leaves its groups
         self.session = None
@@ -414,8 +424,8 @@ class MQTTClient:
             self.subs.ended = True
             self.subs = None
         self._tags.clear()
-        if not self.persistent and listener.packet_ids.get(self.client_id) is self.ids:
-            del listener.packet_ids[self.client_id]
+        if not self.persistent and listener.packet_ids.get(key) is self.ids:
+            del listener.packet_ids[key]
         listener.execute(self.broker.close_session, s)
 
     def _will_delay(self) -> int:
@@ -439,6 +449,12 @@ class MQTTClient:
         MQTT 5 properties map to AMQP ones, with the publisher (mapping.py)."""
         ch = self.channels.get(PUBLISH_CH)
         if ch is None:
+            return
+        limit = self.listener.limits.max_topic_bytes
+        if len(topic) * 4 > limit and len(topic.encode()) > limit:  # short ones: no encode
+            # its routing key would not fit an AMQP consumer's basic.deliver
+            log.info("MQTT %s: publish to a topic of over %d bytes refused", self.name, limit)
+            self._refuse_publish(packet_id, ReasonCode.TOPIC_NAME_INVALID)
             return
         st = ch.confirms
         assert st is not None
@@ -467,11 +483,8 @@ class MQTTClient:
                                       topic_to_routing_key(topic), props, payload)
         except AMQPError as exc:
             log.info("MQTT %s: publish to %r refused: %s", self.name, topic, exc)
-            if packet_id is not None and self.proto.version >= MQTT_5:
-                self.proto.ack_publish(packet_id, ReasonCode.NOT_AUTHORIZED if refused(exc)
-                                       else ReasonCode.UNSPECIFIED_ERROR)
-            elif self.proto.version < MQTT_5:  # no negative ack: RabbitMQ 3.10 closes, any QoS
-                self.proto.disconnect(ReasonCode.NOT_AUTHORIZED)
+            self._refuse_publish(packet_id, ReasonCode.NOT_AUTHORIZED if refused(exc)
+                                 else ReasonCode.UNSPECIFIED_ERROR)
             return
         self.listener.stats.received[label(self.proto.version)] += 1
         if rs is not None:
@@ -484,6 +497,14 @@ class MQTTClient:
             st.stored = True  # the id's row commits with the message, before the PUBREC
         if packet_id is not None:
             self._confirms[seq] = packet_id
+
+    def _refuse_publish(self, packet_id: int | None, code: int) -> None:
+        """MQTT 5: PUBACK/PUBREC ``code`` (a QoS 0 publish is dropped); 3.1.1 has no
+        negative ack: the connection closes at any QoS, as RabbitMQ 3.10 closes it."""
+        if packet_id is not None and self.proto.version >= MQTT_5:
+            self.proto.ack_publish(packet_id, code)
+        elif self.proto.version < MQTT_5:
+            self.proto.disconnect(code)
 
     def _retained_index(self) -> RetainedSet:
         assert self.session is not None

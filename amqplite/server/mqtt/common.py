@@ -6,6 +6,7 @@ import attrs
 
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import ServerLimits
+from amqplite.protocol.mqtt.subscriptions import session_queue_name
 
 RECV_SIZE = 64 * 1024
 #: a client's consumers stop receiving while this much is queued unsent to it
@@ -31,8 +32,9 @@ class Login:
 
 
 def queue_name(client_id: str, qos: int) -> str:
-    """RabbitMQ's name for a session's subscription queue."""
-    return f"mqtt-subscription-{client_id}qos{qos}"
+    """RabbitMQ's name for a session's subscription queue (at most 255 bytes: the
+    protocol layer refuses longer client ids)."""
+    return session_queue_name(client_id, qos)
 
 
 def refused(exc: AMQPError) -> bool:

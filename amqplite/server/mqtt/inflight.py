@@ -1,6 +1,7 @@
 """A session's QoS 2 packet ids in flight, both ways (MQTT 4.3.3, 4.4).
 
-The listener keeps one :class:`PacketIds` per client id across its connections;
+The listener keeps one :class:`PacketIds` per session, (vhost, client id), across
+its connections;
 a persistent session's ids are also rows (``PutMQTTPacketId``), so a restart,
 a kill -9 included, resumes the flows where they were:
 
@@ -28,7 +29,8 @@ class PacketIds:
     """The ids of one session; each change returns True when it wrote a store op
     (the caller then holds its answer until the commit)."""
 
-    def __init__(self, client_id: str) -> None:
+    def __init__(self, vhost: str, client_id: str) -> None:
+        self.vhost = vhost
         self.client_id = client_id
         #: the broker whose store ops a persistent session's rows join; None: not stored
         self.broker: Broker | None = None
@@ -52,12 +54,12 @@ class PacketIds:
     def received(self, pid: int) -> bool:
         """A QoS 2 PUBLISH was routed: its id is pending until PUBREL."""
         self.inbound.add(pid)
-        return self._write(PutMQTTPacketId(self.client_id, pid, False))
+        return self._write(PutMQTTPacketId(self.vhost, self.client_id, pid, False))
 
     def forget_inbound(self, pid: int) -> bool:
         """PUBREL came (or the PUBLISH was refused): the id is free again."""
         self.inbound.discard(pid)
-        return self._write(DeleteMQTTPacketId(self.client_id, pid, False))
+        return self._write(DeleteMQTTPacketId(self.vhost, self.client_id, pid, False))
 
     # ------------------------------------------------------------ outbound
     def pid_of(self, key: int) -> int | None:
@@ -78,7 +80,7 @@ class PacketIds:
             self._pids.pop(old, None)
         self._keys[pid] = key
         self._pids[key] = pid
-        return self._write(PutMQTTPacketId(self.client_id, pid, True, key))
+        return self._write(PutMQTTPacketId(self.vhost, self.client_id, pid, True, key))
 
     def release(self, pid: int) -> bool:
         """PUBREC: the client has the message; PUBREL is owed until PUBCOMP."""
@@ -86,7 +88,7 @@ class PacketIds:
         if key is None:
             return False
         self.released.add(pid)
-        return self._write(PutMQTTPacketId(self.client_id, pid, True, key, True))
+        return self._write(PutMQTTPacketId(self.vhost, self.client_id, pid, True, key, True))
 
     def complete(self, pid: int) -> bool:
         """PUBCOMP (or a PUBREC refusing the message): the flow of ``pid`` ended."""
@@ -96,7 +98,7 @@ class PacketIds:
         self._pids.pop(key, None)
         self.released.discard(pid)
         self.completed.discard(pid)
-        return self._write(DeleteMQTTPacketId(self.client_id, pid, True))
+        return self._write(DeleteMQTTPacketId(self.vhost, self.client_id, pid, True))
 
     def restore(self, op: PutMQTTPacketId) -> None:
         """A row read back at start-up."""

@@ -1,5 +1,11 @@
-"""The MQTT listener: accepts clients, logs them in, keeps the client-id registry
-and the disconnected persistent sessions' expiry countdowns."""
+"""The MQTT listener: accepts clients, logs them in, keeps the session registry
+and the disconnected persistent sessions' expiry countdowns.
+
+A session is a (vhost, client id), as in RabbitMQ: the same client id in two
+vhosts is two clients, two sessions, two wills, and one never takes the other
+over. Within a vhost a new connection takes over the old one (Mosquitto's
+rule), or, with ``mqtt_takeover = "user"``, only when the same user opened it.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from amqplite.server.mqtt.common import LIMITS, Login, queue_name
 from amqplite.server.mqtt.inflight import PacketIds
 from amqplite.server.mqtt.shared import SharedGroups
 from amqplite.server.mqtt.transports import open_tls, tls_handler
-from amqplite.server.mqtt.wills import Wills
+from amqplite.server.mqtt.wills import Key, Wills
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.store.ops import (
@@ -41,7 +47,7 @@ log = logging.getLogger("amqplite.mqtt")
 
 
 class MQTTListener:
-    """Accepts MQTT clients and keeps the client-id registry (session takeover).
+    """Accepts MQTT clients and keeps the session registry (session takeover).
 
     Its dependencies are explicit: the settings, the broker and its users, and
     the server's ``execute`` (a command and its Outcome), ``interpret`` (the
@@ -67,17 +73,17 @@ class MQTTListener:
         #: the store bridge: publishers stop being read while it is far behind
         self.persistence = persistence
         self.connections: set[MQTTClient] = set()
-        #: the connected client of each client id
-        self.clients: dict[str, MQTTClient] = {}
+        #: the connected client of each session, (vhost, client id)
+        self.clients: dict[Key, MQTTClient] = {}
         #: each session's QoS 2 packet ids in flight, kept across its connections
-        self.packet_ids: dict[str, PacketIds] = {}
-        #: client ids with a mqtt_sessions row
-        self.stored: set[str] = set()
+        self.packet_ids: dict[Key, PacketIds] = {}
+        #: sessions with a mqtt_sessions row, and who opened each
+        self.stored: dict[Key, str] = {}
         #: MQTT state read back from the store (sessions, packet ids, wills) as the
         #: ops that wrote it: the expiry countdowns start in serve()
         self._recovered = stored_sessions or []
         #: the countdown of each disconnected session that expires
-        self._expiring: dict[str, trio.CancelScope] = {}
+        self._expiring: dict[Key, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
         self.ports: list[int] = []
         self.tls_ports: list[int] = []
@@ -112,12 +118,14 @@ class MQTTListener:
             self.wills.start(nursery, [w for w in self._recovered if isinstance(w, PutMQTTWill)])
             for st in self._recovered:
                 if isinstance(st, PutMQTTPacketId):
-                    self.ids(st.client_id).restore(st)
+                    self.ids((st.vhost, st.client_id)).restore(st)
                 elif isinstance(st, PutMQTTSession):
-                    self.stored.add(st.client_id)
+                    key = (st.vhost, st.client_id)
+                    self.stored[key] = st.user
                     for pid in st.awaiting_pubrel:  # an older database's: rows now
-                        self.ids(st.client_id).inbound.add(pid)
-                        self.broker.store_ops.append(PutMQTTPacketId(st.client_id, pid, False))
+                        self.ids(key).inbound.add(pid)
+                        self.broker.store_ops.append(
+                            PutMQTTPacketId(st.vhost, st.client_id, pid, False))
                     # a session connected at a crash counts from now
                     gone = now - (st.disconnected_at if st.disconnected_at is not None else now)
                     self.expire_later(st.vhost, st.client_id, st.expiry, max(0.0, gone))
@@ -131,43 +139,54 @@ class MQTTListener:
             task_status.started(self.ports)
             await trio.sleep_forever()
 
-    def ids(self, client_id: str) -> PacketIds:
+    def ids(self, key: Key) -> PacketIds:
         """The session's QoS 2 packet ids (new ones for a new session)."""
-        ids = self.packet_ids.get(client_id)
+        ids = self.packet_ids.get(key)
         if ids is None:
-            ids = self.packet_ids[client_id] = PacketIds(client_id)
+            ids = self.packet_ids[key] = PacketIds(*key)
         return ids
+
+    def may_take_over(self, key: Key, user: str) -> bool:
+        """May ``user`` open the session ``key``, taking over its connection or its
+        stored state? Any user of the vhost may (Mosquitto's rule), unless
+        ``mqtt_takeover`` is "user": then only the user who opened it."""
+        if self.settings.mqtt_takeover != "user":
+            return True
+        old = self.clients.get(key)
+        if old is not None and old.session is not None and old.session.username != user:
+            return False
+        return self.stored.get(key, "") in ("", user)  # "": an older version's row
 
     def expire_later(self, vhost: str, client_id: str, expiry: int, gone: float = 0.0) -> None:
         """MQTT 5 session expiry: ``expiry`` seconds after the disconnect (``gone``
         seconds ago) the session's queues and row go, unless it reconnected."""
         if expiry == NEVER_EXPIRES or self._nursery is None:
             return
-        self.keep(client_id)
-        scope = self._expiring[client_id] = trio.CancelScope()
-        self._nursery.start_soon(self._expire, vhost, client_id, expiry - gone, scope)
+        key = (vhost, client_id)
+        self.keep(key)
+        scope = self._expiring[key] = trio.CancelScope()
+        self._nursery.start_soon(self._expire, key, expiry - gone, scope)
 
-    def keep(self, client_id: str) -> None:
+    def keep(self, key: Key) -> None:
         """The client reconnected: its countdown stops."""
-        scope = self._expiring.pop(client_id, None)
+        scope = self._expiring.pop(key, None)
         if scope is not None:
             scope.cancel()
 
-    async def _expire(self, vhost: str, client_id: str, delay: float,
-                      scope: trio.CancelScope) -> None:
+    async def _expire(self, key: Key, delay: float, scope: trio.CancelScope) -> None:
         with scope:
             await trio.sleep(max(0.0, delay))  # a timer: the session's lifetime
-            if self._expiring.get(client_id) is scope:
-                del self._expiring[client_id]
-            if client_id in self.clients:
+            if self._expiring.get(key) is scope:
+                del self._expiring[key]
+            if key in self.clients:
                 return
-            log.info("MQTT session %r expired", client_id)
-            self.packet_ids.pop(client_id, None)
-            self.execute(self._drop_session, vhost, client_id)
+            log.info("MQTT session %r of vhost %r expired", key[1], key[0])
+            self.packet_ids.pop(key, None)
+            self.execute(self._drop_session, *key)
 
     def _drop_session(self, vhost: str, client_id: str) -> None:
         """The session expired: its will, if still delayed, is published now."""
-        self.wills.fire(client_id)
+        self.wills.fire((vhost, client_id))
         b = self.broker
         vh = b.vhosts.get(vhost)
         for qos in (0, 1):
@@ -175,8 +194,8 @@ class MQTTListener:
             if vh is not None and q is not None:
                 b.delete_queue(vh, q)
         self.groups.leave(vhost, client_id)
-        self.stored.discard(client_id)
-        b.store_ops.append(DeleteMQTTSession(client_id))
+        self.stored.pop((vhost, client_id), None)
+        b.store_ops.append(DeleteMQTTSession(vhost, client_id))
 
     def close_all(self, text: str) -> None:
         """Shutdown: every client closed and its session ended now, so what that

@@ -58,9 +58,10 @@ class SharedGroups:
         self._members.setdefault((vhost, queue), set()).add(client_id)
         self._queues.setdefault((vhost, client_id), set()).add(queue)
 
-    def recover(self, persistent: set[str]) -> None:
+    def recover(self, persistent: set[tuple[str, str]]) -> None:
         """After a restart: index the member bindings of stored sessions, drop the
-        others, and the shared queues left without a member."""
+        others, and the shared queues left without a member. ``persistent``: the
+        stored sessions, (vhost, client id)."""
         b = self.broker
         for vh in list(b.vhosts.values()):
             for name in [n for n in vh.queues if is_shared_queue(n)]:
@@ -68,7 +69,7 @@ class SharedGroups:
                     member = member_of(binding.args_dict)
                     if binding.source != self.exchange or member is None:
                         continue
-                    if member in persistent:
+                    if (vh.name, member) in persistent:
                         self.joined(vh.name, name, member)
                     else:
                         b.drop_binding(vh, binding)

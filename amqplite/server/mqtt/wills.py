@@ -6,9 +6,11 @@ makes it due after its delay: MQTT 5's Will Delay Interval, capped by the
 session expiry ([MQTT-3.1.3-9]: the session's end publishes it too), 0 for
 3.1.1. A due will is published at once; a delayed one gets its due time
 stored and a timer, and is cancelled when the client id reconnects to the
-session in time, published at once when it reconnects with a clean start or
-when the session expires. After a restart a will whose client was connected
-at the crash counts its delay from the restart.
+session in time (a session is a (vhost, client id): the same id in another
+vhost is another client and never touches this will), published at once
+when it reconnects with a clean start or when the session expires. After a
+restart a will whose client was connected at the crash counts its delay from
+the restart.
 
 A will is published through a broker session of its own, opened as the user
 who connected (the permission checks are the client's) and closed right after.
@@ -35,9 +37,12 @@ from amqplite.store.ops import DeleteMQTTWill, PutMQTTWill
 
 log = logging.getLogger("amqplite.mqtt")
 
+#: a session: (vhost, client id)
+Key = tuple[str, str]
+
 
 class Wills:
-    """The pending wills of every client id, and their timers."""
+    """The pending wills of every session, and their timers."""
 
     def __init__(self, settings: Settings, broker: Broker,
                  execute: Callable[..., Any], retained_limits: Limits) -> None:
@@ -46,9 +51,9 @@ class Wills:
         self.execute = execute
         #: the MQTT retained index's bounds (the listener's, built once)
         self.retained_limits = retained_limits
-        #: client id -> its stored will
-        self.pending: dict[str, PutMQTTWill] = {}
-        self._timers: dict[str, trio.CancelScope] = {}
+        #: (vhost, client id) -> its stored will
+        self.pending: dict[Key, PutMQTTWill] = {}
+        self._timers: dict[Key, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
 
     def start(self, nursery: trio.Nursery, stored: list[PutMQTTWill]) -> None:
@@ -56,55 +61,56 @@ class Wills:
         self._nursery = nursery
         now = time.time()
         for w in stored:
-            self.pending[w.client_id] = w
+            key = (w.vhost, w.client_id)
+            self.pending[key] = w
             due = w.due_at if w.due_at is not None else now + w.delay
             if w.due_at is None and w.delay:
-                self.pending[w.client_id] = w = attrs.evolve(w, due_at=due)
+                self.pending[key] = w = attrs.evolve(w, due_at=due)
                 self.broker.store_ops.append(w)
-            self._schedule(w.client_id, due - now)
+            self._schedule(key, due - now)
 
     # ------------------------------------------------------------ the client's life
-    def connected(self, client_id: str, resumed: bool, will: PutMQTTWill | None) -> None:
-        """A CONNECT for ``client_id``: a delayed will of the previous connection is
-        cancelled when it resumes the session, published when it starts clean;
+    def connected(self, key: Key, resumed: bool, will: PutMQTTWill | None) -> None:
+        """A CONNECT for the session ``key``: a delayed will of the previous connection
+        is cancelled when it resumes the session, published when it starts clean;
         the new connection's will is stored."""
-        if client_id in self.pending:
+        if key in self.pending:
             if resumed:
-                self._drop(client_id)
+                self._drop(key)
             else:
-                self.fire(client_id)
+                self.fire(key)
         if will is not None:
-            self.pending[client_id] = will
+            self.pending[key] = will
             self.broker.store_ops.append(will)
 
-    def cancel(self, client_id: str) -> None:
+    def cancel(self, key: Key) -> None:
         """A normal DISCONNECT: the will is never published."""
-        if client_id in self.pending:
-            self._drop(client_id)
+        if key in self.pending:
+            self._drop(key)
 
-    def gone(self, client_id: str, delay: int) -> None:
+    def gone(self, key: Key, delay: int) -> None:
         """The connection ended otherwise: the will is due in ``delay`` seconds."""
-        w = self.pending.get(client_id)
+        w = self.pending.get(key)
         if w is None:
             return
         if delay <= 0 or self._nursery is None:
-            self.fire(client_id)
+            self.fire(key)
             return
-        w = self.pending[client_id] = attrs.evolve(w, delay=delay, due_at=time.time() + delay)
+        w = self.pending[key] = attrs.evolve(w, delay=delay, due_at=time.time() + delay)
         self.broker.store_ops.append(w)
-        self._schedule(client_id, delay)
+        self._schedule(key, delay)
 
     # ------------------------------------------------------------ publication
-    def fire(self, client_id: str) -> None:
-        """Publish the pending will of ``client_id`` now (inside a broker command)."""
-        w = self.pending.get(client_id)
+    def fire(self, key: Key) -> None:
+        """Publish the pending will of the session ``key`` now (inside a broker command)."""
+        w = self.pending.get(key)
         if w is None:
             return
-        self._drop(client_id)
+        self._drop(key)
         try:
             self._publish(w)
         except Exception:
-            log.exception("MQTT will of %r: publication failed", client_id)
+            log.exception("MQTT will of %r in vhost %r: publication failed", key[1], key[0])
 
     def _publish(self, w: PutMQTTWill) -> None:
         b = self.broker
@@ -112,6 +118,7 @@ class Wills:
         if w.vhost not in b.vhosts:
             return
         session = b.open_session(w.user, w.vhost, f"will of {w.client_id}")
+        session.client_id = w.client_id  # topic permissions: {client_id}, MQTT key form
         try:
             ch = b.open_channel(session, 1)
             rk = topic_to_routing_key(w.topic)
@@ -136,25 +143,25 @@ class Wills:
             b.close_session(session)
 
     # ------------------------------------------------------------ timers
-    def _drop(self, client_id: str) -> None:
-        del self.pending[client_id]
-        scope = self._timers.pop(client_id, None)
+    def _drop(self, key: Key) -> None:
+        del self.pending[key]
+        scope = self._timers.pop(key, None)
         if scope is not None:
             scope.cancel()
-        self.broker.store_ops.append(DeleteMQTTWill(client_id))
+        self.broker.store_ops.append(DeleteMQTTWill(*key))
 
-    def _schedule(self, client_id: str, delay: float) -> None:
-        old = self._timers.pop(client_id, None)
+    def _schedule(self, key: Key, delay: float) -> None:
+        old = self._timers.pop(key, None)
         if old is not None:
             old.cancel()
         assert self._nursery is not None
-        scope = self._timers[client_id] = trio.CancelScope()
-        self._nursery.start_soon(self._later, client_id, max(0.0, delay), scope)
+        scope = self._timers[key] = trio.CancelScope()
+        self._nursery.start_soon(self._later, key, max(0.0, delay), scope)
 
-    async def _later(self, client_id: str, delay: float, scope: trio.CancelScope) -> None:
+    async def _later(self, key: Key, delay: float, scope: trio.CancelScope) -> None:
         with scope:
             await trio.sleep(delay)  # a timer: the will's delay
-            if self._timers.get(client_id) is scope:
-                del self._timers[client_id]
-                self.execute(self.fire, client_id)
+            if self._timers.get(key) is scope:
+                del self._timers[key]
+                self.execute(self.fire, key)
 

@@ -470,3 +470,52 @@ def test_unsubscribe_parses_each_filter() -> None:
     assert event.parsed[2] is not None and event.parsed[2].share_group == "g"
     conn.send_unsuback(4, [0x11, 0x8F, 0])
     assert sent(conn) == [pk.UnsubAck(4, (0x11, 0x8F, 0))]
+
+
+@pytest.mark.parametrize(("version", "code"), [(3, 2), (4, 2), (5, ReasonCode.CLIENT_IDENTIFIER_NOT_VALID)])
+def test_client_id_too_long_for_its_queue_names(version: int, code: int) -> None:
+    """A client id whose ``mqtt-subscription-…qos1`` would pass AMQP's 255 bytes is
+    refused (0x85; 3.1/3.1.1: 2, identifier rejected), in UTF-8 bytes; one at the
+    limit is accepted (issue 33, item 8: the export must import back)."""
+    from amqplite.protocol.mqtt.subscriptions import MAX_CLIENT_ID_BYTES, session_queue_name
+
+    assert MAX_CLIENT_ID_BYTES == 233
+    for cid in ("x" * 234, "é" * 117, "x" * 5000):
+        conn = MQTTConnection()
+        (event,) = feed(conn, pk.Connect(cid, version), version=version)
+        assert isinstance(event, ev.ProtocolViolation)
+        assert event.reason_code == ReasonCode.CLIENT_IDENTIFIER_NOT_VALID
+        (connack,) = sent(conn, version)
+        assert isinstance(connack, pk.ConnAck) and connack.reason_code == code
+    fits = "é" * 116 + "x"
+    assert len(session_queue_name(fits, 1).encode()) == 255
+    conn = MQTTConnection()
+    (event,) = feed(conn, pk.Connect(fits, version), version=version)
+    assert isinstance(event, ev.ConnectReceived) and event.client_id == fits
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_filter_longer_than_a_binding_key_is_refused(version: int) -> None:
+    """A filter whose binding key would pass 255 bytes gets 0x8F (3.1.1: 0x80) alone."""
+    conn = connected(version)
+    long = "a/" * 127 + "bb"  # 256 bytes
+    (event,) = feed(conn, pk.Subscribe(1, (pk.Subscription(long, 1), pk.Subscription(long[:255], 1),
+                                           pk.Subscription(f"$share/g/{long}", 1))),
+                    version=version)
+    assert isinstance(event, ev.SubscribeReceived)
+    assert [r.reason_code for r in event.requests] == [ReasonCode.TOPIC_FILTER_INVALID, 0,
+                                                       ReasonCode.TOPIC_FILTER_INVALID]
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_will_topic_longer_than_a_routing_key_is_refused(version: int) -> None:
+    """A will topic whose routing key would pass 255 bytes: 0x90 (3.1.1 has no code for
+    it: closed without a CONNACK)."""
+    conn = MQTTConnection()
+    will = pk.Will("t/" + "x" * 254, b"gone", 1)
+    (event,) = feed(conn, pk.Connect("c", version, will=will), version=version)
+    assert isinstance(event, ev.ProtocolViolation)
+    assert event.reason_code == ReasonCode.TOPIC_NAME_INVALID
+    acks = sent(conn, version)
+    assert [a.reason_code for a in acks if isinstance(a, pk.ConnAck)] == (
+        [ReasonCode.TOPIC_NAME_INVALID] if version == 5 else [])

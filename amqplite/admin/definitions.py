@@ -352,8 +352,10 @@ def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set
         out.ignored.append(f"global_parameters[{i}]: '{p.get('name')}' (cluster-wide)")
 
 
-def apply(broker: Broker, p: Plan, channel_for: ChannelFor, undo: Undo) -> None:
-    """Carry out a validated plan in one synchronous step, journalling in ``undo``.
+def apply(broker: Broker, p: Plan, channel_for: ChannelFor, undo: Undo,
+          user: str | None = None) -> None:
+    """Carry out a validated plan in one synchronous step, journalling in ``undo``;
+    ``user`` (the importing user) defines its parameters: their links act as it.
 
     Policies come last: a refusal by the broker (an existing queue declared
     with other properties) then never follows a policy that already trimmed
@@ -406,7 +408,8 @@ def apply(broker: Broker, p: Plan, channel_for: ChannelFor, undo: Undo) -> None:
         for step in p.parameters:  # last: a shovel starts once its queues exist
             d = step.data
             undo.parameter(d["component"], step.vhost, d["name"])
-            broker.parameters.put(d["component"], step.vhost, d["name"], d["value"])
+            broker.parameters.put(d["component"], step.vhost, d["name"], d["value"],
+                                  defined_by=user)
     except AMQPError as exc:
         where = step.path if step is not None else "definitions"
         raise V.Invalid(where, f"is refused: {exc.reply_text}") from None

@@ -21,6 +21,7 @@ import trio
 
 from amqplite.links import client as C
 from amqplite.links import wire
+from amqplite.links.access import Identity
 from amqplite.links.audit import Hops, HopSink
 from amqplite.links.config import ShovelSpec
 from amqplite.links.pump import pump
@@ -107,8 +108,13 @@ class Shovel:
     then deletes the parameter, as RabbitMQ does)."""
 
     def __init__(self, name: str, vhost: str, spec: ShovelSpec, local: LocalAddress,
-                 on_done: Callable[[], None], hops: HopSink | None = None) -> None:
+                 on_done: Callable[[], None], hops: HopSink | None = None, *,
+                 identity: Identity, refused: str | None = None) -> None:
         self.name, self.vhost, self.spec = name, vhost, spec
+        #: whom ``amqp://`` without host and credentials logs in as (the definer)
+        self.identity = identity
+        #: why the definer may not run it (it then waits, terminated, saying so)
+        self.refused = refused
         #: the delivery log's ``shovelled`` rows (what ``amqplite trace`` shows)
         self.hops = Hops(hops, "shovelled", vhost, name, self.consumer_tag)
         self._local = local
@@ -124,6 +130,9 @@ class Shovel:
         return uris[self._attempt % len(uris)]
 
     async def run(self) -> None:
+        if self.refused is not None:  # until users or permissions change
+            self.status.set("terminated", self.refused)
+            await trio.sleep_forever()
         while True:
             self.status.set("starting")
             try:
@@ -145,7 +154,8 @@ class Shovel:
         spec = self.spec
         src_uri, dest_uri = self._pick(spec.src_uris), self._pick(spec.dest_uris)
         self.status.src_uri, self.status.dest_uri = mask(src_uri), mask(dest_uri)
-        src_ep, dest_ep = parse(src_uri, "src-uri"), parse(dest_uri, "dest-uri")
+        login = self.identity.endpoint
+        src_ep, dest_ep = login(parse(src_uri, "src-uri")), login(parse(dest_uri, "dest-uri"))
         label = f"Shovel {self.name}"
         async with C.connect(dest_ep, *address(self._local, dest_ep), name=label) as dest, \
                 C.connect(src_ep, *address(self._local, src_ep), name=label) as src:

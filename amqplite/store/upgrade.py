@@ -12,6 +12,8 @@ keeps its id, so the audit job's watermark still points where it did.
 The ``retained`` table (retained publications, ``broker/retained.py``) needs
 no step here and no version change: ``create_all`` adds it to an older
 database at start, and nothing moves into it (an older version ignores it).
+Nor does the ``parameters.defined_by`` column (:func:`parameters_defined_by`
+adds it, NULL in the rows that were there; an older version ignores it).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from .apply import CHUNK_COLS, stream_chunks
 from .logbatch import BATCH_COLS, BATCH_EVENTS, MAX_LOG_ID_KEY, batch_rows
 from .ops import LOG_FIELDS, AppendStream
 
-__all__ = ["delivery_log_to_batches", "stream_entries_to_chunks"]
+__all__ = ["delivery_log_to_batches", "parameters_defined_by", "stream_entries_to_chunks"]
 
 log = logging.getLogger(__name__)
 
@@ -156,3 +158,13 @@ def delivery_log_to_batches(conn: Connection) -> int:
         conn.execute(insert(meta).values(key=MAX_LOG_ID_KEY, value=str(high)))
     log.info("moved %d delivery-log events into batches", moved)
     return moved
+
+
+def parameters_defined_by(conn: Connection) -> bool:
+    """Add ``parameters.defined_by`` (who defined a parameter: the user its links act
+    as) to a database from before it; True when it was added. In the caller's
+    transaction; the older rows keep NULL there."""
+    if any(c["name"] == "defined_by" for c in inspect(conn).get_columns("parameters")):
+        return False
+    conn.exec_driver_sql("ALTER TABLE parameters ADD COLUMN defined_by VARCHAR(255)")
+    return True

@@ -39,10 +39,11 @@ class Links:
     def __init__(self, params: RuntimeParameters, local: LocalAddress,
                  delete: Callable[[str, str, str], None],
                  federation: Federation | None = None, hops: HopSink | None = None, *,
-                 access: Access) -> None:
+                 access: Access, node: str = "amqplite") -> None:
         self._params = params
         #: who each shovel acts as and whether that user may run it
         self._access = access
+        self._node = node
         self._local = local
         self._delete = delete
         #: exchange federation's links (None: not run, as in some tests)
@@ -108,7 +109,8 @@ class Links:
             log.warning("shovel '%s' in vhost '%s' stopped: %s", name, vhost, refused)
         shovel = Shovel(name, vhost, spec, self._local,
                         on_done=lambda: self._delete("shovel", vhost, name),
-                        hops=self._hops, identity=identity, refused=refused)
+                        hops=self._hops, identity=identity, refused=refused,
+                        node=self._node)
         scope = trio.CancelScope()
         self._running[(vhost, name)] = (shovel, scope)
 
@@ -146,7 +148,8 @@ async def run_links(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
     access = Access(server.broker, server.link_secret, s.default_user)
     federation = Federation(server.broker, server.broker.parameters, local,
                             node=s.cluster_name, access=access, record=hops)
-    links = Links(server.broker.parameters, local, delete, federation, hops, access=access)
+    links = Links(server.broker.parameters, local, delete, federation, hops, access=access,
+                  node=s.cluster_name)
     server.extensions[EXTENSION] = links
     server.broker.access_watchers.append(links.access_changed)
     try:

@@ -149,6 +149,49 @@ def _answers(b: AdminBroker) -> bool:
         return False
 
 
+def test_a_federation_link_acts_as_its_definer(broker: AdminBroker) -> None:
+    """Alice's upstream ``amqp:///tenantB`` (she may use tenantB) federates into her
+    tenantA exchange: both ends connect as alice, messages follow; revoking her
+    tenantB permission stops the link with a reason naming tenantB."""
+    with broker.api() as api:
+        assert api.put("/api/vhosts/tenantB").status_code == 201
+        assert api.put("/api/permissions/tenantB/alice", json={
+            "configure": ".*", "write": ".*", "read": ".*"}).status_code == 201
+        assert api.put("/api/exchanges/tenantA/fed.x", json={"type": "fanout"}
+                       ).status_code == 201
+        assert api.put("/api/queues/tenantA/got", json={}).status_code == 201
+        assert api.post("/api/bindings/tenantA/e/fed.x/q/got", json={}).status_code == 201
+    with broker.api(ALICE) as api:
+        r = api.put("/api/parameters/federation-upstream/tenantA/up", json={"value": {
+            "uri": "amqp:///tenantB", "reconnect-delay": 0.2}})
+        assert r.status_code == 201, r.text
+        assert api.put("/api/policies/tenantA/federate", json={
+            "pattern": r"^fed\.", "apply-to": "exchanges",
+            "definition": {"federation-upstream": "up"}}).status_code == 201
+    with broker.api() as api:
+        def link() -> dict[str, Any]:
+            rows = api.get("/api/federation-links").json()
+            return rows[0] if rows else {}
+
+        wait_for(lambda: link().get("status") == "running", 20, what="the link to run")
+        users = [c["user"] for c in api.get("/api/connections").json()
+                 if (c.get("user_provided_name") or "").startswith("Federation link")]
+        assert users == ["alice", "alice"]
+        params = pika.URLParameters(broker.amqp_url)
+        params.virtual_host = "tenantB"
+        params.credentials = pika.PlainCredentials(*ALICE)
+        conn = pika.BlockingConnection(params)
+        try:
+            conn.channel().basic_publish("fed.x", "", b"hello")
+        finally:
+            conn.close()
+        wait_for(lambda: queue_total(api, "tenantA", "got") == 1, 20,
+                 what="the message to cross the link")
+        assert api.delete("/api/permissions/tenantB/alice").status_code == 204
+        wait_for(lambda: link().get("status") == "error", 20, what="the link to stop")
+        assert "tenantB" in link()["error"] and "alice" in link()["error"]
+
+
 def test_link_limits_refuse_with_the_limit_named(tmp_path: Path) -> None:
     b = start_admin_broker(tmp_path / "b", env={"AMQPLITE_MAX_LINKS_PER_VHOST": "2",
                                                "AMQPLITE_MAX_LINKS_PER_USER": "3"})

@@ -6,7 +6,10 @@ upstream.
 A service in the broker's root nursery (the composition root, ``main.py``,
 starts it); it receives what it uses explicitly: the broker's runtime
 parameters, where the broker's own listener is (for ``amqp://`` without a
-host) and how to delete a parameter through the store (``src-delete-after``).
+host), how to delete a parameter through the store (``src-delete-after``)
+and the access checks (``links.access``): each link acts as the user who
+defined it, and the broker core tells :meth:`Links.access_changed` when users
+or permissions change, so a link whose user lost what it needs stops.
 """
 
 from __future__ import annotations

@@ -63,9 +63,8 @@ class ParameterHandlers(HandlerBase):
         params = self.broker.parameters
         existed = params.get(c, vh.name, name) is not None
         user = req.user.name if req.user is not None else None
-        if user is not None:
-            self._check_link(c, vh.name, name, value, user, req.user is not None
-                             and req.user.is_admin)
+        if req.user is not None:
+            self._check_link(c, vh.name, name, value, req.user.name, req.user.is_admin)
         undo = self._journal()
         undo.parameter(c, vh.name, name)
         await self._write(lambda: params.put(c, vh.name, name, value, defined_by=user), undo)

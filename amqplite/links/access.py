@@ -23,7 +23,7 @@ from typing import Protocol
 
 import attrs
 
-from amqplite.broker.auth import User, UserDB
+from amqplite.broker.auth import User, UserDB, is_loopback
 from amqplite.broker.permissions import Permission
 from amqplite.broker.vhost import VHost
 from amqplite.links.config import ShovelSpec
@@ -58,10 +58,24 @@ class Identity:
 
     user: str
     secret: str
+    #: loopback-only users the link may not log in as at a loopback address (all of
+    #: them but the definer, unless it is an administrator)
+    not_from_loopback: frozenset[str] = frozenset()
 
     def endpoint(self, ep: Endpoint) -> Endpoint:
         """``ep`` with this identity's login where it acts as the defining user."""
         return attrs.evolve(ep, user=self.user, password=self.secret) if as_owner(ep) else ep
+
+    def peer_check(self, ep: Endpoint) -> Callable[[str], str | None]:
+        """For ``client.connect``: refuses a loopback address when ``ep`` logs in as a
+        loopback-only user the definer may not be (whatever name led there: the
+        connection would come from loopback, where that user passes)."""
+        def check(address: str) -> str | None:
+            if ep.credentials and ep.user in self.not_from_loopback and is_loopback(address):
+                return (f"user '{ep.user}' may log in from loopback only, and a link "
+                        f"defined by '{self.user}' may not log in as it")
+            return None
+        return check
 
 
 class Access:
@@ -73,7 +87,11 @@ class Access:
         self._broker, self._secret, self.default_user = broker, secret, default_user
 
     def identity(self, defined_by: str | None) -> Identity:
-        return Identity(defined_by or self.default_user, self._secret)
+        user = defined_by or self.default_user
+        u = self._broker.users.get(user)
+        barred = frozenset() if u is not None and u.is_admin else \
+            frozenset(self._broker.users.loopback - {user})
+        return Identity(user, self._secret, barred)
 
     def queue_exists(self, vhost: str, name: str) -> bool:
         vh = self._broker.vhosts.get(vhost)

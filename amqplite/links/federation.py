@@ -193,7 +193,8 @@ class FederationLink:
         ep = self.identity.endpoint(parse(uri))
         here = self.identity.endpoint(Endpoint(tls=False, host="", port=0, vhost=self.vhost,
                                                user="", password="", local=True))
-        async with C.connect(ep, *address(self._local, ep), name=self.connection_name) as up, \
+        async with C.connect(ep, *address(self._local, ep), name=self.connection_name,
+                             peer_check=self.identity.peer_check(ep)) as up, \
                 C.connect(here, *self._local(), name=self.connection_name) as down:
             cname = up.server_properties.get("cluster_name")
             upstream_name = cname if isinstance(cname, str) else None
@@ -384,7 +385,8 @@ class FederationLink:
         ep = self.identity.endpoint(parse(uri))
         with trio.move_on_after(10):
             try:
-                async with C.connect(ep, *address(self._local, ep), name=self.connection_name) as up:
+                async with C.connect(ep, *address(self._local, ep), name=self.connection_name,
+                                     peer_check=self.identity.peer_check(ep)) as up:
                     queue = queue_name(self.upstream_exchange, ep.vhost, self.node,
                                        self.vhost, self.exchange)
                     await up.call(MAIN, ChannelOpen())

@@ -178,8 +178,11 @@ class Shovel:
         login = self.identity.endpoint
         src_ep, dest_ep = login(parse(src_uri, "src-uri")), login(parse(dest_uri, "dest-uri"))
         label = f"Shovel {self.name}"
-        async with C.connect(dest_ep, *address(self._local, dest_ep), name=label) as dest, \
-                C.connect(src_ep, *address(self._local, src_ep), name=label) as src:
+        check = self.identity.peer_check
+        async with C.connect(dest_ep, *address(self._local, dest_ep), name=label,
+                             peer_check=check(dest_ep)) as dest, \
+                C.connect(src_ep, *address(self._local, src_ep), name=label,
+                          peer_check=check(src_ep)) as src:
             await dest.call(1, ChannelOpen())
             if spec.ack_mode == "on-confirm":
                 await dest.call(1, ConfirmSelect())

@@ -97,6 +97,22 @@ def test_a_tenant_cannot_reach_another_vhost(broker: AdminBroker) -> None:
                     if q["name"].startswith("federation:")]
 
 
+def test_a_tenant_link_cannot_log_in_as_guest_by_a_loopback_alias(broker: AdminBroker) -> None:
+    """``127.1`` is not a loopback name the PUT can see, but it connects to loopback,
+    where guest passes: the link refuses that address before logging in."""
+    publish(broker, "payroll", 5)
+    with broker.api(ALICE) as api:
+        r = api.put("/api/parameters/shovel/tenantA/alias", json={"value": {
+            "src-uri": f"amqp://guest:guest@127.1:{broker.proc.port}/%2F",
+            "src-queue": "payroll", "dest-uri": "amqp:///tenantA", "dest-queue": "loot"}})
+        assert r.status_code == 201, r.text
+        row = wait_for(lambda: (shovel_row(api, "alias").get("reason") or None), 20,
+                       what="the shovel to fail")
+        assert "loopback only" in row and "guest" in row, row
+    with broker.api() as api:
+        assert queue_total(api, "%2F", "payroll") == 5
+
+
 def test_links_connect_as_their_definer_and_stop_when_it_loses_access(
         broker: AdminBroker) -> None:
     """A host-less link of a permitted user connects as that user (the API shows

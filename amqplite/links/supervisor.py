@@ -84,8 +84,9 @@ class Links:
         shovel whose user may no longer run it stops, saying why, and one that may
         again starts; federation links likewise."""
         for (vhost, name), (shovel, _) in list(self._running.items()):
-            refused = self._access.shovel_refusal(shovel.spec, shovel.identity.user)
-            if refused != shovel.refused:
+            identity = self._access.identity(self._params.defined_by("shovel", vhost, name))
+            refused = self._access.shovel_refusal(shovel.spec, identity.user)
+            if (identity, refused) != (shovel.identity, shovel.refused):
                 value = self._params.get("shovel", vhost, name)
                 if value is not None:
                     self._changed(("shovel", vhost, name), value)

@@ -46,9 +46,15 @@ class Federation:
     """The federation links of a broker and their tasks."""
 
     def __init__(self, broker: BrokerView, params: RuntimeParameters, local: LocalAddress,
-                 *, node: str, access: Access, record: HopSink | None = None) -> None:
+                 *, node: str, access: Access, record: HopSink | None = None,
+                 max_links: int = 0) -> None:
         self._broker, self._params, self._local = broker, params, local
         self._node, self._access, self._record = node, access, record
+        #: links a vhost runs at most (0: no limit): a policy matching many exchanges
+        #: must not open two connections each without bound
+        self._max_links = max_links
+        #: vhost -> links it wanted beyond the limit, as last logged
+        self._capped: dict[str, int] = {}
         self._nursery: trio.Nursery | None = None
         self._running: dict[LinkKey, tuple[FederationLink, trio.CancelScope]] = {}
         self._dirty: set[str] = set()
@@ -153,6 +159,14 @@ class Federation:
                 continue
             for spec in upstreams_for(pol.definition, params, sets):
                 out[(vhost, name, spec.name)] = (spec, pol.name)
+        over = max(0, len(out) - self._max_links) if self._max_links else 0
+        if over != self._capped.get(vhost, 0):
+            self._capped[vhost] = over
+            if over:
+                log.warning("vhost '%s': %d federation links not started, over its limit "
+                            "(max_links_per_vhost = %d)", vhost, over, self._max_links)
+        if over:  # the first ones by exchange and upstream name run: a stable choice
+            out = {k: out[k] for k in sorted(out)[:self._max_links]}
         return out
 
     def _reconcile_dirty(self) -> None:

@@ -151,7 +151,8 @@ async def run_links(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
     hops = None if server.broker.log_level == "off" else log_hops
     access = Access(server.broker, server.link_secret, s.default_user)
     federation = Federation(server.broker, server.broker.parameters, local,
-                            node=s.cluster_name, access=access, record=hops)
+                            node=s.cluster_name, access=access, record=hops,
+                            max_links=s.max_links_per_vhost)
     links = Links(server.broker.parameters, local, delete, federation, hops, access=access,
                   node=s.cluster_name)
     server.extensions[EXTENSION] = links

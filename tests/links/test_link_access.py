@@ -230,6 +230,20 @@ def test_link_limits_refuse_with_the_limit_named(tmp_path: Path) -> None:
             r = api.put("/api/parameters/shovel/v2/d", json={"value": value})
             assert r.status_code == 403 and "max_links_per_user = 3" in r.json()["reason"]
             assert len(api.get("/api/parameters").json()) == 3
+            # one upstream, a policy over 4 exchanges: 2 links run, not 4
+            assert api.delete("/api/parameters/shovel/v2/c").status_code == 204
+            assert api.put("/api/parameters/federation-upstream/v2/up", json={"value": {
+                "uri": "amqp://127.0.0.1:1"}}).status_code == 201
+            for x in ("fed.a", "fed.b", "fed.c", "fed.d"):
+                assert api.put(f"/api/exchanges/v2/{x}", json={"type": "fanout"}
+                               ).status_code == 201
+            assert api.put("/api/policies/v2/federate", json={
+                "pattern": r"^fed\.", "apply-to": "exchanges",
+                "definition": {"federation-upstream": "up"}}).status_code == 201
+            wait_for(lambda: len(api.get("/api/federation-links/v2").json()) == 2, 20,
+                     what="two federation links")
+            assert sorted(r["exchange"] for r in api.get("/api/federation-links/v2").json()
+                          ) == ["fed.a", "fed.b"]
     finally:
         b.proc.stop()
 

@@ -208,6 +208,26 @@ def test_a_federation_link_acts_as_its_definer(broker: AdminBroker) -> None:
         assert "tenantB" in link()["error"] and "alice" in link()["error"]
 
 
+def test_a_re_import_keeps_the_definer_and_an_import_defines_as_the_importer(
+        broker: AdminBroker) -> None:
+    with broker.api(ALICE) as api:
+        assert api.put("/api/parameters/shovel/tenantA/mine", json={"value": {
+            "src-uri": "amqp:///tenantA", "src-queue": "a", "dest-uri": "amqp:///tenantA",
+            "dest-queue": "b"}}).status_code == 201
+    with broker.api() as api:
+        (row,) = [p for p in api.get("/api/definitions").json()["parameters"]
+                  if p["name"] == "mine"]
+        assert row["defined_by"] == "alice"
+        assert api.delete("/api/parameters/shovel/tenantA/mine").status_code == 204
+        plain = {k: v for k, v in row.items() if k != "defined_by"}
+        plain["name"] = "theirs"
+        r = api.post("/api/definitions", json={"parameters": [row, plain]})
+        assert r.status_code == 204, r.text
+        got = {p["name"]: p.get("defined_by")
+               for p in api.get("/api/definitions").json()["parameters"]}
+        assert got == {"mine": "alice", "theirs": "guest"}
+
+
 def test_link_limits_refuse_with_the_limit_named(tmp_path: Path) -> None:
     b = start_admin_broker(tmp_path / "b", env={"AMQPLITE_MAX_LINKS_PER_VHOST": "2",
                                                "AMQPLITE_MAX_LINKS_PER_USER": "3"})

@@ -171,6 +171,11 @@ class Settings:
     retained_max_length: int = attrs.field(default=100_000, validator=_positive)
     #: AMQP connections open at once; 0 means unlimited (RabbitMQ's connection_max)
     max_connections: int = attrs.field(default=0, validator=_positive)
+    #: links (shovel and federation-upstream parameters) a vhost may hold, and a user
+    #: may have defined across vhosts; a PUT past either is refused with 403 naming
+    #: the limit; 0 means unlimited (each link holds two connections)
+    max_links_per_vhost: int = attrs.field(default=100, validator=_positive)
+    max_links_per_user: int = attrs.field(default=100, validator=_positive)
     #: free space on the data dir's disk below which publishers are blocked (RabbitMQ's
     #: disk_free_limit.absolute, same default)
     disk_free_limit: str = attrs.field(default="50MB", validator=_size)

@@ -78,8 +78,11 @@ def export(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
         where = {"vhost": n} if vhost is None else {}
         # in clear, as RabbitMQ exports them: an export must import back whole
         for (component, _, name), value in broker.parameters.items(vhost=n):
-            out["parameters"].append({**where, "component": component, "name": name,
-                                      "value": jsonable(value)})
+            row = {**where, "component": component, "name": name, "value": jsonable(value)}
+            owner = broker.parameters.defined_by(component, n, name)
+            if owner is not None:  # whom its links act as; RabbitMQ ignores the key
+                row["defined_by"] = owner
+            out["parameters"].append(row)
         for name, pol in sorted(broker.policies.get(n, {}).items()):
             d = pol.as_dict()
             out["policies"].append({**where, "name": name, "pattern": d["pattern"],
@@ -237,8 +240,13 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
             COMPONENTS[component][0](value)
         except ValueError as exc:
             raise V.Invalid(f"{path}.value", f"is refused: {exc}") from None
+        owner = p.get("defined_by")
+        if owner is not None and (not isinstance(owner, str) or owner not in users):
+            out.ignored.append(f"{path}.defined_by: names no user; the importing user "
+                               "defines it")
+            owner = None
         out.parameters.append(_Step(path, vh, {"component": component, "name": name,
-                                               "value": value}))
+                                               "value": value, "defined_by": owner}))
     for i, x in enumerate(_items(data, "exchanges")):
         path = f"exchanges[{i}]"
         vh = where(x, path)
@@ -352,8 +360,11 @@ def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set
         out.ignored.append(f"global_parameters[{i}]: '{p.get('name')}' (cluster-wide)")
 
 
-def apply(broker: Broker, p: Plan, channel_for: ChannelFor, undo: Undo) -> None:
-    """Carry out a validated plan in one synchronous step, journalling in ``undo``.
+def apply(broker: Broker, p: Plan, channel_for: ChannelFor, undo: Undo,
+          user: str | None = None) -> None:
+    """Carry out a validated plan in one synchronous step, journalling in ``undo``;
+    ``user`` (the importing user) defines its parameters (their links act as it)
+    but those whose ``defined_by`` (our own exports write it) names a user.
 
     Policies come last: a refusal by the broker (an existing queue declared
     with other properties) then never follows a policy that already trimmed
@@ -406,7 +417,8 @@ def apply(broker: Broker, p: Plan, channel_for: ChannelFor, undo: Undo) -> None:
         for step in p.parameters:  # last: a shovel starts once its queues exist
             d = step.data
             undo.parameter(d["component"], step.vhost, d["name"])
-            broker.parameters.put(d["component"], step.vhost, d["name"], d["value"])
+            broker.parameters.put(d["component"], step.vhost, d["name"], d["value"],
+                                  defined_by=d["defined_by"] or user)
     except AMQPError as exc:
         where = step.path if step is not None else "definitions"
         raise V.Invalid(where, f"is refused: {exc.reply_text}") from None

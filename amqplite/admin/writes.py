@@ -136,6 +136,7 @@ class Undo:
     def parameter(self, component: str, vhost: str, name: str) -> None:
         params = self.broker.parameters
         old = params.get(component, vhost, name)
+        owner = params.defined_by(component, vhost, name)
 
         def undo() -> None:
             if vhost not in self.broker.vhosts:
@@ -143,7 +144,7 @@ class Undo:
             if old is None:
                 params.delete(component, vhost, name)
             else:
-                params.put(component, vhost, name, old)
+                params.put(component, vhost, name, old, defined_by=owner)
         self._steps.append(undo)
 
     def exchange(self, vhost: str, name: str) -> None:

@@ -84,6 +84,9 @@ class BrokerBase:
         self.permissions: dict[tuple[str, str], Permission] = {}
         #: bumped by every permission change: channels' cached checks go stale
         self.permissions_epoch = 0
+        #: told (synchronously, no I/O) after users or permissions changed: the
+        #: links supervisor checks its links' users again
+        self.access_watchers: list[Callable[[], None]] = []
         #: the outbox: wire effects, store operations, and (queue, entry) pairs
         #: whose bodies may leave RAM once committed
         self.effects: list[Any] = []
@@ -253,6 +256,12 @@ class BrokerBase:
         for s in [s for s in self.sessions.values() if which(s)]:
             self.effects.append(CloseConnection(s, 320, f"CONNECTION_FORCED - {reason}"))
             self.close_session(s)
+
+    def _access_changed(self) -> None:
+        """A user or permission changed: stale cached checks, watchers told."""
+        self.permissions_epoch += 1
+        for w in list(self.access_watchers):
+            w()
 
     # ---------------------------------------- provided by the other parts
     if TYPE_CHECKING:

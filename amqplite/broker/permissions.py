@@ -152,15 +152,16 @@ class AccessOps(BrokerBase):
         u = self.users.put(name, password_hash, tag_list)
         if persist:
             self.store_ops.append(ops.PutUser(name, password_hash, ",".join(tag_list)))
+        self._access_changed()
         return u
 
     def delete_user(self, name: str) -> bool:
         """Remove a user, its permissions and its connections (320, as RabbitMQ)."""
         if self.users.remove(name) is None:
             return False
-        self.permissions_epoch += 1
         for key in [k for k in self.permissions if k[0] == name]:
             del self.permissions[key]
+        self._access_changed()
         self.topic_permissions.forget(user=name)  # rows: DeleteUser's
         self._close_sessions(lambda s: s.username == name, f"user '{name}' is deleted")
         self.store_ops.append(ops.DeleteUser(name))
@@ -181,7 +182,7 @@ class AccessOps(BrokerBase):
                 raise ValueError(why)
         p = Permission(configure, write, read)
         self.permissions[(user, vhost)] = p
-        self.permissions_epoch += 1
+        self._access_changed()
         if persist:
             self.store_ops.append(ops.PutPermission(user, vhost, configure, write, read))
         return p
@@ -189,7 +190,7 @@ class AccessOps(BrokerBase):
     def clear_permissions(self, user: str, vhost: str) -> bool:
         if self.permissions.pop((user, vhost), None) is None:
             return False
-        self.permissions_epoch += 1
+        self._access_changed()
         self.store_ops.append(ops.DeletePermission(user, vhost))
         return True
 

@@ -43,6 +43,6 @@ class VHostOps(BrokerBase):
         for key in [k for k in self.permissions if k[1] == name]:
             del self.permissions[key]
         self.topic_permissions.forget(vhost=name)  # rows: DeleteVHost's
-        self.permissions_epoch += 1
+        self._access_changed()
         self.store_ops.append(ops.DeleteVHost(name))
         return True

@@ -11,7 +11,7 @@ shovel then reconnects from scratch, which is how RabbitMQ's shovels recover.
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 
 import attrs
@@ -229,17 +229,23 @@ class Connection:
 
 
 @asynccontextmanager
-async def connect(ep: Endpoint, host: str, port: int, *,
-                  name: str = "amqplite link") -> AsyncIterator[Connection]:
+async def connect(ep: Endpoint, host: str, port: int, *, name: str = "amqplite link",
+                  peer_check: Callable[[str], str | None] | None = None,
+                  ) -> AsyncIterator[Connection]:
     """An open connection to ``host:port`` as ``ep`` says (TLS, login, vhost), with its
     reader running; closed when the block ends. Failures raise ProtocolFailure or
-    OSError; a handshake that stalls raises ProtocolFailure after CONNECT_TIMEOUT."""
+    OSError; a handshake that stalls raises ProtocolFailure after CONNECT_TIMEOUT.
+    ``peer_check(address)`` may refuse the address connected to (its reason raised)
+    before anything is sent."""
     with trio.move_on_after(CONNECT_TIMEOUT) as scope:
         sock = await trio.open_tcp_stream(host, port)
     if scope.cancelled_caught:
         raise wire.ProtocolFailure(f"connecting to {host}:{port} timed out")
     stream: trio.abc.Stream = sock
     try:
+        why = None if peer_check is None else peer_check(str(sock.socket.getpeername()[0]))
+        if why is not None:
+            raise wire.ProtocolFailure(why)
         if ep.tls:
             stream = trio.SSLStream(sock, tls_context(ep),
                                     server_hostname=ep.server_name or host)
@@ -268,4 +274,8 @@ async def connect(ep: Endpoint, host: str, port: int, *,
             yield conn
         finally:
             n.cancel_scope.cancel()
-            await conn.close()
+            # shielded: in the cancelled scope a checkpoint of the close would raise
+            # Cancelled, which this nursery then swallows, and with it the error of
+            # the block (a second connect that failed inside it: the link looped)
+            with trio.CancelScope(shield=True):
+                await conn.close()

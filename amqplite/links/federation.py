@@ -45,6 +45,7 @@ from amqplite.broker.exchanges.federation_upstream import (
 )
 from amqplite.links import client as C
 from amqplite.links import wire
+from amqplite.links.access import Identity
 from amqplite.links.audit import Hops, HopSink
 from amqplite.links.federation_config import UpstreamSpec
 from amqplite.links.pump import pump
@@ -135,14 +136,18 @@ class FederationLink:
     :meth:`binding_changed` (called synchronously by the supervisor)."""
 
     def __init__(self, vhost: str, exchange: str, spec: UpstreamSpec, policy: str, *,
-                 node: str, local: LocalAddress, local_user: tuple[str, str],
+                 node: str, local: LocalAddress, identity: Identity,
                  info: Callable[[], ExchangeInfo | None],
                  bindings: Callable[[], list[Binding]],
-                 record: HopSink | None = None) -> None:
+                 record: HopSink | None = None, refused: str | None = None) -> None:
         self.vhost, self.exchange, self.spec, self.policy = vhost, exchange, spec, policy
         self.node = node
         self.id = link_id(vhost, exchange, spec.name)
-        self._local, self._local_user = local, local_user
+        #: whom both local ends log in as: the user who defined the upstream
+        self.identity = identity
+        #: why that user may not run the link (it then waits in "error", saying so)
+        self.refused = refused
+        self._local = local
         self._info, self._bindings = info, bindings
         #: the delivery log's ``federated`` rows (what ``amqplite trace`` shows)
         self.hops = Hops(record, "federated", vhost, spec.name, f"federation-link-{self.id}")
@@ -166,6 +171,9 @@ class FederationLink:
 
     # ------------------------------------------------------------------ running
     async def run(self) -> None:
+        if self.refused is not None:  # until users or permissions change
+            self.status.set("error", self.refused)
+            await trio.sleep_forever()
         while True:
             self.status.set("starting")
             try:
@@ -182,11 +190,11 @@ class FederationLink:
         spec = self.spec
         uri = spec.uris[self._attempt % len(spec.uris)]
         self.status.uri = strip_credentials(uri)
-        ep = parse(uri)
-        user, password = self._local_user
-        here = Endpoint(tls=False, host="", port=0, vhost=self.vhost, user=user,
-                        password=password, local=True)
-        async with C.connect(ep, *address(self._local, ep), name=self.connection_name) as up, \
+        ep = self.identity.endpoint(parse(uri))
+        here = self.identity.endpoint(Endpoint(tls=False, host="", port=0, vhost=self.vhost,
+                                               user="", password="", local=True))
+        async with C.connect(ep, *address(self._local, ep), name=self.connection_name,
+                             peer_check=self.identity.peer_check(ep)) as up, \
                 C.connect(here, *self._local(), name=self.connection_name) as down:
             cname = up.server_properties.get("cluster_name")
             upstream_name = cname if isinstance(cname, str) else None
@@ -235,7 +243,7 @@ class FederationLink:
             def shape(d: BasicDeliver, properties: bytes) -> tuple[str, str, bytes] | None:
                 return self._shape(d, properties, received, upstream_name, ep.vhost)
 
-            local_uri = f"amqp://{self._local_user[0]}@localhost/{quote(self.vhost, safe='')}"
+            local_uri = f"amqp://{self.identity.user}@localhost/{quote(self.vhost, safe='')}"
 
             def forwarded(c: wire.ContentIn, out: tuple[str, str, bytes]) -> None:
                 self.status.forwarded += 1
@@ -371,13 +379,14 @@ class FederationLink:
     async def cleanup(self) -> None:
         """Delete the upstream queue and internal exchanges (the link was removed, as
         RabbitMQ does unless ``resource-cleanup-mode`` is ``never``); bounded."""
-        if self.spec.cleanup == "never":
+        if self.spec.cleanup == "never" or self.refused is not None:
             return
         uri = self.spec.uris[self._attempt % len(self.spec.uris)]
-        ep = parse(uri)
+        ep = self.identity.endpoint(parse(uri))
         with trio.move_on_after(10):
             try:
-                async with C.connect(ep, *address(self._local, ep), name=self.connection_name) as up:
+                async with C.connect(ep, *address(self._local, ep), name=self.connection_name,
+                                     peer_check=self.identity.peer_check(ep)) as up:
                     queue = queue_name(self.upstream_exchange, ep.vhost, self.node,
                                        self.vhost, self.exchange)
                     await up.call(MAIN, ChannelOpen())

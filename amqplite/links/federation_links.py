@@ -20,9 +20,10 @@ from amqplite.broker.parameters import ParamKey, RuntimeParameters
 from amqplite.broker.policy import FEDERATION_KEYS, Policy
 from amqplite.broker.topology import Topology
 from amqplite.broker.vhost import VHost
+from amqplite.links.access import Access, Identity, Need, vhost_needs
 from amqplite.links.audit import HopSink
-from amqplite.links.federation import ExchangeInfo, FederationLink, describe
-from amqplite.links.federation_config import upstreams_for
+from amqplite.links.federation import ExchangeInfo, FederationLink, describe, queue_name
+from amqplite.links.federation_config import UpstreamSpec, upstreams_for
 from amqplite.links.shovel import LocalAddress
 
 log = logging.getLogger("amqplite.links")
@@ -45,10 +46,15 @@ class Federation:
     """The federation links of a broker and their tasks."""
 
     def __init__(self, broker: BrokerView, params: RuntimeParameters, local: LocalAddress,
-                 *, node: str, local_user: tuple[str, str],
-                 record: HopSink | None = None) -> None:
+                 *, node: str, access: Access, record: HopSink | None = None,
+                 max_links: int = 0) -> None:
         self._broker, self._params, self._local = broker, params, local
-        self._node, self._local_user, self._record = node, local_user, record
+        self._node, self._access, self._record = node, access, record
+        #: links a vhost runs at most (0: no limit): a policy matching many exchanges
+        #: must not open two connections each without bound
+        self._max_links = max_links
+        #: vhost -> links it wanted beyond the limit, as last logged
+        self._capped: dict[str, int] = {}
         self._nursery: trio.Nursery | None = None
         self._running: dict[LinkKey, tuple[FederationLink, trio.CancelScope]] = {}
         self._dirty: set[str] = set()
@@ -88,6 +94,37 @@ class Federation:
         if key[0] in COMPONENTS:
             self._mark(key[1])
 
+    def access_changed(self) -> None:
+        """Users or permissions changed: every link's user is checked again."""
+        self._dirty.update(self._broker.vhosts)
+        self._dirty.update(k[0] for k in self._running)
+        self._wake.set()
+
+    def _who(self, key: LinkKey, spec: UpstreamSpec) -> tuple[Identity, str | None]:
+        """Whom a link acts as (who defined its upstream) and why that user may not
+        run it: access to both vhosts, and on the upstream what the link declares,
+        binds and consumes there (names as :mod:`links.federation` builds them);
+        here, write on the federated exchange."""
+        vhost, xname, _ = key
+        identity = self._access.identity(
+            self._params.defined_by("federation-upstream", vhost, spec.name))
+        up_x = spec.exchange if spec.exchange is not None else xname
+        needs: list[Need] = []
+        for ep, need in vhost_needs("uri", spec.uris):
+            uv = ep.vhost
+            q = queue_name(up_x, uv, self._node, vhost, xname)
+            needs.append(need)
+            up = self._broker.vhosts.get(uv)
+            if up is not None and up_x not in up.exchanges:
+                needs.append(Need("uri", uv, "configure", "exchange", up_x))
+            needs += [Need("uri", uv, p, "queue", q) for p in ("configure", "write", "read")]
+            for suffix in ("A", "B"):
+                needs += [Need("uri", uv, p, "exchange", f"{q} {suffix}")
+                          for p in ("configure", "write", "read")]
+            needs.append(Need("uri", uv, "read", "exchange", up_x))
+        needs += [Need("exchange", vhost), Need("exchange", vhost, "write", "exchange", xname)]
+        return identity, self._access.refusal(identity.user, needs)
+
     def _mark(self, vhost: str) -> None:
         self._dirty.add(vhost)
         self._wake.set()
@@ -122,6 +159,14 @@ class Federation:
                 continue
             for spec in upstreams_for(pol.definition, params, sets):
                 out[(vhost, name, spec.name)] = (spec, pol.name)
+        over = max(0, len(out) - self._max_links) if self._max_links else 0
+        if over != self._capped.get(vhost, 0):
+            self._capped[vhost] = over
+            if over:
+                log.warning("vhost '%s': %d federation links not started, over its limit "
+                            "(max_links_per_vhost = %d)", vhost, over, self._max_links)
+        if over:  # the first ones by exchange and upstream name run: a stable choice
+            out = {k: out[k] for k in sorted(out)[:self._max_links]}
         return out
 
     def _reconcile_dirty(self) -> None:
@@ -133,7 +178,8 @@ class Federation:
                 want = desired.get(key)
                 if want is None:
                     self._stop(key, cleanup=True)
-                elif want != (link.spec, link.policy):
+                elif want != (link.spec, link.policy) or \
+                        self._who(key, link.spec) != (link.identity, link.refused):
                     self._stop(key, cleanup=False)
             for key, (spec, policy) in desired.items():
                 if key not in self._running:
@@ -166,9 +212,13 @@ class Federation:
             ex = current()
             return [] if ex is None else sorted(ex.bindings, key=repr)
 
+        identity, refused = self._who(key, spec)
+        if refused is not None:
+            log.warning("federation link %s -> '%s' in vhost '%s' stopped: %s", spec.name,
+                        xname, vhost, refused)
         link = FederationLink(vhost, xname, spec, policy, node=self._node,
-                              local=self._local, local_user=self._local_user, info=info,
-                              bindings=bindings, record=self._record)
+                              local=self._local, identity=identity, info=info,
+                              bindings=bindings, record=self._record, refused=refused)
         scope = trio.CancelScope()
         self._running[key] = (link, scope)
 

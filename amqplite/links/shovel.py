@@ -21,6 +21,7 @@ import trio
 
 from amqplite.links import client as C
 from amqplite.links import wire
+from amqplite.links.access import Identity
 from amqplite.links.audit import Hops, HopSink
 from amqplite.links.config import ShovelSpec
 from amqplite.links.pump import pump
@@ -64,9 +65,25 @@ class Status:
         self.state, self.reason, self.timestamp = state, reason, time.time()
 
 
+def passed_here(headers: FieldTable, node: str, vhost: str, name: str) -> bool:
+    """Does the ``x-shovelled`` trail already name this shovel (``shovelled-by`` this
+    node, same vhost and name)? Then the message came round a loop."""
+    trail = headers.get("x-shovelled")
+    if not isinstance(trail, list | tuple):
+        return False
+    return any(isinstance(e, dict) and e.get("shovel-name") == name
+               and e.get("shovel-vhost") == vhost and e.get("shovelled-by") == node
+               for e in trail)
+
+
 def outgoing(spec: ShovelSpec, name: str, vhost: str, deliver: BasicDeliver,
-             properties: bytes, src_uri: str, dest_uri: str) -> tuple[str, str, bytes]:
-    """(exchange, routing key, properties) of the publish that forwards a delivery."""
+             properties: bytes, src_uri: str, dest_uri: str, *,
+             node: str = "amqplite") -> tuple[str, str, bytes] | None:
+    """(exchange, routing key, properties) of the publish that forwards a delivery;
+    None (drop it: the pump acks it at the source) when forward headers are on and
+    its trail shows this shovel (``node``'s, RabbitMQ's ``shovelled-by``) already
+    forwarded it: a shovel that feeds its own source forwards each message once,
+    and its headers do not grow."""
     if spec.dest_queue is not None:
         exchange, key = "", spec.dest_queue
     elif spec.dest_exchange is not None:
@@ -83,13 +100,15 @@ def outgoing(spec: ShovelSpec, name: str, vhost: str, deliver: BasicDeliver,
             setattr(props, k, v)
     headers = FieldTable(props.headers or {})
     if spec.add_forward_headers:
+        if passed_here(headers, node, vhost, name):
+            return None
         src = {"src-queue": spec.src_queue} if spec.src_queue is not None else {
             "src-exchange": spec.src_exchange, "src-exchange-key": spec.src_exchange_key}
         dest = {k: v for k, v in (("dest-queue", spec.dest_queue),
                                   ("dest-exchange", spec.dest_exchange),
                                   ("dest-exchange-key", spec.dest_exchange_key))
                 if v is not None}
-        entry = FieldTable({"shovelled-by": "amqplite", "shovel-type": "dynamic",
+        entry = FieldTable({"shovelled-by": node, "shovel-type": "dynamic",
                             "shovel-name": name, "shovel-vhost": vhost,
                             "src-uri": mask(src_uri), "dest-uri": mask(dest_uri),
                             **src, **dest})
@@ -107,8 +126,16 @@ class Shovel:
     then deletes the parameter, as RabbitMQ does)."""
 
     def __init__(self, name: str, vhost: str, spec: ShovelSpec, local: LocalAddress,
-                 on_done: Callable[[], None], hops: HopSink | None = None) -> None:
+                 on_done: Callable[[], None], hops: HopSink | None = None, *,
+                 identity: Identity, refused: str | None = None,
+                 node: str = "amqplite") -> None:
         self.name, self.vhost, self.spec = name, vhost, spec
+        #: this broker's cluster name: ``shovelled-by`` in the forward headers
+        self.node = node
+        #: whom ``amqp://`` without host and credentials logs in as (the definer)
+        self.identity = identity
+        #: why the definer may not run it (it then waits, terminated, saying so)
+        self.refused = refused
         #: the delivery log's ``shovelled`` rows (what ``amqplite trace`` shows)
         self.hops = Hops(hops, "shovelled", vhost, name, self.consumer_tag)
         self._local = local
@@ -124,6 +151,9 @@ class Shovel:
         return uris[self._attempt % len(uris)]
 
     async def run(self) -> None:
+        if self.refused is not None:  # until users or permissions change
+            self.status.set("terminated", self.refused)
+            await trio.sleep_forever()
         while True:
             self.status.set("starting")
             try:
@@ -145,10 +175,14 @@ class Shovel:
         spec = self.spec
         src_uri, dest_uri = self._pick(spec.src_uris), self._pick(spec.dest_uris)
         self.status.src_uri, self.status.dest_uri = mask(src_uri), mask(dest_uri)
-        src_ep, dest_ep = parse(src_uri, "src-uri"), parse(dest_uri, "dest-uri")
+        login = self.identity.endpoint
+        src_ep, dest_ep = login(parse(src_uri, "src-uri")), login(parse(dest_uri, "dest-uri"))
         label = f"Shovel {self.name}"
-        async with C.connect(dest_ep, *address(self._local, dest_ep), name=label) as dest, \
-                C.connect(src_ep, *address(self._local, src_ep), name=label) as src:
+        check = self.identity.peer_check
+        async with C.connect(dest_ep, *address(self._local, dest_ep), name=label,
+                             peer_check=check(dest_ep)) as dest, \
+                C.connect(src_ep, *address(self._local, src_ep), name=label,
+                          peer_check=check(src_ep)) as src:
             await dest.call(1, ChannelOpen())
             if spec.ack_mode == "on-confirm":
                 await dest.call(1, ConfirmSelect())
@@ -187,9 +221,9 @@ class Shovel:
                     dest_uri: str, queue: str, remaining: int | None) -> bool:
         spec = self.spec
 
-        def shape(deliver: BasicDeliver, properties: bytes) -> tuple[str, str, bytes]:
+        def shape(deliver: BasicDeliver, properties: bytes) -> tuple[str, str, bytes] | None:
             return outgoing(spec, self.name, self.vhost, deliver, properties, src_uri,
-                            dest_uri)
+                            dest_uri, node=self.node)
 
         def forwarded(d: wire.ContentIn, out: tuple[str, str, bytes]) -> None:
             self.status.forwarded += 1

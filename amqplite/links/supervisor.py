@@ -6,7 +6,10 @@ upstream.
 A service in the broker's root nursery (the composition root, ``main.py``,
 starts it); it receives what it uses explicitly: the broker's runtime
 parameters, where the broker's own listener is (for ``amqp://`` without a
-host) and how to delete a parameter through the store (``src-delete-after``).
+host), how to delete a parameter through the store (``src-delete-after``)
+and the access checks (``links.access``): each link acts as the user who
+defined it, and the broker core tells :meth:`Links.access_changed` when users
+or permissions change, so a link whose user lost what it needs stops.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import trio
 
 from amqplite.broker.parameters import ParamKey, RuntimeParameters
 from amqplite.links import config
+from amqplite.links.access import Access
 from amqplite.links.audit import HopSink
 from amqplite.links.federation_links import Federation
 from amqplite.links.shovel import LocalAddress, Shovel, describe
@@ -37,8 +41,12 @@ class Links:
 
     def __init__(self, params: RuntimeParameters, local: LocalAddress,
                  delete: Callable[[str, str, str], None],
-                 federation: Federation | None = None, hops: HopSink | None = None) -> None:
+                 federation: Federation | None = None, hops: HopSink | None = None, *,
+                 access: Access, node: str = "amqplite") -> None:
         self._params = params
+        #: who each shovel acts as and whether that user may run it
+        self._access = access
+        self._node = node
         self._local = local
         self._delete = delete
         #: exchange federation's links (None: not run, as in some tests)
@@ -71,6 +79,20 @@ class Links:
         self._changed(("shovel", vhost, name), value)
         return True
 
+    def access_changed(self) -> None:
+        """Users or permissions changed (the broker core tells us, synchronously): a
+        shovel whose user may no longer run it stops, saying why, and one that may
+        again starts; federation links likewise."""
+        for (vhost, name), (shovel, _) in list(self._running.items()):
+            identity = self._access.identity(self._params.defined_by("shovel", vhost, name))
+            refused = self._access.shovel_refusal(shovel.spec, identity.user)
+            if (identity, refused) != (shovel.identity, shovel.refused):
+                value = self._params.get("shovel", vhost, name)
+                if value is not None:
+                    self._changed(("shovel", vhost, name), value)
+        if self.federation is not None:
+            self.federation.access_changed()
+
     def _changed(self, key: ParamKey, value: dict[str, Any] | None) -> None:
         component, vhost, name = key
         if component != "shovel" or self._nursery is None:
@@ -85,9 +107,14 @@ class Links:
         except ValueError as exc:  # stored by an older version that checked less
             log.warning("shovel '%s' in vhost '%s' not started: %s", name, vhost, exc)
             return
+        identity = self._access.identity(self._params.defined_by(component, vhost, name))
+        refused = self._access.shovel_refusal(spec, identity.user)
+        if refused is not None:
+            log.warning("shovel '%s' in vhost '%s' stopped: %s", name, vhost, refused)
         shovel = Shovel(name, vhost, spec, self._local,
                         on_done=lambda: self._delete("shovel", vhost, name),
-                        hops=self._hops)
+                        hops=self._hops, identity=identity, refused=refused,
+                        node=self._node)
         scope = trio.CancelScope()
         self._running[(vhost, name)] = (shovel, scope)
 
@@ -122,9 +149,15 @@ async def run_links(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
 
     # with the log off (fixed at start) links build no rows at all
     hops = None if server.broker.log_level == "off" else log_hops
+    access = Access(server.broker, server.link_secret, s.default_user)
     federation = Federation(server.broker, server.broker.parameters, local,
-                            node=s.cluster_name, local_user=(s.default_user, s.default_pass),
-                            record=hops)
-    links = Links(server.broker.parameters, local, delete, federation, hops)
+                            node=s.cluster_name, access=access, record=hops,
+                            max_links=s.max_links_per_vhost)
+    links = Links(server.broker.parameters, local, delete, federation, hops, access=access,
+                  node=s.cluster_name)
     server.extensions[EXTENSION] = links
-    await links.run(task_status=task_status)
+    server.broker.access_watchers.append(links.access_changed)
+    try:
+        await links.run(task_status=task_status)
+    finally:
+        server.broker.access_watchers.remove(links.access_changed)

@@ -3,7 +3,10 @@
 ``amqp://user:pass@host:port/vhost?heartbeat=..`` (port 5672, or 5671 for
 ``amqps``); no path, ``/`` and ``/%2F`` all mean vhost ``/``. ``amqp://`` with no
 host is "the local broker" (RabbitMQ's direct connection): ``local`` is set
-and the caller connects to its own listener. TLS options come as query
+and the caller connects to its own listener; without credentials as well
+(``credentials`` False) the link logs in as the user who defined it
+(``links/access.py``), never as ``guest``. With a host and no credentials the
+remote broker is asked for ``guest:guest``, as RabbitMQ's URIs do. TLS options come as query
 parameters, RabbitMQ's names: ``cacertfile``, ``certfile``, ``keyfile``,
 ``verify`` (``verify_peer``/``verify_none``), ``server_name_indication``.
 Pure: no sockets.
@@ -35,6 +38,8 @@ class Endpoint:
     password: str
     #: no host in the URI: the broker's own listener
     local: bool = False
+    #: the URI named a user (else ``user``/``password`` are the guest defaults)
+    credentials: bool = False
     heartbeat: int = 60
     cacertfile: str | None = None
     certfile: str | None = None
@@ -79,8 +84,9 @@ def parse(uri: str, field: str = "uri") -> Endpoint:
         vhost=vhost,
         user=unquote(u.username) if u.username is not None else "guest",
         password=unquote(u.password) if u.password is not None else "guest",
-        local=not u.hostname, heartbeat=heartbeat, cacertfile=q.get("cacertfile"),
-        certfile=q.get("certfile"), keyfile=q.get("keyfile"), verify=verify == "verify_peer",
+        local=not u.hostname, credentials=u.username is not None, heartbeat=heartbeat,
+        cacertfile=q.get("cacertfile"), certfile=q.get("certfile"), keyfile=q.get("keyfile"),
+        verify=verify == "verify_peer",
         server_name=q.get("server_name_indication"))
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import hmac
 import logging
 import os
+import secrets
 import signal
 import ssl
 import time
@@ -23,6 +25,7 @@ from typing import Any, TypeVar
 import trio
 
 from amqplite import __version__
+from amqplite.broker.auth import is_loopback
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import LoadEntries, PageIn, ReadStream
 from amqplite.config import Settings
@@ -109,6 +112,15 @@ class Server:
         self.extensions: dict[str, Any] = {}
         #: why the broker stopped, if another broker took its database (PostgreSQL)
         self._lock_lost: DatabaseLockLost | None = None
+        #: the password this broker's own links log in with as the user who defined
+        #: them (a URI without host and credentials); never leaves the process
+        #: but on loopback, and a new one each start
+        self.link_secret = secrets.token_urlsafe(32)
+
+    def link_login(self, password: str, peer_host: str) -> bool:
+        """Is this one of our own links logging in as its defining user?"""
+        return is_loopback(peer_host) and hmac.compare_digest(password.encode(),
+                                                              self.link_secret.encode())
 
     def server_properties(self) -> dict[str, Any]:
         """What connection.start announces (the protocol layer owns the capability list)."""

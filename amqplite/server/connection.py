@@ -123,8 +123,12 @@ class AMQPConnection:
     # ------------------------------------------------------------- auth
     def _authenticate(self, username: str, password: str | None) -> bool:
         users = self.server.users
-        user = (users.identify(username, self.peer_host) if password is None  # EXTERNAL
-                else users.authenticate(username, password, self.peer_host))
+        if password is None:  # EXTERNAL
+            user = users.identify(username, self.peer_host)
+        elif self.server.link_login(password, self.peer_host):  # a link as its definer
+            user = users.get(username)
+        else:
+            user = users.authenticate(username, password, self.peer_host)
         self._user = user
         self.server.counters.login(user is not None)
         if user is None:

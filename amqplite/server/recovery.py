@@ -134,7 +134,7 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
     for prm in rec.parameters:
         if prm.vhost in broker.vhosts:
             broker.parameters.put(prm.component, prm.vhost, prm.name, prm.value,
-                                  persist=False)
+                                  persist=False, defined_by=prm.defined_by)
     for ex in rec.exchanges:
         vh = broker.vhosts.setdefault(ex.vhost, VHost(ex.vhost))
         if ex.name in vh.exchanges:

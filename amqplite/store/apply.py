@@ -545,7 +545,7 @@ class Applier:
         elif t is PutParameter:
             upsert(conn, s.parameters,
                    {"component": op.component, "vhost": op.vhost, "name": op.name},
-                   {"value": cbor.encode(op.value)})
+                   {"value": cbor.encode(op.value), "defined_by": op.defined_by})
         elif t is DeleteParameter:
             p = s.parameters
             conn.execute(delete(p).where(p.c.component == op.component,

@@ -45,7 +45,12 @@ from .ops import (
 )
 from .reads import StoreReads
 from .recovery import Recovered
-from .upgrade import delivery_log_to_batches, mqtt_tables_by_vhost, stream_entries_to_chunks
+from .upgrade import (
+    delivery_log_to_batches,
+    mqtt_tables_by_vhost,
+    parameters_defined_by,
+    stream_entries_to_chunks,
+)
 
 log = logging.getLogger(__name__)
 
@@ -295,6 +300,7 @@ class Store(StoreReads):
         with self.engine.begin() as conn:
             rows = dict(conn.execute(select(s.meta.c.key, s.meta.c.value)).all())
             version = rows.get("schema_version")
+            parameters_defined_by(conn)  # a column only: no version change
             if version is not None and int(version) in s.UPGRADABLE_VERSIONS:
                 # create_all above added the missing tables; version 2's stream rows
                 # move into chunks, and older delivery-log rows into batches

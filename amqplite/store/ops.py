@@ -128,6 +128,8 @@ class PutParameter:
     vhost: str
     name: str
     value: Any = attrs.field(factory=dict, converter=_args)
+    #: the user who defined it: its links act with that user's permissions
+    defined_by: str | None = None
 
 
 @attrs.frozen

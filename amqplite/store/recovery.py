@@ -157,7 +157,7 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
     ]
     pm = s.parameters
     rec.parameters = [
-        PutParameter(r.component, r.vhost, r.name, cbor.decode(r.value))
+        PutParameter(r.component, r.vhost, r.name, cbor.decode(r.value), r.defined_by)
         for r in conn.execute(select(pm).order_by(pm.c.component, pm.c.vhost, pm.c.name))
     ]
     rec.mqtt_sessions = [

@@ -99,8 +99,11 @@ policies = Table(
     PrimaryKeyConstraint("vhost", "name"),
 )
 
-#: Runtime parameters (shovels; federation upstreams later), RabbitMQ's
-#: ``/api/parameters``. ``create_all`` adds the table to an older database.
+#: Runtime parameters (shovels, federation upstreams), RabbitMQ's
+#: ``/api/parameters``. ``create_all`` adds the table to an older database, and
+#: ``upgrade.parameters_defined_by`` its ``defined_by`` column: the user whose
+#: permissions a link of the parameter acts with (NULL: stored before links had
+#: one; they act as the configured default user).
 parameters = Table(
     "parameters",
     metadata,
@@ -108,6 +111,7 @@ parameters = Table(
     Column("vhost", String(255), nullable=False),
     Column("name", String(255), nullable=False),
     Column("value", LargeBinary, nullable=False),  # CBOR
+    Column("defined_by", String(255), nullable=True),
     PrimaryKeyConstraint("component", "vhost", "name"),
 )
 

@@ -18,6 +18,8 @@ then); a packet id takes its session's vhost, and one without a session row
 The ``retained`` table (retained publications, ``broker/retained.py``) needs
 no step here and no version change: ``create_all`` adds it to an older
 database at start, and nothing moves into it (an older version ignores it).
+Nor does the ``parameters.defined_by`` column (:func:`parameters_defined_by`
+adds it, NULL in the rows that were there; an older version ignores it).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ from .apply import CHUNK_COLS, stream_chunks
 from .logbatch import BATCH_COLS, BATCH_EVENTS, MAX_LOG_ID_KEY, batch_rows
 from .ops import LOG_FIELDS, AppendStream
 
-__all__ = ["delivery_log_to_batches", "mqtt_tables_by_vhost", "stream_entries_to_chunks"]
+__all__ = ["delivery_log_to_batches", "mqtt_tables_by_vhost", "parameters_defined_by",
+           "stream_entries_to_chunks"]
 
 log = logging.getLogger(__name__)
 
@@ -193,3 +196,13 @@ def mqtt_tables_by_vhost(conn: Connection) -> int:
     if moved:
         log.info("upgrade: %d MQTT session rows keyed by (vhost, client id)", moved)
     return moved
+
+
+def parameters_defined_by(conn: Connection) -> bool:
+    """Add ``parameters.defined_by`` (who defined a parameter: the user its links act
+    as) to a database from before it; True when it was added. In the caller's
+    transaction; the older rows keep NULL there."""
+    if any(c["name"] == "defined_by" for c in inspect(conn).get_columns("parameters")):
+        return False
+    conn.exec_driver_sql("ALTER TABLE parameters ADD COLUMN defined_by VARCHAR(255)")
+    return True

@@ -93,7 +93,8 @@ def test_definitions_round_trip(api: httpx.Client) -> None:
     exported = api.get("/api/definitions").json()
     mine = [p for p in exported["parameters"] if p["name"] == name]
     # the export imports back whole: URIs in clear, as RabbitMQ writes them
-    assert mine == [{"vhost": "/", "component": "shovel", "name": name, "value": shovel()}]
+    assert mine == [{"vhost": "/", "component": "shovel", "name": name, "value": shovel(),
+                     "defined_by": "guest"}]
     assert api.delete(url).status_code == 204
     doc = {"parameters": [*mine, {"vhost": "/", "component": "some-other-plugin",
                                   "name": "up", "value": {"uri": "amqp://"}}]}

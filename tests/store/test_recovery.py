@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from sqlalchemy import create_engine
+
 from amqplite.store import (
     DeleteEntry,
     LogEvent,
@@ -184,3 +186,23 @@ def test_runtime_parameters_round_trip(make_store) -> None:
         PutParameter("federation-upstream-set", "/", "s", [{"upstream": "a"}]),
         PutParameter("shovel", "/", "a", {"src-uri": "amqp://h", "n": 1}),
     ]
+
+
+@both_backends
+def test_a_parameter_keeps_who_defined_it(make_store, db_url: str) -> None:
+    """``defined_by`` (whom a link acts as) survives a restart; a database from before
+    the column gains it at start, its rows with None (they act as the default user)."""
+    store = make_store()
+    store.start()
+    store.submit([PutParameter("shovel", "/", "a", {"src-uri": "amqp://"}, "alice"),
+                  PutParameter("shovel", "/", "b", {"src-uri": "amqp://"})])
+    store.close(10)
+    assert make_store().load(body_window=1).parameters == [
+        PutParameter("shovel", "/", "a", {"src-uri": "amqp://"}, "alice"),
+        PutParameter("shovel", "/", "b", {"src-uri": "amqp://"}, None)]
+    engine = create_engine(db_url)
+    with engine.begin() as conn:  # the table as it was before the column
+        conn.exec_driver_sql("ALTER TABLE parameters DROP COLUMN defined_by")
+    engine.dispose()
+    rec = make_store().load(body_window=1)
+    assert [(p.name, p.defined_by) for p in rec.parameters] == [("a", None), ("b", None)]

@@ -2,7 +2,11 @@
 
 A value is validated by its component (``links.config.COMPONENTS``) before it
 is stored, so a bad shovel is a 400 naming the field; what is shown back has
-its URI passwords masked.
+its URI passwords masked. The user who PUTs a parameter defines it: its links
+act as that user on this broker (``links/access.py``), so a PUT whose local
+URIs reach where that user may not go is refused with 403 naming the vhost
+(administrators' links are checked when they run), and one past the link
+limits (``max_links_per_vhost``, ``max_links_per_user``) with 403 naming the limit.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from typing import Any
 from amqplite.admin import validate as V
 from amqplite.admin.handlers.base import HandlerBase
 from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, not_found
+from amqplite.links import access as A
 from amqplite.links.config import COMPONENTS
+from amqplite.links.config import parse as parse_shovel
 
 
 def shown(component: str, vhost: str, name: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -56,10 +62,40 @@ class ParameterHandlers(HandlerBase):
             raise bad_request(f"value.{exc}") from None
         params = self.broker.parameters
         existed = params.get(c, vh.name, name) is not None
+        user = req.user.name if req.user is not None else None
+        if req.user is not None:
+            self._check_link(c, vh.name, name, value, req.user.name, req.user.is_admin)
         undo = self._journal()
         undo.parameter(c, vh.name, name)
-        await self._write(lambda: params.put(c, vh.name, name, value), undo)
+        await self._write(lambda: params.put(c, vh.name, name, value, defined_by=user), undo)
         return Response(None, 204 if existed else 201)
+
+    def _check_link(self, component: str, vhost: str, name: str, value: Any, user: str,
+                    admin: bool) -> None:
+        """403 when the link is over a limit, or (for a user other than an administrator)
+        when its local URIs need what ``user`` lacks, or log in as a loopback-only user."""
+        s = self.server.settings
+        over = A.limit_refusal(self.broker.parameters.owners(), (component, vhost, name),
+                               user, per_vhost=s.max_links_per_vhost,
+                               per_user=s.max_links_per_user)
+        if over is not None:
+            raise HTTPError(403, "access_refused", f"link limit reached: {over}")
+        if admin:
+            return
+        access = A.Access(self.broker, self.server.link_secret, s.default_user)
+        why: str | None = None
+        if component == "shovel":
+            spec = parse_shovel(value)
+            why = access.shovel_refusal(spec, user) or A.loopback_login(
+                "src-uri", spec.src_uris, self.broker.users.loopback, user) or \
+                A.loopback_login("dest-uri", spec.dest_uris, self.broker.users.loopback, user)
+        elif component == "federation-upstream":
+            raw = value.get("uri")
+            why = access.refusal(user, A.upstream_needs(value)) or A.loopback_login(
+                "uri", [raw] if isinstance(raw, str) else raw, self.broker.users.loopback,
+                user)
+        if why is not None:
+            raise HTTPError(403, "access_refused", f"value.{why}")
 
     def _links(self) -> Any:
         links = self.server.extensions.get("links")

@@ -171,7 +171,8 @@ class SecurityHandlers(HandlerBase):
 
         def run() -> None:
             try:
-                D.apply(self.broker, plan, channel_for, undo)
+                D.apply(self.broker, plan, channel_for, undo,
+                        req.user.name if req.user is not None else None)
             finally:
                 for ch in opened.values():
                     self.broker.close_channel(ch)

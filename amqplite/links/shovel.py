@@ -22,6 +22,7 @@ import trio
 from amqplite.links import client as C
 from amqplite.links import wire
 from amqplite.links.audit import Hops, HopSink
+from amqplite.links.backoff import Backoff
 from amqplite.links.config import ShovelSpec
 from amqplite.links.pump import pump
 from amqplite.links.uri import Endpoint, mask, parse
@@ -115,6 +116,9 @@ class Shovel:
         self._on_done = on_done
         self.status = Status(src_uri=mask(spec.src_uris[0]), dest_uri=mask(spec.dest_uris[0]))
         self._attempt = 0
+        self._backoff = Backoff(spec.reconnect_delay)
+        #: trio time the current run reached ``running`` (None: not yet)
+        self._running_since: float | None = None
 
     @property
     def consumer_tag(self) -> str:
@@ -124,21 +128,46 @@ class Shovel:
         return uris[self._attempt % len(uris)]
 
     async def run(self) -> None:
+        """Run, and after a failure wait (``links.backoff``) and run again; with
+        ``reconnect-delay`` 0 a failed shovel stays terminated (RabbitMQ's meaning:
+        do not reconnect) until it is restarted."""
+        backoff = self._backoff
+        where = f"shovel '{self.name}' in vhost '{self.vhost}'"
         while True:
-            self.status.set("starting")
+            # a restart after a failure keeps showing why it failed until it runs
+            self.status.set("starting", self.status.reason)
+            self._running_since = None
             try:
-                done = await self._once()
+                if not await self._once():  # (a run ends in an error or done)
+                    raise wire.ProtocolFailure("the shovel's connections ended")
             except Exception as exc:  # one shovel's failure never reaches the others
                 reason = _reason(exc)
-                log.warning("shovel '%s' in vhost '%s': %s", self.name, self.vhost, reason)
+                ran = 0.0 if self._running_since is None else \
+                    trio.current_time() - self._running_since
+                if self.spec.reconnect_delay == 0:
+                    self.status.set("terminated", f"{reason} (reconnect-delay is 0: "
+                                                  "not restarted)")
+                    log.warning("%s terminated, not restarted (reconnect-delay 0): %s",
+                                where, reason)
+                    return
+                wait = backoff.failed(ran)
                 self.status.set("terminated", reason)
+                if backoff.should_log(reason):
+                    log.warning("%s failed, retrying with backoff from %gs: %s", where,
+                                wait, reason)
                 self._attempt += 1
-                await trio.sleep(self.spec.reconnect_delay)
+                await trio.sleep(wait)
                 continue
-            if done:
-                self.status.set("terminated", "src-delete-after reached")
-                self._on_done()
-                return
+            self.status.set("terminated", "src-delete-after reached")
+            self._on_done()
+            return
+
+    def _running(self) -> None:
+        """Connected and consuming: what the API shows, and the recovery logged once."""
+        self.status.set("running")
+        self._running_since = trio.current_time()
+        if self._backoff.recovered():
+            log.warning("shovel '%s' in vhost '%s' running again", self.name, self.vhost)
 
     async def _once(self) -> bool:
         """One connected run; True when src-delete-after is reached."""
@@ -180,7 +209,7 @@ class Shovel:
                 return True
             await src.call(1, BasicConsume(queue, self.consumer_tag,
                                            no_ack=spec.ack_mode == "no-ack"))
-            self.status.set("running")
+            self._running()
             return await self._pump(src, dest, src_uri, dest_uri, queue, remaining)
 
     async def _pump(self, src: C.Connection, dest: C.Connection, src_uri: str,

@@ -6,7 +6,7 @@ starts at the link's ``reconnect-delay`` and doubles with each failure in a
 row, up to :data:`MAX_DELAY` (or the reconnect-delay itself when that is
 longer); a link that ran for :data:`HEALTHY_AFTER` seconds before it failed
 starts again from the reconnect-delay. A failure is logged once per change
-of reason, not once per attempt.
+of reason, and the recovery from it once, not once per attempt.
 """
 
 from __future__ import annotations
@@ -29,14 +29,16 @@ class Backoff:
     base: float
     #: failures in a row since the link was last healthy
     failures: int = 0
-    #: the reason logged last (None: the link has been fine since)
+    #: the reason logged last in this run of failures (None: none yet)
     logged: str | None = None
+    #: the link's recovery from ``logged`` was logged
+    announced: bool = False
 
     def failed(self, ran_for: float) -> float:
         """A failure after ``ran_for`` seconds of running (0: it never ran): the wait
         before the next attempt."""
-        if ran_for >= HEALTHY_AFTER:
-            self.failures = 0
+        if ran_for >= HEALTHY_AFTER:  # a new run of failures: logged afresh
+            self.failures, self.logged = 0, None
         start = max(self.base, MIN_DELAY)
         wait = min(start * 2.0 ** min(self.failures, 32), max(MAX_DELAY, start))
         self.failures += 1
@@ -46,10 +48,14 @@ class Backoff:
         """True when ``reason`` differs from the failure logged last (log it then)."""
         if reason == self.logged:
             return False
-        self.logged = reason
+        self.logged, self.announced = reason, False
         return True
 
     def recovered(self) -> bool:
-        """The link runs again: True when a failure had been logged (log the recovery)."""
-        was, self.logged = self.logged, None
-        return was is not None
+        """The link runs again: True once per logged failure (log the recovery then),
+        so a link that connects and fails again at once logs two lines, not two per
+        attempt."""
+        if self.logged is None or self.announced:
+            return False
+        self.announced = True
+        return True

@@ -61,6 +61,15 @@ def _str(value: dict[str, Any], field: str) -> str | None:
     return None if v is None else V.shortstr(v, field)
 
 
+def _queue(value: dict[str, Any], field: str) -> str | None:
+    """A queue the shovel declares: named (an empty name would make a new
+    server-named durable queue at every connect)."""
+    v = _str(value, field)
+    if v == "":
+        raise ValueError(f"{field}: must not be empty")
+    return v
+
+
 def _bool(value: dict[str, Any], field: str, default: bool = False) -> bool:
     return V.boolean(value.get(field, default), field)
 
@@ -89,10 +98,10 @@ def parse(value: Any) -> ShovelSpec:
         if proto != "amqp091":
             raise ValueError(f"{side}-protocol: only amqp091 is supported, not "
                              f"{str(proto)[:60]!r}")
-    src_queue, src_exchange = _str(value, "src-queue"), _str(value, "src-exchange")
+    src_queue, src_exchange = _queue(value, "src-queue"), _str(value, "src-exchange")
     if (src_queue is None) == (src_exchange is None):
         raise ValueError("src-queue: exactly one of src-queue and src-exchange is required")
-    dest_queue, dest_exchange = _str(value, "dest-queue"), _str(value, "dest-exchange")
+    dest_queue, dest_exchange = _queue(value, "dest-queue"), _str(value, "dest-exchange")
     if dest_queue is not None and dest_exchange is not None:
         raise ValueError("dest-queue: give dest-queue or dest-exchange, not both")
     ack_mode = value.get("ack-mode", "on-confirm")

@@ -32,16 +32,14 @@ PROPERTY_KINDS = {
 }
 
 
+#: JSON's kinds of value, for "must be X, not Y" (bool before int: it is one)
+_KINDS: tuple[tuple[Any, str], ...] = ((bool, "a boolean"), (int | float, "a number"),
+                                       (str, "a string"), (list, "a list"),
+                                       (dict, "an object"))
+
+
 def _kind(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, int | float):
-        return "a number"
-    if isinstance(v, str):
-        return "a string"
-    return "a list" if isinstance(v, list) else "an object"
+    return next((name for t, name in _KINDS if isinstance(v, t)), "null")
 
 
 def text(v: Any, field: str) -> str:

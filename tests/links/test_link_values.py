@@ -73,6 +73,7 @@ def test_publish_properties_that_encode_are_kept() -> None:
     ({"src-consumer-args": {"x": 2**64}}, "src-consumer-args.x"),
     ({"src-consumer-args": {"k" * 256: 1}}, "src-consumer-args key"),
     ({"src-queue": "\ud800"}, "src-queue"),
+    ({"dest-queue": ""}, "dest-queue: must not be empty"),
 ])
 def test_shovel_fields_typed_as_amqp_carries_them(value: dict[str, Any], field: str) -> None:
     v = {k: x for k, x in {**SHOVEL, **value}.items() if x is not None}
@@ -147,6 +148,18 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminBroker]:
     b.proc.stop()
 
 
+def healthy(b: AdminBroker) -> None:
+    """An AMQP publish and get still work."""
+    conn = b.connect()
+    try:
+        ch = conn.channel()
+        q = ch.queue_declare("", exclusive=True).method.queue
+        ch.basic_publish("", q, b"alive")
+        assert ch.basic_get(q, auto_ack=True)[2] == b"alive"
+    finally:
+        conn.close()
+
+
 def put(b: AdminBroker, component: str, pname: str, value: Any) -> httpx.Response:
     with b.api() as api:
         return api.put(f"/api/parameters/{component}/%2F/{pname}", json={"value": value})
@@ -164,14 +177,7 @@ def test_put_refuses_each_bad_value_naming_it(broker: AdminBroker) -> None:
     # the broker is well: a 900-deep value reached neither the links nor the store
     r = put(broker, "shovel", name(), {**SHOVEL, "src-consumer-args": nested(900)})
     assert r.status_code == 400 and "nests deeper than 64" in r.json()["reason"], r.text
-    conn = broker.connect()
-    try:
-        ch = conn.channel()
-        q = ch.queue_declare("", exclusive=True).method.queue
-        ch.basic_publish("", q, b"still well")
-        assert ch.basic_get(q, auto_ack=True)[2] == b"still well"
-    finally:
-        conn.close()
+    healthy(broker)
 
 
 def opened(b: AdminBroker) -> int:

@@ -230,24 +230,31 @@ def test_shovel_failing_at_forward_backs_off(broker: AdminBroker) -> None:
         api.delete(f"/api/parameters/shovel/%2F/{sh}")
 
 
-def test_reconnect_delay_zero_means_not_restarted(broker: AdminBroker) -> None:
-    """RabbitMQ's meaning: a failed shovel stays terminated, until restarted by hand."""
-    sh = name()
-    refuser = socket.create_server(("127.0.0.1", 0))  # accepts, then closes at once
-    port = refuser.getsockname()[1]
+@pytest.fixture
+def refuser() -> Iterator[tuple[int, list[int]]]:
+    """A port that accepts connections and closes them at once: (port, [accepted])."""
+    server = socket.create_server(("127.0.0.1", 0))
     accepted = [0]
 
     def serve() -> None:
         while True:
             try:
-                c, _ = refuser.accept()
+                c, _ = server.accept()
             except OSError:
                 return
             accepted[0] += 1
             c.close()
 
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1], accepted
+    server.close()
+
+
+def test_reconnect_delay_zero_means_not_restarted(broker: AdminBroker,
+                                                  refuser: tuple[int, list[int]]) -> None:
+    """RabbitMQ's meaning: a failed shovel stays terminated, until restarted by hand."""
+    sh = name()
+    port, accepted = refuser
     try:
         r = put(broker, "shovel", sh, {**SHOVEL, "dest-uri": f"amqp://guest:guest@127.0.0.1:{port}",
                                        "reconnect-delay": 0})
@@ -263,9 +270,41 @@ def test_reconnect_delay_zero_means_not_restarted(broker: AdminBroker) -> None:
                  what="the restarted shovel to terminate")
         assert accepted[0] == 2
     finally:
-        refuser.close()
         with broker.api() as api:
             api.delete(f"/api/parameters/shovel/%2F/{sh}")
+
+
+def test_federation_link_failing_at_connect_backs_off(
+        broker: AdminBroker, refuser: tuple[int, list[int]]) -> None:
+    """An upstream that closes every connection: the link shows the error and its
+    attempts thin out (0.2, 0.4, 0.8, 1.6 s apart; a fixed 0.2 s made 15 in 3 s)."""
+    port, accepted = refuser
+    with broker.api() as api:
+        r = api.put("/api/parameters/federation-upstream/%2F/closing", json={"value": {
+            "uri": f"amqp://guest:guest@127.0.0.1:{port}", "reconnect-delay": 0.2}})
+        assert r.status_code == 201, r.text
+        r = api.put("/api/policies/%2F/fed-closing", json={
+            "pattern": r"^fed\.closing$", "apply-to": "exchanges",
+            "definition": {"federation-upstream": "closing"}})
+        assert r.status_code in (201, 204), r.text
+        assert api.put("/api/exchanges/%2F/fed.closing", json={"type": "fanout"}
+                       ).status_code in (201, 204)
+
+        def failed() -> dict[str, Any] | None:
+            rows = [x for x in api.get("/api/federation-links/%2F").json()
+                    if x["upstream"] == "closing" and x.get("error")]
+            return rows[0] if rows else None
+
+        try:
+            row = wait_for(failed, 30, what="the link to fail")
+            assert row["status"] in ("error", "starting") and "closed" in row["error"], row
+            before = accepted[0]
+            threading.Event().wait(3)  # a window to count in, not a synchronisation
+            assert accepted[0] - before <= 5, f"{accepted[0] - before} attempts in 3 s"
+        finally:
+            api.delete("/api/policies/%2F/fed-closing")
+            api.delete("/api/exchanges/%2F/fed.closing")
+            api.delete("/api/parameters/federation-upstream/%2F/closing")
 
 
 def test_a_failing_shovel_logs_once(broker: AdminBroker) -> None:

@@ -49,7 +49,7 @@ from amqplite.links.audit import Hops, HopSink
 from amqplite.links.backoff import Backoff
 from amqplite.links.federation_config import UpstreamSpec
 from amqplite.links.pump import pump
-from amqplite.links.shovel import LocalAddress, _reason, address
+from amqplite.links.shovel import LocalAddress, _reason, address, cancellation
 from amqplite.links.uri import Endpoint, parse, strip_credentials
 from amqplite.protocol.codec import FieldArray, FieldTable
 from amqplite.protocol.methods import (
@@ -182,7 +182,12 @@ class FederationLink:
             try:
                 await self._once()
                 raise wire.ProtocolFailure("the link's connections ended")
-            except Exception as exc:  # one link's failure never reaches the others
+            except BaseException as exc:  # one link's failure never reaches the others
+                stop = cancellation(exc)
+                if stop is not None:  # being stopped: what the teardown raised is moot
+                    raise stop from None
+                if not isinstance(exc, Exception):
+                    raise
                 reason = _reason(exc)
                 ran = 0.0 if self._running_since is None else \
                     trio.current_time() - self._running_since

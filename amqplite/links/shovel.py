@@ -140,7 +140,12 @@ class Shovel:
             try:
                 if not await self._once():  # (a run ends in an error or done)
                     raise wire.ProtocolFailure("the shovel's connections ended")
-            except Exception as exc:  # one shovel's failure never reaches the others
+            except BaseException as exc:  # one shovel's failure never reaches the others
+                stop = cancellation(exc)
+                if stop is not None:  # being stopped: what the teardown raised is moot
+                    raise stop from None
+                if not isinstance(exc, Exception):
+                    raise
                 reason = _reason(exc)
                 ran = 0.0 if self._running_since is None else \
                     trio.current_time() - self._running_since
@@ -246,6 +251,18 @@ async def _ensure_queue(conn: C.Connection, queue: str) -> int:
         ok = await conn.call(probe, QueueDeclare(queue, durable=True))
     assert isinstance(ok, QueueDeclareOk)
     return int(ok.message_count)
+
+
+def cancellation(exc: BaseException) -> BaseException | None:
+    """The Cancelled in ``exc`` without the errors a link's connections raised as they
+    were torn down with it (None: no Cancelled). Caught as one group, those errors
+    are no failure to retry, and re-raised they would escape the cancel scope that
+    stops the link and end the supervisor's nursery, and the broker with it."""
+    if isinstance(exc, trio.Cancelled):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[0]
+    return None
 
 
 def _reason(exc: BaseException) -> str:

@@ -17,10 +17,12 @@ from typing import Any
 
 import httpx
 import pytest
+import trio
 
 from amqplite.links import backoff as B
-from amqplite.links import config, federation_config
+from amqplite.links import config, federation_config, wire
 from amqplite.links import values as V
+from amqplite.links.shovel import cancellation
 from tests.admin.conftest import AdminBroker, start_admin_broker
 from tests.brokerproc import wait_for
 from tests.links.test_shovel import name, publish, status
@@ -137,6 +139,27 @@ def test_backoff_logs_once_per_reason() -> None:
     assert not b.should_log("b") and not b.recovered()  # nothing new to say
     b.failed(B.HEALTHY_AFTER)  # it had run long enough: a new run of failures
     assert b.should_log("b") and b.recovered()
+
+
+async def test_a_stopped_link_raises_only_its_cancellation() -> None:
+    """A link stopped while its connections fail (a delivery in flight when the scope
+    is cancelled) catches a group of Cancelled and ProtocolFailure; re-raised whole, the
+    failure escaped the cancel scope and ended the links supervisor and the broker
+    (found by test_link_values_fuzz). Only the Cancelled goes on, and the scope
+    absorbs it."""
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await trio.sleep(0)
+        except trio.Cancelled as exc:
+            group = BaseExceptionGroup("teardown", [
+                exc, wire.ProtocolFailure("the source connection ended")])
+            stop = cancellation(group)
+            assert isinstance(stop, BaseExceptionGroup)
+            assert all(isinstance(e, trio.Cancelled) for e in stop.exceptions)
+            raise stop from None
+    assert scope.cancelled_caught
+    assert cancellation(wire.ProtocolFailure("x")) is None
 
 
 # ------------------------------------------------------------------ the real broker

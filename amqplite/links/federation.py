@@ -49,7 +49,7 @@ from amqplite.links.audit import Hops, HopSink
 from amqplite.links.backoff import Backoff
 from amqplite.links.federation_config import UpstreamSpec
 from amqplite.links.pump import pump
-from amqplite.links.shovel import LocalAddress, _reason, address, cancellation
+from amqplite.links.shovel import LocalAddress, _reason, address, failure, ran_for
 from amqplite.links.uri import Endpoint, parse, strip_credentials
 from amqplite.protocol.codec import FieldArray, FieldTable
 from amqplite.protocol.methods import (
@@ -183,15 +183,8 @@ class FederationLink:
                 await self._once()
                 raise wire.ProtocolFailure("the link's connections ended")
             except BaseException as exc:  # one link's failure never reaches the others
-                stop = cancellation(exc)
-                if stop is not None:  # being stopped: what the teardown raised is moot
-                    raise stop from None
-                if not isinstance(exc, Exception):
-                    raise
-                reason = _reason(exc)
-                ran = 0.0 if self._running_since is None else \
-                    trio.current_time() - self._running_since
-                wait = self._backoff.failed(ran)
+                reason = failure(exc)
+                wait = self._backoff.failed(ran_for(self._running_since))
                 self.status.set("error", reason)
                 if self._backoff.should_log(reason):
                     log.warning("%s failed, retrying with backoff from %gs: %s", where,

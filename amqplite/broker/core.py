@@ -138,7 +138,10 @@ class Broker(
                             and P.plain_args(b.args_dict) == op.arguments):
                         self._drop_binding(vh, b)
             else:
-                log.error("store: %r is in memory only: it could not be written", op)
+                # by kind and name: its value may be too deep to repr
+                log.error("store: %s %r in vhost %r is in memory only: it could not be "
+                          "written", t.__name__, str(getattr(op, "name", ""))[:100],
+                          str(getattr(op, "vhost", ""))[:100])
 
     def restore_binding(self, vh: VHost, src: Exchange, b: Binding) -> None:
         """Recovery: a durable binding read from the store (not written again)."""

@@ -139,15 +139,18 @@ class Connection:
     async def close(self) -> None:
         """Close politely (shielded, at most a second: this also runs when the link is
         cancelled), then drop the socket whatever happened, so the peer requeues
-        what we had not acked."""
-        try:
-            with trio.CancelScope(shield=True), trio.move_on_after(1):
-                self._proto.send(0, ConnectionClose(200, "goodbye"))
-                with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError,
-                              trio.BusyResourceError):
-                    await self._flush()
-        finally:
-            await trio.aclose_forcefully(self._stream)
+        what we had not acked. Nothing here raises Cancelled: :func:`connect` calls
+        this in a ``finally`` inside its cancelled nursery, where a Cancelled would
+        replace (and so swallow) the error that ended the link."""
+        with trio.CancelScope(shield=True):
+            try:
+                with trio.move_on_after(1):
+                    self._proto.send(0, ConnectionClose(200, "goodbye"))
+                    with suppress(trio.BrokenResourceError, trio.ClosedResourceError,
+                                  OSError, trio.BusyResourceError):
+                        await self._flush()
+            finally:
+                await trio.aclose_forcefully(self._stream)
 
     # ---------------------------------------------------------------- tasks
     async def run(self) -> None:
@@ -274,8 +277,4 @@ async def connect(ep: Endpoint, host: str, port: int, *, name: str = "amqplite l
             yield conn
         finally:
             n.cancel_scope.cancel()
-            # shielded: in the cancelled scope a checkpoint of the close would raise
-            # Cancelled, which this nursery then swallows, and with it the error of
-            # the block (a second connect that failed inside it: the link looped)
-            with trio.CancelScope(shield=True):
-                await conn.close()
+            await conn.close()  # shielded inside: never raises Cancelled here

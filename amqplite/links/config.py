@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from amqplite.links import uri as U
+from amqplite.links import values as V
 
 ACK_MODES = ("on-confirm", "on-publish", "no-ack")
 
@@ -50,62 +51,75 @@ class ShovelSpec:
     add_timestamp_header: bool = False
     publish_properties: dict[str, Any] = attrs.field(factory=dict)
     ack_mode: str = "on-confirm"
+    #: seconds (RabbitMQ's default: 5); 0: a failed shovel is not restarted
     reconnect_delay: float = 5.0
 
 
 def _str(value: dict[str, Any], field: str) -> str | None:
+    """A name or routing key: carried as an AMQP shortstr."""
     v = value.get(field)
-    if v is not None and not isinstance(v, str):
-        raise ValueError(f"{field}: must be a string")
+    return None if v is None else V.shortstr(v, field)
+
+
+def _queue(value: dict[str, Any], field: str) -> str | None:
+    """A queue the shovel declares: named (an empty name would make a new
+    server-named durable queue at every connect)."""
+    v = _str(value, field)
+    if v == "":
+        raise ValueError(f"{field}: must not be empty")
     return v
 
 
 def _bool(value: dict[str, Any], field: str, default: bool = False) -> bool:
-    v = value.get(field, default)
-    if not isinstance(v, bool):
-        raise ValueError(f"{field}: must be true or false")
-    return v
+    return V.boolean(value.get(field, default), field)
 
 
-def _count(v: Any, field: str, *, minimum: int = 0) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise ValueError(f"{field}: must be an integer >= {minimum}")
-    return v
+def _either(value: dict[str, Any], field: str, old: str, default: Any) -> tuple[str, Any]:
+    """(the name to report, the value) of a field RabbitMQ also reads by an older name."""
+    if field in value:
+        return field, value[field]
+    if old in value:
+        return old, value[old]
+    return field, default
 
 
 def parse(value: Any) -> ShovelSpec:
-    """The spec of a shovel parameter's value; ValueError naming the first bad field."""
+    """The spec of a shovel parameter's value; ValueError naming the first bad field.
+
+    Every field is typed as RabbitMQ's shovel types it and as AMQP will carry it
+    (``links.values``), so what is accepted here can be sent on every attempt."""
     if not isinstance(value, dict):
         raise ValueError("value: must be a JSON object")
     for key in value:
         if key not in FIELDS:
-            raise ValueError(f"{key}: unknown shovel field")
+            raise ValueError(f"{str(key)[:60]}: unknown shovel field")
     for side in ("src", "dest"):
         proto = value.get(f"{side}-protocol", "amqp091")
         if proto != "amqp091":
-            raise ValueError(f"{side}-protocol: only amqp091 is supported, not {proto!r}")
-    src_queue, src_exchange = _str(value, "src-queue"), _str(value, "src-exchange")
+            raise ValueError(f"{side}-protocol: only amqp091 is supported, not "
+                             f"{str(proto)[:60]!r}")
+    src_queue, src_exchange = _queue(value, "src-queue"), _str(value, "src-exchange")
     if (src_queue is None) == (src_exchange is None):
         raise ValueError("src-queue: exactly one of src-queue and src-exchange is required")
-    dest_queue, dest_exchange = _str(value, "dest-queue"), _str(value, "dest-exchange")
+    dest_queue, dest_exchange = _queue(value, "dest-queue"), _str(value, "dest-exchange")
     if dest_queue is not None and dest_exchange is not None:
         raise ValueError("dest-queue: give dest-queue or dest-exchange, not both")
     ack_mode = value.get("ack-mode", "on-confirm")
     if ack_mode not in ACK_MODES:
-        raise ValueError(f"ack-mode: must be one of {', '.join(ACK_MODES)}, not {ack_mode!r}")
-    raw_after = value.get("src-delete-after", value.get("delete-after", "never"))
+        raise ValueError(f"ack-mode: must be one of {', '.join(ACK_MODES)}, not "
+                         f"{str(ack_mode)[:60]!r}")
+    name, raw_after = _either(value, "src-delete-after", "delete-after", "never")
     delete_after: str | int = raw_after if raw_after in ("never", "queue-length") else \
-        _count(raw_after, "src-delete-after", minimum=1)
+        V.integer(raw_after, name, 1)
     if delete_after == "queue-length" and src_queue is None:
-        raise ValueError("src-delete-after: queue-length needs src-queue")
-    prefetch = _count(value.get("src-prefetch-count", value.get("prefetch-count", 1000)),
-                      "src-prefetch-count", minimum=1)
-    delay = value.get("reconnect-delay", 5)
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
-        raise ValueError("reconnect-delay: must be a number of seconds >= 0")
-    props = value.get("dest-publish-properties", value.get("publish-properties", {}))
-    if not isinstance(props, dict):
-        raise ValueError("dest-publish-properties: must be a JSON object")
+        raise ValueError(f"{name}: queue-length needs src-queue")
+    name, raw_prefetch = _either(value, "src-prefetch-count", "prefetch-count", 1000)
+    prefetch = V.integer(raw_prefetch, name, 1)
+    delay = V.reconnect_delay(value.get("reconnect-delay", 5))
+    name, raw_props = _either(value, "dest-publish-properties", "publish-properties", {})
+    props = V.publish_properties(raw_props, name)
+    if "src-consumer-args" in value:
+        V.table(value["src-consumer-args"], "src-consumer-args")
     key = _str(value, "src-exchange-key")
     return ShovelSpec(
         src_uris=U.uri_list(value, "src-uri"), dest_uris=U.uri_list(value, "dest-uri"),
@@ -118,7 +132,7 @@ def parse(value: Any) -> ShovelSpec:
         add_forward_headers=_bool(value, "dest-add-forward-headers",
                                   _bool(value, "add-forward-headers")),
         add_timestamp_header=_bool(value, "dest-add-timestamp-header"),
-        publish_properties=dict(props), ack_mode=ack_mode, reconnect_delay=float(delay))
+        publish_properties=props, ack_mode=ack_mode, reconnect_delay=delay)
 
 
 def masked(value: dict[str, Any]) -> dict[str, Any]:

@@ -47,9 +47,10 @@ from amqplite.links import client as C
 from amqplite.links import wire
 from amqplite.links.access import Identity
 from amqplite.links.audit import Hops, HopSink
+from amqplite.links.backoff import Backoff
 from amqplite.links.federation_config import UpstreamSpec
 from amqplite.links.pump import pump
-from amqplite.links.shovel import LocalAddress, _reason, address
+from amqplite.links.shovel import LocalAddress, _reason, address, failure, ran_for
 from amqplite.links.uri import Endpoint, parse, strip_credentials
 from amqplite.protocol.codec import FieldArray, FieldTable
 from amqplite.protocol.methods import (
@@ -153,6 +154,9 @@ class FederationLink:
         self.hops = Hops(record, "federated", vhost, spec.name, f"federation-link-{self.id}")
         self.status = LinkStatus(uri=strip_credentials(spec.uris[0]))
         self._attempt = 0
+        self._backoff = Backoff(spec.reconnect_delay)
+        #: trio time the current run reached ``running`` (None: not yet)
+        self._running_since: float | None = None
         #: the internal exchange suffix in use upstream (A or B), once known
         self._suffix: str | None = None
         self._events_tx, self._events = trio.open_memory_channel[tuple[Binding, bool]](
@@ -171,20 +175,38 @@ class FederationLink:
 
     # ------------------------------------------------------------------ running
     async def run(self) -> None:
+        """Run, and after a failure wait (``links.backoff``) and run again. A
+        reconnect-delay of 0 still waits :data:`backoff.MIN_DELAY`, doubling:
+        RabbitMQ restarts a federation link at once then, which is the hot loop a
+        failing link must not become."""
+        where = f"federation link {self.spec.name} -> '{self.exchange}' in vhost '{self.vhost}'"
         if self.refused is not None:  # until users or permissions change
             self.status.set("error", self.refused)
             await trio.sleep_forever()
         while True:
-            self.status.set("starting")
+            # a restart after a failure keeps showing why it failed until it runs
+            self.status.set("starting", self.status.error)
+            self._running_since = None
             try:
                 await self._once()
-            except Exception as exc:  # one link's failure never reaches the others
-                reason = _reason(exc)
-                log.warning("federation link %s -> '%s' in vhost '%s': %s", self.spec.name,
-                            self.exchange, self.vhost, reason)
+                raise wire.ProtocolFailure("the link's connections ended")
+            except BaseException as exc:  # one link's failure never reaches the others
+                reason = failure(exc)
+                wait = self._backoff.failed(ran_for(self._running_since))
                 self.status.set("error", reason)
+                if self._backoff.should_log(reason):
+                    log.warning("%s failed, retrying with backoff from %gs: %s", where,
+                                wait, reason)
                 self._attempt += 1
-                await trio.sleep(self.spec.reconnect_delay)
+                await trio.sleep(wait)
+
+    def _running(self) -> None:
+        """Consuming upstream: what the API shows, and the recovery logged once."""
+        self.status.set("running")
+        self._running_since = trio.current_time()
+        if self._backoff.recovered():
+            log.warning("federation link %s -> '%s' in vhost '%s' running again",
+                        self.spec.name, self.exchange, self.vhost)
 
     async def _once(self) -> None:
         spec = self.spec
@@ -237,7 +259,7 @@ class FederationLink:
                 await down.call(MAIN, ConfirmSelect())
             await up.call(MAIN, BasicConsume(queue, self.hops.consumer_tag,
                                              no_ack=spec.ack_mode == "no-ack"))
-            self.status.set("running")
+            self._running()
             received = {"uri": strip_credentials(uri), "exchange": self.upstream_exchange}
 
             def shape(d: BasicDeliver, properties: bytes) -> tuple[str, str, bytes] | None:

@@ -15,6 +15,7 @@ import attrs
 
 from amqplite.broker import patterns
 from amqplite.links import uri as U
+from amqplite.links import values as V
 
 ACK_MODES = ("on-confirm", "on-publish", "no-ack")
 #: fields an upstream and an upstream-set entry share
@@ -49,26 +50,36 @@ class UpstreamSpec:
     cleanup: str = "default"
 
 
+#: x-max-hops travels as a long, a binding's ``hops`` in x-bound-from as a short
+MAX_HOPS_LIMIT = 32767
+#: x-expires / x-message-ttl as RabbitMQ bounds them (milliseconds)
+MS_LIMIT = 0xFFFFFFFF
+
+
 def _check_shared(value: Mapping[str, Any], prefix: str) -> None:
+    """Each field typed as RabbitMQ types it and as the link will send it (names in
+    shortstrs, counts in the AMQP integer they travel as); ValueError naming it."""
     for key, v in value.items():
         field = f"{prefix}{key}"
-        if key in ("exchange", "queue", "consumer-tag", "ha-policy", "upstream"):
-            if not isinstance(v, str):
-                raise ValueError(f"{field}: must be a string")
-        elif key in ("prefetch-count", "max-hops", "expires"):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{field}: must be an integer >= 1")
+        if key in ("exchange", "queue", "consumer-tag"):
+            V.shortstr(v, field)
+        elif key in ("ha-policy", "upstream"):
+            V.text(v, field)
+        elif key == "prefetch-count":
+            V.integer(v, field, 1)
+        elif key == "max-hops":
+            V.integer(v, field, 1, MAX_HOPS_LIMIT)
+        elif key == "expires":
+            V.integer(v, field, 1, MS_LIMIT)
         elif key == "message-ttl":
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{field}: must be an integer >= 0")
+            V.integer(v, field, 0, MS_LIMIT)
         elif key == "reconnect-delay":
-            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
-                raise ValueError(f"{field}: must be a number of seconds >= 0")
+            V.reconnect_delay(v, field)
         elif key in ("trust-user-id", "bind-nowait"):
-            if not isinstance(v, bool):
-                raise ValueError(f"{field}: must be true or false")
+            V.boolean(v, field)
         elif key in _ENUMS and v not in _ENUMS[key]:
-            raise ValueError(f"{field}: must be one of {', '.join(_ENUMS[key])}, not {v!r}")
+            raise ValueError(f"{field}: must be one of {', '.join(_ENUMS[key])}, not "
+                             f"{str(v)[:60]!r}")
 
 
 def parse_upstream(value: Any) -> dict[str, Any]:
@@ -77,7 +88,7 @@ def parse_upstream(value: Any) -> dict[str, Any]:
         raise ValueError("value: must be a JSON object")
     for key in value:
         if key not in UPSTREAM_FIELDS:
-            raise ValueError(f"{key}: unknown federation-upstream field")
+            raise ValueError(f"{str(key)[:60]}: unknown federation-upstream field")
     U.uri_list(value, "uri")
     _check_shared(value, "")
     return value
@@ -92,7 +103,8 @@ def parse_upstream_set(value: Any) -> list[dict[str, Any]]:
             raise ValueError(f"[{i}]: must be a JSON object")
         for key in entry:
             if key not in SET_FIELDS:
-                raise ValueError(f"[{i}].{key}: unknown federation-upstream-set field")
+                raise ValueError(f"[{i}].{str(key)[:60]}: unknown federation-upstream-set "
+                                 "field")
         if "upstream" not in entry:
             raise ValueError(f"[{i}].upstream: is required")
         _check_shared(entry, f"[{i}].")

@@ -23,6 +23,7 @@ from amqplite.links import client as C
 from amqplite.links import wire
 from amqplite.links.access import Identity
 from amqplite.links.audit import Hops, HopSink
+from amqplite.links.backoff import Backoff
 from amqplite.links.config import ShovelSpec
 from amqplite.links.pump import pump
 from amqplite.links.uri import Endpoint, mask, parse
@@ -142,6 +143,9 @@ class Shovel:
         self._on_done = on_done
         self.status = Status(src_uri=mask(spec.src_uris[0]), dest_uri=mask(spec.dest_uris[0]))
         self._attempt = 0
+        self._backoff = Backoff(spec.reconnect_delay)
+        #: trio time the current run reached ``running`` (None: not yet)
+        self._running_since: float | None = None
 
     @property
     def consumer_tag(self) -> str:
@@ -151,24 +155,47 @@ class Shovel:
         return uris[self._attempt % len(uris)]
 
     async def run(self) -> None:
+        """Run, and after a failure wait (``links.backoff``) and run again; with
+        ``reconnect-delay`` 0 a failed shovel stays terminated (RabbitMQ's meaning:
+        do not reconnect) until it is restarted."""
+        backoff = self._backoff
+        where = f"shovel '{self.name}' in vhost '{self.vhost}'"
         if self.refused is not None:  # until users or permissions change
             self.status.set("terminated", self.refused)
             await trio.sleep_forever()
         while True:
-            self.status.set("starting")
+            # a restart after a failure keeps showing why it failed until it runs
+            self.status.set("starting", self.status.reason)
+            self._running_since = None
             try:
-                done = await self._once()
-            except Exception as exc:  # one shovel's failure never reaches the others
-                reason = _reason(exc)
-                log.warning("shovel '%s' in vhost '%s': %s", self.name, self.vhost, reason)
+                if not await self._once():  # (a run ends in an error or done)
+                    raise wire.ProtocolFailure("the shovel's connections ended")
+            except BaseException as exc:  # one shovel's failure never reaches the others
+                reason = failure(exc)
+                if self.spec.reconnect_delay == 0:
+                    self.status.set("terminated", f"{reason} (reconnect-delay is 0: "
+                                                  "not restarted)")
+                    log.warning("%s terminated, not restarted (reconnect-delay 0): %s",
+                                where, reason)
+                    return
+                wait = backoff.failed(ran_for(self._running_since))
                 self.status.set("terminated", reason)
+                if backoff.should_log(reason):
+                    log.warning("%s failed, retrying with backoff from %gs: %s", where,
+                                wait, reason)
                 self._attempt += 1
-                await trio.sleep(self.spec.reconnect_delay)
+                await trio.sleep(wait)
                 continue
-            if done:
-                self.status.set("terminated", "src-delete-after reached")
-                self._on_done()
-                return
+            self.status.set("terminated", "src-delete-after reached")
+            self._on_done()
+            return
+
+    def _running(self) -> None:
+        """Connected and consuming: what the API shows, and the recovery logged once."""
+        self.status.set("running")
+        self._running_since = trio.current_time()
+        if self._backoff.recovered():
+            log.warning("shovel '%s' in vhost '%s' running again", self.name, self.vhost)
 
     async def _once(self) -> bool:
         """One connected run; True when src-delete-after is reached."""
@@ -214,7 +241,7 @@ class Shovel:
                 return True
             await src.call(1, BasicConsume(queue, self.consumer_tag,
                                            no_ack=spec.ack_mode == "no-ack"))
-            self.status.set("running")
+            self._running()
             return await self._pump(src, dest, src_uri, dest_uri, queue, remaining)
 
     async def _pump(self, src: C.Connection, dest: C.Connection, src_uri: str,
@@ -251,6 +278,35 @@ async def _ensure_queue(conn: C.Connection, queue: str) -> int:
         ok = await conn.call(probe, QueueDeclare(queue, durable=True))
     assert isinstance(ok, QueueDeclareOk)
     return int(ok.message_count)
+
+
+def cancellation(exc: BaseException) -> BaseException | None:
+    """The Cancelled in ``exc`` without the errors a link's connections raised as they
+    were torn down with it (None: no Cancelled). Caught as one group, those errors
+    are no failure to retry, and re-raised they would escape the cancel scope that
+    stops the link and end the supervisor's nursery, and the broker with it."""
+    if isinstance(exc, trio.Cancelled):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[0]
+    return None
+
+
+def failure(exc: BaseException) -> str:
+    """Why a link's run failed, as text; a cancellation (the link is being stopped) is
+    raised again without what the teardown raised beside it, and so is anything
+    that is not an Exception."""
+    stop = cancellation(exc)
+    if stop is not None:
+        raise stop from None
+    if not isinstance(exc, Exception):
+        raise exc
+    return _reason(exc)
+
+
+def ran_for(since: float | None) -> float:
+    """Seconds a link has been running since trio time ``since`` (None: it never ran)."""
+    return 0.0 if since is None else trio.current_time() - since
 
 
 def _reason(exc: BaseException) -> str:

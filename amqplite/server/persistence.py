@@ -20,7 +20,7 @@ import trio
 
 from amqplite.broker.core import Broker
 from amqplite.server.counters import Counters
-from amqplite.store.engine import Store
+from amqplite.store.engine import Store, StoreClosed
 from amqplite.store.logbatch import LogBuffer
 from amqplite.store.ops import REPLAYABLE, DeleteVHost, PutQueue
 from amqplite.store.writer import ProcessStore, StoreWriterGone
@@ -314,10 +314,23 @@ class Persistence:
 
         try:
             self.store.submit(ops, committed, urgent=urgent)
-        except RuntimeError as exc:  # the store is closed: the broker is stopping
+        except StoreClosed as exc:  # the broker is stopping
             self._store_closed = True
             log.error("store closed: %d ops not written (%s)", len(ops), exc)
             committed(exc)
+        except Exception as exc:
+            # an op the store cannot take (one the writer cannot encode): this
+            # submission fails as a commit does, and only it; the store is open and
+            # the repair path stays on (``_repair`` writes its metadata again, op by
+            # op at the last try, and undoes in memory only the op that still fails).
+            # Called back from the loop, never from inside ``_hand_over`` (a repair
+            # hands several batches over in a row).
+            log.error("store: a submission of %d ops could not be handed over (%s: %s)",
+                      len(ops), type(exc).__name__, str(exc)[:200])
+            try:
+                token.run_sync_soon(committed, exc)
+            except trio.RunFinishedError:
+                committed(exc)
 
     @property
     def repairing(self) -> bool:
@@ -369,7 +382,8 @@ class Persistence:
             # its content, not the writer's end or a shutdown: that may fail for good
             self._redo_failures += 1
             if kind == _LAST_REDO:
-                log.error("store: %r could not be written (%s); undone in memory", ops, err)
+                log.error("store: %s could not be written (%s); undone in memory",
+                          _describe(ops), str(err)[:200])
                 self.abandoned += 1
                 self.broker.commit_abandoned(ops)
                 if self.on_rollback is not None:
@@ -482,6 +496,14 @@ class Persistence:
     async def wait_idle(self) -> None:
         self.flush(force=True)
         await self._idle.wait()
+
+
+def _describe(ops: list[Any]) -> str:
+    """The ops by kind and name, for a log line: never their values (a value may be
+    too deep to repr, or huge)."""
+    return ", ".join(f"{type(op).__name__}({getattr(op, 'vhost', '')!s:.60} "
+                     f"{getattr(op, 'name', '')!s:.60})" for op in ops[:20]) + (
+        f" and {len(ops) - 20} more" if len(ops) > 20 else "")
 
 
 def _keep_recreated(ops: list[Any]) -> list[Any]:

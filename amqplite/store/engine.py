@@ -56,6 +56,12 @@ log = logging.getLogger(__name__)
 
 Callback = Callable[[BaseException | None], None]
 
+
+class StoreClosed(RuntimeError):
+    """The store takes no more submissions (it is closing or closed): the one
+    refusal that means the broker is stopping. Any other error from ``submit``
+    (an op that cannot be encoded) is about that submission alone."""
+
 DURABILITY_SYNCHRONOUS = {"fsync": "FULL", "os": "NORMAL"}
 
 #: A failed commit that may pass is retried after this, doubling up to the max.
@@ -343,7 +349,7 @@ class Store(StoreReads):
         if self._thread is not None:
             raise RuntimeError("store already started")
         if self._closed:
-            raise RuntimeError("store is closed")
+            raise StoreClosed("store is closed")
         self.prepare()
         self._thread = threading.Thread(target=self._run, name="amqplite-store-writer", daemon=True)
         self._thread.start()
@@ -365,7 +371,7 @@ class Store(StoreReads):
         """
         with self._lock:
             if self._stopping:
-                raise RuntimeError("store is closed")
+                raise StoreClosed("store is closed")
             self._pending.append((ops, callback))
             self._submitted += 1
             if urgent:

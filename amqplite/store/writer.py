@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .apply import PruneRange
-from .engine import LOG_LINGER_S, Callback, Store
+from .engine import LOG_LINGER_S, Callback, Store, StoreClosed
 from .ops import Op
 from .wire import RECV_SIZE, FrameBuffer, encode
 
@@ -119,7 +119,7 @@ class ProcessStore(Store):
         if self._started:
             raise RuntimeError("store already started")
         if self._closed:
-            raise RuntimeError("store is closed")
+            raise StoreClosed("store is closed")
         self._started = True
         self._owner = threading.get_ident()
         self._spawn()
@@ -232,7 +232,7 @@ class ProcessStore(Store):
                urgent: bool = False) -> None:
         with self._lock:
             if self._stopping:
-                raise RuntimeError("store is closed")
+                raise StoreClosed("store is closed")
             sid = self._next_sid
             self._next_sid = sid + 1
             self._callbacks[sid] = (callback, ops)
@@ -267,7 +267,7 @@ class ProcessStore(Store):
         """
         with self._lock:
             if self._stopping:
-                raise RuntimeError("store is closed")
+                raise StoreClosed("store is closed")
             rid = self._next_sid
             self._next_sid = rid + 1
             self._reads[rid] = callback

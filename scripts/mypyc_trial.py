@@ -1,7 +1,7 @@
 """Compile the broker core with mypyc in a scratch copy; compare it with pure Python.
 
 Issue 27's lever, kept reproducible. This tree stays pure Python (see
-docs/performance.md, "mypyc on the whole core"); the script makes a copy
+docs/dev/performance-history.md, "Compiling the whole core"); the script makes a copy
 mypyc accepts, builds it, and prints ``scripts/bench_core.py`` for both,
 alternating rounds. What the copy changes, and why mypyc needs it:
 

@@ -36,7 +36,7 @@ READS = frozenset({"fetch_entries", "fetch_bodies", "fetch_stream"})
 #: already have instead of a queue's backlog (publish->deliver latency is in-flight
 #: / throughput), and a message acked within the interval is never written. 20 ms
 #: cost a confirm-window-bound publisher with no consumer (the backlog scenario)
-#: a fifth of its rate; 10 ms kept it (docs/performance.md).
+#: a fifth of its rate; 10 ms kept it (docs/dev/performance-history.md, "Latency under load").
 COMMIT_PACE_S = 0.01
 #: "Under load": the previous group held at least this many ops. A publisher
 #: waiting for each confirm (a few ops per group) is answered at once.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from amqplite.broker import errors as E
@@ -184,10 +185,10 @@ class ExchangeOps(BrokerBase):
                            with_header(m.properties_raw, RETAINED_HEADER, True, "t"), m.body,
                            body_size=m.body_size, persistent=m.persistent)
             if dst is not None:
-                targets = vh.route(dst, m.routing_key, copy)
+                targets = vh.route(dst, m.routing_key, copy).queues
             else:
                 q = vh.queues.get(name)
-                targets = [] if q is None else [q]
+                targets = () if q is None else (q,)
             for q in targets:
                 self.log_event("retained", vh.name, copy, q.name, reason=why)
                 self.enqueue(q, copy)
@@ -224,6 +225,6 @@ class ExchangeOps(BrokerBase):
         dst = vh.exchanges.get(name)
         return bool(src is not None and src.durable and dst is not None and dst.durable)
 
-    def route(self, vh: VHost, ex: Exchange, routing_key: str, msg: Message) -> list[Queue]:
+    def route(self, vh: VHost, ex: Exchange, routing_key: str, msg: Message) -> Sequence[Queue]:
         """The queues ``msg`` reaches from ``ex`` (exchange bindings and alternates followed)."""
-        return vh.route(ex, routing_key, msg)
+        return vh.route(ex, routing_key, msg).queues

@@ -23,6 +23,7 @@ from amqplite.broker.base import BrokerBase
 from amqplite.broker.model import Entry, Message
 from amqplite.broker.queue import Queue
 from amqplite.broker.sender_selected import cc_keys, route_all
+from amqplite.broker.vhost import RouteResult
 from amqplite.protocol.codec import FieldArray, FieldTable, Timestamp
 from amqplite.protocol.properties import (
     BasicProperties,
@@ -143,6 +144,13 @@ def with_delivery_count(raw: bytes, count: int) -> bytes:
     return with_header(raw, "x-delivery-count", count, "l")
 
 
+def _copy_needs_body(msg: Message, routed: RouteResult) -> bool:
+    """Would the dead-lettered copy of this paged-out message reach a queue that
+    does not store it (so the body must be in RAM, not copied row to row)?"""
+    return bool(routed.retainers) or any(  # a retained copy holds its own body
+        not (msg.persistent and t.durable and not t.exclusive) for t in routed.queues)
+
+
 class DeadLettering(BrokerBase):
     """RabbitMQ's dead-lettering: x-death, cycles dropped, atomic in the store."""
 
@@ -152,42 +160,44 @@ class DeadLettering(BrokerBase):
         The removal and the copy's insertion land in the same store batch, so
         one transaction holds both: a crash never loses or duplicates it.
         """
-        if e.message.body is None and self._copy_needs_body(q, e.message):
-            # park it (its row stays until then); paged_in() finishes the job
-            q.awaiting_body.append((e, reason))
-            self._request_page_in(q)
-            return
-        # the copy's inserts go first: a copied body is read from the source row,
-        # which the source's delete may garbage-collect
-        self._dead_letter_message(q, e.message, reason)
+        msg = e.message
+        copy = self._dead_letter_copy(q, msg, reason)
+        if copy is not None:
+            new, routed = copy
+            if msg.body is None and _copy_needs_body(msg, routed):
+                # park it (its row stays until then); paged_in() finishes the job,
+                # routing again then: bindings may change while the body is read
+                q.awaiting_body.append((e, reason))
+                self._request_page_in(q)
+                return
+            # the copy's inserts go first: a copied body is read from the source row,
+            # which the source's delete may garbage-collect
+            self._send_dead_letter(q, msg, reason, new, routed)
         self._entry_done(q, e)
-
-    def _copy_needs_body(self, q: Queue, msg: Message) -> bool:
-        """Would a dead-lettered copy of this paged-out message reach a queue that
-        does not store it (so the body must be in RAM, not copied row to row)?"""
-        vh = self.vhosts.get(q.vhost)
-        ex = vh.exchanges.get(q.dlx) if vh is not None and q.dlx is not None else None
-        if vh is None or ex is None:
-            return False
-        rk, keys = _dead_letter_keys(q, msg)
-        targets = route_all(vh, ex, rk, keys, msg, collect=True)
-        retained = ex.retains or bool(vh.reached)  # a retained copy holds its own body
-        vh.reached.clear()
-        return retained or any(not (msg.persistent and t.durable and not t.exclusive)
-                               for t in targets)
 
     def _count_dead_letter(self, reason: str, strategy: str) -> None:
         key = (reason, strategy)
         self.dead_letters[key] = self.dead_letters.get(key, 0) + 1
 
     def _dead_letter_message(self, q: Queue, msg: Message, reason: str) -> None:
+        """Dead-letter ``msg`` (in RAM) from ``q``: the copy is routed and enqueued."""
+        copy = self._dead_letter_copy(q, msg, reason)
+        if copy is not None:
+            self._send_dead_letter(q, msg, reason, *copy)
+
+    def _dead_letter_copy(self, q: Queue, msg: Message,
+                          reason: str) -> tuple[Message, RouteResult] | None:
+        """The dead-lettered copy of ``msg`` and where it goes, routed once (the
+        caller decides with it whether the body must be read first, then sends
+        it); None when it is dropped instead (no dead-letter exchange, malformed
+        properties), logged and counted here. The copy gets its key when sent."""
         vh = self.vhosts.get(q.vhost)
         dlx = q.dlx
         ex = vh.exchanges.get(dlx) if vh is not None and dlx is not None else None
         if vh is None or ex is None:
             self.log_event("dead_lettered", q.vhost, msg, q.name, reason=f"{reason}:dropped")
             self._count_dead_letter(reason, "disabled")
-            return
+            return None
         rk, keys = _dead_letter_keys(q, msg)
         try:
             cc = cc_keys(msg.properties_raw)
@@ -203,24 +213,30 @@ class DeadLettering(BrokerBase):
             log.error("dropped message %s dead-lettered (%s) from queue '%s' in vhost '%s': "
                       "malformed properties (%s)", msg.message_id, reason, q.name, q.vhost, exc)
             self.log_event("dead_lettered", q.vhost, msg, q.name, reason=f"{reason}:malformed")
-            return
-        new = Message(self.new_message_key(), ex.name, rk, raw, msg.body, body_size=msg.body_size,
+            return None
+        new = Message(0, ex.name, rk, raw, msg.body, body_size=msg.body_size,
                       persistent=msg.persistent)
         new._mid = msg.message_id
         bcc = getattr(msg, "bcc", ())
         if bcc and q.dlrk is None:
             new.bcc = bcc
+        return new, route_all(vh, ex, rk, keys, new)
+
+    def _send_dead_letter(self, q: Queue, msg: Message, reason: str, new: Message,
+                          routed: RouteResult) -> None:
+        """Send the copy ``new`` of ``msg`` where ``routed`` says: retaining exchanges
+        passed keep it (as RabbitMQ's recent-history exchange does), queues that
+        close a dead-letter cycle without a rejection are left out."""
+        new.key = self.new_message_key()
         if msg.body is None:
             new.copy_of = msg.key
         self.stats["dead_lettered"] += 1
         self._count_dead_letter(reason, "at_most_once")
         self.log_event("dead_lettered", q.vhost, msg, q.name, reason=reason)
+        vh = self.vhosts[q.vhost]
+        self._retain(vh, routed.retainers, new)
         headers = new.headers()
-        routed = route_all(vh, ex, rk, keys, new, collect=True)
-        # a retaining dead-letter exchange (or one on the way) keeps it, as
-        # RabbitMQ's recent-history exchange does
-        self._retain_reached(vh, ex, new)
-        targets = [t for t in routed if not is_cycle(headers, t.name)]
+        targets = [t for t in routed.queues if not is_cycle(headers, t.name)]
         for t in targets:
             self.enqueue(t, new)
         for t in targets:

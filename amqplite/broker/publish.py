@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from amqplite.broker import errors as E
 from amqplite.broker import persist as P
 from amqplite.broker.base import (
@@ -19,7 +21,7 @@ from amqplite.broker.expiry import parse_expiration
 from amqplite.broker.model import ChannelState, Entry, Message, PriorityReadyList
 from amqplite.broker.queue import Queue
 from amqplite.broker.sender_selected import HEADERS_FLAG, bad_header, header_routes, route_all
-from amqplite.broker.vhost import VHost
+from amqplite.broker.vhost import NO_ROUTE, VHost
 from amqplite.protocol.errors import FrameSyntaxError
 from amqplite.protocol.properties import (
     check_properties,
@@ -164,13 +166,14 @@ class Publishing(BrokerBase):
             if target is not None and target.session.vhost == vh.name:
                 self._deliver_reply(target, msg)
                 return PublishResult(True, False)
-            queues: list[Queue] = []
+            routed = NO_ROUTE
         elif extra:
-            queues = route_all(vh, ex, routing_key, extra, msg, collect=True)
+            routed = route_all(vh, ex, routing_key, extra, msg)
         else:
-            queues = vh.route(ex, routing_key, msg, True)
-        if ex.retains or vh.reached:  # x-recent-history, x-lvc: kept, routed or not
-            return self._publish_retained(vh, ex, msg, queues, mandatory, ch)
+            routed = vh.route(ex, routing_key, msg)
+        queues = routed.queues
+        if routed.retainers:  # x-recent-history, x-lvc: kept, routed or not
+            return self._publish_retained(vh, routed.retainers, msg, queues, mandatory, ch)
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
@@ -199,12 +202,13 @@ class Publishing(BrokerBase):
                 ch.session.congested = q
         return PublishResult(True, stored, rejected)
 
-    def _publish_retained(self, vh: VHost, ex: Exchange, msg: Message, queues: list[Queue],
-                          mandatory: bool, ch: ChannelState | None) -> PublishResult:
+    def _publish_retained(self, vh: VHost, retainers: tuple[Exchange, ...], msg: Message,
+                          queues: Sequence[Queue], mandatory: bool,
+                          ch: ChannelState | None) -> PublishResult:
         """A publish to (or through) a retaining exchange: each such exchange type
         keeps it in the retained store, then it goes to ``queues`` as any publish;
         a confirm waits for the retained rows' commit as for a queue entry's."""
-        kept = self._retain_reached(vh, ex, msg)
+        kept = self._retain(vh, retainers, msg)
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
@@ -219,17 +223,12 @@ class Publishing(BrokerBase):
             self._dispatch(q)
         return PublishResult(True, stored or kept, rejected)
 
-    def _retain_reached(self, vh: VHost, ex: Exchange, msg: Message) -> bool:
-        """``ex`` (when it retains) and the retaining exchanges the route passed
-        through (``vh.reached``, then cleared) keep ``msg``; True when a store
-        write must commit first. Publishes and dead letters both come here."""
-        keepers = [ex] if ex.retains else []
-        for e in vh.reached:  # through exchange bindings (once each)
-            if all(e is not k for k in keepers):
-                keepers.append(e)
-        vh.reached.clear()
+    def _retain(self, vh: VHost, retainers: tuple[Exchange, ...], msg: Message) -> bool:
+        """The retaining exchanges a route passed (``RouteResult.retainers``) keep
+        ``msg``; True when a store write must commit first. Publishes and dead
+        letters both come here."""
         kept = False
-        for e in keepers:
+        for e in retainers:
             kept = e.retain(self.retained, vh.name, msg) or kept
         return kept
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqplite.broker.model import Consumer, PriorityReadyList, ReadyList
 from amqplite.broker.streamlog import DEFAULT_SEGMENT_SIZE, StreamLog, parse_age
+from amqplite.broker.vhost import NO_RETAINERS, RouteResult
 
 if TYPE_CHECKING:
     from amqplite.broker.model import Entry, Session
@@ -39,6 +40,7 @@ class Queue:
         "prioritised",
         "quorum",
         "ready",
+        "route_to",
         "rr",
         "segment_size",
         "served",
@@ -105,6 +107,9 @@ class Queue:
         self.quorum = qt in ("quorum", b"quorum")
         #: x-queue-type stream: an append-only log read through cursors (streams.py)
         self.stream = StreamLog() if qt in ("stream", b"stream") else None
+        #: what routing by this queue's name gives (the default exchange's route):
+        #: made once, so that route allocates nothing per message
+        self.route_to = RouteResult((self,), NO_RETAINERS)
         self.refresh_settings()
 
     def refresh_settings(self) -> None:

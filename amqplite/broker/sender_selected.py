@@ -20,13 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from amqplite.broker.vhost import RouteResult
 from amqplite.protocol.codec import FieldTable
 from amqplite.protocol.properties import decode_properties, encode_properties, headers_of
 
 if TYPE_CHECKING:
     from amqplite.broker.exchanges import Exchange
     from amqplite.broker.model import Message
-    from amqplite.broker.queue import Queue
     from amqplite.broker.vhost import VHost
 
 ROUTING_HEADERS = ("CC", "BCC")
@@ -101,11 +101,16 @@ def cc_keys(raw: bytes) -> list[str]:
 
 
 def route_all(vh: VHost, ex: Exchange, routing_key: str, keys: Iterable[str],
-              msg: Message, collect: bool = False) -> list[Queue]:
-    """The queues ``routing_key`` and each of ``keys`` reach, each queue once;
-    ``collect`` as for ``VHost.route`` (retaining exchanges passed, in ``vh.reached``)."""
-    found = {id(q): q for q in vh.route(ex, routing_key, msg, collect)}
+              msg: Message) -> RouteResult:
+    """Where ``routing_key`` and each of ``keys`` lead, as one RouteResult: each
+    queue and each retaining exchange once, in the order first reached."""
+    first = vh.route(ex, routing_key, msg)
+    queues = {id(q): q for q in first.queues}
+    retainers = {id(e): e for e in first.retainers}
     for k in keys:
-        for q in vh.route(ex, k, msg, collect):
-            found.setdefault(id(q), q)
-    return list(found.values())
+        r = vh.route(ex, k, msg)
+        for q in r.queues:
+            queues.setdefault(id(q), q)
+        for e in r.retainers:
+            retainers.setdefault(id(e), e)
+    return RouteResult(list(queues.values()), tuple(retainers.values()))

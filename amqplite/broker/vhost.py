@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding, DirectExchange, Exchange
 from amqplite.broker.exchanges.base import Destination
@@ -10,6 +11,21 @@ from amqplite.broker.exchanges.base import Destination
 if TYPE_CHECKING:
     from amqplite.broker.model import Message
     from amqplite.broker.queue import Queue
+
+
+class RouteResult(NamedTuple):
+    """Where a route led: the queues reached (each once) and the retaining
+    exchanges (x-recent-history, x-lvc) passed on the way, the first one
+    included, each once; they keep the message whether or not a queue is reached."""
+
+    queues: Sequence[Queue]
+    retainers: tuple[Exchange, ...]
+
+
+#: no retaining exchange passed: shared, so the common route allocates nothing for it
+NO_RETAINERS: tuple[Exchange, ...] = ()
+#: reached nothing, passed no retaining exchange
+NO_ROUTE = RouteResult((), NO_RETAINERS)
 
 
 class DefaultExchange(DirectExchange):
@@ -33,10 +49,6 @@ class VHost:
         self.queues: dict[str, Queue] = {}
         #: bindings by destination, so deleting a queue finds its bindings fast
         self.bindings_to: dict[Destination, set[Binding]] = {}
-        #: retaining exchanges (x-recent-history, x-lvc) a publish's walk passed
-        #: through (``route(..., collect=True)``); that publish takes them (the
-        #: one-hop path reaches no other exchange, so it never touches this)
-        self.reached: list[Exchange] = []
         for name_, kind in (
             ("amq.direct", "direct"),
             ("amq.fanout", "fanout"),
@@ -50,31 +62,30 @@ class VHost:
         src = self.exchanges.get(b.source)
         return src is not None and b in src.bindings
 
-    def route(self, ex: Exchange, routing_key: str, msg: Message,
-              collect: bool = False) -> list[Queue]:
-        """Follow exchange-to-exchange bindings and alternate exchanges to queues;
-        ``collect``: note the retaining exchanges passed in ``reached``."""
+    def route(self, ex: Exchange, routing_key: str, msg: Message) -> RouteResult:
+        """Follow exchange-to-exchange bindings and alternate exchanges to queues,
+        noting the retaining exchanges passed (see RouteResult)."""
         if type(ex) is DefaultExchange:  # by name, no bindings, no alternate
             q = self.queues.get(routing_key)
-            return [] if q is None else [q]
+            return NO_ROUTE if q is None else q.route_to
         dests = ex.route(routing_key, msg.headers)
         if dests:  # one hop to queues only (the common case): no walk
             queues = self.queues
-            found: dict[str, Queue] = {}
-            for kind, name in dests:
+            found: list[Queue] = []
+            for kind, name in dests:  # a set: each queue name once
                 if kind != "queue":
-                    return self._walk(ex, routing_key, msg, collect)
+                    return self._walk(ex, routing_key, msg)
                 q = queues.get(name)
                 if q is not None:
-                    found[name] = q
-            return list(found.values())
-        return self._walk(ex, routing_key, msg, collect)
+                    found.append(q)
+            return RouteResult(found, (ex,) if ex.retains else NO_RETAINERS)
+        return self._walk(ex, routing_key, msg)
 
-    def _walk(self, ex: Exchange, routing_key: str, msg: Message,
-              collect: bool = False) -> list[Queue]:
+    def _walk(self, ex: Exchange, routing_key: str, msg: Message) -> RouteResult:
         """The general route: a walk over exchange bindings and alternate exchanges."""
         seen: set[str] = set()
         found: dict[str, Queue] = {}
+        retainers: list[Exchange] = []
         stack = [ex]
         headers = msg.headers
         while stack:
@@ -82,8 +93,8 @@ class VHost:
             if e.name in seen:
                 continue
             seen.add(e.name)
-            if collect and e.retains:
-                self.reached.append(e)
+            if e.retains:
+                retainers.append(e)
             dests = e.route(routing_key, headers)
             if not dests:
                 ae_name = e.alternate_exchange
@@ -101,4 +112,6 @@ class VHost:
                     nxt = self.exchanges.get(name)
                     if nxt is not None:
                         stack.append(nxt)
-        return list(found.values())
+        if not found and not retainers:
+            return NO_ROUTE
+        return RouteResult(list(found.values()), tuple(retainers) if retainers else NO_RETAINERS)

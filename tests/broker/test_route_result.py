@@ -49,16 +49,19 @@ def test_one_hop_routes_to_queues_and_passes_no_retainer(broker: Broker) -> None
     assert not hasattr(vh, "reached")
 
 
-def test_exchange_to_exchange_reaches_each_queue_once() -> None:
-    b, ch, vh = _setup()
+def _diamond(b: Broker, ch: Any, kind: str) -> None:
+    """top (fanout) -> m1, m2 (``kind``) -> q, each middle one bound to q."""
     b.queue_declare(ch, "q")
     b.exchange_declare(ch, "top", "fanout")
-    b.exchange_declare(ch, "mid1", "fanout")
-    b.exchange_declare(ch, "mid2", "fanout")
-    b.exchange_bind(ch, "mid1", "top", "")
-    b.exchange_bind(ch, "mid2", "top", "")
-    b.queue_bind(ch, "q", "mid1", "")
-    b.queue_bind(ch, "q", "mid2", "")
+    for m in ("m1", "m2"):
+        b.exchange_declare(ch, m, kind)
+        b.exchange_bind(ch, m, "top", "")
+        b.queue_bind(ch, "q", m, "")
+
+
+def test_exchange_to_exchange_reaches_each_queue_once() -> None:
+    b, ch, vh = _setup()
+    _diamond(b, ch, "fanout")
     r = vh.route(vh.exchanges["top"], "k", _msg("k"))
     assert _names(r) == ["q"] and r.retainers == ()
 
@@ -78,19 +81,12 @@ def test_alternate_exchange_takes_what_the_first_does_not_route() -> None:
 
 def test_retaining_exchanges_passed_on_the_walk_are_returned_once() -> None:
     b, ch, vh = _setup()
-    b.queue_declare(ch, "q")
-    b.exchange_declare(ch, "top", "fanout")
-    b.exchange_declare(ch, "hist", "x-recent-history")
-    b.exchange_declare(ch, "hist2", "x-recent-history")
-    b.exchange_declare(ch, "ae", "fanout")
+    _diamond(b, ch, "x-recent-history")
+    b.exchange_bind(ch, "m2", "m1", "")  # m2 reached twice: kept once
     b.exchange_declare(ch, "d", "direct", arguments={"alternate-exchange": "top"})
-    b.exchange_bind(ch, "hist", "top", "")
-    b.exchange_bind(ch, "hist2", "top", "")
-    b.exchange_bind(ch, "hist2", "hist", "")  # reached twice: kept once
-    b.queue_bind(ch, "q", "hist2", "")
-    r = vh.route(vh.exchanges["d"], "k", _msg("k"))  # d -> (alternate) top -> hist, hist2 -> q
+    r = vh.route(vh.exchanges["d"], "k", _msg("k"))  # d -> (alternate) top -> m1, m2 -> q
     assert _names(r) == ["q"]
-    assert sorted(e.name for e in r.retainers) == ["hist", "hist2"]
+    assert sorted(e.name for e in r.retainers) == ["m1", "m2"]
     # a retaining exchange published to directly is a retainer of its own route,
     # routed or not (x-recent-history keeps what nobody is bound for)
     b.exchange_declare(ch, "lonely", "x-recent-history")
@@ -98,8 +94,8 @@ def test_retaining_exchanges_passed_on_the_walk_are_returned_once() -> None:
     assert list(alone.queues) == [] and [e.name for e in alone.retainers] == ["lonely"]
     # and the publish keeps it in each of them, once
     b.basic_publish(ch, "d", "k", TRANSIENT, b"kept")
-    assert b.retained.totals(owner_of("/", "hist"))[0] == 1
-    assert b.retained.totals(owner_of("/", "hist2"))[0] == 1
+    assert b.retained.totals(owner_of("/", "m1"))[0] == 1
+    assert b.retained.totals(owner_of("/", "m2"))[0] == 1
 
 
 def _count_routes(vh: VHost) -> list[str]:

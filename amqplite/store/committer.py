@@ -178,6 +178,15 @@ def _register_sqlite3_fast_adapters() -> None:
 
 
 
+def tell_failing(hook: Callable[[str | None], None] | None, reason: str | None) -> None:
+    """Call a store's ``on_failing`` hook; a hook that raises is logged, not passed on."""
+    if hook is not None:
+        try:
+            hook(reason)
+        except Exception:
+            log.exception("store health hook raised")
+
+
 def open_engine(url: str, durability: str = "fsync", busy_timeout_ms: int = 10_000) -> Engine:
     """An engine for the store: SQLite in WAL mode with the durability's ``synchronous``,
     PostgreSQL with asynchronous commit for durability "os"."""
@@ -359,12 +368,7 @@ class Committer:
 
     def _set_failing(self, reason: str | None) -> None:
         self.failing = reason
-        hook = self.on_failing
-        if hook is not None:
-            try:
-                hook(reason)
-            except Exception:
-                log.exception("store health hook raised")
+        tell_failing(self.on_failing, reason)
 
     def close(self) -> None:
         """Stop the checkpointer and let the connection go (the engine stays the owner's)."""

@@ -39,6 +39,7 @@ from typing import Any
 
 from .apply import PruneRange
 from .base import LOG_LINGER_S, Callback, StoreBase, StoreClosed
+from .committer import tell_failing
 from .ops import Op
 from .wire import RECV_SIZE, FrameBuffer, encode
 
@@ -423,9 +424,4 @@ class ProcessStore(StoreBase):
 
     def _set_failing(self, reason: str | None) -> None:
         self.failing = reason
-        hook = self.on_failing
-        if hook is not None:
-            try:
-                hook(reason)
-            except Exception:
-                log.exception("store health hook raised")
+        tell_failing(self.on_failing, reason)

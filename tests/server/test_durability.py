@@ -187,21 +187,3 @@ def test_kill_9_mid_stream_keeps_every_confirmed_message(tmp_path: Path) -> None
     c.close()
     b.stop()
 
-
-def test_the_old_thread_writer_setting_is_ignored_with_a_warning(tmp_path: Path) -> None:
-    """``store_writer = "thread"`` (removed) still starts the broker, with a warning,
-    and the writer is the child process all the same."""
-    from tests.server.test_commit_failed import _writer
-
-    b = BrokerProcess(tmp_path / "d", None, "--store-writer", "thread").start()
-    try:
-        assert wait_for(lambda: _writer(b), 30, what="a store writer process") is not None
-        c = connect(b)
-        ch = c.channel()
-        ch.queue_declare("q", durable=True)
-        ch.confirm_delivery()
-        ch.basic_publish("", "q", b"m", pika.BasicProperties(delivery_mode=2))
-        c.close()
-        assert 'store_writer = "thread" is no longer supported' in b.log()
-    finally:
-        assert b.stop() == 0

@@ -186,4 +186,3 @@ def test_kill_9_mid_stream_keeps_every_confirmed_message(tmp_path: Path) -> None
     assert seen == sorted(seen)
     c.close()
     b.stop()
-

@@ -53,9 +53,9 @@ def main() -> None:
 @click.option("--data-dir", type=click.Path(file_okay=False), help="Where amqplite.db lives.")
 @click.option("--database-url", help="SQLAlchemy URL instead of the SQLite file in --data-dir.")
 @click.option("--durability", type=click.Choice(["fsync", "os"]), help="Commit durability.")
-@click.option("--store-writer", type=click.Choice(["process", "thread"]),
-              help="Run the SQLite writer in a child process (default: the second core) "
-                   "or in a thread.")
+@click.option("--store-writer", type=click.Choice(["process", "thread"]), hidden=True,
+              help="Obsolete: the SQLite writer always runs in a child process; "
+                   "'thread' is ignored with a warning.")
 @click.option("--delivery-log", type=click.Choice(["off", "lifecycle", "full"]),
               help="Delivery log level.")
 @click.option("--heartbeat", type=int, help="Heartbeat interval the server proposes (s).")

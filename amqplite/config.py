@@ -148,8 +148,8 @@ class Settings:
     database_url: str = ""
     durability: str = attrs.field(default="fsync", validator=_choice(DURABILITY))
     delivery_log: str = attrs.field(default="lifecycle", validator=_choice(LOG_LEVELS))
-    #: where SQLite's work runs: "process" (a child process, the second core) or
-    #: "thread" (a thread of the broker, sharing the event loop's GIL)
+    #: kept so old config files load: the writer is always a child process now;
+    #: "thread" (the removed in-process writer) is accepted, ignored, and warned about
     store_writer: str = attrs.field(default="process", validator=_choice(STORE_WRITERS))
     #: Delivery-log rows older than this (and already exported) are pruned.
     log_retention_days: float = attrs.field(default=7.0, validator=_positive)

@@ -13,6 +13,8 @@ CASES = {
     "amqplite.protocol.connection": ("trio", "sqlalchemy", "pyspark", "amqplite.broker"),
     "amqplite.broker.core": ("trio", "sqlalchemy", "pyspark"),
     "amqplite.store.engine": ("trio", "pyspark", "amqplite.broker", "amqplite.server"),
+    "amqplite.store.writer": ("trio", "pyspark", "amqplite.broker", "amqplite.server"),
+    "amqplite.store.writer_main": ("trio", "pyspark", "amqplite.broker", "amqplite.server"),
     "amqplite.server.app": ("pyspark", "amqplite.admin"),
     "amqplite.server.connection": ("pyspark", "amqplite.admin"),
     "amqplite.cli": ("pyspark",),

@@ -42,8 +42,9 @@ from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.server.recovery import restore, seed_security
 from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
+from amqplite.store.apply import PruneRange
 from amqplite.store.database import is_postgresql, masked
-from amqplite.store.engine import CLEAN_KEY, Store
+from amqplite.store.lifecycle import CLEAN_KEY
 from amqplite.store.ops import EXPORTED_KEY
 from amqplite.store.writer import ProcessStore
 
@@ -79,7 +80,7 @@ class Server:
                              access_control=True, loopback_users=tuple(settings.loopback_users))
         #: the broker's users (seeded from the settings on the first start, then stored)
         self.users = self.broker.users
-        self.store: Store | None = None
+        self.store: ProcessStore | None = None
         self.persistence: Persistence | None = None
         self.interpreter: Interpreter | None = None
         #: publishers' readers paused while their queue's consumers catch up
@@ -279,8 +280,10 @@ class Server:
             self._tls = server_context(s)  # a bad certificate stops us before the store opens
         # the writer process does not linger on log rows: Persistence holds them
         # back on this side (LOG_DEFER_S), one frame and one commit per hand-over
-        self.store = (ProcessStore(s.db_url, durability=s.durability, log_linger_s=0)
-                      if s.store_writer == "process" else Store(s.db_url, durability=s.durability))
+        if s.store_writer == "thread":
+            log.warning('store_writer = "thread" is no longer supported and is ignored: '
+                        "the store writer runs in a child process")
+        self.store = ProcessStore(s.db_url, durability=s.durability, log_linger_s=0)
         store = self.store
         await trio.to_thread.run_sync(store.create)
         recovered = await trio.to_thread.run_sync(store.load, s.body_window)
@@ -418,11 +421,37 @@ class Server:
                 if mark is None:
                     continue
                 cutoff = int(time.time() * 1_000_000) - keep_us
-                n = await trio.to_thread.run_sync(store.prune_delivery_log, int(mark), cutoff)
+                n = await self._prune(store, int(mark), cutoff)
                 if n:
                     log.info("pruned %d delivery-log rows (exported up to id %s)", n, mark)
             except Exception:
                 log.exception("delivery-log retention failed; will retry")
+
+    @staticmethod
+    async def _prune(store: ProcessStore, max_id: int, older_than_us: int) -> int:
+        """Delete the log's whole batches with ids up to ``max_id`` older than the cutoff,
+        a range at a time: a worker thread finds each range, the writer deletes it
+        inside an ordinary group (submitted from this loop, like every write)."""
+        total, lo = 0, 0
+        while (hi := await trio.to_thread.run_sync(
+                store.prune_range, lo, max_id, older_than_us)) is not None:
+            op = PruneRange(lo, hi, older_than_us)
+            done = trio.Event()
+            outcome: list[BaseException | None] = []
+
+            def committed(err: BaseException | None, outcome: list[BaseException | None] = outcome,
+                          done: trio.Event = done) -> None:
+                outcome.append(err)
+                done.set()
+
+            prune: list[Any] = [op]  # not a broker op: the writer reports what it deleted
+            store.submit(prune, committed)
+            await done.wait()
+            if outcome[0] is not None:
+                raise outcome[0]
+            total += op.deleted
+            lo = op.hi
+        return total
 
     async def _watch_db_lock(self, lock: DatabaseLock) -> None:
         """Keep the database lock: a session that broke (the database restarted) is

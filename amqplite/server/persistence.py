@@ -1,17 +1,20 @@
-"""Bridge from the broker's store operations to the store's writer thread.
+"""Bridge from the broker's store operations to the store's writer process.
 
 Operations gathered while the event loop handles a burst of frames are handed
 to the store as one submission; the store folds every pending submission into
 one transaction (group commit). Work that must wait for durability (publisher
 confirms, tx.commit-ok, evicting bodies from RAM) is queued as a waiter on
 the submission and runs back on the event loop once it has committed.
+
+Everything here runs on the event loop's one thread: the loop pumps the
+writer's socket (``pump``) and the acknowledgements call back on it, so the
+path from a submission to its waiters takes no lock and checks no thread.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +23,7 @@ import trio
 
 from amqplite.broker.core import Broker
 from amqplite.server.counters import Counters
-from amqplite.store.engine import Store, StoreClosed
+from amqplite.store.base import StoreClosed
 from amqplite.store.logbatch import LogBuffer
 from amqplite.store.ops import REPLAYABLE, DeleteVHost, PutQueue
 from amqplite.store.writer import ProcessStore, StoreWriterGone
@@ -62,7 +65,7 @@ HIGH_WATER_OPS = 200_000
 
 
 class Persistence:
-    def __init__(self, store: Store, broker: Broker, high_water: int = HIGH_WATER_OPS,
+    def __init__(self, store: ProcessStore, broker: Broker, high_water: int = HIGH_WATER_OPS,
                  counters: Counters | None = None) -> None:
         self.store = store
         self.broker = broker
@@ -70,12 +73,10 @@ class Persistence:
         #: commit latency, group sizes and dead-lettering for the metrics
         self.counters = counters or Counters()
         self._token: trio.lowlevel.TrioToken | None = None
-        self._loop_thread: int | None = None
         #: set when frames wait for the writer process's socket to take them
         self._output = trio.Event()
         #: log rows only, held back until this (trio) time; see ``flush``
         self._deferred_at: float | None = None
-        self._can_defer = False
         self._ops: list[Any] = []
         #: delivery-log rows, encoded as they come (see LogBuffer)
         self._log = LogBuffer()
@@ -122,35 +123,22 @@ class Persistence:
 
     def bind_loop(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
-        token = self._token
-        self._loop_thread = threading.get_ident()
         self._output = trio.Event()
         store = self.store
-        if isinstance(store, ProcessStore):
-            # the writer process's socket is pumped by this loop (see ``pump``)
-            store.on_failing = self._store_failing
-            store.on_output = self._output_waiting
-            store.on_socket_closing = trio.lowlevel.notify_closing
-            self._can_defer = True
-        else:
-            store.on_failing = lambda reason: token.run_sync_soon(self._store_failing, reason)
+        # the writer process's socket is pumped by this loop (see ``pump``)
+        store.on_failing = self._store_failing
+        store.on_output = self._output_waiting
+        store.on_socket_closing = trio.lowlevel.notify_closing
 
     def _output_waiting(self) -> None:
-        """Frames wait for the writer's socket: wake ``_pump_out`` (from any thread)."""
-        if threading.get_ident() == self._loop_thread:
-            self._output.set()
-        else:
-            token = self._token
-            assert token is not None
-            token.run_sync_soon(self._output.set)
+        """Frames wait for the writer's socket: wake ``_pump_out``."""
+        self._output.set()
 
     async def pump(self) -> None:
         """Carry frames to and acknowledgements from the writer process (if there is one).
 
         Runs for the life of the server, in its nursery."""
         store = self.store
-        if not isinstance(store, ProcessStore):
-            return
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._pump_out, store)
             while True:
@@ -268,7 +256,7 @@ class Persistence:
         if not self._ops and not self._waiters:
             if not self._log.rows:
                 return
-            if not force and self._can_defer and self._log.rows < DEFER_MAX_OPS:
+            if not force and self._log.rows < DEFER_MAX_OPS:
                 if self._deferred_at is None:
                     self._deferred_at = trio.current_time() + LOG_DEFER_S
                     self._output.set()  # ``_pump_out`` keeps the time
@@ -301,16 +289,10 @@ class Persistence:
         assert token is not None, "bind_loop() first"
         store, started = self.store, time.monotonic()
 
-        loop_thread = self._loop_thread
-
         def committed(err: BaseException | None) -> None:
-            # every submission of a group sees the same ``groups`` (the writer
-            # counts the group once all its callbacks ran)
-            if threading.get_ident() == loop_thread:  # the writer process's ack
-                self._done(seq, kind, waiters, ops, n_ops, err, started, store.groups)
-            else:  # writer thread -> event loop
-                token.run_sync_soon(self._done, seq, kind, waiters, ops, n_ops, err, started,
-                                    store.groups)
+            # on this loop, from ``pump``: every submission of a group sees the
+            # same ``groups`` (the writer counts the group before its acks)
+            self._done(seq, kind, waiters, ops, n_ops, err, started, store.groups)
 
         try:
             self.store.submit(ops, committed, urgent=urgent)
@@ -461,15 +443,10 @@ class Persistence:
     async def read(self, name: str, *args: Any) -> Any:
         """One of the store's reads, once everything submitted so far has committed.
 
-        With the writer process, the writer itself reads, in order with the
-        submissions (no commit round trip first, and no rows built under this
-        loop's GIL); with the writer thread, a worker thread of this process
-        reads after ``committed()``.
+        The writer itself reads, in order with the submissions (no commit round
+        trip first, and no rows built under this loop's GIL).
         """
         store = self.store
-        if not isinstance(store, ProcessStore):
-            await self.committed()
-            return await trio.to_thread.run_sync(getattr(store, name), *args)
         self.flush(force=True)  # the batch gathered so far goes first: the read must see it
         done = trio.Event()
         box: list[tuple[Any, BaseException | None]] = []

@@ -1,4 +1,4 @@
-"""amqplite.store: durable state on SQLAlchemy Core, one writer thread, group commit."""
+"""amqplite.store: durable state on SQLAlchemy Core, one writer process, group commit."""
 
 from typing import TYPE_CHECKING, Any
 

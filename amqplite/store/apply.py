@@ -1,11 +1,11 @@
-"""Applying store ops to SQL: the writer thread's inside, one transaction at a time.
+"""Applying store ops to SQL: the writer's inside, one transaction at a time.
 
-Why the hot path skips Core constructs at run time: the writer shares the GIL
-with the broker's event loop, so per-op Python work must be tiny. The five hot
+Why the hot path skips Core constructs at run time: per-op Python work is
+the writer's whole cost per message, so it must be tiny. The five hot
 statements are compiled once from Core constructs for the engine's dialect
 and run as DBAPI executemany batches of plain tuples; metadata ops (rare) use
 ordinary Core statements. No threads and no transactions here: the caller
-(:class:`~amqplite.store.engine.Store`) owns both.
+(:class:`~amqplite.store.committer.Committer`) owns both.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Store operations: immutable records the server submits to the writer.
 
 They are plain data (frozen, slotted attrs classes) so the event loop can
-build them cheaply and hand them to the writer thread without sharing mutable
+build them cheaply and hand them to the writer without sharing mutable
 state. Argument tables are plain dicts; the writer CBOR-encodes them.
 """
 

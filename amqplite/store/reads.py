@@ -24,7 +24,7 @@ _QUEUE = 1 + LOG_FIELDS.index("queue")
 
 
 class StoreReads:
-    """The read half of :class:`~amqplite.store.engine.Store` (safe from any thread)."""
+    """The read half of every store (:class:`~amqplite.store.base.StoreBase`; safe from any thread)."""
 
     engine: Engine
 

@@ -12,7 +12,8 @@ No thread of this process takes part, so no GIL hand-over is on the path.
 
 This module knows no event loop: the broker's loop calls :meth:`send_some`
 when the socket is writable and :meth:`receive_some` when it is readable
-(see ``server.persistence``), and sets the two hooks.
+(see ``server.persistence``), and sets the two hooks. Everything here runs on
+that one thread, so nothing takes a lock or asks which thread it is on.
 
 Reads (recovery, page-ins, the admin API) stay in this process on pooled
 connections of their own: SQLite in WAL mode lets them run beside the
@@ -31,14 +32,14 @@ import select
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .apply import PruneRange
-from .engine import LOG_LINGER_S, Callback, Store, StoreClosed
+from .base import LOG_LINGER_S, Callback, StoreBase, StoreClosed
+from .committer import tell_failing
 from .ops import Op
 from .wire import RECV_SIZE, FrameBuffer, encode
 
@@ -66,20 +67,33 @@ class StoreWriterGone(StoreWriterError):
     landed, and says nothing about the submission's content."""
 
 
-class ProcessStore(Store):
-    """:class:`Store` whose writer is ``python -m amqplite.store.writer_main``.
+class ProcessStore(StoreBase):
+    """The broker's store: its writer is ``python -m amqplite.store.writer_main``.
 
-    Thread model: :meth:`start`, :meth:`send_some` and :meth:`receive_some`
-    belong to one thread (the event loop's), which must live as long as the
+    Thread model: one thread (the event loop's) calls everything that writes
+    (:meth:`start`, :meth:`submit`, :meth:`read`, :meth:`send_some`,
+    :meth:`receive_some`) and runs the callbacks; it must live as long as the
     store (the child's death signal follows the thread that started it).
-    :meth:`submit` may be called from any thread; callbacks run on the loop's.
+    :meth:`close` and :meth:`flush` pump the socket themselves, once that loop
+    no longer does. The reads of :class:`~.base.StoreBase` are safe from any thread.
     """
 
     def __init__(self, url: str, durability: str = "fsync", *, busy_timeout_ms: int = 10_000,
                  log_linger_s: float = LOG_LINGER_S) -> None:
         super().__init__(url, durability, busy_timeout_ms=busy_timeout_ms,
                          log_linger_s=log_linger_s)
-        self._busy_timeout_ms = busy_timeout_ms
+        self._submitted = 0
+        self._completed = 0
+        self._stopping = False
+        #: submissions whose commit failed for good, or that the writer never answered
+        self._failed = 0
+        #: committed (or failed) groups so far, and the size of the last one
+        self.groups = 0
+        self.last_group_size = 0
+        #: why writes fail right now (the writer retries), else None
+        self.failing: str | None = None
+        #: called on the loop's thread with ``failing`` whenever it changes
+        self.on_failing: Callable[[str | None], None] | None = None
         #: frames not yet written whole: (sid, frame); sid -1 for init and stop
         self._out: deque[tuple[int, bytes]] = deque()
         #: bytes of ``_out[0]`` already written
@@ -94,7 +108,6 @@ class ProcessStore(Store):
         #: allocation of that size each time, and stream reads answer in megabytes
         self._scratch = memoryview(bytearray(RECV_SIZE))
         self._started = False
-        self._owner: int | None = None
         self._stop_acked = False
         self._last_spawn = 0.0
         self._respawn_delay = RESPAWN_MIN_S
@@ -102,7 +115,7 @@ class ProcessStore(Store):
         self.writer_pid: int | None = None
         #: writer processes started after the first (each one a crash)
         self.restarts = 0
-        #: called (on any thread) when frames wait for the socket to be writable
+        #: called when frames wait for the socket to be writable
         self.on_output: Callable[[], None] | None = None
         #: called with the old socket before it is closed (the loop may wait on it)
         self.on_socket_closing: Callable[[socket.socket], None] | None = None
@@ -121,7 +134,6 @@ class ProcessStore(Store):
         if self._closed:
             raise StoreClosed("store is closed")
         self._started = True
-        self._owner = threading.get_ident()
         self._spawn()
 
     def _spawn(self) -> None:
@@ -134,14 +146,13 @@ class ProcessStore(Store):
         finally:
             theirs.close()
         mine.setblocking(False)
-        init = encode(("i", self.url, self.durability, self._busy_timeout_ms,
+        init = encode(("i", self.url, self.durability, self.busy_timeout_ms,
                        self.log_linger_s, logging.getLogger().getEffectiveLevel()))
-        with self._lock:
-            # the init frame goes first; frames still queued go to this child
-            self._out.appendleft((-1, init))
-            self._head_off = 0
-            self._sock, self._proc, self.writer_pid = mine, proc, proc.pid
-            self._frames = FrameBuffer()
+        # the init frame goes first; frames still queued go to this child
+        self._out.appendleft((-1, init))
+        self._head_off = 0
+        self._sock, self._proc, self.writer_pid = mine, proc, proc.pid
+        self._frames = FrameBuffer()
         self._last_spawn = time.monotonic()
         self.send_some()
 
@@ -164,8 +175,7 @@ class ProcessStore(Store):
         if self._closed:
             return
         if self._started:
-            with self._lock:
-                self._stopping = True
+            self._stopping = True
             self.on_socket_closing = None  # the loop waits on the socket no more
             deadline = None if timeout is None else time.monotonic() + timeout
             for _ in range(CLOSE_SPAWNS):
@@ -175,8 +185,8 @@ class ProcessStore(Store):
                     # metadata too) is written by one started here, not dropped
                     self.restarts += 1
                     self._spawn()
-                with self._lock:  # a dead writer's frames to stop are gone with it
-                    self._out.append((-1, encode(("x",))))
+                # a dead writer's frames to stop are gone with it
+                self._out.append((-1, encode(("x",))))
                 if self._drive(lambda: self._stop_acked, deadline) or self._sock is not None:
                     break
             if not self._stop_acked:
@@ -192,11 +202,15 @@ class ProcessStore(Store):
             if self._sock is not None:
                 self._sock.close()
                 self._sock = None
-        with self._lock:
-            self._stopping = True
-            if self._failed:
-                clean = False
+        self._stopping = True
+        if self._failed:
+            clean = False
         self._finish(clean and self._started)
+
+    @property
+    def failed_submissions(self) -> int:
+        """Submissions whose commit failed for good (a clean stop needs none)."""
+        return self._failed
 
     def flush(self, timeout: float | None = None) -> None:
         """Block until everything submitted so far has committed (or failed),
@@ -230,19 +244,22 @@ class ProcessStore(Store):
 
     def submit(self, ops: Sequence[Op], callback: Callback | None = None, *,
                urgent: bool = False) -> None:
-        with self._lock:
-            if self._stopping:
-                raise StoreClosed("store is closed")
-            sid = self._next_sid
-            self._next_sid = sid + 1
-            self._callbacks[sid] = (callback, ops)
-            self._submitted += 1
-            queued = self._send_or_queue(sid, encode(("s", sid, ops, urgent)))
-        if queued and self.on_output is not None:
+        """Hand ops to the writer; ``callback(None | error)`` runs on this thread once
+        they committed or failed. ``urgent``: someone waits on this commit, so a
+        group of log rows must not linger for it. Never blocks. Do not mutate
+        ``ops`` after submitting it."""
+        if self._stopping:
+            raise StoreClosed("store is closed")
+        sid = self._next_sid
+        frame = encode(("s", sid, ops, urgent))  # an op it cannot encode fails it alone
+        self._next_sid = sid + 1
+        self._callbacks[sid] = (callback, ops)
+        self._submitted += 1
+        if self._send_or_queue(sid, frame) and self.on_output is not None:
             self.on_output()
 
     def _send_or_queue(self, sid: int, frame: bytes) -> bool:
-        """With the lock held: write the frame now if nothing waits before it and
+        """Write the frame now if nothing waits before it and
         the socket takes it whole; else queue (the rest of) it. True if queued."""
         sock = self._sock
         if not self._out and sock is not None:
@@ -265,35 +282,33 @@ class ProcessStore(Store):
         request has committed (no round trip to wait for that first), and the
         rows are built on its core, not under the event loop's GIL.
         """
-        with self._lock:
-            if self._stopping:
-                raise StoreClosed("store is closed")
-            rid = self._next_sid
-            self._next_sid = rid + 1
-            self._reads[rid] = callback
-            queued = self._send_or_queue(rid, encode(("r", rid, name, args)))
-        if queued and self.on_output is not None:
+        if self._stopping:
+            raise StoreClosed("store is closed")
+        rid = self._next_sid
+        frame = encode(("r", rid, name, args))
+        self._next_sid = rid + 1
+        self._reads[rid] = callback
+        if self._send_or_queue(rid, frame) and self.on_output is not None:
             self.on_output()
 
     def send_some(self) -> bool:
         """Write queued frames until the socket would block; True if some remain."""
-        with self._lock:
-            out, sock = self._out, self._sock
-            while out:
-                if sock is None:
-                    return True
-                bufs = [memoryview(out[0][1])[self._head_off:]]
-                for i in range(1, min(len(out), MAX_IOV)):
-                    bufs.append(memoryview(out[i][1]))
-                try:
-                    n = sock.sendmsg(bufs)
-                except OSError:
-                    return True
-                n += self._head_off
-                while out and n >= len(out[0][1]):
-                    n -= len(out.popleft()[1])
-                self._head_off = n
-            return False
+        out, sock = self._out, self._sock
+        while out:
+            if sock is None:
+                return True
+            bufs = [memoryview(out[0][1])[self._head_off:]]
+            for i in range(1, min(len(out), MAX_IOV)):
+                bufs.append(memoryview(out[i][1]))
+            try:
+                n = sock.sendmsg(bufs)
+            except OSError:
+                return True
+            n += self._head_off
+            while out and n >= len(out[0][1]):
+                n -= len(out.popleft()[1])
+            self._head_off = n
+        return False
 
     def receive_some(self) -> bool:
         """Take what the writer sent and run the callbacks of what it committed.
@@ -331,8 +346,8 @@ class ProcessStore(Store):
         kind = msg[0]
         if kind == "d":
             _kind, batch, groups, size = msg
-            with self._lock:
-                calls = [(self._callbacks.pop(sid), err, res) for sid, err, res in batch]
+            callbacks = self._callbacks
+            calls = [(callbacks.pop(sid), err, res) for sid, err, res in batch]
             self.groups, self.last_group_size = groups, size
             if self.failing is not None and not self._stopping:
                 self._set_failing(None)  # a (new) writer commits again
@@ -346,13 +361,10 @@ class ProcessStore(Store):
                         cb(None if err is None else StoreWriterError(err))
                     except Exception:
                         log.exception("store callback raised")
-            with self._lock:
-                self._completed += len(calls)
-                self._done.notify_all()
+            self._completed += len(calls)
         elif kind == "r":
             _kind, rid, result, err = msg
-            with self._lock:
-                read_cb = self._reads.pop(rid)
+            read_cb = self._reads.pop(rid)
             try:
                 read_cb(result, None if err is None else StoreWriterError(err))
             except Exception:
@@ -360,22 +372,20 @@ class ProcessStore(Store):
         elif kind == "f":
             self._set_failing(msg[1])
         elif kind == "x":
-            with self._lock:
-                self._failed += msg[1]
+            self._failed += msg[1]
             self._stop_acked = True
 
     def _writer_gone(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._sock = None
-            queued = {sid for sid, _f in self._out}
-            if self._head_off and self._out:
-                queued.discard(self._out[0][0])  # half written to the dead child
-                self._out.popleft()
-            self._head_off = 0
-            self._out = deque((sid, f) for sid, f in self._out if sid >= 0)
-            lost = [sid for sid in self._callbacks if sid not in queued]
-            lost_reads = [(rid, self._reads.pop(rid)) for rid in list(self._reads)
-                          if rid not in queued]
+        self._sock = None
+        queued = {sid for sid, _f in self._out}
+        if self._head_off and self._out:
+            queued.discard(self._out[0][0])  # half written to the dead child
+            self._out.popleft()
+        self._head_off = 0
+        self._out = deque((sid, f) for sid, f in self._out if sid >= 0)
+        lost = [sid for sid in self._callbacks if sid not in queued]
+        lost_reads = [(rid, self._reads.pop(rid)) for rid in list(self._reads)
+                      if rid not in queued]
         hook = self.on_socket_closing
         if hook is not None:
             hook(sock)
@@ -402,24 +412,16 @@ class ProcessStore(Store):
         if not sids:
             return
         err = StoreWriterGone(why)
-        with self._lock:
-            calls = [self._callbacks.pop(sid) for sid in sids if sid in self._callbacks]
-            self._failed += len(calls)
+        calls = [self._callbacks.pop(sid) for sid in sids if sid in self._callbacks]
+        self._failed += len(calls)
         for cb, _ops in calls:
             if cb is not None:
                 try:
                     cb(err)
                 except Exception:
                     log.exception("store callback raised")
-        with self._lock:
-            self._completed += len(calls)
-            self._done.notify_all()
+        self._completed += len(calls)
 
-    def prune_delivery_log(self, max_id: int, older_than_us: int, batch_size: int = 5000) -> int:
-        if threading.get_ident() == self._owner:
-            raise RuntimeError("prune_delivery_log would deadlock on the event loop's thread")
-        return super().prune_delivery_log(max_id, older_than_us, batch_size)
-
-    def _commit_group(self, group: list[tuple[Sequence[Any], Callback | None]],
-                      ) -> list[BaseException | None]:
-        raise RuntimeError("the writer process commits, not this one")
+    def _set_failing(self, reason: str | None) -> None:
+        self.failing = reason
+        tell_failing(self.on_failing, reason)

@@ -1,7 +1,7 @@
 """Entry point of the store-writer process (``python -m amqplite.store.writer_main``).
 
-The broker starts it with one end of a socketpair and its own pid. It runs an
-ordinary :class:`~amqplite.store.engine.Store`'s group commit (retries,
+The broker starts it with one end of a socketpair and its own pid. It runs a
+:class:`~amqplite.store.committer.Committer`'s group commit (retries,
 per-submission isolation): submissions in, one frame of acknowledgements out
 per committed group; reads (page-ins) are answered in order with the writes.
 It dies with the broker: ``PR_SET_PDEATHSIG`` kills it the moment the broker
@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .apply import PruneRange
-from .engine import Store, _needs_fsync
+from .base import StoreBase
+from .committer import Committer, needs_fsync
 from .wire import RECV_SIZE, FrameBuffer, encode, recv_into
 
 PR_SET_PDEATHSIG = 1
@@ -66,13 +67,14 @@ class _Writer:
 
     A reader thread only moves bytes off the socket (the GIL is free while it
     waits in recv); this thread parses, commits and answers. The next group is
-    everything that arrived during the last commit (group commit, as the
-    threaded store).
+    everything that arrived during the last commit (group commit).
+    ``db`` answers the reads; ``committer`` commits.
     """
 
-    def __init__(self, sock: socket.socket, store: Store) -> None:
+    def __init__(self, sock: socket.socket, db: StoreBase, committer: Committer) -> None:
         self.sock = sock
-        self.store = store
+        self.db = db
+        self.committer = committer
         self.frames = FrameBuffer()
         self.pending: list[tuple[Any, ...]] = []
         #: ops in ``pending``'s submissions, and whether a read is among them
@@ -97,7 +99,7 @@ class _Writer:
             if msg[0] == "s":
                 self.pending.append(msg)
                 self.pending_ops += len(msg[2])
-                if not self.urgent and (msg[3] or _needs_fsync(((msg[2], None),))):
+                if not self.urgent and (msg[3] or needs_fsync((msg[2],))):
                     self.urgent = True
             elif msg[0] == "r":
                 self.pending.append(msg)
@@ -137,8 +139,8 @@ class _Writer:
     def _commit(self, group: list[tuple[Any, ...]]) -> None:
         if not group:
             return
-        store = self.store
-        errors = store.commit_group([(item[2], None) for item in group])
+        committer = self.committer
+        errors = committer.commit_group([item[2] for item in group])
         acks = []
         for item, err in zip(group, errors, strict=True):
             results = None
@@ -146,9 +148,7 @@ class _Writer:
             if err is None and len(ops) == 1 and type(ops[0]) is PruneRange:
                 results = [ops[0].deleted]  # prune_delivery_log submits them alone
             acks.append((item[1], None if err is None else error_text(err), results))
-        store.groups += 1
-        store.last_group_size = len(group)
-        self.send(("d", acks, store.groups, store.last_group_size))
+        self.send(("d", acks, committer.groups, committer.last_group_size))
 
     def _read(self, item: tuple[Any, ...]) -> None:
         _kind, rid, name, args = item
@@ -156,7 +156,7 @@ class _Writer:
         try:
             if name not in READS:
                 raise ValueError(f"not a store read: {name!r}")
-            result = getattr(self.store, name)(*args)
+            result = getattr(self.db, name)(*args)
         except Exception as exc:
             log.exception("store read %s failed", name)
             err = error_text(exc)
@@ -183,14 +183,14 @@ class _Writer:
             and self.pending_ops < PACE_MAX_OPS))
 
     def run(self) -> int:
-        store = self.store
+        linger = self.db.log_linger_s
         while True:
             if not self.pending and not self.stop:
                 self._fill(None)
             if self.eof:
                 os._exit(0)  # the broker is gone: nothing more is committed for it
-            if self.pending and not self.urgent and not self.stop and store.log_linger_s > 0:
-                self._gather_until(time.monotonic() + store.log_linger_s,
+            if self.pending and not self.urgent and not self.stop and linger > 0:
+                self._gather_until(time.monotonic() + linger,
                                    lambda: not self.urgent and not self.stop)
                 if self.eof:
                     os._exit(0)
@@ -210,8 +210,9 @@ class _Writer:
                     self._read(item)
             self._commit(group)
             if self.stop and not self.pending:
-                store.close()
-                self.send(("x", store.failed_submissions))
+                self.committer.close()
+                self.db.engine.dispose()
+                self.send(("x", self.committer.failed))
                 return 0
 
 
@@ -225,11 +226,12 @@ def serve(sock: socket.socket) -> int:
     _kind, url, durability, busy_timeout_ms, linger, level = init
     logging.basicConfig(level=level,
                         format="%(asctime)s %(levelname)s %(name)s[writer]: %(message)s")
-    store = Store(url, durability, busy_timeout_ms=busy_timeout_ms, log_linger_s=linger)
-    writer = _Writer(sock, store)
+    db = StoreBase(url, durability, busy_timeout_ms=busy_timeout_ms, log_linger_s=linger)
+    committer = Committer(db.engine, durability)
+    writer = _Writer(sock, db, committer)
     writer.frames = frames
-    store.on_failing = lambda reason: writer.send(("f", reason))
-    store.prepare()
+    committer.on_failing = lambda reason: writer.send(("f", reason))
+    committer.prepare()
     writer._take()
     threading.Thread(target=writer.receive, name="amqplite-writer-recv", daemon=True).start()
     return writer.run()

@@ -140,9 +140,10 @@ async def test_metadata_the_store_refuses_for_good_is_undone_after_bounded_retri
     from amqplite.server.interpreter import Interpreter
     from amqplite.server.persistence import REDO_ATTEMPTS, Persistence
     from amqplite.store.engine import Store
+    from amqplite.store.writer import ProcessStore
 
     url = f"sqlite:///{tmp_path / 'amqplite.db'}"
-    store = Store(url)
+    store = ProcessStore(url, log_linger_s=0)
     store.create()
     store.load()
     store.start()
@@ -154,17 +155,20 @@ async def test_metadata_the_store_refuses_for_good_is_undone_after_bounded_retri
     broker.add_queue(vh, Queue(1, "/", "ok", durable=True))
     broker.add_queue(vh, Queue(2, "/", "bad\udc80", durable=True))
     told: list[BaseException | None] = []
-    interpreter.apply(broker.take_outcome(), flush=False)
-    persistence.add_waiter(told.append)
-    persistence.flush()
-    with trio.fail_after(30):
-        await persistence.wait_idle()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(persistence.pump)
+        interpreter.apply(broker.take_outcome(), flush=False)
+        persistence.add_waiter(told.append)
+        persistence.flush()
+        with trio.fail_after(30):
+            await persistence.wait_idle()
+        nursery.cancel_scope.cancel()
     assert len(told) == 1 and told[0] is not None  # the declare was told it failed
     assert set(vh.queues) == {"ok"}
     assert "undone in memory" in caplog.text
     # the whole group, REDO_ATTEMPTS - 1 repairs, then one op at a time: bounded
     assert store.groups <= 1 + REDO_ATTEMPTS + 3
-    store.close()
+    store.close(20)
     again = Store(url)
     rec = again.load()
     again.close()

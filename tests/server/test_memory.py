@@ -23,7 +23,7 @@ from amqplite.server.memory import (
     total_memory,
 )
 from amqplite.server.persistence import Persistence
-from amqplite.store.engine import Store
+from amqplite.store.writer import ProcessStore
 
 
 def test_cgroup_v2_limit(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_rss_is_measured() -> None:
 
 @pytest.fixture
 def persistence(tmp_path: Path) -> Persistence:
-    return Persistence(Store(f"sqlite:///{tmp_path / 'm.db'}"), Broker())
+    return Persistence(ProcessStore(f"sqlite:///{tmp_path / 'm.db'}"), Broker())
 
 
 def test_alarm_and_paging_follow_the_watermark(persistence: Persistence) -> None:

@@ -92,15 +92,18 @@ def test_the_writer_goes_with_the_broker(tmp_path: Path, how: str) -> None:
     b.stop()
 
 
-def test_the_thread_writer_is_still_there(tmp_path: Path) -> None:
+def test_the_old_thread_writer_setting_is_ignored_with_a_warning(tmp_path: Path) -> None:
+    """``store_writer = "thread"`` (removed) still starts the broker, with a warning,
+    and the writer is the child process all the same."""
     b = BrokerProcess(tmp_path / "d", None, "--store-writer", "thread").start()
     try:
-        assert _writers(b) == []
+        wait_for(lambda: _writers(b), 30, what="the writer process")
         conn = pika.BlockingConnection(pika.URLParameters(b.url))
         ch = conn.channel()
         ch.confirm_delivery()
         ch.queue_declare("wq", durable=True)
         assert all(_publish(ch, b"x") for _ in range(20))
         conn.close()
+        assert 'store_writer = "thread" is no longer supported' in b.log()
     finally:
-        b.stop()
+        assert b.stop() == 0

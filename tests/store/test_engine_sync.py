@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from amqplite.store import engine
+from amqplite.store import committer
 from amqplite.store.engine import Store
 from amqplite.store.ops import (
     AppendStream,
@@ -24,10 +24,9 @@ def _row(i: int) -> tuple[object, ...]:
 
 
 def test_log_rows_alone_do_not_need_an_fsync() -> None:
-    assert not engine._needs_fsync([([_row(1), _row(2)], None), ([LogEvent(1, "acked", "/", "",
-                                                                            "q")], None)])
-    assert engine._needs_fsync([([_row(1)], None), ([_row(2), PutQueue(1, "/", "q")], None)])
-    assert engine._needs_fsync([([], None), ([PutMessage(1, "", "q", b"", b"x")], None)])
+    assert not committer.needs_fsync([[_row(1), _row(2)], [LogEvent(1, "acked", "/", "", "q")]])
+    assert committer.needs_fsync([[_row(1)], [_row(2), PutQueue(1, "/", "q")]])
+    assert committer.needs_fsync([[], [PutMessage(1, "", "q", b"", b"x")]])
 
 
 def test_stream_appends_alone_do_not_need_an_fsync() -> None:
@@ -35,14 +34,14 @@ def test_stream_appends_alone_do_not_need_an_fsync() -> None:
     classic queue's message in the same group still makes it an fsynced commit."""
     appends = [PutStreamSegment(1, 2, 0, 0, 0, 0, 0), AppendStreams(1, [(0, 2, 5, 9, 1, b"r")]),
                AppendStream(1, 1, 2, 5, 10, 1, b"r"), DeleteStreamSegments(1, 1, 0), _row(3)]
-    assert not engine._needs_fsync([(appends, None)])
-    assert engine._needs_fsync([(appends, None), ([PutEntry(1, 1, 1)], None)])
+    assert not committer.needs_fsync([appends])
+    assert committer.needs_fsync([appends, [PutEntry(1, 1, 1)]])
 
 
 def _synchronous(store: Store) -> int:
     """The writer connection's own setting, as SQLite reports it (1 NORMAL, 2 FULL)."""
-    assert store._conn is not None
-    raw = store._conn.connection.driver_connection
+    assert store.committer._conn is not None
+    raw = store.committer._conn.connection.driver_connection
     assert raw is not None
     return int(raw.execute("PRAGMA synchronous").fetchone()[0])
 
@@ -95,12 +94,12 @@ def test_the_wal_is_checkpointed_off_the_writer(tmp_path: Path) -> None:
         for i in range(1, 200):  # about 13 MiB: well past SQLite's 1,000-page default
             store.submit([PutMessage(i, "", "q", b"", body), PutEntry(1, i, i)])
         store.flush(20)
-        assert store._conn is not None
-        raw = store._conn.connection.driver_connection
+        assert store.committer._conn is not None
+        raw = store.committer._conn.connection.driver_connection
         assert raw is not None
         assert raw.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == \
-            engine.BACKSTOP_CHECKPOINT_PAGES
-        ckpt = store._checkpointer
+            committer.BACKSTOP_CHECKPOINT_PAGES
+        ckpt = store.committer._checkpointer
         assert ckpt is not None
 
         # the database file itself grows only by checkpoints, and the writer's
@@ -109,4 +108,4 @@ def test_the_wal_is_checkpointed_off_the_writer(tmp_path: Path) -> None:
                  what="the checkpointer to copy the WAL into the database")
     finally:
         store.close(20)
-    assert store._checkpointer is None and not ckpt._thread.is_alive()
+    assert store.committer._checkpointer is None and not ckpt._thread.is_alive()

@@ -83,7 +83,6 @@ def test_ids_continue_after_pruning_everything_and_a_restart(make_store: Callabl
     assert first.prune_delivery_log(max_id=10, older_than_us=10**18) == 10
     first.close(timeout=10)
     second = make_store()
-    second.prepare()
     second.start()
     second.submit(_events(2))
     second.flush(10)
@@ -136,7 +135,6 @@ def test_a_version_3_log_moves_into_batches_keeping_every_id(db_path: Path,
     assert raw("SELECT * FROM delivery_log ORDER BY id") == [(*r, None) for r in kept]
     # no batch spans the pruned gap
     assert raw("SELECT count(*) FROM log_batches WHERE first_id <= 100 AND last_id >= 151") == [(0,)]
-    store.prepare()
     store.start()
     store.submit(_events(1))
     store.flush(10)

@@ -256,3 +256,34 @@ def test_close_after_the_writer_died_writes_what_waits(tmp_path: Path, noticed: 
     names = {q.name for q in again.load().queues}
     again.close()
     assert names == expected
+
+
+def test_a_submission_that_cannot_be_encoded_leaves_nothing_behind(pstore: ProcessStore) -> None:
+    """``submit`` raises for an op the writer cannot be sent, and keeps no callback for
+    it: a later flush does not wait for it, and close does not call it back (the
+    broker already failed that submission itself)."""
+    called: list[BaseException | None] = []
+    with pytest.raises(Exception):  # noqa: B017 - pickle's own error
+        pstore.submit([lambda: None], called.append)  # type: ignore[list-item]
+    pstore.submit([_row(1)])
+    pstore.flush(5)
+    pstore.close(20)
+    assert called == []
+
+
+def test_the_broker_store_carries_no_thread_writer() -> None:
+    """The broker's store is not the thread store, and the loop's side of it (the
+    store, the persistence bridge) takes no lock and asks no thread id."""
+    import ast
+    from pathlib import Path as P
+
+    import amqplite.server.persistence as persistence
+    import amqplite.store.writer as writer
+
+    assert not issubclass(ProcessStore, Store)
+    for mod in (writer, persistence):
+        tree = ast.parse(P(str(mod.__file__)).read_text())
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        assert "threading" not in names, mod.__name__
+        assert not attrs & {"get_ident", "_lock", "Lock", "Condition"}, mod.__name__

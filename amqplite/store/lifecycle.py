@@ -1,0 +1,86 @@
+"""A database's life: create or upgrade the schema, mark a broker running, record a
+clean stop, read everything back at start.
+
+Why apart from the writers: the broker process does all of this on its own
+connections, before its writer starts and after it stops; the writer never
+does. Plain functions of an engine, so any store (and tools) can call them.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, insert, select, update
+
+from . import recovery
+from . import schema as s
+from .apply import upsert
+from .logbatch import create_views
+from .recovery import Recovered
+from .upgrade import (
+    delivery_log_to_batches,
+    mqtt_tables_by_vhost,
+    parameters_defined_by,
+    stream_entries_to_chunks,
+)
+
+#: meta key: "1" after a clean shutdown, "0" while a broker runs (see mark_open)
+CLEAN_KEY = "clean_shutdown"
+
+
+def create(engine: Engine) -> None:
+    """Create the tables if missing and stamp the schema version (idempotent); an older
+    version this one can upgrade is upgraded in the same transaction."""
+    s.metadata.create_all(engine)
+    with engine.begin() as conn:
+        rows = dict(conn.execute(select(s.meta.c.key, s.meta.c.value)).all())
+        version = rows.get("schema_version")
+        parameters_defined_by(conn)  # a column only: no version change
+        if version is not None and int(version) in s.UPGRADABLE_VERSIONS:
+            # create_all above added the missing tables; version 2's stream rows
+            # move into chunks, and older delivery-log rows into batches
+            # and the MQTT tables get their (vhost, client id) keys
+            # (store/upgrade.py), in this same transaction
+            if int(version) == 2:
+                stream_entries_to_chunks(conn)
+            delivery_log_to_batches(conn)
+            mqtt_tables_by_vhost(conn)
+            conn.execute(update(s.meta).where(s.meta.c.key == "schema_version")
+                         .values(value=str(s.SCHEMA_VERSION)))
+        elif version is not None and int(version) != s.SCHEMA_VERSION:
+            raise RuntimeError(
+                f"database schema version {version}, this amqplite needs {s.SCHEMA_VERSION}"
+            )
+        defaults = {
+            "schema_version": str(s.SCHEMA_VERSION),
+            "max_message_id": "0",
+            "max_queue_id": "0",
+        }
+        missing = [{"key": k, "value": v} for k, v in defaults.items() if k not in rows]
+        if missing:
+            conn.execute(insert(s.meta), missing)
+        create_views(conn)
+
+
+def mark_open(engine: Engine) -> None:
+    """Record that a broker runs on this database (after ``load``): until
+    :func:`mark_clean` records the opposite, a later ``load`` sees an unclean
+    shutdown (deliveries may have reached clients whose "delivered" marks never
+    committed)."""
+    with engine.begin() as conn:
+        upsert(conn, s.meta, {"key": CLEAN_KEY}, {"value": "0"})
+
+
+def mark_clean(engine: Engine) -> None:
+    """Record a clean stop: every submission committed, so the next start may trust
+    the stored redelivered flags."""
+    with engine.begin() as conn:
+        upsert(conn, s.meta, {"key": CLEAN_KEY}, {"value": "1"})
+
+
+def load(engine: Engine, body_window: int = 1000) -> Recovered:
+    """Clean up orphans and read everything durable back (before the writer starts)."""
+    with engine.begin() as conn:
+        recovery.clean_up(conn)
+        rec = recovery.load(conn, body_window)
+        if rec.spilled and rec.meta.get(CLEAN_KEY) != "1":
+            recovery.mark_redelivered(conn, list(rec.spilled))
+        return rec

@@ -137,11 +137,12 @@ class Streams(BrokerBase):
                                        with_header(props, OFFSET_HEADER, off, "l"), body)
         # appends to one stream in a row share one op (see AppendStreams), built as
         # the NamedTuple's own __new__ does, minus its Python-level frame
-        last = self.outbox.last()
+        ops = self.outbox._ops  # the list: CPython specialises list.append
+        last = ops[-1] if ops else None
         if type(last) is _AppendStreams and last.queue_id == q.id:
             last.entries.append((off, seg.number, ts, key, size, record))
         else:
-            self.outbox.emit(_new_tuple(_AppendStreams, (q.id, [(off, seg.number, ts, key, size,
+            ops.append(_new_tuple(_AppendStreams, (q.id, [(off, seg.number, ts, key, size,
                                                            record)])))
         # "appended", not "routed": a stream entry is never settled, so the audit's
         # per-message states (in flight, stuck) must not count it

@@ -118,9 +118,25 @@ def test_broker_parts_do_not_import_each_other() -> None:
     parts = {"bindings": "ExchangeOps", "queues": "QueueOps", "policies": "PolicyOps",
              "publish": "Publishing", "dispatch": "Dispatch", "paging": "Paging",
              "expiry": "Expiry", "deadletter": "DeadLettering", "confirms": "Confirms",
-             "tx": "Transactions", "permissions": "AccessOps", "vhosts": "VHostOps"}
+             "tx": "Transactions", "permissions": "AccessOps", "vhosts": "VHostOps",
+             "mqtt_rows": "MQTTRows"}
     classes = {f"amqplite.broker.{m}.{c}" for m, c in parts.items()}
     for part, cls in parts.items():
         name = f"amqplite.broker.{part}"
         found = _imports(root / "amqplite" / "broker" / f"{part}.py", name, "amqplite.broker")
         assert not (found & (classes - {f"{name}.{cls}"})), f"{part} imports another part"
+
+
+def test_only_the_broker_touches_its_outbox() -> None:
+    """Store ops reach the broker's one outbox through broker commands: no code outside
+    amqplite/broker/ appends to a public op list, truncates it or reads the outbox's
+    private list (an Outcome's ``store_ops`` field, handed over by take_outcome, is fine)."""
+    import re
+    root = Path(__file__).resolve().parent.parent
+    touch = re.compile(r"\b(?:broker|b|self\.broker)\.store_ops\b|\boutbox\._ops\b"
+                       r"|\bconfirms\.stored\s*=|\bst\.stored\s*=")
+    broker_dir = root / "amqplite" / "broker"
+    hits = [f"{p.relative_to(root)}:{n}" for p in sorted((root / "amqplite").rglob("*.py"))
+            if broker_dir not in p.parents
+            for n, line in enumerate(p.read_text().splitlines(), 1) if touch.search(line)]
+    assert not hits, f"outbox touched outside amqplite/broker/: {hits}"

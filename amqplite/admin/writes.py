@@ -54,8 +54,6 @@ class Undo:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._steps: list[Callable[[], None]] = []
-        #: where the broker's pending store ops stood when the journal began
-        self._ops_mark = len(broker.store_ops)
 
     def vhost(self, name: str) -> None:
         b = self.broker
@@ -188,11 +186,6 @@ class Undo:
                                durable=b._binding_durable(v, binding))
         self._steps.append(undo)
 
-    def discard_ops(self) -> None:
-        """Before the journal runs on a step that failed half-way: its store ops
-        are dropped too (nothing of them may reach the store)."""
-        del self.broker.store_ops[self._ops_mark:]
-
     def run(self) -> None:
         """Undo every recorded change, newest first."""
         steps, self._steps = self._steps, []
@@ -209,17 +202,19 @@ async def write(server: Server, step: Callable[[], _R], undo: Undo | None = None
     written again by the repair answers from the repair: success once they
     committed, 500 if the store gave them up (and memory undid them)."""
     p = server.persistence
-    ops_mark = len(server.broker.store_ops)
     abandoned = p.abandoned if p is not None else 0
     try:
-        result = step()
+        # with a journal, a step failing half-way drops its store ops (nothing of
+        # them may reach the store) before the journal puts memory back; without
+        # one, what it did stays done and its ops go to the store
+        with server.broker.transaction(rollback=undo is not None) as tx:
+            result = step()
     except BaseException:
         if undo is not None:
-            undo.discard_ops()
             undo.run()
         server.interpret()
         raise
-    replayable = all(type(op) in REPLAYABLE for op in server.broker.store_ops[ops_mark:])
+    replayable = all(type(op) in REPLAYABLE for op in tx.ops)
     err = await own_commit(server)
     if err is not None:
         if undo is not None:

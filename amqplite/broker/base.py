@@ -7,7 +7,7 @@ a class over this base, so they share one state without importing each
 other; the methods a part calls on another are declared here, and the
 composed class supplies them.
 
-Commands append to the outbox (``effects``, ``store_ops``, ``evictable``,
+Commands append to the outbox (``effects``, ``outbox`` (store ops), ``evictable``,
 delivery-log rows in ``log``); the shell takes it as one :class:`~amqplite.broker.effects.Outcome` per batch
 with :meth:`BrokerBase.take_outcome`.
 """
@@ -18,18 +18,21 @@ import logging
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from amqplite.broker.auth import UserDB
 from amqplite.broker.commands import BASIC_NACK
 from amqplite.broker.effects import CloseConnection, Outcome
 from amqplite.broker.model import ChannelState, Entry, Message, Session
+from amqplite.broker.outbox import Outbox, Transaction
 from amqplite.broker.parameters import RuntimeParameters
 from amqplite.broker.retained import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, RetainedStore
 from amqplite.broker.topic_permissions import TopicPermissions
 from amqplite.broker.topology import Topology
 from amqplite.broker.vhost import VHost
 from amqplite.config import LOG_LEVELS
+from amqplite.store import ops
 
 #: upper bounds of RabbitMQ's ``rabbitmq_message_size_bytes`` histogram (+Inf implied)
 MESSAGE_SIZE_BUCKETS = (100, 1000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000,
@@ -90,7 +93,8 @@ class BrokerBase:
         #: the outbox: wire effects, store operations, and (queue, entry) pairs
         #: whose bodies may leave RAM once committed
         self.effects: list[Any] = []
-        self.store_ops: list[Any] = []
+        #: store operations: parts emit through ``outbox.emit``; only take_outcome reads it
+        self.outbox = Outbox()
         self.evictable: list[tuple[Queue, Entry]] = []
         #: delivery-log rows (plain tuples in LOG_FIELDS order), apart from the
         #: store ops: the shell holds them back and encodes them by the thousand
@@ -142,12 +146,12 @@ class BrokerBase:
         self._transient_written = False
         #: retained publications (x-recent-history, x-lvc exchanges; MQTT later):
         #: its store operations go to this outbox
-        self.retained = RetainedStore(emit=lambda op: self.store_ops.append(op),
+        self.retained = RetainedStore(emit=lambda op: self.outbox.emit(op),
                                       default_max_bytes=retained_max_bytes,
                                       default_max_count=retained_max_length)
         #: runtime parameters (shovels, ...): their store operations go to this outbox
-        self.parameters = RuntimeParameters(emit=lambda op: self.store_ops.append(op))
-        self.topic_permissions = TopicPermissions(emit=lambda op: self.store_ops.append(op))
+        self.parameters = RuntimeParameters(emit=lambda op: self.outbox.emit(op))
+        self.topic_permissions = TopicPermissions(emit=lambda op: self.outbox.emit(op))
         #: who is told of binding and exchange changes (exchange federation)
         self.topology = Topology()
 
@@ -183,10 +187,23 @@ class BrokerBase:
             self._emit_confirms()
         if self.new_sizes:
             self.fold_sizes()
-        out = Outcome(self.effects, self.store_ops, self.evictable, self.log)
-        self.effects, self.store_ops, self.evictable, self.log = [], [], [], []
+        out = Outcome(self.effects, self.outbox.take(), self.evictable, self.log)
+        self.effects, self.evictable, self.log = [], [], []
         self._log_ts = 0
         return out
+
+    def _emit_op(self, op: Any) -> None:
+        """For components holding an ``emit`` callback: the outbox's current list."""
+        self.outbox.emit(op)
+
+    def put_meta(self, key: str, value: str) -> None:
+        """Store one meta row (a marker such as "seeded") with the next outcome."""
+        self.outbox.emit(ops.PutMeta(key, value))
+
+    def transaction(self, rollback: bool = True) -> AbstractContextManager[Transaction]:
+        """All-or-nothing: the store ops emitted inside are dropped if it raises
+        (``rollback``); its ``ops`` show what it emitted so far."""
+        return self.outbox.transaction(rollback)
 
     def fold_sizes(self) -> None:
         """Count the sizes published since the last fold into the histogram."""

@@ -80,7 +80,7 @@ class ExchangeOps(BrokerBase):
     def add_exchange(self, vh: VHost, ex: Exchange, *, persist: bool = True) -> None:
         vh.exchanges[ex.name] = ex
         if ex.durable and persist:
-            self.store_ops.append(P.put_exchange(vh.name, ex))
+            self.outbox.emit(P.put_exchange(vh.name, ex))
         if self.topology.observers:
             self.topology.exchanges(vh.name)
 
@@ -113,7 +113,7 @@ class ExchangeOps(BrokerBase):
         if ex.retains:  # its retained rows go with DeleteExchange's (same transaction)
             self.retained.close(owner_of(vh.name, ex.name), persist=False)
         if ex.durable:
-            self.store_ops.append(P.delete_exchange(vh.name, ex.name))
+            self.outbox.emit(P.delete_exchange(vh.name, ex.name))
         if self.topology.observers:
             self.topology.exchanges(vh.name)
 
@@ -164,7 +164,7 @@ class ExchangeOps(BrokerBase):
         if new:
             vh.bindings_to.setdefault(b.destination, set()).add(b)
             if durable and persist:
-                self.store_ops.append(P.put_binding(vh.name, b))
+                self.outbox.emit(P.put_binding(vh.name, b))
             if self.topology.observers:
                 self.topology.binding(vh.name, b, True)
         if src.retains and persist:  # not at recovery: nothing is handed out again
@@ -211,7 +211,7 @@ class ExchangeOps(BrokerBase):
         if persist_durable is None:
             persist_durable = self._binding_durable(vh, b)
         if persist_durable:
-            self.store_ops.append(P.delete_binding(vh.name, b))
+            self.outbox.emit(P.delete_binding(vh.name, b))
         if src is not None and src.auto_delete and not src.bindings and src.name in vh.exchanges:
             self._delete_exchange(vh, src)
 

@@ -27,6 +27,7 @@ from amqplite.broker.effects import NEED_PAGE_IN, PublishResult
 from amqplite.broker.exchanges import Binding, Exchange
 from amqplite.broker.expiry import Expiry, parse_expiration
 from amqplite.broker.model import ChannelState, Entry, Message, Session
+from amqplite.broker.mqtt_rows import MQTTRows
 from amqplite.broker.paging import Paging
 from amqplite.broker.permissions import AccessOps
 from amqplite.broker.policies import PolicyOps
@@ -57,6 +58,7 @@ class Broker(
     Transactions,
     AccessOps,
     VHostOps,
+    MQTTRows,
 ):
     """The broker core: sessions and channels, plus every part's commands."""
 

@@ -250,7 +250,7 @@ class Dispatch(BrokerBase):
         if c.no_ack:
             if entry.stored:  # _entry_done, inlined
                 entry.stored = False
-                self.store_ops.append(P.delete_entry(q, entry))
+                self.outbox._ops.append(P.delete_entry(q, entry))
             else:
                 msg.pinned -= 1
             stats["delivered_consume_auto_ack"] += 1
@@ -297,7 +297,7 @@ class Dispatch(BrokerBase):
         ds = self._take(ch, delivery_tag, multiple, BASIC_ACK)
         touched: dict[Queue, None] = {}  # in first-acked order, as the set it stands for
         log_on = self._log_on
-        store_ops = self.store_ops
+        store_ops = self.outbox._ops  # the list: CPython specialises list.append
         last = None
         for d in ds:
             q = d.queue
@@ -412,7 +412,7 @@ class Dispatch(BrokerBase):
                       consumer_tag=d.consumer.tag if d.consumer else None,
                       attempt=e.delivery_count)
             if e.stored:
-                self.store_ops.append(P.update_entry(q, e))
+                self.outbox._ops.append(P.update_entry(q, e))
             q.ready.insert_sorted(e)
             touched[q] = None
         self.stats["redelivered"] += len(ds)
@@ -430,7 +430,7 @@ class Dispatch(BrokerBase):
         """The entry leaves the queue for good (acked, purged, dropped)."""
         if e.stored:
             e.stored = False
-            self.store_ops.append(P.delete_entry(q, e))
+            self.outbox._ops.append(P.delete_entry(q, e))
         else:
             e.message.pinned -= 1
 

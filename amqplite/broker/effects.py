@@ -1,7 +1,7 @@
 """Effects and replies: what the pure broker asks of the server shell.
 
 Commands append wire effects to ``Broker.effects``, store operations to
-``Broker.store_ops`` and delivery-log rows to ``Broker.log``; the shell takes
+``Broker.outbox`` and delivery-log rows to ``Broker.log``; the shell takes
 them as one :class:`Outcome` per batch (``Broker.take_outcome``) and one
 interpreter carries it out. Replies a
 command returns (``GetOk``, ``PublishResult``) are plain values too.

@@ -164,14 +164,14 @@ class Paging(BrokerBase):
         m = e.message
         if not m.stored:
             m.stored = True
-            self.store_ops.append(P.put_message(m))
+            self.outbox._ops.append(P.put_message(m))
         e.stored = True
         m.pinned -= 1
         q.spilled = True
         if not self._transient_written:  # tells recovery to look for transient rows
             self._transient_written = True
-            self.store_ops.append(P.ops.PutMeta(P.ops.TRANSIENT_KEY, "1"))
-        self.store_ops.append(P.put_entry(q, e))
+            self.outbox._ops.append(P.ops.PutMeta(P.ops.TRANSIENT_KEY, "1"))
+        self.outbox._ops.append(P.put_entry(q, e))
         self.evictable.append((q, e))
 
     def _spill(self, q: Queue) -> None:

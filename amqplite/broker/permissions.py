@@ -151,7 +151,7 @@ class AccessOps(BrokerBase):
         tag_list = parse_tags(tags)
         u = self.users.put(name, password_hash, tag_list)
         if persist:
-            self.store_ops.append(ops.PutUser(name, password_hash, ",".join(tag_list)))
+            self.outbox.emit(ops.PutUser(name, password_hash, ",".join(tag_list)))
         self._access_changed()
         return u
 
@@ -164,7 +164,7 @@ class AccessOps(BrokerBase):
         self._access_changed()
         self.topic_permissions.forget(user=name)  # rows: DeleteUser's
         self._close_sessions(lambda s: s.username == name, f"user '{name}' is deleted")
-        self.store_ops.append(ops.DeleteUser(name))
+        self.outbox.emit(ops.DeleteUser(name))
         return True
 
     # ----------------------------------------------------------- permissions
@@ -184,14 +184,14 @@ class AccessOps(BrokerBase):
         self.permissions[(user, vhost)] = p
         self._access_changed()
         if persist:
-            self.store_ops.append(ops.PutPermission(user, vhost, configure, write, read))
+            self.outbox.emit(ops.PutPermission(user, vhost, configure, write, read))
         return p
 
     def clear_permissions(self, user: str, vhost: str) -> bool:
         if self.permissions.pop((user, vhost), None) is None:
             return False
         self._access_changed()
-        self.store_ops.append(ops.DeletePermission(user, vhost))
+        self.outbox.emit(ops.DeletePermission(user, vhost))
         return True
 
     # ----------------------------------------------------- topic permissions

@@ -40,7 +40,7 @@ class PolicyOps(BrokerBase):
         pol = make_policy(vhost, name, pattern, definition, priority, apply_to, stored=stored)
         self.policies.setdefault(vhost, {})[name] = pol
         if persist:
-            self.store_ops.append(P.put_policy(pol))
+            self.outbox.emit(P.put_policy(pol))
         self.apply_policies(vhost)
         return pol
 
@@ -48,7 +48,7 @@ class PolicyOps(BrokerBase):
         pol = self.policies.get(vhost, {}).pop(name, None)
         if pol is None:
             return False
-        self.store_ops.append(P.delete_policy(vhost, name))
+        self.outbox.emit(P.delete_policy(vhost, name))
         self.apply_policies(vhost)
         return True
 

@@ -274,9 +274,9 @@ class Publishing(BrokerBase):
         if persist:
             if not msg.stored:
                 msg.stored = True
-                self.store_ops.append(P.put_message(msg))
+                self.outbox._ops.append(P.put_message(msg))
             e.stored = True
-            self.store_ops.append(P.put_entry(q, e))
+            self.outbox._ops.append(P.put_entry(q, e))
             if len(ready) >= self.body_window:
                 self.evictable.append((q, e))
         else:

@@ -140,7 +140,7 @@ class QueueOps(BrokerBase):
         if q.expires is not None:
             self._expiring_queues[q] = None
         if q.durable and not q.exclusive and persist:
-            self.store_ops.append(P.put_queue(q))
+            self.outbox.emit(P.put_queue(q))
 
     def _check_exclusive(self, q: Queue, ch: ChannelState, cm: tuple[int, int]) -> None:
         if q.exclusive_owner is not None and q.exclusive_owner is not ch.session:
@@ -224,7 +224,7 @@ class QueueOps(BrokerBase):
     def purge(self, q: Queue) -> int:
         spilled, lo, hi = q.ready.drop_disk()
         if spilled:  # rows only: one range delete (the log names no message for them)
-            self.store_ops.append(P.delete_entries(q, lo, hi))
+            self.outbox.emit(P.delete_entries(q, lo, hi))
             self.log_event("purged", q.vhost, None, q.name, reason=f"spilled:{spilled}")
         gone = q.ready.clear()
         self.purge_entries(q, gone)
@@ -277,7 +277,7 @@ class QueueOps(BrokerBase):
             else:
                 e.message.pinned -= 1
         if (q.durable and not q.exclusive) or q.spilled:
-            self.store_ops.append(P.delete_queue(q))
+            self.outbox.emit(P.delete_queue(q))
         return count
 
     def _over_limit(self, q: Queue) -> bool:

@@ -137,7 +137,7 @@ class Streams(BrokerBase):
                                        with_header(props, OFFSET_HEADER, off, "l"), body)
         # appends to one stream in a row share one op (see AppendStreams), built as
         # the NamedTuple's own __new__ does, minus its Python-level frame
-        ops = self.store_ops
+        ops = self.outbox._ops  # the list: CPython specialises list.append
         last = ops[-1] if ops else None
         if type(last) is _AppendStreams and last.queue_id == q.id:
             last.entries.append((off, seg.number, ts, key, size, record))
@@ -154,7 +154,7 @@ class Streams(BrokerBase):
         return STORED
 
     def _put_segment(self, q: Queue, s: Segment) -> None:
-        self.store_ops.append(P.ops.PutStreamSegment(q.id, *s.row(), s.size))
+        self.outbox.emit(P.ops.PutStreamSegment(q.id, *s.row(), s.size))
 
     def _apply_retention(self, q: Queue, now_us: int) -> None:
         """Drop the oldest segments beyond x-max-length-bytes / x-max-age: two range
@@ -165,7 +165,7 @@ class Streams(BrokerBase):
         if not n:
             return
         first = st.drop(n)
-        self.store_ops.append(P.ops.DeleteStreamSegments(q.id, st.segments[0].number, first))
+        self.outbox.emit(P.ops.DeleteStreamSegments(q.id, st.segments[0].number, first))
         self.log_event("purged", q.vhost, None, q.name, reason=f"retention:segments={n}")
 
     # ------------------------------------------------------------ consuming

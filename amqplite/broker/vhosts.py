@@ -24,7 +24,7 @@ class VHostOps(BrokerBase):
             vh = self.vhosts[name] = VHost(name)
         vh.description = description
         if persist:
-            self.store_ops.append(ops.PutVHost(name, description))
+            self.outbox.emit(ops.PutVHost(name, description))
         return vh
 
     def delete_vhost(self, name: str) -> bool:
@@ -44,5 +44,5 @@ class VHostOps(BrokerBase):
             del self.permissions[key]
         self.topic_permissions.forget(vhost=name)  # rows: DeleteVHost's
         self._access_changed()
-        self.store_ops.append(ops.DeleteVHost(name))
+        self.outbox.emit(ops.DeleteVHost(name))
         return True

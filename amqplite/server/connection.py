@@ -604,7 +604,7 @@ class AMQPConnection:
         commit is written again: the client retrying after a 541 is told
         "declared" only once the store has the queue.
         """
-        if not self.broker.store_ops and not self._persist.repairing:
+        if not self.broker.outbox.pending() and not self._persist.repairing:
             return  # log rows only, or nothing
         self.server.interpret(flush=False)
         self._wake_writer()

@@ -17,7 +17,7 @@ from amqplite.broker.queue import Queue
 from amqplite.config import Settings
 from amqplite.protocol.errors import FrameSyntaxError
 from amqplite.protocol.properties import check_properties, priority_of
-from amqplite.store.ops import SEEDED_KEY, PutMeta
+from amqplite.store.ops import SEEDED_KEY
 
 log = logging.getLogger("amqplite.server")
 
@@ -77,7 +77,7 @@ def seed_security(broker: Broker, rec: Any, settings: Settings) -> None:
             continue
         broker.put_user(name, hash_password(password), tags)
         broker.set_permissions(name, "/", *FULL)
-    broker.store_ops.append(PutMeta(SEEDED_KEY, "1"))
+    broker.put_meta(SEEDED_KEY, "1")
 
 
 def restore_retained(broker: Broker, rows: list[Any]) -> dict[int, Message]:

@@ -158,15 +158,15 @@ def test_exchange_to_exchange_and_headers(broker: Broker) -> None:
 def test_persistent_in_durable_queue_is_stored_and_ack_deletes(broker: Broker) -> None:
     _, ch = session_channel(broker)
     broker.queue_declare(ch, "d", durable=True)
-    broker.store_ops.clear()
+    broker.outbox.take()
     assert broker.basic_publish(ch, "", "d", PERSISTENT, b"p").stored
-    kinds = [type(o) for o in broker.store_ops]
+    kinds = [type(o) for o in broker.outbox.peek()]
     assert ops.PutMessage in kinds and ops.PutEntry in kinds
     assert not broker.basic_publish(ch, "", "d", TRANSIENT, b"t").stored
-    broker.store_ops.clear()
+    broker.outbox.take()
     m = broker.basic_get(ch, "d", False)
     broker.basic_ack(ch, m.delivery_tag)
-    assert any(isinstance(o, ops.DeleteEntry) for o in broker.store_ops)
+    assert any(isinstance(o, ops.DeleteEntry) for o in broker.outbox.peek())
 
 
 def test_tx_publish_only_on_commit(broker: Broker) -> None:
@@ -221,9 +221,9 @@ def test_bcc_is_stripped_before_the_store_and_cc_kept(broker: Broker) -> None:
     cc.append_tagged("d2", "S")
     props = encode_properties(BasicProperties(delivery_mode=2, headers={
         "CC": cc, "BCC": ["d3"], "app": 1}))
-    broker.store_ops.clear()
+    broker.outbox.take()
     assert broker.basic_publish(ch, "", "d1", props, b"p").stored
-    puts = [o for o in broker.store_ops if isinstance(o, ops.PutMessage)]
+    puts = [o for o in broker.outbox.peek() if isinstance(o, ops.PutMessage)]
     assert len(puts) == 1
     stored = decode_properties(puts[0].properties).headers
     assert stored == {"CC": ["d2"], "app": 1} and stored["CC"].tags == ["S"]

@@ -46,7 +46,7 @@ class Dispatch(RuleBasedStateMachine):
                 if c.no_ack:
                     self.done.append(e.message.body or b"")
         self.b.effects.clear()
-        self.b.store_ops.clear()
+        self.b.outbox.take()
 
     @rule(k=st.integers(1, 5))
     def publish(self, k: int) -> None:

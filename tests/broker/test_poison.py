@@ -169,14 +169,14 @@ def test_undecodable_stored_message_is_dropped_when_dead_lettered() -> None:
     e = Entry(q.take_position(), Message(99, "", "rej", bad, b"old", persistent=True),
               stored=True)
     q.ready.append(e)
-    b.store_ops.clear()
+    b.outbox.take()
     b.log.clear()
     b.dead_letter(q, q.ready.popleft(), "rejected")
     assert b.vhost("/").queues["dlq"].message_count == 0
     rows = b.log
     assert [(r[1], r[11]) for r in rows] == [("dead_lettered", "rejected:malformed")]
     assert rows[0][6] == "" and rows[0][7] == 99  # read back as amq-99
-    assert any(type(op).__name__ == "DeleteEntry" for op in b.store_ops)
+    assert any(type(op).__name__ == "DeleteEntry" for op in b.outbox.peek())
 
 
 @pytest.mark.parametrize(("value", "reason"), [

@@ -65,7 +65,7 @@ class PriorityDispatch(RuleBasedStateMachine):
 
     def _settle(self) -> None:
         self.b.effects.clear()
-        self.b.store_ops.clear()
+        self.b.outbox.take()
 
     @rule(queue=st.sampled_from(QUEUES), k=st.integers(1, 6))
     def publish(self, queue: str, k: int) -> None:

@@ -118,23 +118,23 @@ def test_store_ops_and_what_goes_with_a_user_or_vhost() -> None:
     b = _broker()
     b.add_vhost("v", persist=False)
     b.set_permissions("app", "v", ".*", ".*", ".*", persist=False)
-    b.store_ops.clear()
+    b.outbox.take()
     b.set_topic_permission("app", "/", "amq.topic", "^a", "^b")
     b.set_topic_permission("app", "v", "t", "", "")
-    assert b.store_ops == [ops.PutTopicPermission("app", "/", "amq.topic", "^a", "^b"),
+    assert list(b.outbox.peek()) == [ops.PutTopicPermission("app", "/", "amq.topic", "^a", "^b"),
                            ops.PutTopicPermission("app", "v", "t", "", "")]
     with pytest.raises(ValueError, match="no user"):
         b.set_topic_permission("nobody", "/", "amq.topic", "", "")
     with pytest.raises(ValueError, match="invalid regular expression"):
         b.set_topic_permission("app", "/", "amq.topic", "(", "")
-    b.store_ops.clear()
+    b.outbox.take()
     assert b.clear_topic_permissions("app", "/", "other") == 0
-    assert b.store_ops == []
+    assert list(b.outbox.peek()) == []
     b.delete_vhost("v")
     assert b.topic_permissions.of("app", "v") is None
     b.delete_user("app")
     assert b.topic_permissions.table == {}
     # their rows go with DeleteVHost's and DeleteUser's
-    assert not any(isinstance(op, ops.DeleteTopicPermission) for op in b.store_ops)
+    assert not any(isinstance(op, ops.DeleteTopicPermission) for op in b.outbox.peek())
     assert ops.PutTopicPermission in ops.REPLAYABLE
     assert ops.DeleteTopicPermission in ops.REPLAYABLE

@@ -53,7 +53,7 @@ from amqplite.server.mqtt.common import (
 from amqplite.server.mqtt.inflight import PacketIds
 from amqplite.server.mqtt.subscriptions import Subscriptions
 from amqplite.server.mqtt.transports import login as transport_login
-from amqplite.store.ops import NEVER_EXPIRES, DeleteMQTTSession, PutMQTTSession, PutMQTTWill
+from amqplite.store.ops import NEVER_EXPIRES, PutMQTTWill
 
 if TYPE_CHECKING:
     from amqplite.server.mqtt.listener import MQTTListener
@@ -343,10 +343,10 @@ class MQTTClient:
             listener.groups.leave(login.vhost, cid)  # its shared subscriptions too
         if key in listener.stored and c.clean_start:  # its packet ids go with its row
             del listener.stored[key]
-            b.store_ops.append(DeleteMQTTSession(login.vhost, cid))
+            b.mqtt_session_delete(login.vhost, cid)
         if self.persistent:  # its row says so across a restart
             listener.stored[key] = login.user
-            b.store_ops.append(PutMQTTSession(login.vhost, cid, self._expiry(), user=login.user))
+            b.mqtt_session_put(login.vhost, cid, self._expiry(), user=login.user)
         await listener.committed()
         if self.session is not s or self.proto.closed:  # taken over meanwhile
             return
@@ -407,8 +407,8 @@ class MQTTClient:
             del listener.clients[key]
         if self.persistent:
             expiry = self._expiry()
-            self.broker.store_ops.append(PutMQTTSession(s.vhost, self.client_id, expiry,
-                                                        time.time(), user=s.username))
+            self.broker.mqtt_session_put(s.vhost, self.client_id, expiry, time.time(),
+                                         user=s.username)
             if listener.clients.get(key) is None:
                 listener.expire_later(s.vhost, self.client_id, expiry)
         if self.will is None:
@@ -492,9 +492,10 @@ class MQTTClient:
                                         topic, self.listener.settings.mqtt_exchange,
                                         topic_to_routing_key(topic), props, payload)
             if kept:  # its row commits before the confirm (PUBACK), as a queue entry's
-                st.stored = True
+                self.broker.confirm_after_commit(ch)
         if qos == 2 and packet_id is not None and self.ids.received(packet_id):
-            st.stored = True  # the id's row commits with the message, before the PUBREC
+            # the id's row commits with the message, before the PUBREC
+            self.broker.confirm_after_commit(ch)
         if packet_id is not None:
             self._confirms[seq] = packet_id
 

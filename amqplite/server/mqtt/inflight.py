@@ -19,8 +19,6 @@ a kill -9 included, resumes the flows where they were:
 
 from __future__ import annotations
 
-from typing import Any
-
 from amqplite.broker.core import Broker
 from amqplite.store.ops import DeleteMQTTPacketId, PutMQTTPacketId
 
@@ -44,10 +42,13 @@ class PacketIds:
         #: released ids whose PUBCOMP came before the message's redelivery reached us
         self.completed: set[int] = set()
 
-    def _write(self, op: Any) -> bool:
+    def _write(self, op: PutMQTTPacketId | DeleteMQTTPacketId) -> bool:
         if self.broker is None:
             return False
-        self.broker.store_ops.append(op)
+        if isinstance(op, DeleteMQTTPacketId):
+            self.broker.mqtt_packet_id_delete(op)
+        else:
+            self.broker.mqtt_packet_id_put(op)
         return True
 
     # ------------------------------------------------------------ inbound

@@ -34,7 +34,6 @@ from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.store.ops import (
     NEVER_EXPIRES,
-    DeleteMQTTSession,
     PutMQTTPacketId,
     PutMQTTSession,
     PutMQTTWill,
@@ -124,7 +123,7 @@ class MQTTListener:
                     self.stored[key] = st.user
                     for pid in st.awaiting_pubrel:  # an older database's: rows now
                         self.ids(key).inbound.add(pid)
-                        self.broker.store_ops.append(
+                        self.broker.mqtt_packet_id_put(
                             PutMQTTPacketId(st.vhost, st.client_id, pid, False))
                     # a session connected at a crash counts from now
                     gone = now - (st.disconnected_at if st.disconnected_at is not None else now)
@@ -195,7 +194,7 @@ class MQTTListener:
                 b.delete_queue(vh, q)
         self.groups.leave(vhost, client_id)
         self.stored.pop((vhost, client_id), None)
-        b.store_ops.append(DeleteMQTTSession(vhost, client_id))
+        b.mqtt_session_delete(vhost, client_id)
 
     def close_all(self, text: str) -> None:
         """Shutdown: every client closed and its session ended now, so what that

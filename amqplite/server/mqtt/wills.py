@@ -33,7 +33,7 @@ from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.topics import topic_to_routing_key
 from amqplite.protocol.properties import decode_properties, encode_properties, expiration_of
-from amqplite.store.ops import DeleteMQTTWill, PutMQTTWill
+from amqplite.store.ops import PutMQTTWill
 
 log = logging.getLogger("amqplite.mqtt")
 
@@ -66,7 +66,7 @@ class Wills:
             due = w.due_at if w.due_at is not None else now + w.delay
             if w.due_at is None and w.delay:
                 self.pending[key] = w = attrs.evolve(w, due_at=due)
-                self.broker.store_ops.append(w)
+                self.broker.mqtt_will_put(w)
             self._schedule(key, due - now)
 
     # ------------------------------------------------------------ the client's life
@@ -81,7 +81,7 @@ class Wills:
                 self.fire(key)
         if will is not None:
             self.pending[key] = will
-            self.broker.store_ops.append(will)
+            self.broker.mqtt_will_put(will)
 
     def cancel(self, key: Key) -> None:
         """A normal DISCONNECT: the will is never published."""
@@ -97,7 +97,7 @@ class Wills:
             self.fire(key)
             return
         w = self.pending[key] = attrs.evolve(w, delay=delay, due_at=time.time() + delay)
-        self.broker.store_ops.append(w)
+        self.broker.mqtt_will_put(w)
         self._schedule(key, delay)
 
     # ------------------------------------------------------------ publication
@@ -148,7 +148,7 @@ class Wills:
         scope = self._timers.pop(key, None)
         if scope is not None:
             scope.cancel()
-        self.broker.store_ops.append(DeleteMQTTWill(*key))
+        self.broker.mqtt_will_delete(*key)
 
     def _schedule(self, key: Key, delay: float) -> None:
         old = self._timers.pop(key, None)

@@ -33,7 +33,7 @@ from amqplite.broker.permissions import AccessOps
 from amqplite.broker.policies import PolicyOps
 from amqplite.broker.publish import Publishing
 from amqplite.broker.queue import Queue
-from amqplite.broker.queues import QueueOps
+from amqplite.broker.queue_commands import QueueOps
 from amqplite.broker.streams import Streams
 from amqplite.broker.tx import Transactions
 from amqplite.broker.vhost import VHost

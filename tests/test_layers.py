@@ -118,7 +118,7 @@ def test_broker_parts_do_not_import_each_other() -> None:
     parts = {"bindings": "ExchangeOps", "queue_commands": "QueueOps", "policies": "PolicyOps",
              "publish": "Publishing", "dispatch": "Dispatch", "paging": "Paging",
              "expiry": "Expiry", "deadletter": "DeadLettering", "confirms": "Confirms",
-             "tx": "Transactions", "permissions": "AccessOps", "vhosts": "VHostOps",
+             "tx": "Transactions", "permissions": "AccessOps", "vhost_commands": "VHostOps",
              "mqtt_rows": "MQTTRows"}
     classes = {f"amqplite.broker.{m}.{c}" for m, c in parts.items()}
     for part, cls in parts.items():

@@ -37,7 +37,7 @@ from amqplite.broker.queue_commands import QueueOps
 from amqplite.broker.streams import Streams
 from amqplite.broker.tx import Transactions
 from amqplite.broker.vhost import VHost
-from amqplite.broker.vhosts import VHostOps
+from amqplite.broker.vhost_commands import VHostOps
 
 log = logging.getLogger("amqplite.broker")
 

@@ -115,9 +115,9 @@ def test_broker_parts_do_not_import_each_other() -> None:
     """The broker's parts meet only in the façade (core.py), over the shared base: a
     part may use another module's pure helpers (parse_expiration), never its part."""
     root = Path(__file__).resolve().parent.parent
-    parts = {"bindings": "ExchangeOps", "queue_commands": "QueueOps", "policies": "PolicyOps",
-             "publish": "Publishing", "dispatch": "Dispatch", "paging": "Paging",
-             "expiry": "Expiry", "deadletter": "DeadLettering", "confirms": "Confirms",
+    parts = {"bindings": "ExchangeOps", "queue_commands": "QueueOps",
+             "policy_commands": "PolicyOps", "publish": "Publishing", "dispatch": "Dispatch",
+             "paging": "Paging", "expiry": "Expiry", "deadletter": "DeadLettering", "confirms": "Confirms",
              "tx": "Transactions", "permissions": "AccessOps", "vhost_commands": "VHostOps",
              "mqtt_rows": "MQTTRows"}
     classes = {f"amqplite.broker.{m}.{c}" for m, c in parts.items()}

@@ -30,7 +30,7 @@ from amqplite.broker.model import ChannelState, Entry, Message, Session
 from amqplite.broker.mqtt_rows import MQTTRows
 from amqplite.broker.paging import Paging
 from amqplite.broker.permissions import AccessOps
-from amqplite.broker.policies import PolicyOps
+from amqplite.broker.policy_commands import PolicyOps
 from amqplite.broker.publish import Publishing
 from amqplite.broker.queue import Queue
 from amqplite.broker.queue_commands import QueueOps

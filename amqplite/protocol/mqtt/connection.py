@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 
 import attrs
 
+from amqplite.protocol.mqtt.datatypes import pack_u16
 from amqplite.protocol.mqtt.decoder import Decoder
 from amqplite.protocol.mqtt.errors import MQTTError, ReasonCode, connack_code_311, protocol_error
 from amqplite.protocol.mqtt.events import (
@@ -71,7 +72,6 @@ from amqplite.protocol.mqtt.subscriptions import (
     MAX_TOPIC_BYTES,
 )
 from amqplite.protocol.mqtt.topics import SubscriptionFilter, parse_filter
-from amqplite.protocol.mqtt.wire import pack_u16
 
 MAX_PACKET_ID = 65_535
 

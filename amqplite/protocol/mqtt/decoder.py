@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import NoReturn
 
+from amqplite.protocol.mqtt.datatypes import MAX_VARINT, decode_varint
 from amqplite.protocol.mqtt.errors import MQTTError, ReasonCode
 from amqplite.protocol.mqtt.packets import (
     CONNECT,
@@ -18,7 +19,6 @@ from amqplite.protocol.mqtt.packets import (
     decode_body,
     decode_connect_header,
 )
-from amqplite.protocol.mqtt.wire import MAX_VARINT, decode_varint
 
 MAX_PACKET = MAX_VARINT + 5  # largest packet the remaining length can express
 

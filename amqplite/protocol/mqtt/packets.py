@@ -13,6 +13,17 @@ from typing import ClassVar
 
 import attrs
 
+from amqplite.protocol.mqtt.datatypes import (
+    encode_bin,
+    encode_str,
+    encode_varint,
+    pack_u16,
+    read_bin,
+    read_str,
+    read_u8,
+    read_u16,
+    unpack_u16,
+)
 from amqplite.protocol.mqtt.errors import MQTTError, ReasonCode, malformed, protocol_error
 from amqplite.protocol.mqtt.properties import (
     AUTH,
@@ -37,17 +48,6 @@ from amqplite.protocol.mqtt.properties import (
     encode_properties,
 )
 from amqplite.protocol.mqtt.topics import validate_topic_name
-from amqplite.protocol.mqtt.wire import (
-    encode_bin,
-    encode_str,
-    encode_varint,
-    pack_u16,
-    read_bin,
-    read_str,
-    read_u8,
-    read_u16,
-    unpack_u16,
-)
 
 __all__ = [
     "AUTH", "CONNACK", "CONNECT", "DISCONNECT", "PINGREQ", "PINGRESP", "PUBACK", "PUBCOMP",

@@ -15,8 +15,7 @@ from typing import Any
 
 import attrs
 
-from amqplite.protocol.mqtt.errors import ReasonCode, malformed, protocol_error
-from amqplite.protocol.mqtt.wire import (
+from amqplite.protocol.mqtt.datatypes import (
     body_varint,
     encode_bin,
     encode_str,
@@ -29,6 +28,7 @@ from amqplite.protocol.mqtt.wire import (
     read_u16,
     read_u32,
 )
+from amqplite.protocol.mqtt.errors import ReasonCode, malformed, protocol_error
 
 # Packet types (section 2.1.2); WILL is a pseudo-type for the will properties.
 CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7

@@ -19,9 +19,9 @@ import trio
 
 from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
+from amqplite.protocol.mqtt.datatypes import decode_varint
 from amqplite.protocol.mqtt.errors import MQTTError, ReasonCode
 from amqplite.protocol.mqtt.packets import CONNACK, Connect
-from amqplite.protocol.mqtt.wire import decode_varint
 from amqplite.server.mqtt.common import Login
 from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.server.tls import accept as accept_tls

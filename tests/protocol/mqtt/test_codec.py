@@ -7,10 +7,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amqplite.protocol.mqtt import packets as pk
+from amqplite.protocol.mqtt.datatypes import decode_varint, encode_varint
 from amqplite.protocol.mqtt.decoder import Decoder, decode_all
 from amqplite.protocol.mqtt.errors import MQTTError, ReasonCode
 from amqplite.protocol.mqtt.properties import EMPTY, Properties
-from amqplite.protocol.mqtt.wire import decode_varint, encode_varint
 from tests.protocol.mqtt.strategies import VERSIONS, kinds, packets, versioned_packets
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -6,7 +6,7 @@ Deliver effects written as frames by the consumer's ``ServerConnection``, and
 (persistent) the consumer's ``basic.ack(multiple)`` parsed and applied. Store
 operations are taken and dropped (the writer is not measured here). The stream
 case publishes with confirms to a stream and pickles each batch's store ops as
-the writer process's frames (``store.wire.encode``): the event loop's share of
+the writer process's frames (``store.writer_frames.encode``): the event loop's share of
 appending. Prints µs per message, best of ``--repeat``; never asserts on speed.
 
     python scripts/bench_core.py [--count 50000] [--batch 64] [--repeat 5] [--profile]
@@ -41,7 +41,7 @@ from amqplite.protocol.methods import (
     encode_method,
 )
 from amqplite.protocol.properties import BasicProperties, encode_properties
-from amqplite.store.wire import encode
+from amqplite.store.writer_frames import encode
 
 BODY = b"x" * 1024
 

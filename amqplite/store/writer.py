@@ -5,7 +5,7 @@ touches holds or fights for the GIL the event loop needs, so the broker never
 uses more than one core, and each hand-over of the GIL between the loop and
 the writer can cost the loop up to a switch interval (5 ms). Here the event
 loop pickles each submission (a few microseconds per message, see
-:mod:`.wire`) and writes it to a socketpair without blocking; the child
+:mod:`.writer_frames`) and writes it to a socketpair without blocking; the child
 (:mod:`.writer_main`) commits groups and answers with one frame of
 acknowledgements per group, which the loop reads when the socket is readable.
 No thread of this process takes part, so no GIL hand-over is on the path.
@@ -41,7 +41,7 @@ from .apply import PruneRange
 from .base import LOG_LINGER_S, Callback, StoreBase, StoreClosed
 from .committer import tell_failing
 from .ops import Op
-from .wire import RECV_SIZE, FrameBuffer, encode
+from .writer_frames import RECV_SIZE, FrameBuffer, encode
 
 log = logging.getLogger(__name__)
 

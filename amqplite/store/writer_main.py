@@ -26,7 +26,7 @@ from typing import Any
 from .apply import PruneRange
 from .base import StoreBase
 from .committer import Committer, needs_fsync
-from .wire import RECV_SIZE, FrameBuffer, encode, recv_into
+from .writer_frames import RECV_SIZE, FrameBuffer, encode, recv_into
 
 PR_SET_PDEATHSIG = 1
 #: the reads the broker may ask the writer to do (in order with its writes)

@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 from amqplite.store import schema as s
 from amqplite.store.engine import Store
 from amqplite.store.ops import LogEvent, PutMessage, PutMeta, PutQueue
-from amqplite.store.wire import FrameBuffer, encode
 from amqplite.store.writer import ProcessStore, StoreWriterError, StoreWriterGone
+from amqplite.store.writer_frames import FrameBuffer, encode
 from tests.brokerproc import wait_for
 from tests.pg_server import both_backends
 from tests.server.dying_writer import dead

@@ -1,10 +1,10 @@
-"""A trio AMQP 0-9-1 client connection for links: one socket, the ``wire`` state
+"""A trio AMQP 0-9-1 client connection for links: one socket, the ``client_protocol`` state
 machine, a reader task and heartbeats, in a nursery the caller owns.
 
 Only what a shovel needs: synchronous calls on a channel (one at a time per
 channel), publishes, acks, and a stream of deliveries and confirms. Any
 channel or connection close by the peer ends the connection with
-:class:`wire.ProtocolFailure` carrying the peer's reply code and text; the
+:class:`ProtocolFailure` carrying the peer's reply code and text; the
 shovel then reconnects from scratch, which is how RabbitMQ's shovels recover.
 """
 
@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager, suppress
 import attrs
 import trio
 
-from amqplite.links import wire
+from amqplite.links.client_protocol import ClientProtocol, ContentIn, Event, MethodIn, ProtocolFailure
 from amqplite.links.uri import Endpoint
 from amqplite.protocol.methods import (
     BasicAck,
@@ -58,7 +58,7 @@ def tls_context(ep: Endpoint) -> ssl.SSLContext:
     return ctx
 
 
-class ChannelClosed(wire.ProtocolFailure):
+class ChannelClosed(ProtocolFailure):
     """The peer closed the channel of a call (404 NOT_FOUND for a passive declare...)."""
 
     def __init__(self, code: int, text: str) -> None:
@@ -69,14 +69,14 @@ class ChannelClosed(wire.ProtocolFailure):
 class Connection:
     """An open client connection; build it with :func:`connect`."""
 
-    def __init__(self, stream: trio.abc.Stream, proto: wire.ClientProtocol) -> None:
+    def __init__(self, stream: trio.abc.Stream, proto: ClientProtocol) -> None:
         self._stream = stream
         self._proto = proto
         self._send_lock = trio.Lock()
-        self._replies: dict[int, trio.MemorySendChannel[wire.MethodIn]] = {}
-        self._reply_rx: dict[int, trio.MemoryReceiveChannel[wire.MethodIn]] = {}
+        self._replies: dict[int, trio.MemorySendChannel[MethodIn]] = {}
+        self._reply_rx: dict[int, trio.MemoryReceiveChannel[MethodIn]] = {}
         self._call_locks: dict[int, trio.Lock] = {}
-        send, self.deliveries = trio.open_memory_channel[wire.ContentIn](DELIVERY_BUFFER)
+        send, self.deliveries = trio.open_memory_channel[ContentIn](DELIVERY_BUFFER)
         self._deliveries_tx = send
         csend, self.confirms = trio.open_memory_channel[Confirm](float("inf"))
         self._confirms_tx = csend
@@ -103,7 +103,7 @@ class Connection:
     async def call(self, channel: int, method: Method) -> Method:
         """Send a synchronous method and return the reply."""
         if channel not in self._replies:
-            tx, rx = trio.open_memory_channel[wire.MethodIn](1)
+            tx, rx = trio.open_memory_channel[MethodIn](1)
             self._replies[channel], self._reply_rx[channel] = tx, rx
             self._call_locks[channel] = trio.Lock()
         async with self._call_locks[channel]:
@@ -112,7 +112,7 @@ class Connection:
             try:
                 reply = await self._reply_rx[channel].receive()
             except trio.EndOfChannel:
-                raise wire.ProtocolFailure(str(self._failed or "connection closed")) from None
+                raise ProtocolFailure(str(self._failed or "connection closed")) from None
         if isinstance(reply.method, ChannelClose):
             raise ChannelClosed(reply.method.reply_code, str(reply.method.reply_text))
         return reply.method
@@ -174,9 +174,9 @@ class Connection:
             try:
                 data = await self._stream.receive_some(65536)
             except (trio.BrokenResourceError, OSError) as exc:
-                raise wire.ProtocolFailure(f"connection lost: {exc}") from None
+                raise ProtocolFailure(f"connection lost: {exc}") from None
             if not data:
-                raise wire.ProtocolFailure("connection closed by the peer")
+                raise ProtocolFailure("connection closed by the peer")
             self._last_rx = trio.current_time()
             try:
                 events = self._proto.feed(data)
@@ -186,8 +186,8 @@ class Connection:
                 await self._dispatch(ev)
             await self._flush()  # close-oks the dispatch queued
 
-    async def _dispatch(self, ev: wire.Event) -> None:
-        if isinstance(ev, wire.ContentIn):
+    async def _dispatch(self, ev: Event) -> None:
+        if isinstance(ev, ContentIn):
             try:
                 self._deliveries_tx.send_nowait(ev)
                 return
@@ -201,7 +201,7 @@ class Connection:
             finally:
                 self._holding = False
                 self._last_rx = trio.current_time()
-        elif isinstance(ev, wire.MethodIn):
+        elif isinstance(ev, MethodIn):
             m = ev.method
             if isinstance(m, BasicAck | BasicNack):
                 self._confirms_tx.send_nowait(Confirm(m.delivery_tag, m.multiple,
@@ -210,11 +210,11 @@ class Connection:
                 self._proto.send(ev.channel, ChannelCloseOk())
                 lock = self._call_locks.get(ev.channel)
                 if lock is None or not lock.locked():  # nobody to tell: the link fails
-                    raise wire.ProtocolFailure(f"{m.reply_code} {m.reply_text}")
+                    raise ProtocolFailure(f"{m.reply_code} {m.reply_text}")
                 self._replies[ev.channel].send_nowait(ev)
             elif isinstance(m, BasicCancel):
-                raise wire.ProtocolFailure("the source broker cancelled the consumer "
-                                           "(its queue was deleted?)")
+                raise ProtocolFailure("the source broker cancelled the consumer "
+                                      "(its queue was deleted?)")
             elif isinstance(m, ConnectionBlocked):
                 self.unblocked = trio.Event()
             elif isinstance(m, ConnectionUnblocked):
@@ -226,7 +226,7 @@ class Connection:
         while True:
             await trio.sleep(interval / 2)
             if not self._holding and trio.current_time() - self._last_rx > interval * 2:
-                raise wire.ProtocolFailure(f"missed heartbeats from the peer ({interval}s)")
+                raise ProtocolFailure(f"missed heartbeats from the peer ({interval}s)")
             self._proto.heartbeat_frame()
             await self._flush()
 
@@ -243,31 +243,31 @@ async def connect(ep: Endpoint, host: str, port: int, *, name: str = "amqplite l
     with trio.move_on_after(CONNECT_TIMEOUT) as scope:
         sock = await trio.open_tcp_stream(host, port)
     if scope.cancelled_caught:
-        raise wire.ProtocolFailure(f"connecting to {host}:{port} timed out")
+        raise ProtocolFailure(f"connecting to {host}:{port} timed out")
     stream: trio.abc.Stream = sock
     try:
         why = None if peer_check is None else peer_check(str(sock.socket.getpeername()[0]))
         if why is not None:
-            raise wire.ProtocolFailure(why)
+            raise ProtocolFailure(why)
         if ep.tls:
             stream = trio.SSLStream(sock, tls_context(ep),
                                     server_hostname=ep.server_name or host)
-        proto = wire.ClientProtocol(ep.user, ep.password, ep.vhost, heartbeat=ep.heartbeat,
-                                    name=name)
+        proto = ClientProtocol(ep.user, ep.password, ep.vhost, heartbeat=ep.heartbeat,
+                               name=name)
         conn = Connection(stream, proto)
         with trio.move_on_after(CONNECT_TIMEOUT) as scope:
             await conn._flush()
             while not proto.open:
                 data = await stream.receive_some(65536)
                 if not data:
-                    raise wire.ProtocolFailure(
+                    raise ProtocolFailure(
                         "the peer closed the connection during the handshake "
                         "(wrong user or password, or no access to the vhost?)")
                 proto.feed(data)
                 await conn._flush()
         if scope.cancelled_caught:
-            raise wire.ProtocolFailure(f"no AMQP handshake with {host}:{port} within "
-                                       f"{CONNECT_TIMEOUT}s")
+            raise ProtocolFailure(f"no AMQP handshake with {host}:{port} within "
+                                  f"{CONNECT_TIMEOUT}s")
     except BaseException:
         await trio.aclose_forcefully(stream)
         raise

@@ -44,10 +44,10 @@ from amqplite.broker.exchanges.federation_upstream import (
     should_forward,
 )
 from amqplite.links import client as C
-from amqplite.links import wire
 from amqplite.links.access import Identity
 from amqplite.links.audit import Hops, HopSink
 from amqplite.links.backoff import Backoff
+from amqplite.links.client_protocol import ContentIn, ProtocolFailure
 from amqplite.links.federation_config import UpstreamSpec
 from amqplite.links.pump import pump
 from amqplite.links.shovel import LocalAddress, _reason, address, failure, ran_for
@@ -189,7 +189,7 @@ class FederationLink:
             self._running_since = None
             try:
                 await self._once()
-                raise wire.ProtocolFailure("the link's connections ended")
+                raise ProtocolFailure("the link's connections ended")
             except BaseException as exc:  # one link's failure never reaches the others
                 reason = failure(exc)
                 wait = self._backoff.failed(ran_for(self._running_since))
@@ -267,7 +267,7 @@ class FederationLink:
 
             local_uri = f"amqp://{self.identity.user}@localhost/{quote(self.vhost, safe='')}"
 
-            def forwarded(c: wire.ContentIn, out: tuple[str, str, bytes]) -> None:
+            def forwarded(c: ContentIn, out: tuple[str, str, bytes]) -> None:
                 self.status.forwarded += 1
                 exchange, key, props = out
                 self.hops.record(queue=queue, exchange=exchange, routing_key=key,
@@ -319,7 +319,7 @@ class FederationLink:
             return
         info = self._info()
         if info is None:
-            raise wire.ProtocolFailure(f"the local exchange '{self.exchange}' is gone")
+            raise ProtocolFailure(f"the local exchange '{self.exchange}' is gone")
         await up.call(CMD, ExchangeDeclare(name, info.type, durable=info.durable,
                                            auto_delete=info.auto_delete,
                                            internal=info.internal,
@@ -340,7 +340,7 @@ class FederationLink:
         except C.ChannelClosed as exc:
             await up.call(CMD, ChannelOpen())
             if exc.code != 503:
-                raise wire.ProtocolFailure(f"{exc.code} declaring '{name}' upstream") from None
+                raise ProtocolFailure(f"{exc.code} declaring '{name}' upstream") from None
             await up.call(CMD, ExchangeDeclare(name, "fanout", durable=True, auto_delete=True,
                                                internal=True,
                                                arguments=FieldTable([PURPOSE])))

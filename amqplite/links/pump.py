@@ -16,7 +16,7 @@ from collections.abc import Callable
 import trio
 
 from amqplite.links import client as C
-from amqplite.links import wire
+from amqplite.links.client_protocol import ContentIn, ProtocolFailure
 from amqplite.protocol.methods import BasicAck, BasicDeliver, BasicNack, BasicPublish
 
 #: (exchange, routing key, properties) of the publish forwarding a delivery, or None
@@ -24,7 +24,7 @@ Shape = Callable[[BasicDeliver, bytes], "tuple[str, str, bytes] | None"]
 
 
 async def pump(src: C.Connection, dest: C.Connection, *, ack_mode: str, shape: Shape,
-               forwarded: Callable[[wire.ContentIn, tuple[str, str, bytes]], None],
+               forwarded: Callable[[ContentIn, tuple[str, str, bytes]], None],
                written: Callable[[], None] | None = None,
                remaining: int | None = None, channel: int = 1) -> None:
     """Forward deliveries from ``src`` channel ``channel`` to ``dest`` (whose channel
@@ -85,7 +85,7 @@ async def pump(src: C.Connection, dest: C.Connection, *, ack_mode: str, shape: S
                 published[0] = 0
             await src.flush()
 
-        async def next_delivery() -> wire.ContentIn:
+        async def next_delivery() -> ContentIn:
             """The next delivery; what is buffered is written first when none is
             waiting (one write for a run of publishes, one for their acks)."""
             try:
@@ -100,7 +100,7 @@ async def pump(src: C.Connection, dest: C.Connection, *, ack_mode: str, shape: S
                 try:
                     d = await next_delivery()
                 except trio.EndOfChannel:
-                    raise wire.ProtocolFailure("the source connection ended") from None
+                    raise ProtocolFailure("the source connection ended") from None
                 if not isinstance(d.method, BasicDeliver):
                     continue
                 out = shape(d.method, d.properties)

@@ -20,10 +20,10 @@ import attrs
 import trio
 
 from amqplite.links import client as C
-from amqplite.links import wire
 from amqplite.links.access import Identity
 from amqplite.links.audit import Hops, HopSink
 from amqplite.links.backoff import Backoff
+from amqplite.links.client_protocol import ContentIn, ProtocolFailure
 from amqplite.links.config import ShovelSpec
 from amqplite.links.pump import pump
 from amqplite.links.uri import Endpoint, mask, parse
@@ -169,7 +169,7 @@ class Shovel:
             self._running_since = None
             try:
                 if not await self._once():  # (a run ends in an error or done)
-                    raise wire.ProtocolFailure("the shovel's connections ended")
+                    raise ProtocolFailure("the shovel's connections ended")
             except BaseException as exc:  # one shovel's failure never reaches the others
                 reason = failure(exc)
                 if self.spec.reconnect_delay == 0:
@@ -252,7 +252,7 @@ class Shovel:
             return outgoing(spec, self.name, self.vhost, deliver, properties, src_uri,
                             dest_uri, node=self.node)
 
-        def forwarded(d: wire.ContentIn, out: tuple[str, str, bytes]) -> None:
+        def forwarded(d: ContentIn, out: tuple[str, str, bytes]) -> None:
             self.status.forwarded += 1
             exchange, key, props = out
             self.hops.record(queue=queue, exchange=exchange, routing_key=key, properties=props,
@@ -317,7 +317,7 @@ def _reason(exc: BaseException) -> str:
     while isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
         exc = exc.__cause__
     text = str(exc) or type(exc).__name__
-    return text if isinstance(exc, wire.ProtocolFailure) else f"{type(exc).__name__}: {text}"
+    return text if isinstance(exc, ProtocolFailure) else f"{type(exc).__name__}: {text}"
 
 
 def describe(s: Shovel) -> dict[str, Any]:

@@ -20,8 +20,9 @@ import pytest
 import trio
 
 from amqplite.links import backoff as B
-from amqplite.links import config, federation_config, wire
+from amqplite.links import config, federation_config
 from amqplite.links import values as V
+from amqplite.links.client_protocol import ProtocolFailure
 from amqplite.links.shovel import cancellation
 from tests.admin.conftest import AdminBroker, start_admin_broker
 from tests.brokerproc import wait_for
@@ -153,13 +154,13 @@ async def test_a_stopped_link_raises_only_its_cancellation() -> None:
             await trio.sleep(0)
         except trio.Cancelled as exc:
             group = BaseExceptionGroup("teardown", [
-                exc, wire.ProtocolFailure("the source connection ended")])
+                exc, ProtocolFailure("the source connection ended")])
             stop = cancellation(group)
             assert isinstance(stop, BaseExceptionGroup)
             assert all(isinstance(e, trio.Cancelled) for e in stop.exceptions)
             raise stop from None
     assert scope.cancelled_caught
-    assert cancellation(wire.ProtocolFailure("x")) is None
+    assert cancellation(ProtocolFailure("x")) is None
 
 
 # ------------------------------------------------------------------ the real broker

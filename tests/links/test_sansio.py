@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from amqplite.links import config, federation_config, uri, wire
+from amqplite.links import config, federation_config, uri
+from amqplite.links.client_protocol import ClientProtocol, ContentIn, MethodIn, Opened, ProtocolFailure
 from amqplite.links.shovel import outgoing
 from amqplite.protocol.codec import FieldTable
 from amqplite.protocol.frames import encode_content, encode_frame
@@ -108,7 +109,7 @@ def test_uri_fields_are_read_alike_by_shovels_and_federation(raw: Any, why: str)
 
 
 def test_handshake_and_delivery() -> None:
-    p = wire.ClientProtocol("user", "pw", "vh", heartbeat=30)
+    p = ClientProtocol("user", "pw", "vh", heartbeat=30)
     assert p.data_to_send() == PROTOCOL_HEADER
     assert p.feed(method(0, ConnectionStart(mechanisms="PLAIN AMQPLAIN"))) == []
     (start_ok,) = frames(p.data_to_send())
@@ -120,27 +121,27 @@ def test_handshake_and_delivery() -> None:
     assert isinstance(open_, ConnectionOpen) and open_.virtual_host == "vh"
     data = method(0, ConnectionOpenOk()) + method(1, ChannelOpenOk())
     ev = p.feed(data[:5]) + p.feed(data[5:])  # frames may arrive in pieces
-    assert ev == [wire.Opened(65536, 30), wire.MethodIn(1, ChannelOpenOk())]
+    assert ev == [Opened(65536, 30), MethodIn(1, ChannelOpenOk())]
     props = encode_properties(BasicProperties(delivery_mode=2))
     body = b"x" * 150000  # several body frames
     raw = encode_content(1, encode_method(BasicDeliver("t", 7, False, "", "q")), 60, props,
                          body, 65536)
     got = [e for i in range(0, len(raw), 1000) for e in p.feed(raw[i:i + 1000])]
-    assert got == [wire.ContentIn(1, BasicDeliver("t", 7, False, "", "q"), props, body)]
+    assert got == [ContentIn(1, BasicDeliver("t", 7, False, "", "q"), props, body)]
     empty = encode_content(1, encode_method(BasicDeliver("t", 8, False, "", "q")), 60, props,
                            b"", 65536)
-    assert p.feed(empty) == [wire.ContentIn(1, BasicDeliver("t", 8, False, "", "q"), props,
-                                            b"")]
-    with pytest.raises(wire.ProtocolFailure, match="320 bye"):
+    assert p.feed(empty) == [ContentIn(1, BasicDeliver("t", 8, False, "", "q"), props,
+                                       b"")]
+    with pytest.raises(ProtocolFailure, match="320 bye"):
         p.feed(method(0, ConnectionClose(320, "bye")))
 
 
 def test_refusals() -> None:
-    p = wire.ClientProtocol("u", "p", "/")
-    with pytest.raises(wire.ProtocolFailure, match="PLAIN"):
+    p = ClientProtocol("u", "p", "/")
+    with pytest.raises(ProtocolFailure, match="PLAIN"):
         p.feed(method(0, ConnectionStart(mechanisms="EXTERNAL")))
-    with pytest.raises(wire.ProtocolFailure, match="refused AMQP"):
-        wire.ClientProtocol("u", "p", "/").feed(b"AMQP\x00\x00\x09\x00")
+    with pytest.raises(ProtocolFailure, match="refused AMQP"):
+        ClientProtocol("u", "p", "/").feed(b"AMQP\x00\x00\x09\x00")
 
 
 def test_outgoing_shapes_the_publish() -> None:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqplite.admin.plumbing import HTTPError
-from amqplite.store.ops import REPLAYABLE
+from amqplite.storeops import REPLAYABLE
 
 if TYPE_CHECKING:
     from amqplite.broker.core import Broker

@@ -1,6 +1,6 @@
 """Builds store operations from broker objects: the one place that knows both shapes.
 
-``amqplite.store.ops`` is plain attrs data (no SQLAlchemy), so importing it
+``amqplite.storeops`` is plain attrs data (no SQLAlchemy), so importing it
 keeps the broker free of SQL while avoiding a second set of effect classes.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from amqplite import storeops as ops
 from amqplite.protocol.codec import to_plain
-from amqplite.store import ops
 
 if TYPE_CHECKING:
     from amqplite.broker.exchanges import Binding, Exchange

@@ -45,8 +45,8 @@ from amqplite.server.tls import peer_user, server_context
 from amqplite.store.apply import PruneRange
 from amqplite.store.database import is_postgresql, masked
 from amqplite.store.lifecycle import CLEAN_KEY
-from amqplite.store.ops import EXPORTED_KEY
 from amqplite.store.writer import ProcessStore
+from amqplite.storeops import EXPORTED_KEY
 
 log = logging.getLogger("amqplite.server")
 

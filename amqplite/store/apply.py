@@ -33,10 +33,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.expression import ClauseElement
 
-from . import cbor
-from . import schema as s
-from .logbatch import BATCH_COLS, MAX_LOG_ID_KEY, batch_rows, max_log_id, storable_value
-from .ops import (
+from amqplite.protocol.streamrecord import pack_spliced
+from amqplite.storeops import (
     LOG_FIELDS,
     AppendStream,
     AppendStreams,
@@ -78,8 +76,11 @@ from .ops import (
     PutUser,
     PutVHost,
     UpdateEntry,
-    entry_record,
 )
+
+from . import cbor
+from . import schema as s
+from .logbatch import BATCH_COLS, MAX_LOG_ID_KEY, batch_rows, max_log_id, storable_value
 
 __all__ = ["ROWS_PER_INSERT", "Applier", "PruneRange", "storable_logs", "stream_chunks", "upsert"]
 
@@ -95,6 +96,21 @@ _MESSAGE_KEY_INDEX = LOG_FIELDS.index("message_key")
 #: stream_chunks columns, in the order chunk rows are built
 CHUNK_COLS = ("queue_id", "first_offset", "last_offset", "segment", "first_ts_us",
               "last_ts_us", "count", "size", "data")
+
+
+
+def record_bytes(op: AppendStream) -> bytes:
+    """The stored record of an append, joined from its pieces if it came in pieces."""
+    return entry_record(op.offset, op.ts_us, op.message_key, op.record)
+
+
+def entry_record(offset: int, ts_us: int, message_key: int,
+                 record: bytes | tuple[bytes, bytes, bytes, bytes]) -> bytes:
+    """``record_bytes`` from an entry's fields."""
+    if type(record) is tuple:
+        route, before, after, body = record
+        return pack_spliced(ts_us, message_key, route, before, offset, after, body)
+    return record  # type: ignore[return-value]
 
 
 def _entries(appends: Iterable[AppendStream | AppendStreams],

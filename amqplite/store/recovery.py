@@ -10,11 +10,7 @@ import attrs
 from sqlalchemy import Connection, bindparam, delete, exists, func, select, update
 
 from amqplite.protocol.properties import delivery_mode_of
-
-from . import cbor
-from . import schema as s
-from .logbatch import max_log_id
-from .ops import (
+from amqplite.storeops import (
     TRANSIENT_KEY,
     PutBinding,
     PutExchange,
@@ -30,6 +26,10 @@ from .ops import (
     PutUser,
     PutVHost,
 )
+
+from . import cbor
+from . import schema as s
+from .logbatch import max_log_id
 
 
 @attrs.frozen

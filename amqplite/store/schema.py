@@ -28,7 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeEngine
 
-from .ops import LOG_FIELDS
+from amqplite.storeops import LOG_FIELDS
 
 #: Bumped when a table changes shape; stored in ``meta`` under ``schema_version``.
 SCHEMA_VERSION = 5

@@ -47,11 +47,11 @@ from sqlalchemy import (
 
 from amqplite.protocol import streamrecord
 from amqplite.protocol.properties import with_long_header
+from amqplite.storeops import LOG_FIELDS, AppendStream
 
 from . import schema as s
 from .apply import CHUNK_COLS, stream_chunks
 from .logbatch import BATCH_COLS, BATCH_EVENTS, MAX_LOG_ID_KEY, batch_rows
-from .ops import LOG_FIELDS, AppendStream
 
 __all__ = ["delivery_log_to_batches", "mqtt_tables_by_vhost", "parameters_defined_by",
            "stream_entries_to_chunks"]

@@ -6,21 +6,24 @@ from decimal import Decimal
 
 from sqlalchemy import create_engine
 
-from amqplite.store import (
+from amqplite.store import Recovered, RecoveredEntry
+from amqplite.storeops import (
+    REPLAYABLE,
     DeleteEntry,
+    DeleteParameter,
+    DeleteVHost,
     LogEvent,
     PutBinding,
     PutEntry,
     PutExchange,
     PutMessage,
     PutMeta,
+    PutParameter,
     PutPolicy,
     PutQueue,
-    Recovered,
-    RecoveredEntry,
+    PutVHost,
     UpdateEntry,
 )
-from amqplite.store.ops import REPLAYABLE, DeleteParameter, DeleteVHost, PutParameter, PutVHost
 from tests.pg_server import both_backends
 
 META = [
@@ -126,8 +129,7 @@ def test_retained_rows_round_trip_and_go_with_their_exchange(make_store, raw,
                                                             db_path) -> None:
     """PutRetained/DeleteRetained/ClearRetained, DeleteExchange's clean-up, the
     message-key mark, and a database made before the table existed."""
-    from amqplite.store import DeleteExchange
-    from amqplite.store.ops import ClearRetained, DeleteRetained, PutRetained
+    from amqplite.storeops import ClearRetained, DeleteExchange, DeleteRetained, PutRetained
 
     store = make_store()
     store.start()
@@ -165,7 +167,7 @@ def test_retained_rows_round_trip_and_go_with_their_exchange(make_store, raw,
 @both_backends
 def test_runtime_parameters_round_trip(make_store) -> None:
     """Puts replace, deletes remove, a deleted vhost takes its parameters; applying
-    the same ops again (a re-submission, store.ops.REPLAYABLE) changes nothing."""
+    the same ops again (a re-submission, storeops.REPLAYABLE) changes nothing."""
 
     ops = [PutVHost("v"), PutParameter("shovel", "/", "a", {"src-uri": "amqp://"}),
            PutParameter("shovel", "/", "a", {"src-uri": "amqp://h", "n": 1}),

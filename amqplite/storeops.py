@@ -365,6 +365,9 @@ class PutMessage:
     routing_key: str
     properties: bytes  # the raw AMQP content-header property bytes
     body: bytes
+    #: delivery mode 2: the broker knows it, so the store never parses properties
+    #: (a transient one is written only to spill it; recovery drops those)
+    persistent: bool = True
 
 
 @attrs.frozen
@@ -381,6 +384,7 @@ class CopyMessage:
     exchange: str
     routing_key: str
     properties: bytes
+    persistent: bool = True
 
 
 @attrs.frozen

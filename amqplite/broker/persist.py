@@ -56,8 +56,10 @@ def delete_binding(vhost: str, b: Binding) -> ops.DeleteBinding:
 
 def put_message(m: Message) -> Any:
     if m.copy_of is not None and m.body is None:
-        return ops.CopyMessage(m.key, m.copy_of, m.exchange, m.routing_key, m.properties_raw)
-    return ops.PutMessage(m.key, m.exchange, m.routing_key, m.properties_raw, m.body or b"")
+        return ops.CopyMessage(m.key, m.copy_of, m.exchange, m.routing_key, m.properties_raw,
+                               m.persistent)
+    return ops.PutMessage(m.key, m.exchange, m.routing_key, m.properties_raw, m.body or b"",
+                          m.persistent)
 
 
 def put_policy(p: Policy) -> ops.PutPolicy:

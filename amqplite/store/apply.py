@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Connection,
     Engine,
     LargeBinary,
@@ -300,7 +301,8 @@ class Applier:
         self.hw_queue = 0
         m, e = s.messages, s.queue_entries
         eng = engine  # statements are compiled for this engine's dialect
-        msg_cols = ("id", "exchange", "routing_key", "properties", "body", "body_size")
+        msg_cols = ("id", "exchange", "routing_key", "properties", "body", "body_size",
+                    "persistent")
         self._ins_msg = _InsertStmt(m, eng, msg_cols, ROWS_PER_INSERT)
         entry_cols = ("queue_id", "position", "message_id", "delivery_count", "redelivered")
         self._ins_entry = _InsertStmt(e, eng, entry_cols, ROWS_PER_INSERT)
@@ -393,7 +395,8 @@ class Applier:
                 elif t is PutMessage:
                     mid = op.message_id
                     body = op.body
-                    msgs[mid] = (mid, op.exchange, op.routing_key, op.properties, body, len(body))
+                    msgs[mid] = (mid, op.exchange, op.routing_key, op.properties, body, len(body),
+                                 op.persistent)
                     if mid > hw_message:
                         hw_message = mid
                 elif t is AppendStreams:
@@ -481,11 +484,12 @@ class Applier:
         if t is CopyMessage:
             m = s.messages
             conn.execute(insert(m).from_select(
-                [m.c.id, m.c.exchange, m.c.routing_key, m.c.properties, m.c.body, m.c.body_size],
+                [m.c.id, m.c.exchange, m.c.routing_key, m.c.properties, m.c.body, m.c.body_size,
+                 m.c.persistent],
                 select(
                     literal(op.message_id, BigInteger), literal(op.exchange),
                     literal(op.routing_key), literal(op.properties, LargeBinary),
-                    m.c.body, m.c.body_size,
+                    m.c.body, m.c.body_size, literal(op.persistent, Boolean),
                 ).where(m.c.id == op.source_id),
             ))
         elif t is PutExchange:

@@ -11,7 +11,9 @@ import pytest
 
 CASES = {
     "amqplite.protocol.connection": ("trio", "sqlalchemy", "pyspark", "amqplite.broker"),
-    "amqplite.broker.core": ("trio", "sqlalchemy", "pyspark"),
+    "amqplite.broker.core": ("trio", "sqlalchemy", "pyspark", "amqplite.store"),
+    "amqplite.storeops": ("trio", "sqlalchemy", "pyspark", "amqplite.protocol", "amqplite.broker",
+                          "amqplite.store"),
     "amqplite.store.engine": ("trio", "pyspark", "amqplite.broker", "amqplite.server"),
     "amqplite.store.writer": ("trio", "pyspark", "amqplite.broker", "amqplite.server"),
     "amqplite.store.writer_main": ("trio", "pyspark", "amqplite.broker", "amqplite.server"),
@@ -19,6 +21,12 @@ CASES = {
     "amqplite.server.connection": ("pyspark", "amqplite.admin"),
     "amqplite.cli": ("pyspark",),
 }
+#: pure MQTT session objects: another helper's package, checked once it exists
+SESSION_MODULES = ("amqplite.sessions", "amqplite.sessions.mqtt")
+for _name in SESSION_MODULES:
+    if (Path(__file__).resolve().parent.parent / Path(*_name.split("."))).is_dir():
+        CASES[_name] = ("trio", "sqlalchemy", "pyspark", "amqplite.server", "amqplite.store",
+                        "amqplite.admin")
 
 
 @pytest.mark.parametrize("module", sorted(CASES))
@@ -140,3 +148,56 @@ def test_only_the_broker_touches_its_outbox() -> None:
             if broker_dir not in p.parents
             for n, line in enumerate(p.read_text().splitlines(), 1) if touch.search(line)]
     assert not hits, f"outbox touched outside amqplite/broker/: {hits}"
+
+
+#: Each part of amqplite (a package, or a top-level module) and the parts it may
+#: import (DESIGN.md section 1; the root package, for ``__version__``, is open to all).
+#: Vocabulary at the bottom (protocol, storeops, config), the pure core above it,
+#: the store beside the core (they meet only in storeops), the shells above both.
+ALLOWED: dict[str, set[str]] = {
+    "protocol": set(),
+    "storeops": set(),
+    "config": set(),
+    "broker": {"protocol", "storeops", "config"},
+    "sessions": {"protocol", "broker", "storeops", "config"},
+    "store": {"storeops"},
+    "links": {"protocol", "broker"},
+    "server": {"protocol", "broker", "sessions", "storeops", "store", "config"},
+    "audit": {"store", "storeops", "links"},
+    "admin": {"protocol", "broker", "sessions", "storeops", "config", "links", "audit", "server"},
+    "main": {"server", "admin", "links", "config"},
+    "cli": {"main", "server", "admin", "audit", "store", "config"},
+    "__main__": {"cli"},
+}
+#: single modules allowed one more edge than their part, with why
+EXTRA: dict[str, set[str]] = {
+    # the stream record's byte format: the writer joins an append's pieces into it
+    "amqplite.store.apply": {"amqplite.protocol.streamrecord"},
+    # rewrites older databases' stream entries into today's records (a one-time move)
+    "amqplite.store.upgrade": {"amqplite.protocol.streamrecord", "amqplite.protocol.properties"},
+}
+
+
+def test_parts_import_only_their_allowed_edges() -> None:
+    root = Path(__file__).resolve().parent.parent
+    parts = {p.stem if p.is_file() else p.name for p in (root / "amqplite").iterdir()
+             if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
+    assert not parts - set(ALLOWED), f"parts missing from ALLOWED: {sorted(parts - set(ALLOWED))}"
+    bad: list[str] = []
+    for p in sorted((root / "amqplite").rglob("*.py")):
+        name = ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        if name == "amqplite":
+            continue
+        package = name if p.name == "__init__.py" else name.rpartition(".")[0]
+        part = name.split(".")[1]
+        for m in sorted(_imports(p, name, package)):
+            target = m.split(".")[1] if m.startswith("amqplite.") else None
+            if (target is None or target == part or target not in parts
+                    or target in ALLOWED[part]):
+                continue
+            # ``from amqplite.protocol import streamrecord`` also names the package
+            if any(m == e or m.startswith(e + ".") or e.startswith(m + ".")
+                   for e in EXTRA.get(name, ())):
+                continue
+            bad.append(f"{name} -> {m} ({part} may import {sorted(ALLOWED[part]) or 'nothing'})")
+    assert not bad, "imports outside the allowed edges:\n" + "\n".join(bad)

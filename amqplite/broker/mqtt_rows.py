@@ -8,9 +8,9 @@ lets a publish's acknowledgement wait for a row the shell wrote.
 
 from __future__ import annotations
 
+from amqplite import storeops as ops
 from amqplite.broker.base import BrokerBase
 from amqplite.broker.model import ChannelState
-from amqplite.store import ops
 
 
 class MQTTRows(BrokerBase):

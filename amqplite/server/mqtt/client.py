@@ -53,7 +53,7 @@ from amqplite.server.mqtt.common import (
 from amqplite.server.mqtt.inflight import PacketIds
 from amqplite.server.mqtt.subscriptions import Subscriptions
 from amqplite.server.mqtt.transports import login as transport_login
-from amqplite.store.ops import NEVER_EXPIRES, PutMQTTWill
+from amqplite.storeops import NEVER_EXPIRES, PutMQTTWill
 
 if TYPE_CHECKING:
     from amqplite.server.mqtt.listener import MQTTListener

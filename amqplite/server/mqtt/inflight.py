@@ -20,7 +20,7 @@ a kill -9 included, resumes the flows where they were:
 from __future__ import annotations
 
 from amqplite.broker.core import Broker
-from amqplite.store.ops import DeleteMQTTPacketId, PutMQTTPacketId
+from amqplite.storeops import DeleteMQTTPacketId, PutMQTTPacketId
 
 
 class PacketIds:

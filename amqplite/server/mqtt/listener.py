@@ -32,7 +32,7 @@ from amqplite.server.mqtt.transports import open_tls, tls_handler
 from amqplite.server.mqtt.wills import Key, Wills
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
-from amqplite.store.ops import (
+from amqplite.storeops import (
     NEVER_EXPIRES,
     PutMQTTPacketId,
     PutMQTTSession,

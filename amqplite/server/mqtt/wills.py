@@ -33,7 +33,7 @@ from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.topics import topic_to_routing_key
 from amqplite.protocol.properties import decode_properties, encode_properties, expiration_of
-from amqplite.store.ops import PutMQTTWill
+from amqplite.storeops import PutMQTTWill
 
 log = logging.getLogger("amqplite.mqtt")
 

@@ -213,7 +213,8 @@ class FrameParser:
         return self._phase != _NOISE
 
     def receive(self, data: bytes | bytearray | memoryview) -> None:
-        self._buf += data
+        if self._error is None:  # a poisoned parser keeps nothing
+            self._buf += data
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         """Add bytes and return every frame now complete (raises on the first bad one)."""
@@ -343,13 +344,12 @@ class FrameParser:
                 raise FrameError("frame not terminated by NUL after content-length bytes")
         else:
             nul = buf.find(b"\x00", self._scan)
+            seen = end if nul < 0 else nul
+            if seen - start > self.limits.max_body_length:
+                raise FrameError(f"body longer than {self.limits.max_body_length} bytes", "Frame too large")
+            self._check_size(seen if nul < 0 else nul + 1)
             if nul < 0:
                 self._scan = end
-                if end - start > self.limits.max_body_length:
-                    raise FrameError(
-                        f"body longer than {self.limits.max_body_length} bytes", "Frame too large"
-                    )
-                self._check_size(end)
                 return None
         assert self._command is not None
         frame = Frame(self._command, self._headers, bytes(buf[start:nul]))

@@ -36,7 +36,9 @@ from amqplite.protocol.stomp.frames import V10, V11, V12, Frame, FrameParser, Pa
 CONNECT = b"CONNECT\naccept-version:1.0,1.1,1.2\nhost:/\nlogin:guest\npasscode:guest\n\n\x00"
 
 
-def frame(command: str, headers: dict[str, str] | None = None, body: bytes = b"", version: str = V12) -> bytes:
+def frame(
+    command: str, headers: dict[str, str] | None = None, body: bytes = b"", version: str = V12
+) -> bytes:
     return serialize(command, headers or {}, body, version, trailing_lf=False)
 
 
@@ -278,7 +280,7 @@ def test_1_0_header_values_lose_leading_whitespace_like_rabbitmq() -> None:
     assert ev.receipt == "r"
 
 
-# ------------------------------------------------------------------ validation errors (RabbitMQ 3.10.8's texts)
+# ------------------------------------------------------------ validation errors (RabbitMQ 3.10.8's texts)
 
 
 @pytest.mark.parametrize(

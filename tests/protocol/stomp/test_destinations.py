@@ -38,7 +38,9 @@ def test_valid_destinations(header: str, expected: Destination) -> None:
     assert parse_destination(header) == expected
 
 
-UNKNOWN_TAIL = "Valid destination types are: /temp-queue, /exchange, /topic, /queue, /amq/queue, /reply-queue/.\n"
+UNKNOWN_TAIL = (
+    "Valid destination types are: /temp-queue, /exchange, /topic, /queue, /amq/queue, /reply-queue/.\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -46,7 +48,8 @@ UNKNOWN_TAIL = "Valid destination types are: /temp-queue, /exchange, /topic, /qu
     [
         # each text as RabbitMQ 3.10.8 sent it
         ("/foo/bar", "Unknown destination", f"'/foo/bar' is not a valid destination.\n{UNKNOWN_TAIL}"),
-        ("/reply-queue", "Unknown destination", f"'/reply-queue' is not a valid destination.\n{UNKNOWN_TAIL}"),
+        ("/reply-queue", "Unknown destination",
+         f"'/reply-queue' is not a valid destination.\n{UNKNOWN_TAIL}"),
         ("a/b", "Unknown destination", f"'a/b' is not a valid destination.\n{UNKNOWN_TAIL}"),
         ("/amq/foo", "Unknown destination", f"'/amq/foo' is not a valid destination.\n{UNKNOWN_TAIL}"),
         ("", "Invalid destination", "Destination cannot be blank"),
@@ -108,7 +111,8 @@ def test_formatted_destination_parses_back(key: str, exchange: str) -> None:
     assert parse_destination(format_destination("", key)) == Destination(Kind.QUEUE, key)
     assert parse_destination(format_destination("amq.topic", key)) == Destination(Kind.TOPIC, key)
     if exchange != "amq.topic":
-        assert parse_destination(format_destination(exchange, key)) == Destination(Kind.EXCHANGE, exchange, key)
+        expected = Destination(Kind.EXCHANGE, exchange, key)
+        assert parse_destination(format_destination(exchange, key)) == expected
         assert parse_destination(format_destination(exchange, "")) == Destination(Kind.EXCHANGE, exchange)
 
 

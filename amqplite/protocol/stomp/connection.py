@@ -425,8 +425,8 @@ class StompConnection:
     def _on_nack(self, frame: Frame) -> NackReceived:
         h = frame.headers
         return NackReceived(
-            self._ack_id(frame), h.get("subscription"), _boolean(h.get("requeue")),
-            h.get("transaction"), h.get("receipt"),
+            self._ack_id(frame), h.get("subscription"), h.get("transaction"), h.get("receipt"),
+            requeue=_boolean(h.get("requeue")),
         )
 
     def _on_begin(self, frame: Frame) -> BeginReceived:

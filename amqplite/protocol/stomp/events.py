@@ -71,8 +71,9 @@ class UnsubscribeReceived:
 
 
 @attrs.frozen
-class AckReceived:
-    """``ack_id`` is the 1.2 ``id`` header or the 1.0/1.1 ``message-id``."""
+class SettleFrame:
+    """ACK or NACK (each its own subclass). ``ack_id`` is the 1.2 ``id`` header
+    or the 1.0/1.1 ``message-id``."""
 
     ack_id: str
     subscription: str | None
@@ -81,32 +82,38 @@ class AckReceived:
 
 
 @attrs.frozen
-class NackReceived:
+class AckReceived(SettleFrame):
+    pass
+
+
+@attrs.frozen
+class NackReceived(SettleFrame):
     """``requeue`` is None when the client did not say (the server's default applies)."""
 
-    ack_id: str
-    subscription: str | None
     requeue: bool | None = None
-    transaction: str | None = None
-    receipt: str | None = None
 
 
 @attrs.frozen
-class BeginReceived:
+class TransactionFrame:
+    """BEGIN, COMMIT or ABORT; each is its own subclass."""
+
     transaction: str
     receipt: str | None = None
 
 
 @attrs.frozen
-class CommitReceived:
-    transaction: str
-    receipt: str | None = None
+class BeginReceived(TransactionFrame):
+    pass
 
 
 @attrs.frozen
-class AbortReceived:
-    transaction: str
-    receipt: str | None = None
+class CommitReceived(TransactionFrame):
+    pass
+
+
+@attrs.frozen
+class AbortReceived(TransactionFrame):
+    pass
 
 
 @attrs.frozen

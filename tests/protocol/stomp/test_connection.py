@@ -7,6 +7,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from amqplite.protocol.stomp import events as evt
 from amqplite.protocol.stomp.connection import (
     ServerLimits,
     State,
@@ -16,21 +17,6 @@ from amqplite.protocol.stomp.connection import (
 )
 from amqplite.protocol.stomp.destinations import Destination, Kind
 from amqplite.protocol.stomp.errors import FrameError, access_refused
-from amqplite.protocol.stomp.events import (
-    AbortReceived,
-    AckMode,
-    AckReceived,
-    BeginReceived,
-    CommitReceived,
-    ConnectRequested,
-    DisconnectReceived,
-    NackReceived,
-    ProtocolError,
-    SendReceived,
-    StompEvent,
-    SubscribeReceived,
-    UnsubscribeReceived,
-)
 from amqplite.protocol.stomp.frames import V10, V11, V12, Frame, FrameParser, ParserLimits, serialize
 
 CONNECT = b"CONNECT\naccept-version:1.0,1.1,1.2\nhost:/\nlogin:guest\npasscode:guest\n\n\x00"
@@ -42,7 +28,7 @@ def frame(
     return serialize(command, headers or {}, body, version, trailing_lf=False)
 
 
-def events(conn: StompConnection, data: bytes = b"", now: float = 0.0) -> list[StompEvent]:
+def events(conn: StompConnection, data: bytes = b"", now: float = 0.0) -> list[evt.StompEvent]:
     if data:
         conn.receive_data(data, now)
     return list(conn.events())
@@ -61,7 +47,7 @@ def connected(version: str = V12, heart_beat: str | None = None, now: float = 0.
     extra = f"heart-beat:{heart_beat}\n".encode() if heart_beat else b""
     data = CONNECT.replace(b"1.0,1.1,1.2", version.encode()).replace(b"\n\n\x00", b"\n" + extra + b"\n\x00")
     [ev] = events(conn, data, now)
-    assert isinstance(ev, ConnectRequested)
+    assert isinstance(ev, evt.ConnectRequested)
     conn.accept("session-1", now, server="amqplite/test")
     [ok] = output(conn)
     assert ok.command == "CONNECTED"
@@ -81,7 +67,7 @@ def error_of(conn: StompConnection) -> Frame:
 def test_connect_asks_the_shell_then_connected_as_rabbitmq_shapes_it() -> None:
     conn = StompConnection()
     [ev] = events(conn, CONNECT.replace(b"\n\n\x00", b"\nheart-beat:10000,5000\n\n\x00"))
-    assert ev == ConnectRequested(
+    assert ev == evt.ConnectRequested(
         V12, "/", "guest", "guest", (10000, 5000),
         {"accept-version": "1.0,1.1,1.2", "host": "/", "login": "guest", "passcode": "guest",
          "heart-beat": "10000,5000"},
@@ -98,7 +84,7 @@ def test_connect_asks_the_shell_then_connected_as_rabbitmq_shapes_it() -> None:
 def test_stomp_command_connects_and_absent_fields_are_none() -> None:
     conn = StompConnection()
     [ev] = events(conn, b"STOMP\naccept-version:1.1\n\n\x00")
-    assert isinstance(ev, ConnectRequested)
+    assert isinstance(ev, evt.ConnectRequested)
     assert (ev.command, ev.version, ev.host, ev.login, ev.passcode, ev.heart_beat) == (
         "STOMP", V11, None, None, None, (0, 0)
     )
@@ -118,7 +104,7 @@ def test_version_negotiation_picks_the_highest_common(header: str | None, versio
 def test_version_mismatch_error() -> None:
     conn = StompConnection()
     [ev] = events(conn, b"CONNECT\naccept-version:2.0\n\n\x00")
-    assert ev == ProtocolError("Version mismatch", "Supported versions are 1.0,1.1,1.2\n")
+    assert ev == evt.ProtocolError("Version mismatch", "Supported versions are 1.0,1.1,1.2\n")
     err = error_of(conn)
     assert err.headers == {"message": "Version mismatch", "content-type": "text/plain",
                            "version": "1.0,1.1,1.2", "content-length": "35"}
@@ -139,7 +125,7 @@ def test_heart_beat_negotiation(cx_cy: tuple[int, int], answer: tuple[int, int])
 def test_malformed_heart_beat_is_a_bad_connect(value: str) -> None:
     conn = StompConnection()
     [ev] = events(conn, CONNECT.replace(b"\n\n\x00", f"\nheart-beat:{value}\n\n\x00".encode()))
-    assert isinstance(ev, ProtocolError)
+    assert isinstance(ev, evt.ProtocolError)
     assert ev.message == "Bad CONNECT"
     assert error_of(conn).headers["message"] == "Bad CONNECT"
 
@@ -158,7 +144,7 @@ def test_reject_sends_error_and_closes() -> None:
 def test_frames_before_connect_are_refused(command: str) -> None:
     conn = StompConnection()
     [ev] = events(conn, frame(command, {"destination": "/queue/a"}))
-    assert ev == ProtocolError("Illegal command", "You must log in using CONNECT first")
+    assert ev == evt.ProtocolError("Illegal command", "You must log in using CONNECT first")
     assert error_of(conn).body == b"You must log in using CONNECT first"
 
 
@@ -166,11 +152,11 @@ def test_pipelined_frames_wait_for_accept_and_use_the_negotiated_escaping() -> N
     conn = StompConnection()
     data = CONNECT + frame("SEND", {"destination": "/queue/a", "k": "a:b\nc"}, b"x")
     [ev] = events(conn, data)
-    assert isinstance(ev, ConnectRequested)
+    assert isinstance(ev, evt.ConnectRequested)
     assert events(conn) == []
     conn.accept("s", 0.0)
     [send] = events(conn)
-    assert isinstance(send, SendReceived)
+    assert isinstance(send, evt.SendReceived)
     assert send.headers["k"] == "a:b\nc"
 
 
@@ -178,25 +164,25 @@ def test_smaller_frame_limit_until_login() -> None:
     limits = ServerLimits(max_frame_size_unauthenticated=200, parser=ParserLimits(max_frame_size=10_000))
     conn = StompConnection(limits)
     [ev] = events(conn, CONNECT.replace(b"\n\n\x00", b"\nx:" + b"y" * 300 + b"\n\n\x00"))
-    assert ev == ProtocolError("Frame too large", "frame larger than 200 bytes")
+    assert ev == evt.ProtocolError("Frame too large", "frame larger than 200 bytes")
     conn = StompConnection(limits)
     events(conn, CONNECT)
     # bytes pipelined behind the CONNECT count against the same limit
     [ev] = events(conn, b"SEND\n\n" + b"z" * 300)
-    assert isinstance(ev, ProtocolError)
+    assert isinstance(ev, evt.ProtocolError)
     assert ev.message == "Frame too large"
     conn = StompConnection(limits)
     events(conn, CONNECT)
     conn.accept("s", 0.0)
     [send] = events(conn, frame("SEND", {"destination": "/queue/a"}, b"z" * 5000))
-    assert isinstance(send, SendReceived)
+    assert isinstance(send, evt.SendReceived)
     assert len(send.body) == 5000
 
 
 def test_second_connect_is_refused() -> None:
     conn = connected()
     [ev] = events(conn, CONNECT)
-    assert ev == ProtocolError("Illegal command", "Already connected")
+    assert ev == evt.ProtocolError("Illegal command", "Already connected")
 
 
 # ------------------------------------------------------------------ events per command
@@ -207,7 +193,7 @@ def test_send_event() -> None:
     data = frame("SEND", {"destination": "/topic/a.b", "receipt": "r1", "transaction": "tx",
                           "persistent": "true"}, b"\x00hi")
     [ev] = events(conn, data)
-    assert ev == SendReceived(
+    assert ev == evt.SendReceived(
         Destination(Kind.TOPIC, "a.b"),
         {"destination": "/topic/a.b", "receipt": "r1", "transaction": "tx", "persistent": "true",
          "content-length": "3"},
@@ -215,47 +201,51 @@ def test_send_event() -> None:
     )
 
 
-@pytest.mark.parametrize(("raw", "mode"), [(None, AckMode.AUTO), ("auto", AckMode.AUTO),
-                                           ("client", AckMode.CLIENT),
-                                           ("client-individual", AckMode.CLIENT_INDIVIDUAL)])
-def test_subscribe_event(raw: str | None, mode: AckMode) -> None:
+@pytest.mark.parametrize(("raw", "mode"), [(None, evt.AckMode.AUTO), ("auto", evt.AckMode.AUTO),
+                                           ("client", evt.AckMode.CLIENT),
+                                           ("client-individual", evt.AckMode.CLIENT_INDIVIDUAL)])
+def test_subscribe_event(raw: str | None, mode: evt.AckMode) -> None:
     conn = connected()
     headers = {"destination": "/queue/q", "id": "7", "prefetch-count": "10"}
     if raw:
         headers["ack"] = raw
     [ev] = events(conn, frame("SUBSCRIBE", headers))
-    assert ev == SubscribeReceived("7", Destination(Kind.QUEUE, "q"), mode, headers)
+    assert ev == evt.SubscribeReceived("7", Destination(Kind.QUEUE, "q"), mode, headers)
 
 
 def test_subscribe_without_id_is_accepted_only_in_1_0() -> None:
     conn = connected(V10)
     [ev] = events(conn, frame("SUBSCRIBE", {"destination": "/queue/q"}, version=V10))
-    assert isinstance(ev, SubscribeReceived)
+    assert isinstance(ev, evt.SubscribeReceived)
     assert ev.subscription_id is None
     conn = connected(V11)
     [ev] = events(conn, frame("SUBSCRIBE", {"destination": "/queue/q"}, version=V11))
-    assert ev == ProtocolError("Missing header", '"SUBSCRIBE" must include the "id" header\n')
+    assert ev == evt.ProtocolError("Missing header", '"SUBSCRIBE" must include the "id" header\n')
 
 
 def test_unsubscribe_event() -> None:
     conn = connected()
     [ev] = events(conn, frame("UNSUBSCRIBE", {"id": "7", "receipt": "r"}))
-    assert ev == UnsubscribeReceived("7", None, {"id": "7", "receipt": "r"}, "r")
+    assert ev == evt.UnsubscribeReceived("7", None, {"id": "7", "receipt": "r"}, "r")
     conn = connected(V10)
     [ev] = events(conn, frame("UNSUBSCRIBE", {"destination": "/queue/q"}, version=V10))
-    assert ev == UnsubscribeReceived(None, "/queue/q", {"destination": "/queue/q"})
+    assert ev == evt.UnsubscribeReceived(None, "/queue/q", {"destination": "/queue/q"})
 
 
 def test_ack_and_nack_by_version() -> None:
     conn = connected(V12)
     data = frame("ACK", {"id": "m1", "transaction": "t"}) + frame("NACK", {"id": "m2", "requeue": "false"})
-    assert events(conn, data) == [AckReceived("m1", None, "t"), NackReceived("m2", None, False)]
+    assert events(conn, data) == [
+        evt.AckReceived("m1", None, "t"), evt.NackReceived("m2", None, requeue=False)
+    ]
     for version in (V10, V11):
         conn = connected(version)
         data = frame("ACK", {"message-id": "m1", "subscription": "s"}, version=version) + frame(
             "NACK", {"message-id": "m2", "receipt": "r", "requeue": "True"}, version=version
         )
-        assert events(conn, data) == [AckReceived("m1", "s"), NackReceived("m2", None, True, None, "r")]
+        assert events(conn, data) == [
+            evt.AckReceived("m1", "s"), evt.NackReceived("m2", None, receipt="r", requeue=True)
+        ]
 
 
 def test_transactions_and_disconnect() -> None:
@@ -263,8 +253,10 @@ def test_transactions_and_disconnect() -> None:
     data = (frame("BEGIN", {"transaction": "t"}) + frame("COMMIT", {"transaction": "t", "receipt": "c"})
             + frame("ABORT", {"transaction": "u"}) + frame("DISCONNECT", {"receipt": "bye"})
             + frame("SEND", {"destination": "/queue/ignored"}))
-    assert events(conn, data) == [BeginReceived("t"), CommitReceived("t", "c"), AbortReceived("u"),
-                                  DisconnectReceived("bye")]
+    assert events(conn, data) == [
+        evt.BeginReceived("t"), evt.CommitReceived("t", "c"), evt.AbortReceived("u"),
+        evt.DisconnectReceived("bye"),
+    ]
     assert conn.state is State.DISCONNECTING
     conn.send_receipt("bye")
     assert output(conn) == [Frame("RECEIPT", {"receipt-id": "bye"})]
@@ -275,7 +267,7 @@ def test_transactions_and_disconnect() -> None:
 def test_1_0_header_values_lose_leading_whitespace_like_rabbitmq() -> None:
     conn = connected(V10)
     [ev] = events(conn, b"SEND\ndestination: /queue/a\nreceipt:  r\n\n\x00")
-    assert isinstance(ev, SendReceived)
+    assert isinstance(ev, evt.SendReceived)
     assert ev.destination == Destination(Kind.QUEUE, "a")
     assert ev.receipt == "r"
 
@@ -328,7 +320,7 @@ def test_invalid_frames_get_rabbitmq_error_texts(
 ) -> None:
     conn = connected(version)
     [ev] = events(conn, frame(command, {**headers, "receipt": "r9"}, version=version))
-    assert ev == ProtocolError(message, detail)
+    assert ev == evt.ProtocolError(message, detail)
     err = error_of(conn)
     assert err.headers["message"] == message
     assert err.headers["receipt-id"] == "r9"  # the spec's SHOULD; RabbitMQ leaves it out
@@ -339,7 +331,7 @@ def test_invalid_frames_get_rabbitmq_error_texts(
 def test_malformed_frame_after_connect_is_an_error_and_close() -> None:
     conn = connected()
     [ev] = events(conn, b"SEND\nx:a\\tb\n\n\x00")
-    assert isinstance(ev, ProtocolError)
+    assert isinstance(ev, evt.ProtocolError)
     assert ev.message == "Malformed frame"
     assert error_of(conn).headers["message"] == "Malformed frame"
 
@@ -475,9 +467,9 @@ class ConnectionMachine(RuleBasedStateMachine):
         for part in (data[:cut], data[cut:]):
             self.conn.receive_data(part, self.now)
             for ev in self.conn.events():
-                if isinstance(ev, ProtocolError):
+                if isinstance(ev, evt.ProtocolError):
                     assert self.conn.closed
-                if isinstance(ev, DisconnectReceived) and ev.receipt:
+                if isinstance(ev, evt.DisconnectReceived) and ev.receipt:
                     self.conn.send_receipt(ev.receipt)
         self._drain()
 

@@ -503,3 +503,38 @@ class ConnectionMachine(RuleBasedStateMachine):
 
 ConnectionMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=25, deadline=None)
 test_connection_state_machine = ConnectionMachine.TestCase
+
+
+def test_stomp_1_2_spec_session() -> None:
+    """The frames of the STOMP 1.2 specification's examples, in one session."""
+    conn = StompConnection()
+    [req] = events(conn, b"CONNECT\naccept-version:1.2\nhost:stomp.github.org\n\n\x00")
+    assert isinstance(req, evt.ConnectRequested)
+    assert (req.version, req.host) == (V12, "stomp.github.org")
+    conn.accept("s", 0.0)
+    assert output(conn)[0].headers["version"] == "1.2"
+    data = (
+        b"SUBSCRIBE\nid:0\ndestination:/queue/foo\nack:client\n\n\x00"
+        b"BEGIN\ntransaction:tx1\n\n\x00"
+        b"SEND\ndestination:/queue/a\ncontent-type:text/plain\ntransaction:tx1\n\nhello queue a\x00"
+        b"ACK\nid:12345\ntransaction:tx1\n\n\x00"
+        b"NACK\nid:12346\ntransaction:tx1\n\n\x00"
+        b"COMMIT\ntransaction:tx1\n\n\x00"
+        b"UNSUBSCRIBE\nid:0\n\n\x00"
+        b"DISCONNECT\nreceipt:77\n\n\x00"
+    )
+    got = events(conn, data)
+    assert [type(e).__name__ for e in got] == [
+        "SubscribeReceived", "BeginReceived", "SendReceived", "AckReceived", "NackReceived",
+        "CommitReceived", "UnsubscribeReceived", "DisconnectReceived",
+    ]
+    sub, _, send, ack, nack, *_ = got
+    assert isinstance(sub, evt.SubscribeReceived)
+    assert (sub.subscription_id, sub.destination, sub.ack) == ("0", Destination(Kind.QUEUE, "foo"),
+                                                              evt.AckMode.CLIENT)
+    assert isinstance(send, evt.SendReceived)
+    assert (send.transaction, send.body) == ("tx1", b"hello queue a")
+    assert ack == evt.AckReceived("12345", None, "tx1")
+    assert nack == evt.NackReceived("12346", None, "tx1")
+    conn.send_receipt("77")
+    assert conn.data_to_send(0.0) == b"RECEIPT\nreceipt-id:77\n\n\x00\n"

@@ -373,3 +373,24 @@ def test_fuzz_mutated_frames_raise_only_frame_error(frame: Frame, version: str, 
     data[pos % len(data)] = byte
     with contextlib.suppress(FrameError):
         parse_all(bytes(data), version)
+
+
+def test_frames_rabbitmq_3_10_8_sent_parse() -> None:
+    # bytes captured from RabbitMQ 3.10.8 (docs/dev/stomp-reference.md): EOL after each NUL
+    data = (
+        b"CONNECTED\nserver:RabbitMQ/3.10.8\nsession:session-pWwjG0EN1Nsh7bA-2kT-Qw\n"
+        b"heart-beat:0,0\nversion:1.2\n\n\x00\n"
+        b"MESSAGE\nsubscription:sub-1\ndestination:/queue/probe-msg\n"
+        b"message-id:T_sub-1@@session-pWwjG0EN1Nsh7bA-2kT-Qw@@1\nredelivered:false\n"
+        b"ack:T_sub-1@@session-pWwjG0EN1Nsh7bA-2kT-Qw@@1\nx-custom:a\\cb\\nc\\\\d\n"
+        b"reply-to:/reply-queue/foo\ncorrelation-id:c1\npersistent:true\ncontent-type:text/plain\n"
+        b"content-length:5\n\nhello\x00\n"
+        b"ERROR\nmessage:Missing destination\ncontent-type:text/plain\nversion:1.0,1.1,1.2\n"
+        b"content-length:43\n\n\"SEND\" must include a 'destination' header\n\x00\n"
+    )
+    connected, message, error = parse_all(data, V12)
+    assert connected.headers["version"] == "1.2"
+    assert message.headers["x-custom"] == "a:b\nc\\d"
+    assert message.body == b"hello"
+    assert error.headers["message"] == "Missing destination"
+    assert error.body == b"\"SEND\" must include a 'destination' header\n"

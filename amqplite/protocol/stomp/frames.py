@@ -259,7 +259,9 @@ class FrameParser:
             if self._phase == _NOISE:
                 self._compact()
                 return None
-        if self._phase == _HEAD and not self._read_head(buf, end):
+        if self._phase == _HEAD and not (
+            (self._command is None and self._fast_head(buf)) or self._read_head(buf, end)
+        ):
             return None
         return self._read_body(buf, end)
 
@@ -274,7 +276,7 @@ class FrameParser:
                 if self._command is None:
                     if partial > MAX_COMMAND_LENGTH + 1:
                         raise FrameError(f"command longer than {MAX_COMMAND_LENGTH} bytes")
-                elif partial > 4 * limits.max_header_length + 2:
+                elif partial > 2 * limits.max_header_length + 3:
                     raise FrameError(
                         f"header longer than {limits.max_header_length} bytes", "Header too long"
                     )
@@ -296,21 +298,62 @@ class FrameParser:
                 return True
             self._add_header(raw)
 
+    def _fast_head(self, buf: bytearray) -> bool:
+        """Read the whole head at once when it is all buffered, LF-only and ASCII
+        (the common case); False leaves everything to ``_read_head``, which
+        also gives any error its precise text."""
+        start = self._start
+        stop = buf.find(b"\n\n", start)
+        if stop < 0 or stop + 2 - start > self.max_frame_size:
+            return False
+        raw = bytes(buf[start:stop])
+        if b"\r" in raw or not raw.isascii():
+            return False
+        command, *lines = raw.decode("ascii").split("\n")
+        if len(command) > MAX_COMMAND_LENGTH:
+            return False
+        self._command = command
+        if (b"\\" in raw and escapes(command, self.version)) or len(lines) > self.limits.max_headers:
+            for line in lines:  # escapes to undo, or perhaps too many headers: check each
+                self._text_header(line)
+        else:
+            headers = self._headers
+            longest = self.limits.max_header_length
+            for line in lines:
+                name, colon, value = line.partition(":")
+                if not colon or not name or len(name) > longest or len(value) > longest:
+                    self._text_header(line)  # raises the precise error
+                if name not in headers:  # repeated header: the first occurrence wins
+                    headers[name] = value
+        self._line = stop + 2
+        self._enter_body()
+        return True
+
+    def _text_header(self, line: str) -> None:
+        name, colon, value = line.partition(":")
+        if not colon:
+            raise FrameError(f"header line without a colon: {line[:64].encode()!r}")
+        self._header(name, value, len(name), len(value))
+
     def _add_header(self, raw: bytes) -> None:
-        limits = self.limits
         colon = raw.find(b":")
         if colon < 0:
             raise FrameError(f"header line without a colon: {raw[:64]!r}")
-        if colon == 0:
-            raise FrameError("header with an empty name")
         name = _text(raw[:colon], "header name")
         value = _text(raw[colon + 1 :], "header value")
+        self._header(name, value, colon, len(raw) - colon - 1)
+
+    def _header(self, name: str, value: str, name_bytes: int, value_bytes: int) -> None:
+        """Check and keep one header; the lengths are of the raw (escaped) bytes, as RabbitMQ counts."""
+        limits = self.limits
+        if not name_bytes:
+            raise FrameError("header with an empty name")
+        if name_bytes > limits.max_header_length or value_bytes > limits.max_header_length:
+            raise FrameError(f"header longer than {limits.max_header_length} bytes", "Header too long")
         assert self._command is not None
         if escapes(self._command, self.version):
             name = unescape(name)
             value = unescape(value)
-        if len(name) > limits.max_header_length or len(value) > limits.max_header_length:
-            raise FrameError(f"header longer than {limits.max_header_length} bytes", "Header too long")
         headers = self._headers
         if name in headers:
             return  # repeated header: the first occurrence wins

@@ -394,3 +394,32 @@ def test_frames_rabbitmq_3_10_8_sent_parse() -> None:
     assert message.body == b"hello"
     assert error.headers["message"] == "Missing destination"
     assert error.body == b"\"SEND\" must include a 'destination' header\n"
+
+
+def _outcome(data: bytes, version: str, chunk: int) -> tuple[list[Frame], bool]:
+    limits = ParserLimits(max_frame_size=120, max_header_length=12, max_headers=3, max_body_length=60)
+    parser = FrameParser(limits, version)
+    frames: list[Frame] = []
+    try:
+        for i in range(0, len(data), chunk):
+            parser.receive(data[i : i + chunk])
+            while (frame := parser.next_frame()) is not None:
+                frames.append(frame)
+    except FrameError:
+        return frames, True
+    return frames, False
+
+
+@settings(max_examples=400)
+@given(
+    data=st.lists(
+        st.sampled_from([b"SEND", b"ACK", b"\n", b"\r\n", b"\r", b":", b"a", b"bb", b"\\", b"\\n", b"\\c",
+                         b"\x00", b"\xc3\xa9", b"\xff", b"content-length:", b"3", b"x" * 13]),
+        max_size=40,
+    ).map(b"".join),
+    version=st.sampled_from([V10, V11, V12]),
+)
+def test_whole_head_fast_path_agrees_with_line_by_line(data: bytes, version: str) -> None:
+    # fed at once, a buffered LF-only ASCII head takes the fast path; byte by byte, never.
+    # Same frames, same refusal (which limit is named first may depend on the chunking)
+    assert _outcome(data, version, len(data) or 1) == _outcome(data, version, 1)

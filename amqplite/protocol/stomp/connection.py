@@ -186,29 +186,26 @@ class StompConnection:
     def next_event(self) -> StompEvent | None:
         """The next thing the client did, or None until more bytes (or the
         answer to ConnectRequested) arrive."""
-        while True:
-            state = self.state
-            if state is State.CONNECTING:
-                if self._parser.buffered > self.limits.max_frame_size_unauthenticated:
-                    return self._fail(FrameError(
-                        f"more than {self.limits.max_frame_size_unauthenticated} bytes "
-                        "sent before the login completed", "Frame too large",
-                    ))
-                return None  # pipelined frames wait for accept(): limits and version depend on it
-            if state is not State.AWAIT_CONNECT and state is not State.CONNECTED:
-                return None
-            try:
-                frame = self._parser.next_frame()
-            except FrameError as err:
-                return self._fail(err)
-            if frame is None:
-                return None
-            try:
-                event = self._dispatch(frame)
-            except StompError as err:
-                return self._fail(err, frame.headers.get("receipt"))
-            if event is not None:
-                return event
+        state = self.state
+        if state is State.CONNECTING:
+            if self._parser.buffered > self.limits.max_frame_size_unauthenticated:
+                return self._fail(FrameError(
+                    f"more than {self.limits.max_frame_size_unauthenticated} bytes "
+                    "sent before the login completed", "Frame too large",
+                ))
+            return None  # pipelined frames wait for accept(): limits and version depend on it
+        if state is not State.AWAIT_CONNECT and state is not State.CONNECTED:
+            return None
+        try:
+            frame = self._parser.next_frame()
+        except FrameError as err:
+            return self._fail(err)
+        if frame is None:
+            return None
+        try:
+            return self._dispatch(frame)
+        except StompError as err:
+            return self._fail(err, frame.headers.get("receipt"))
 
     # ------------------------------------------------------------ timers
 
@@ -341,7 +338,7 @@ class StompConnection:
         self.send_error(err.message, err.detail, receipt=receipt)
         return ProtocolError(err.message, err.detail)
 
-    def _dispatch(self, frame: Frame) -> StompEvent | None:
+    def _dispatch(self, frame: Frame) -> StompEvent:
         command = frame.command
         if self.state is State.AWAIT_CONNECT:
             if command == "CONNECT" or command == "STOMP":

@@ -219,10 +219,7 @@ class FrameParser:
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         """Add bytes and return every frame now complete (raises on the first bad one)."""
         self.receive(data)
-        out = []
-        while (frame := self.next_frame()) is not None:
-            out.append(frame)
-        return out
+        return list(iter(self.next_frame, None))
 
     def next_frame(self) -> Frame | None:
         """The next complete frame, or None until more bytes arrive."""

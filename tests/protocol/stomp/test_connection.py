@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -538,3 +540,30 @@ def test_stomp_1_2_spec_session() -> None:
     assert nack == evt.NackReceived("12346", None, "tx1")
     conn.send_receipt("77")
     assert conn.data_to_send(0.0) == b"RECEIPT\nreceipt-id:77\n\n\x00\n"
+
+
+@settings(max_examples=300)
+@given(
+    data=st.binary(max_size=300),
+    prefix=st.sampled_from([b"", CONNECT]),
+    accept=st.booleans(),
+    cuts=st.lists(st.integers(0, 400), max_size=5),
+)
+def test_fuzz_connection_never_raises(data: bytes, prefix: bytes, accept: bool, cuts: list[int]) -> None:
+    """Random bytes, before or after a login: only events come out, an ERROR
+    is the last frame written, and the limits bound what is held."""
+    limits = ServerLimits(max_frame_size_unauthenticated=128, parser=ParserLimits(max_frame_size=256))
+    conn = StompConnection(limits)
+    stream = prefix + data
+    points = sorted({0, len(stream), *(c % (len(stream) + 1) for c in cuts)})
+    for a, b in itertools.pairwise(points):
+        conn.receive_data(stream[a:b], 0.0)
+        for event in conn.events():
+            if isinstance(event, evt.ConnectRequested) and accept:
+                conn.accept("s", 0.0)
+            elif isinstance(event, evt.ProtocolError):
+                assert conn.closed
+        assert conn._parser.buffered <= 256 + 400
+    written = output(conn)
+    assert all(f.command in ("CONNECTED", "ERROR") for f in written)
+    assert "ERROR" not in [f.command for f in written[:-1]]

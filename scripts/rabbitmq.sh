@@ -17,6 +17,8 @@
 # RABBITMQ_MQTT_PORT=N also enables rabbitmq_mqtt with its listener on
 # 127.0.0.1:N (scripts/bench_mqtt.py); without it no MQTT port opens (the
 # plugin's default, 1883, would collide with a system Mosquitto or amqplite).
+# RABBITMQ_STOMP_PORT=N likewise enables rabbitmq_stomp on 127.0.0.1:N (the
+# plugin's default, 61613, is amqplite's STOMP port too).
 #
 # Installs the Debian package when it is missing (needs root). Every failure
 # exits non-zero with the reason and the node's log: a conformance run against
@@ -138,6 +140,7 @@ start() {
   # federation tests, the shovel plugins for the shovel benchmark)
   plugins="rabbitmq_recent_history_exchange${mgmt:+,rabbitmq_management}"
   plugins="$plugins${RABBITMQ_MQTT_PORT:+,rabbitmq_mqtt}"
+  plugins="$plugins${RABBITMQ_STOMP_PORT:+,rabbitmq_stomp}"
   echo "[$plugins${RABBITMQ_EXTRA_PLUGINS:+,$RABBITMQ_EXTRA_PLUGINS}]." >"$dir/enabled_plugins"
   echo "[]." >"$dir/advanced.config"
   : >"$dir/rabbitmq-env.conf"
@@ -155,6 +158,9 @@ EOF
   fi
   if [ -n "${RABBITMQ_MQTT_PORT:-}" ]; then
     echo "mqtt.listeners.tcp.default = 127.0.0.1:$RABBITMQ_MQTT_PORT" >>"$dir/rabbitmq.conf"
+  fi
+  if [ -n "${RABBITMQ_STOMP_PORT:-}" ]; then
+    echo "stomp.listeners.tcp.default = 127.0.0.1:$RABBITMQ_STOMP_PORT" >>"$dir/rabbitmq.conf"
   fi
   node_env "$dir"
   # setsid: the node and its helpers get their own process group, stopped as one.

@@ -1,0 +1,45 @@
+"""The errors a STOMP connection answers with an ERROR frame.
+
+``message`` becomes the ERROR frame's ``message`` header (RabbitMQ's short
+titles such as "Missing destination"), ``detail`` its text/plain body.
+"""
+
+from __future__ import annotations
+
+
+class StompError(Exception):
+    """Input a STOMP server refuses: answered by ERROR, then the connection closes."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message, detail)
+        self.message = message
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"{self.message}: {self.detail}" if self.detail else self.message
+
+
+class FrameError(StompError):
+    """Bytes that are not a well-formed frame, or break a size limit.
+
+    The only exception the frame parser raises: after it the byte stream
+    cannot be resynchronised, so the parser stays poisoned.
+    """
+
+    def __init__(self, detail: str, message: str = "Malformed frame") -> None:
+        super().__init__(message, detail)
+
+
+# RabbitMQ 3.10.8's refusals of a CONNECT, for the shell (docs/dev/stomp-reference.md)
+
+
+def access_refused(login: str) -> StompError:
+    return StompError("Bad CONNECT", f"Access refused for user '{login}'\n")
+
+
+def vhost_access_denied(vhost: str) -> StompError:
+    return StompError("Bad CONNECT", f"Virtual host '{vhost}' access denied")
+
+
+def not_loopback() -> StompError:
+    return StompError("Bad CONNECT", "non-loopback access denied")

@@ -11,6 +11,8 @@ import pytest
 
 CASES = {
     "amqplite.protocol.connection": ("trio", "sqlalchemy", "pyspark", "amqplite.broker"),
+    "amqplite.protocol.stomp.connection": ("trio", "sqlalchemy", "pyspark", "amqplite.broker",
+                                           "amqplite.protocol.mqtt"),
     "amqplite.broker.core": ("trio", "sqlalchemy", "pyspark", "amqplite.store"),
     "amqplite.storeops": ("trio", "sqlalchemy", "pyspark", "amqplite.protocol", "amqplite.broker",
                           "amqplite.store"),

@@ -24,7 +24,7 @@ CASES = {
     "amqplite.cli": ("pyspark",),
 }
 #: pure MQTT session objects: another helper's package, checked once it exists
-SESSION_MODULES = ("amqplite.sessions", "amqplite.sessions.mqtt")
+SESSION_MODULES = ("amqplite.sessions", "amqplite.sessions.mqtt", "amqplite.sessions.stomp.session")
 for _name in SESSION_MODULES:
     if (Path(__file__).resolve().parent.parent / Path(*_name.split("."))).is_dir():
         CASES[_name] = ("trio", "sqlalchemy", "pyspark", "amqplite.server", "amqplite.store",

@@ -108,6 +108,8 @@ def main() -> None:
               help="Retained MQTT messages a vhost keeps (default 100000).")
 @click.option("--mqtt-retained-max-bytes",
               help="Body bytes of a vhost's retained MQTT messages (default 64MiB).")
+@click.option("--stomp-port", type=int,
+              help="STOMP listener port (default 0: off for now; RabbitMQ uses 61613).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flags: Any) -> None:

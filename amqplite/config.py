@@ -256,6 +256,15 @@ class Settings:
     mqtt_retained_max_messages: int = attrs.field(default=100_000, validator=_positive)
     #: body bytes of a vhost's retained MQTT messages; a publish past it is refused
     mqtt_retained_max_bytes: str = attrs.field(default="64MiB", validator=_size)
+    #: STOMP listener port (61613 once the front is complete; 0, the default for
+    #: now, turns the listener off)
+    stomp_port: int = attrs.field(default=0, validator=_positive)
+    #: the vhost of STOMP clients whose CONNECT has no ``host`` header
+    stomp_default_vhost: str = "/"
+    #: the largest STOMP frame a logged-in client may send (RabbitMQ's stomp.max_frame_size)
+    stomp_max_frame_size: str = attrs.field(default="4MiB", validator=_size)
+    #: the largest frame before the login is accepted (stomp.max_frame_size_unauthenticated)
+    stomp_max_frame_size_unauthenticated: str = attrs.field(default="64KiB", validator=_size)
     admin_host: str = "127.0.0.1"
     #: 0 disables the admin HTTP API
     admin_port: int = attrs.field(default=15672, validator=_positive)

@@ -22,12 +22,16 @@ if TYPE_CHECKING:
 
 async def serve(settings: Settings) -> None:
     """Run the AMQP server, its store, the links (shovels) and, when configured, the
-    MQTT listener and the admin API."""
+    MQTT and STOMP listeners and the admin API."""
     services: list[Service] = [run_links]  # before the admin API, which shows its shovels
     if settings.mqtt_port or settings.mqtt_tls_port is not None:
         from amqplite.server.mqtt import run_mqtt
 
         services.append(run_mqtt)
+    if settings.stomp_port:
+        from amqplite.server.stomp import run_stomp
+
+        services.append(run_stomp)
     if settings.admin_port:
         from amqplite.admin.http import run_admin
 

@@ -278,7 +278,7 @@ def mqtt_connection_info(conn: Any) -> dict[str, Any]:
         "peer_host": conn.peer_host,
         "peer_port": conn.peer_port,
         "channels": 0,
-        "timeout": conn.proto.keep_alive,
+        "timeout": conn.timeout if hasattr(conn, "timeout") else conn.proto.keep_alive,
         "connected_at": int(conn.connected_at * 1000),
         "recv_oct": conn.bytes_in,
         "send_oct": conn.bytes_out,
@@ -287,8 +287,10 @@ def mqtt_connection_info(conn: Any) -> dict[str, Any]:
 
 
 def mqtt_connections(server: NodeView) -> list[Any]:
-    """The MQTT listener's connections (none when it is off)."""
-    return list(server.mqtt.connections) if server.mqtt is not None else []
+    """The MQTT and STOMP listeners' connections (none when they are off)."""
+    stomp = getattr(server, "stomp", None)  # the STOMP front: same listing shape
+    return ((list(server.mqtt.connections) if server.mqtt is not None else [])
+            + (list(stomp.connections) if stomp is not None else []))
 
 
 def _channel_name(conn: AMQPConnection, ch: ChannelState) -> str:

@@ -104,6 +104,8 @@ class Server:
         #: the MQTT listener (server/mqtt.py) once it runs, None when mqtt_port is 0;
         #: the admin API lists its connections
         self.mqtt: Any = None
+        #: the STOMP listener (server/stomp/) once it runs, None when stomp_port is 0
+        self.stomp: Any = None
         #: persistent MQTT sessions read back by recovery, for the MQTT listener
         self.mqtt_sessions: list[Any] = []
         #: base URL of the admin HTTP API once it listens (None when disabled)
@@ -135,6 +137,7 @@ class Server:
         if not limit:
             return False
         admitted = sum(c.admitted for c in self.connections)
+        admitted += 0 if self.stomp is None else len(self.stomp.clients)
         return admitted + (0 if self.mqtt is None else len(self.mqtt.clients)) >= limit
 
     def interpret(self, *, flush: bool = True) -> None:
@@ -499,10 +502,13 @@ class Server:
             c.force_close(320, SHUTDOWN_TEXT)
         if self.mqtt is not None:
             self.mqtt.close_all(SHUTDOWN_TEXT)
+        if self.stomp is not None:
+            self.stomp.close_all(SHUTDOWN_TEXT)
         # each connection waits for close-ok, then lingers: both are bounded; an MQTT
         # client's writer sends its DISCONNECT (bounded by its FINISH_TIMEOUT)
         with trio.move_on_after(CLOSE_OK_TIMEOUT + LINGER_TIMEOUT + 1):
-            while self.connections or (self.mqtt is not None and self.mqtt.connections):
+            while self.connections or (self.mqtt is not None and self.mqtt.connections) or (
+                    self.stomp is not None and self.stomp.connections):
                 await trio.sleep(0.02)
         assert self.persistence is not None
         with trio.move_on_after(30):

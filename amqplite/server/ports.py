@@ -19,6 +19,8 @@ _USUAL: dict[str, tuple[str, str]] = {
     # 1883 is MQTT's registered port: a system Mosquitto holds it on many machines
     "mqtt_port": ("another amqplite, Mosquitto or RabbitMQ's MQTT plugin?",
                   "; --mqtt-port 0 turns MQTT off"),
+    "stomp_port": ("another amqplite or RabbitMQ's STOMP plugin?",
+                   "; --stomp-port 0 turns STOMP off"),
 }
 
 

@@ -1,0 +1,86 @@
+"""The STOMP listener: accepts clients; each is a ``StompClient`` (client.py)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from amqplite.broker.auth import UserDB
+from amqplite.broker.core import Broker
+from amqplite.config import Settings, parse_size
+from amqplite.protocol.stomp.connection import ServerLimits
+from amqplite.protocol.stomp.frames import ParserLimits
+from amqplite.server.persistence import Persistence
+from amqplite.server.ports import accepted_peer, listen_tcp
+from amqplite.server.stomp.client import StompClient
+
+if TYPE_CHECKING:
+    from amqplite.server.app import Server
+
+log = logging.getLogger("amqplite.stomp")
+
+
+class StompListener:
+    """Accepts STOMP clients. Its dependencies are explicit, as the MQTT
+    listener's: the settings, the broker and its users, the server's
+    ``execute``/``interpret``/``committed`` and the store bridge."""
+
+    def __init__(self, settings: Settings, broker: Broker, users: UserDB,
+                 execute: Callable[..., Any], interpret: Callable[..., None],
+                 committed: Callable[[], Awaitable[None]], persistence: Persistence) -> None:
+        self.settings = settings
+        self.broker = broker
+        self.users = users
+        self.execute = execute
+        self.interpret = interpret
+        self.committed = committed
+        self.persistence = persistence
+        self.limits = ServerLimits(
+            max_frame_size_unauthenticated=parse_size(
+                settings.stomp_max_frame_size_unauthenticated),
+            parser=attrs.evolve(ParserLimits(),
+                                max_frame_size=parse_size(settings.stomp_max_frame_size)))
+        self.connections: set[StompClient] = set()
+        self.ports: list[int] = []
+
+    @property
+    def clients(self) -> list[StompClient]:
+        """The logged-in connections (they count against max_connections)."""
+        return [c for c in self.connections if c.rules is not None]
+
+    async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
+                    ) -> None:
+        s = self.settings
+        listeners = await listen_tcp(s.stomp_port, s.host, "STOMP", "stomp_port")
+        self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
+        log.info("STOMP listening on port(s) %s", self.ports)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.serve_listeners, self._handle, listeners)
+            task_status.started(self.ports)
+            await trio.sleep_forever()
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        peer = accepted_peer(stream)
+        if peer is not None:
+            await StompClient(self, stream, peer).run()
+
+    def close_all(self, text: str) -> None:
+        """Shutdown: every client told and its session ended now, so what that
+        writes (requeues) reaches the store before it closes."""
+        for c in list(self.connections):
+            c.force_close(text)
+
+
+async def run_stomp(server: Server,
+                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """A service of the composition root: the STOMP listener beside AMQP and MQTT."""
+    listener = StompListener(server.settings, server.broker, server.users, server.execute,
+                             server.interpret, server.committed, server.persist)
+    server.stomp = listener
+    async with trio.open_nursery() as nursery:
+        await nursery.start(listener.serve)
+        task_status.started()

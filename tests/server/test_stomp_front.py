@@ -1,0 +1,186 @@
+"""The STOMP front end to end: stomp.py 9.0 (and raw sockets) against a real broker
+started with --stomp-port."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import urllib.request
+from base64 import b64encode
+from collections.abc import Iterator
+from pathlib import Path
+
+import pika
+import pytest
+
+from tests.brokerproc import BrokerProcess, free_port
+from tests.server.stompclient import DEADLINE, connect, raw_frames, stomp_port
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("stomp"), None, "--stomp-port",
+                      str(free_port())).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def _raw(b: BrokerProcess, data: bytes) -> tuple[list[bytes], bool]:
+    with socket.create_connection(("127.0.0.1", stomp_port(b)), timeout=DEADLINE) as s:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            s.sendall(data)
+        return raw_frames(s)
+
+
+def test_login_and_its_refusals(broker: BrokerProcess) -> None:
+    c, _ = connect(broker)
+    c.disconnect()
+    frames, closed = _raw(broker, b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:bad\n\n\0")
+    assert closed and len(frames) == 1
+    assert frames[0].startswith(b"ERROR\n") and b"message:Bad CONNECT" in frames[0]
+    assert b"Access refused for user 'guest'" in frames[0]
+    frames, closed = _raw(broker, b"CONNECT\naccept-version:1.2\nhost:nosuch\nlogin:guest\n"
+                                  b"passcode:guest\n\n\0")
+    assert closed and b"Virtual host 'nosuch' access denied" in frames[0]
+    frames, closed = _raw(broker, b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n"
+                                  b"\n\0DISCONNECT\nreceipt:bye\n\n\0")
+    assert closed and frames[0].startswith(b"CONNECTED\n") and b"version:1.2" in frames[0]
+    assert b"server:amqplite/" in frames[0] and b"session:session-" in frames[0]
+    assert frames[1].startswith(b"RECEIPT\n") and b"receipt-id:bye" in frames[1]
+
+
+def test_send_and_subscribe_on_queues_and_topics(broker: BrokerProcess) -> None:
+    c, rec = connect(broker)
+    c.send("/queue/e2e-q", "to the queue", headers={"x-custom": "v"})
+    c.subscribe("/queue/e2e-q", id="q")
+    c.subscribe("/topic/e2e.*", id="t")
+    c.send("/topic/e2e.news", "to the topic", receipt="r")
+    rec.wait_receipt("r")
+    ms = rec.wait_messages(2)
+    by_sub = {m.headers["subscription"]: m for m in ms}
+    assert by_sub["q"].body == "to the queue" and by_sub["q"].headers["x-custom"] == "v"
+    assert by_sub["q"].headers["destination"] == "/queue/e2e-q"
+    assert by_sub["t"].body == "to the topic"
+    assert by_sub["t"].headers["destination"] == "/topic/e2e.news"
+    assert by_sub["t"].headers["content-length"] == str(len("to the topic"))
+    c.disconnect()
+
+
+def test_client_individual_ack_and_nack(broker: BrokerProcess) -> None:
+    c, rec = connect(broker)
+    c.send("/queue/e2e-dead", "")  # declares the dead-letter target
+    c.send("/queue/e2e-work", "one", headers={"x-dead-letter-exchange": "",
+                                              "x-dead-letter-routing-key": "e2e-dead"})
+    c.send("/queue/e2e-work", "two")
+    c.subscribe("/queue/e2e-work", id="w", ack="client-individual")
+    one, two = rec.wait_messages(2)
+    c.ack(one.headers["ack"], receipt="a")
+    c.nack(two.headers["ack"], requeue="false", receipt="n")
+    rec.wait_receipt("n")
+    c.subscribe("/queue/e2e-dead", id="d")
+    dead = rec.wait_messages(4)[2:]
+    assert sorted(m.body for m in dead) == ["", "two"]
+    c.unsubscribe("w")
+    c.disconnect()
+
+
+def test_nack_requeues_and_a_closed_connection_returns_unacked(broker: BrokerProcess) -> None:
+    c, rec = connect(broker)
+    c.send("/queue/e2e-requeue", "again")
+    c.subscribe("/queue/e2e-requeue", id="s", ack="client")
+    (m,) = rec.wait_messages(1)
+    c.nack(m.headers["ack"])
+    m2 = rec.wait_messages(2)[1]
+    assert m2.body == "again" and m2.headers["redelivered"] == "true"
+    c.disconnect()
+    d, rec2 = connect(broker)
+    d.subscribe("/queue/e2e-requeue", id="s")
+    (m3,) = rec2.wait_messages(1)
+    assert m3.headers["redelivered"] == "true"
+    d.disconnect()
+
+
+def test_amqp_to_stomp_and_back(broker: BrokerProcess) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    ch = conn.channel()
+    ch.queue_declare("e2e-from-stomp", durable=True)
+    c, rec = connect(broker)
+    c.subscribe("/queue/e2e-from-amqp", id="s", receipt="sub")
+    rec.wait_receipt("sub")
+    ch.basic_publish("", "e2e-from-amqp", b"hello stomp", pika.BasicProperties(
+        content_type="text/plain", headers={"n": 7}, correlation_id="c1", delivery_mode=2))
+    (m,) = rec.wait_messages(1)
+    assert m.body == "hello stomp" and m.headers["n"] == "7"
+    assert m.headers["correlation-id"] == "c1" and m.headers["persistent"] == "true"
+    c.send("/queue/e2e-from-stomp", "hello amqp", content_type="text/plain",
+           headers={"x-k": "v", "persistent": "true"}, receipt="s")
+    rec.wait_receipt("s")
+    _method, props, body = ch.basic_get("e2e-from-stomp", auto_ack=True)
+    assert body == b"hello amqp" and props.headers == {"x-k": "v"}
+    assert props.delivery_mode == 2 and props.content_type == "text/plain"
+    c.disconnect()
+    conn.close()
+
+
+def test_hostile_input_closes_only_that_client(broker: BrokerProcess) -> None:
+    c, rec = connect(broker)
+    c.subscribe("/queue/e2e-hostile", id="s")
+    frames, closed = _raw(broker, b"\x16\x03\x01garbage\xff\xfe\n\n\0")
+    assert closed and frames and frames[0].startswith(b"ERROR\n")
+    frames, closed = _raw(broker, b"CONNECT\n" + b"x-flood:" + b"a" * 200_000)
+    assert closed and frames and frames[0].startswith(b"ERROR\n")
+    frames, closed = _raw(broker, b"SEND\ndestination:/queue/e2e-hostile\n\nsneaky\0")
+    assert closed and b"message:Illegal command" in frames[0]
+    c.send("/queue/e2e-hostile", "still here")
+    (m,) = rec.wait_messages(1)
+    assert m.body == "still here"
+    c.disconnect()
+
+
+def test_connections_are_listed_with_their_protocol(broker: BrokerProcess) -> None:
+    c, _ = connect(broker)
+    req = urllib.request.Request(f"{broker.admin_url}/api/connections", headers={
+        "Authorization": "Basic " + b64encode(b"guest:guest").decode()})
+    with urllib.request.urlopen(req, timeout=DEADLINE) as r:
+        rows = json.load(r)
+    assert any(row["protocol"] == "STOMP 1.2" and row["user"] == "guest" for row in rows)
+    c.disconnect()
+
+
+def test_receipted_persistent_send_survives_kill_9(tmp_path: Path) -> None:
+    port = free_port()
+    b = BrokerProcess(tmp_path, None, "--stomp-port", str(port)).start()
+    try:
+        c, rec = connect(b)
+        c.send("/queue/e2e-durable", "kept", headers={"persistent": "true"}, receipt="p")
+        rec.wait_receipt("p")
+        b.kill()
+        b.start()
+        d, rec2 = connect(b)
+        d.subscribe("/queue/e2e-durable", id="s")
+        (m,) = rec2.wait_messages(1)
+        assert m.body == "kept" and m.headers["persistent"] == "true"
+        d.disconnect()
+    finally:
+        b.stop()
+
+
+def test_taken_port_names_stomp_port(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port", "0",
+             "--admin-port", "0", "--mqtt-port", "0", "--stomp-port", str(port),
+             "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert f"STOMP port {port} on 127.0.0.1 is already in use" in lines[0]
+    assert "--stomp-port, AMQPLITE_STOMP_PORT or `stomp_port`" in lines[0]

@@ -184,3 +184,16 @@ def test_taken_port_names_stomp_port(tmp_path: Path) -> None:
     assert len(lines) == 1, out.stderr
     assert f"STOMP port {port} on 127.0.0.1 is already in use" in lines[0]
     assert "--stomp-port, AMQPLITE_STOMP_PORT or `stomp_port`" in lines[0]
+
+
+def test_stomp_clients_count_against_max_connections(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path, None, "--stomp-port", str(free_port()),
+                      "--max-connections", "1").start()
+    try:
+        c, _ = connect(b)
+        frames, closed = _raw(b, b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n"
+                                 b"\n\0")
+        assert closed and b"node connection limit (1) is reached" in frames[0]
+        c.disconnect()
+    finally:
+        b.stop()

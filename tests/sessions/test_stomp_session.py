@@ -310,3 +310,22 @@ def test_deleting_the_queue_cancels_the_subscription_with_a_notice() -> None:
     (e,) = c.frames()
     assert e.command == "ERROR" and e.headers["message"] == "Server cancelled subscription"
     assert e.headers["subscription"] == "s" and not c.proto.closed
+
+
+def test_a_stream_subscription_is_refused_not_half_served() -> None:
+    node = Node()
+    c = node.connect()
+    c.send("SUBSCRIBE", id="s", destination="/queue/st", x_queue_type="stream")
+    (e,) = c.frames()
+    assert e.command == "ERROR" and e.headers["message"] == "Not supported" and c.finished
+
+
+def test_disconnect_receipt_waits_for_earlier_persistent_sends() -> None:
+    node = Node()
+    c = node.connect()
+    c.send("SEND", b"p", destination="/queue/q", persistent="true")
+    c.send("DISCONNECT", receipt="bye")
+    assert c.frames() == []
+    node.commit()
+    (r,) = c.frames()
+    assert r.command == "RECEIPT" and r.headers["receipt-id"] == "bye"

@@ -174,6 +174,13 @@ class StompClient:
             log.warning("STOMP %s: user %r may not use vhost %r", self.name, login, vhost)
             self.proto.reject(stomp_errors.vhost_access_denied(vhost))
             return
+        if listener.at_connection_limit():  # as AMQP's 530: the node's limit is reached
+            log.warning("STOMP %s refused: connection limit (%d) is reached", self.name,
+                        listener.settings.max_connections)
+            self.proto.reject(stomp_errors.StompError(
+                "Bad CONNECT", "connection refused: node connection limit "
+                               f"({listener.settings.max_connections}) is reached\n"))
+            return
         name = "session-" + secrets.token_urlsafe(16)
         self.rules = StompSession(self.broker, self.proto, user=login, vhost=vhost,
                                   peer=self.name, name=name, flush=self.flush,

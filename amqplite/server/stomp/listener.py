@@ -31,7 +31,8 @@ class StompListener:
 
     def __init__(self, settings: Settings, broker: Broker, users: UserDB,
                  execute: Callable[..., Any], interpret: Callable[..., None],
-                 committed: Callable[[], Awaitable[None]], persistence: Persistence) -> None:
+                 committed: Callable[[], Awaitable[None]], persistence: Persistence,
+                 at_limit: Callable[[], bool] = lambda: False) -> None:
         self.settings = settings
         self.broker = broker
         self.users = users
@@ -45,6 +46,8 @@ class StompListener:
             parser=attrs.evolve(ParserLimits(),
                                 max_frame_size=parse_size(settings.stomp_max_frame_size)))
         self.connections: set[StompClient] = set()
+        #: is max_connections reached, by AMQP, MQTT and STOMP clients together
+        self.at_connection_limit = at_limit
         self.ports: list[int] = []
 
     @property
@@ -79,7 +82,8 @@ async def run_stomp(server: Server,
                     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """A service of the composition root: the STOMP listener beside AMQP and MQTT."""
     listener = StompListener(server.settings, server.broker, server.users, server.execute,
-                             server.interpret, server.committed, server.persist)
+                             server.interpret, server.committed, server.persist,
+                             server.at_connection_limit)
     server.stomp = listener
     async with trio.open_nursery() as nursery:
         await nursery.start(listener.serve)

@@ -286,11 +286,13 @@ class StompSession:
                     raise StompError("Invalid header",
                                      f"'prefetch-count' must be an integer, not '{prefetch}'\n")
                 b.basic_qos(ch, 0, int(prefetch), False)
-            args = None
-            offset = h.get("x-stream-offset")
-            if offset is not None:
-                args = {"x-stream-offset": int(offset) if offset.isdigit() else offset}
-            b.basic_consume(ch, queue, tag, no_ack=ev.ack is AckMode.AUTO, arguments=args)
+            vh = b.vhosts.get(self.session.vhost)
+            q = None if vh is None else vh.queues.get(queue)
+            if q is not None and q.stream is not None:  # refused, never half-served
+                raise StompError("Not supported",
+                                 f"'{raw}' is a stream: STOMP stream subscriptions are "
+                                 "not served yet\n")
+            b.basic_consume(ch, queue, tag, no_ack=ev.ack is AckMode.AUTO)
         except BaseException:
             b.close_channel(ch)
             raise

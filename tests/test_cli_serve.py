@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from amqplite.config import Settings, load_settings
 
 
@@ -65,19 +67,23 @@ def test_port_in_use(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
 
 
-def test_admin_port_in_use(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("setting", "what"), [("admin_port", "admin API"),
+                                               ("stomp_port", "STOMP")])
+def test_listener_port_in_use(tmp_path: Path, setting: str, what: str) -> None:
+    flag = "--" + setting.replace("_", "-")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        out = _serve("--host", "127.0.0.1", "--port", "0", "--admin-port", str(port),
-                     "--data-dir", str(tmp_path))
+        others = {"--admin-port": "0", flag: str(port)}
+        out = _serve("--host", "127.0.0.1", "--port", "0", "--data-dir", str(tmp_path),
+                     *[a for kv in others.items() for a in kv])
     assert out.returncode == 1
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
-    assert lines[0].startswith(f"amqplite: cannot start: admin API port {port} on 127.0.0.1 "
+    assert lines[0].startswith(f"amqplite: cannot start: {what} port {port} on 127.0.0.1 "
                                "is already in use")
-    assert "--admin-port, AMQPLITE_ADMIN_PORT or `admin_port`" in lines[0]
+    assert f"{flag}, AMQPLITE_{setting.upper()} or `{setting}`" in lines[0]
 
 
 def test_bad_config_value(tmp_path: Path) -> None:

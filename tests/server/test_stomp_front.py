@@ -6,8 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import subprocess
-import sys
 import urllib.request
 from base64 import b64encode
 from collections.abc import Iterator
@@ -168,22 +166,6 @@ def test_receipted_persistent_send_survives_kill_9(tmp_path: Path) -> None:
         d.disconnect()
     finally:
         b.stop()
-
-
-def test_taken_port_names_stomp_port(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        out = subprocess.run(
-            [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port", "0",
-             "--admin-port", "0", "--mqtt-port", "0", "--stomp-port", str(port),
-             "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 1
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1, out.stderr
-    assert f"STOMP port {port} on 127.0.0.1 is already in use" in lines[0]
-    assert "--stomp-port, AMQPLITE_STOMP_PORT or `stomp_port`" in lines[0]
 
 
 def test_stomp_clients_count_against_max_connections(tmp_path: Path) -> None:

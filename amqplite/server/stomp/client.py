@@ -1,9 +1,8 @@
-"""One STOMP connection: a trio shell on the sans-I/O ``StompConnection`` and the
-``StompSession`` rules. Reader, writer and heart-beat timer; nothing else."""
+"""One STOMP connection: the trio shell (server/shell.py: reader, writer, timers)
+on the sans-I/O ``StompConnection`` and the ``StompSession`` rules."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import secrets
@@ -18,6 +17,7 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.stomp import errors as stomp_errors
 from amqplite.protocol.stomp.connection import StompConnection
 from amqplite.protocol.stomp.events import ConnectRequested, DisconnectReceived, ProtocolError
+from amqplite.server.shell import ConnectionShell
 from amqplite.sessions.stomp.session import StompSession
 
 if TYPE_CHECKING:
@@ -25,38 +25,27 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amqplite.stomp")
 
-RECV_SIZE = 64 * 1024
 #: a client's consumers stop receiving while this much is queued unsent to it
 WRITE_HIGH_WATER = 4 * 1024 * 1024
-#: after the connection ends, how long the writer may take to send what is queued
-FINISH_TIMEOUT = 2.0
 #: a DISCONNECT's RECEIPT waits for the commits before it, at most this many rounds
 _DISCONNECT_ROUNDS = 20
 
 
-class StompClient:
-    """One STOMP connection."""
+class StompClient(ConnectionShell):
+    """One STOMP connection; its session rules are the broker's transport."""
+
+    kind = "STOMP"
 
     def __init__(self, listener: StompListener, stream: trio.abc.Stream,
                  peer: tuple[str, int]) -> None:
+        super().__init__(stream, peer, log)
         self.listener = listener
         self.broker = listener.broker
-        self.stream = stream
-        self.tls = isinstance(stream, trio.SSLStream)
-        self.peer_host, self.peer_port = peer[0], peer[1]
-        self.name = f"{self.peer_host}:{self.peer_port}"
         self.proto = StompConnection(listener.limits, trio.current_time())
-        self.connected_at = time.time()
-        self.bytes_in = 0
-        self.bytes_out = 0
-        self.alive = True
         self.rules: StompSession | None = None
         #: what the admin listing reads (the CONNECT's ``client-id``, if any)
         self.client_id = ""
-        self._wake = trio.Event()
         self._timer_wake = trio.Event()
-        self._finishing = False
-        self._cancel: trio.CancelScope | None = None
 
     @property
     def session(self) -> Session | None:
@@ -72,53 +61,29 @@ class StompClient:
         """The heart-beat we expect from the client, in seconds (0: none)."""
         return int(self.proto.receive_interval)
 
-    # ------------------------------------------------------------ tasks
     async def run(self) -> None:
-        self.listener.connections.add(self)
-        try:
-            async with trio.open_nursery() as nursery:
-                self._cancel = nursery.cancel_scope
-                nursery.start_soon(self._writer)
-                nursery.start_soon(self._timers)
-                nursery.start_soon(self._reader)
-        except Exception:  # one bad connection never takes the broker down
-            log.exception("STOMP connection %s crashed", self.name)
-        finally:
-            self.alive = False
-            self.listener.connections.discard(self)
-            self._end_session()
-            with trio.move_on_after(1):
-                await self.stream.aclose()
+        await self.serve(self.listener.connections)
 
-    def _finish(self) -> None:
-        """Stop reading; the writer sends what is queued, then everything ends."""
-        self._finishing = True
-        self._wake.set()
-        if self._cancel is not None:
-            self._cancel.deadline = min(self._cancel.deadline,
-                                        trio.current_time() + FINISH_TIMEOUT)
-
-    async def _reader(self) -> None:
-        proto = self.proto
+    # ------------------------------------------------------------ the shell's hooks
+    async def _before_read(self) -> None:
         persistence = self.listener.persistence
-        try:
-            while not self._finishing:
-                if not persistence.has_capacity and self.rules is not None:
-                    await persistence.wait_capacity()  # as RabbitMQ's alarms
-                    proto.receive_data(b"", trio.current_time())  # our silence, not theirs
-                try:
-                    data = await self.stream.receive_some(RECV_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    return
-                if not data:
-                    return
-                self.bytes_in += len(data)
-                proto.receive_data(data, trio.current_time())
-                await self._handle_events()
-                self.listener.interpret()
-                self.flush()
-        finally:
-            self._finish()
+        if not persistence.has_capacity and self.rules is not None:
+            await persistence.wait_capacity()  # as RabbitMQ's alarms: publishers wait
+            self.proto.receive_data(b"", trio.current_time())  # our silence, not theirs
+
+    async def _received(self, data: bytes | bytearray) -> None:
+        self.proto.receive_data(data, trio.current_time())
+        await self._handle_events()
+        self.listener.interpret()
+        self.flush()
+
+    def _outgoing(self) -> bytes:
+        return self.proto.data_to_send(trio.current_time())
+
+    def _drained(self) -> None:
+        s = self.session
+        if s is not None and not s.writable:
+            self.listener.execute(self.broker.set_writable, s, True)
 
     async def _handle_events(self) -> None:
         proto = self.proto
@@ -128,7 +93,7 @@ class StompClient:
                 self._connect(ev)
             elif type(ev) is ProtocolError:
                 log.info("STOMP %s: %s: %s", self.name, ev.message, ev.detail.strip())
-                self._finish()
+                self.finish()
             elif rules is not None:
                 rules.handle(ev)
                 if type(ev) is DisconnectReceived:
@@ -140,7 +105,7 @@ class StompClient:
             await self.listener.committed()  # a RECEIPT means it is stored
             self.rules.release_held()
         if proto.closed:
-            self._finish()
+            self.finish()
 
     async def _disconnect(self, rules: StompSession) -> None:
         """DISCONNECT: its RECEIPT once everything before it is confirmed, then close."""
@@ -150,7 +115,7 @@ class StompClient:
             if not rules.receipts_pending:
                 break
         self.proto.close()
-        self._finish()
+        self.finish()
 
     def _connect(self, ev: ConnectRequested) -> None:
         listener = self.listener
@@ -184,39 +149,10 @@ class StompClient:
         name = "session-" + secrets.token_urlsafe(16)
         self.rules = StompSession(self.broker, self.proto, user=login, vhost=vhost,
                                   peer=self.name, name=name, flush=self.flush,
-                                  finish=self._finish)
+                                  finish=self.finish)
         self.client_id = ev.headers.get("client-id", "")
         self.proto.accept(name, trio.current_time(), server=f"amqplite/{__version__}")
         self._timer_wake.set()  # the heart-beat deadlines start now
-
-    async def _writer(self) -> None:
-        """Sends what the protocol queued; once finishing, the rest, then FIN, then ends
-        the connection's nursery."""
-        while True:
-            if not self._finishing:
-                await self._wake.wait()
-            self._wake = trio.Event()
-            while True:
-                data = self.proto.data_to_send(trio.current_time())
-                if not data:
-                    break
-                try:
-                    await self.stream.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    self._finishing = True
-                    break
-                self.bytes_out += len(data)
-            s = self.session
-            if s is not None and not s.writable and not self._finishing:
-                self.listener.execute(self.broker.set_writable, s, True)
-            if self._finishing:  # nothing awaited since the last empty data_to_send()
-                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
-                                         OSError):
-                    if isinstance(self.stream, trio.abc.HalfCloseableStream):  # not TLS
-                        await self.stream.send_eof()
-                assert self._cancel is not None
-                self._cancel.cancel()
-                return
 
     async def _timers(self) -> None:
         """The login timeout and heart-beats both ways (the protocol object keeps the
@@ -230,13 +166,13 @@ class StompClient:
             if proto.check_timers(trio.current_time()):
                 log.info("STOMP %s: %s", self.name, "no heart-beat from the client"
                          if self.rules is not None else "no CONNECT in time")
-                self._finish()
+                self.finish()
                 return
             if proto.pending_bytes():
                 self._wake.set()
 
     # ------------------------------------------------------------ the end
-    def _end_session(self) -> None:
+    def _end(self) -> None:
         rules = self.rules
         if rules is not None and not rules.closed:
             self.listener.execute(rules.close)
@@ -245,8 +181,8 @@ class StompClient:
         """Shutdown: ERROR with the reason; the session ends now."""
         if self.rules is not None:
             self.rules.force_close(320, text)
-            self._end_session()
-        self._finish()
+            self._end()
+        self.finish()
 
     def flush(self) -> None:
         self._wake.set()

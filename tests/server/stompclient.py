@@ -23,6 +23,7 @@ class Recorder(stomp.ConnectionListener):  # type: ignore[misc]
         self.receipts: list[str] = []
         self.errors: list[Any] = []
         self.disconnected = False
+        self.heartbeats = 0
 
     def _add(self, kind: str, value: Any) -> None:
         with self.cond:
@@ -37,6 +38,11 @@ class Recorder(stomp.ConnectionListener):  # type: ignore[misc]
 
     def on_error(self, frame: Any) -> None:
         self._add("errors", frame)
+
+    def on_heartbeat(self) -> None:
+        with self.cond:
+            self.heartbeats += 1
+            self.cond.notify_all()
 
     def on_disconnected(self) -> None:
         with self.cond:

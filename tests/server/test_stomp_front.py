@@ -179,3 +179,13 @@ def test_stomp_clients_count_against_max_connections(tmp_path: Path) -> None:
         c.disconnect()
     finally:
         b.stop()
+
+
+def test_heart_beats_both_ways(broker: BrokerProcess) -> None:
+    c, rec = connect(broker, heartbeats=(1000, 1000))
+    rec.wait(lambda: rec.heartbeats >= 2, "two heart-beats from the server")
+    assert c.is_connected()  # ours reached it: the connection stays
+    c.disconnect()
+    frames, closed = _raw(broker, b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n"
+                                  b"heart-beat:1000,0\n\n\0")  # then silence
+    assert closed and b"heart-beat:0,1000" in frames[0]

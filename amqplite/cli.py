@@ -110,6 +110,12 @@ def main() -> None:
               help="Body bytes of a vhost's retained MQTT messages (default 64MiB).")
 @click.option("--stomp-port", type=int,
               help="STOMP listener port (default 0: off for now; RabbitMQ uses 61613).")
+@click.option("--stomp-tls-port", type=int,
+              help="STOMP over TLS port (RabbitMQ uses 61614), with the --tls-* certificates; "
+                   "off by default.")
+@click.option("--stomp-ssl-cert-login", is_flag=True, default=None,
+              help="STOMP TLS clients with a verified certificate and no login log in as its "
+                   "CN (needs --tls-verify-peer).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flags: Any) -> None:

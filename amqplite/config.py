@@ -259,6 +259,13 @@ class Settings:
     #: STOMP listener port (61613 once the front is complete; 0, the default for
     #: now, turns the listener off)
     stomp_port: int = attrs.field(default=0, validator=_positive)
+    #: STOMP over TLS (RabbitMQ uses 61614) with the AMQPS certificate settings
+    #: (tls_cert, tls_key, tls_ca, tls_verify_peer, ...); None: off (0 picks a free port)
+    stomp_tls_port: int | None = attrs.field(default=None,
+                                             validator=attrs.validators.optional(_positive))
+    #: a TLS client with a verified certificate and no ``login`` logs in as the
+    #: certificate's CN (RabbitMQ's stomp.ssl_cert_login)
+    stomp_ssl_cert_login: bool = False
     #: the vhost of STOMP clients whose CONNECT has no ``host`` header
     stomp_default_vhost: str = "/"
     #: the largest STOMP frame a logged-in client may send (RabbitMQ's stomp.max_frame_size)

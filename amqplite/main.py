@@ -28,7 +28,7 @@ async def serve(settings: Settings) -> None:
         from amqplite.server.mqtt import run_mqtt
 
         services.append(run_mqtt)
-    if settings.stomp_port:
+    if settings.stomp_port or settings.stomp_tls_port is not None:
         from amqplite.server.stomp import run_stomp
 
         services.append(run_stomp)

@@ -147,6 +147,11 @@ def test_connections_are_listed_with_their_protocol(broker: BrokerProcess) -> No
     with urllib.request.urlopen(req, timeout=DEADLINE) as r:
         rows = json.load(r)
     assert any(row["protocol"] == "STOMP 1.2" and row["user"] == "guest" for row in rows)
+    req = urllib.request.Request(f"{broker.admin_url}/api/overview", headers=req.headers)
+    with urllib.request.urlopen(req, timeout=DEADLINE) as r:
+        listeners = json.load(r)["listeners"]
+    assert {"protocol": "stomp", "port": stomp_port(broker)}.items() <= next(
+        ln for ln in listeners if ln["protocol"] == "stomp").items()
     c.disconnect()
 
 

@@ -37,8 +37,10 @@ class StompClient(ConnectionShell):
     kind = "STOMP"
 
     def __init__(self, listener: StompListener, stream: trio.abc.Stream,
-                 peer: tuple[str, int]) -> None:
+                 peer: tuple[str, int], cert_user: str | None = None) -> None:
         super().__init__(stream, peer, log)
+        #: over TLS: the verified client certificate's user name (its CN)
+        self.cert_user = cert_user
         self.listener = listener
         self.broker = listener.broker
         self.proto = StompConnection(listener.limits, trio.current_time())
@@ -122,8 +124,12 @@ class StompClient(ConnectionShell):
         login = ev.login
         vhost = ev.host or listener.settings.stomp_default_vhost
         users = listener.users
-        user = None if login is None else users.authenticate(login, ev.passcode or "",
-                                                             self.peer_host)
+        if login is None and self.cert_user is not None and listener.settings.stomp_ssl_cert_login:
+            login = self.cert_user  # SASL EXTERNAL's rule: the user exists, may come from here
+            user = users.identify(login, self.peer_host)
+        else:
+            user = None if login is None else users.authenticate(login, ev.passcode or "",
+                                                                 self.peer_host)
         if user is None:
             name = login or ""
             line = users.failure_line(f"STOMP {self.name}", name, self.peer_host,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,8 @@ from amqplite.protocol.stomp.frames import ParserLimits
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.server.stomp.client import StompClient
+from amqplite.server.tls import accept as accept_tls
+from amqplite.server.tls import peer_user, server_context
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -49,6 +52,8 @@ class StompListener:
         #: is max_connections reached, by AMQP, MQTT and STOMP clients together
         self.at_connection_limit = at_limit
         self.ports: list[int] = []
+        self.tls_ports: list[int] = []
+        self._tls: ssl.SSLContext | None = None
 
     @property
     def clients(self) -> list[StompClient]:
@@ -58,11 +63,22 @@ class StompListener:
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
         s = self.settings
-        listeners = await listen_tcp(s.stomp_port, s.host, "STOMP", "stomp_port")
+        listeners = await listen_tcp(s.stomp_port, s.host, "STOMP", "stomp_port") \
+            if s.stomp_port else []
         self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
-        log.info("STOMP listening on port(s) %s", self.ports)
+        secure: list[trio.SocketListener] = []
+        if s.stomp_tls_port is not None:
+            self._tls = server_context(s)
+            secure = await listen_tcp(s.stomp_tls_port, s.host, "STOMP over TLS",
+                                      "stomp_tls_port")
+        self.tls_ports = sorted({ln.socket.getsockname()[1] for ln in secure})
+        log.info("STOMP listening on port(s) %s%s", self.ports,
+                 f", STOMP over TLS on {self.tls_ports}" if secure else "")
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(trio.serve_listeners, self._handle, listeners)
+            if listeners:
+                nursery.start_soon(trio.serve_listeners, self._handle, listeners)
+            if secure:
+                nursery.start_soon(trio.serve_listeners, self._handle_tls, secure)
             task_status.started(self.ports)
             await trio.sleep_forever()
 
@@ -70,6 +86,17 @@ class StompListener:
         peer = accepted_peer(stream)
         if peer is not None:
             await StompClient(self, stream, peer).run()
+
+    async def _handle_tls(self, stream: trio.SocketStream) -> None:
+        """Each socket's own handshake (a failure closes only it), then a client
+        carrying the verified certificate's user name, if any."""
+        peer = accepted_peer(stream)
+        if peer is None or self._tls is None:
+            return
+        tls = await accept_tls(stream, self._tls, f"STOMP {peer[0]}:{peer[1]}",
+                               self.settings.handshake_timeout)
+        if tls is not None:
+            await StompClient(self, tls, peer, peer_user(tls)).run()
 
     def close_all(self, text: str) -> None:
         """Shutdown: every client told and its session ended now, so what that

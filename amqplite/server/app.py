@@ -251,8 +251,15 @@ class Server:
         await self._paging[(vhost, queue)].wait()
 
     async def serve_mqtt_websocket(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """An ASGI websocket scope of the admin app: MQTT over WebSockets when enabled
-        (``serve_websocket`` refuses it otherwise)."""
+        """An ASGI websocket scope of the admin app: STOMP when a STOMP subprotocol is
+        offered, else MQTT over WebSockets when enabled (each refuses when off)."""
+        from amqplite.server.stomp.websocket import offers_stomp
+
+        if offers_stomp(scope):
+            from amqplite.server.stomp.websocket import serve_websocket as serve_stomp
+
+            await serve_stomp(self.stomp, scope, receive, send)
+            return
         from amqplite.server.mqtt.transports import serve_websocket  # the MQTT front, on use
 
         await serve_websocket(self.mqtt if self.settings.mqtt_websocket else None, scope,

@@ -59,6 +59,10 @@ class WebSocketStream(trio.abc.HalfCloseableStream):
         self._ended = False
         if max_message_size is not None:
             self.max_message_size = max_message_size
+        #: text messages carry the protocol too (STOMP), and once the peer sent one,
+        #: what we send goes as text where it is UTF-8 (as RabbitMQ's Web STOMP)
+        self.accept_text = False
+        self._text_peer = False
 
     @property
     def max_message_size(self) -> int | None:
@@ -75,7 +79,12 @@ class WebSocketStream(trio.abc.HalfCloseableStream):
             raise trio.ClosedResourceError("the WebSocket stream was closed")
         if self._sent_close or self._ended:
             raise trio.BrokenResourceError("the WebSocket is closed")
-        if data:
+        if data and self._text_peer:
+            try:
+                await self._send({"type": "websocket.send", "text": bytes(data).decode()})
+            except UnicodeDecodeError:
+                await self._send({"type": "websocket.send", "bytes": bytes(data)})
+        elif data:
             await self._send({"type": "websocket.send", "bytes": bytes(data)})
         else:
             await trio.lowlevel.checkpoint()
@@ -99,6 +108,9 @@ class WebSocketStream(trio.abc.HalfCloseableStream):
             kind = msg.get("type")
             if kind == "websocket.receive":
                 data = msg.get("bytes")
+                if data is None and self.accept_text and msg.get("text") is not None:
+                    self._text_peer = True
+                    data = msg["text"].encode()
                 if data is None:  # a text frame: not ours to decode
                     log.info("%s: text WebSocket message; only binary messages carry "
                              "packets, closing", self.name)

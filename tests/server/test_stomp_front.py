@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pika
 import pytest
+import stomp
 
 from tests.brokerproc import BrokerProcess, free_port
-from tests.server.stompclient import DEADLINE, connect, raw_frames, stomp_port
+from tests.server.stompclient import DEADLINE, Recorder, connect, raw_frames, stomp_port
 
 
 @pytest.fixture(scope="module")
@@ -194,3 +195,21 @@ def test_heart_beats_both_ways(broker: BrokerProcess) -> None:
     frames, closed = _raw(broker, b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n"
                                   b"heart-beat:1000,0\n\n\0")  # then silence
     assert closed and b"heart-beat:0,1000" in frames[0]
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_web_stomp_on_the_admin_port(broker: BrokerProcess, binary: bool) -> None:
+    """stomp.py over a WebSocket at /ws, text frames (as stompjs sends them) or binary."""
+    c = stomp.WSStompConnection([("127.0.0.1", broker.admin_port)], ws_path="/ws",
+                                vhost="/", header=["Sec-WebSocket-Protocol: v12.stomp"],
+                                binary_mode=binary, reconnect_attempts_max=1)
+    rec = Recorder()
+    c.set_listener("rec", rec)
+    c.connect("guest", "guest", wait=True)
+    queue = f"/queue/e2e-ws-{binary}"
+    c.subscribe(queue, id="s")
+    c.send(queue, "über websockets", headers={"persistent": "true"}, receipt="r")
+    rec.wait_receipt("r")
+    (m,) = rec.wait_messages(1)
+    assert m.body == "über websockets" and m.headers["destination"] == queue
+    c.disconnect()

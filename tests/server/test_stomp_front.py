@@ -213,3 +213,20 @@ def test_web_stomp_on_the_admin_port(broker: BrokerProcess, binary: bool) -> Non
     (m,) = rec.wait_messages(1)
     assert m.body == "über websockets" and m.headers["destination"] == queue
     c.disconnect()
+
+
+def test_stream_subscription_from_an_offset(broker: BrokerProcess) -> None:
+    c, rec = connect(broker)
+    for i in range(3):
+        c.send("/queue/e2e-stream", f"m{i}", headers={"x-queue-type": "stream",
+                                                    "persistent": "true"}, receipt=f"r{i}")
+    rec.wait_receipt("r2")
+    c.subscribe("/queue/e2e-stream", id="s", ack="client-individual",
+                headers={"prefetch-count": "10", "x-stream-offset": "offset=1"})
+    ms = rec.wait_messages(2)
+    assert [(m.body, m.headers["x-stream-offset"]) for m in ms] == [("m1", "1"), ("m2", "2")]
+    for m in ms:
+        c.ack(m.headers["ack"])
+    c.send("/queue/e2e-stream", "m3", headers={"x-queue-type": "stream"})
+    assert rec.wait_messages(3)[2].headers["x-stream-offset"] == "3"
+    c.disconnect()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
-from amqplite.sessions.stomp.session import subscription_queue
+from amqplite.sessions.stomp.session import stream_offset, subscription_queue
 from tests.sessions.stomp_node import Node
 
 
@@ -312,12 +313,19 @@ def test_deleting_the_queue_cancels_the_subscription_with_a_notice() -> None:
     assert e.headers["subscription"] == "s" and not c.proto.closed
 
 
-def test_a_stream_subscription_is_refused_not_half_served() -> None:
+def test_stream_offsets_in_rabbitmq_forms() -> None:
+    assert [stream_offset(v) for v in (None, "first", "last", "next", "offset=5", "1h")] == [
+        "next", "first", "last", "next", 5, "1h"]
+    ts = stream_offset("timestamp=1700000000")
+    assert isinstance(ts, Timestamp) and ts == 1700000000
+
+
+def test_a_stream_subscription_needs_client_acks_and_a_prefetch() -> None:
     node = Node()
     c = node.connect()
     c.send("SUBSCRIBE", id="s", destination="/queue/st", x_queue_type="stream")
     (e,) = c.frames()
-    assert e.command == "ERROR" and e.headers["message"] == "Not supported" and c.finished
+    assert e.command == "ERROR" and e.headers["message"] == "not_implemented" and c.finished
 
 
 def test_disconnect_receipt_waits_for_earlier_persistent_sends() -> None:

@@ -32,6 +32,8 @@ import attrs
 
 from amqplite.broker.core import Broker
 from amqplite.broker.model import ChannelState
+from amqplite.protocol import streamrecord
+from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.stomp.connection import StompConnection
 from amqplite.protocol.stomp.destinations import Destination, Kind, format_destination
@@ -88,6 +90,21 @@ def queue_arguments(headers: dict[str, str]) -> dict[str, Any] | None:
     if sac is not None:
         args["x-single-active-consumer"] = sac == "true"
     return args or None
+
+
+def stream_offset(value: str | None) -> Any:
+    """A SUBSCRIBE's ``x-stream-offset`` as the broker takes it (RabbitMQ's forms):
+    ``first``, ``last``, ``next`` (the default), ``offset=<n>``, ``timestamp=<s>``;
+    anything else (an interval such as ``1h``) as it is."""
+    if value is None:
+        return "next"
+    kind, sep, number = value.partition("=")
+    if sep and number.isdigit() and number.isascii():
+        if kind == "offset":
+            return int(number)
+        if kind == "timestamp":
+            return Timestamp(int(number))
+    return value
 
 
 def subscription_queue(destination: str, sub_id: str, scope: str = "") -> str:
@@ -288,11 +305,10 @@ class StompSession:
                 b.basic_qos(ch, 0, int(prefetch), False)
             vh = b.vhosts.get(self.session.vhost)
             q = None if vh is None else vh.queues.get(queue)
-            if q is not None and q.stream is not None:  # refused, never half-served
-                raise StompError("Not supported",
-                                 f"'{raw}' is a stream: STOMP stream subscriptions are "
-                                 "not served yet\n")
-            b.basic_consume(ch, queue, tag, no_ack=ev.ack is AckMode.AUTO)
+            args = None
+            if q is not None and q.stream is not None:
+                args = {"x-stream-offset": stream_offset(h.get("x-stream-offset"))}
+            b.basic_consume(ch, queue, tag, no_ack=ev.ack is AckMode.AUTO, arguments=args)
         except BaseException:
             b.close_channel(ch)
             raise
@@ -485,7 +501,19 @@ class StompSession:
 
     def deliver_stream(self, ch: ChannelState, consumer_tag: str, first_tag: int,
                        entries: list[Any]) -> None:
-        """Stream subscriptions are not served yet (docs/stomp.md)."""
+        """Stream entries, their ``x-stream-offset`` among the headers (the stored
+        properties hold it)."""
+        sub = self._by_channel.get(ch.number)
+        if sub is None or self.closed or self.proto.closed:
+            return
+        for i, e in enumerate(entries):
+            _ts, _key, exchange, routing_key, props, body = streamrecord.decode(e.data, e.at)
+            message_id = f"{consumer_tag}@@{self.name}@@{first_tag + i}"
+            self.proto.send_message(
+                destination=format_destination(exchange, routing_key), message_id=message_id,
+                subscription=sub.id, ack=None if sub.ack is AckMode.AUTO else message_id,
+                headers=stomp_headers(props), body=body)
+        self.delivered += len(entries)
 
     def send_return(self, ch: ChannelState, code: int, text: str, message: Any) -> None:
         """SENDs are never mandatory."""

@@ -268,6 +268,12 @@ class Settings:
     stomp_ssl_cert_login: bool = False
     #: the vhost of STOMP clients whose CONNECT has no ``host`` header
     stomp_default_vhost: str = "/"
+    #: a CONNECT without ``login`` logs in with these (RabbitMQ's stomp.default_user,
+    #: guest/guest there too: guest is loopback-only); an empty user refuses it
+    stomp_default_user: str = "guest"
+    stomp_default_pass: str = "guest"
+    #: a NACK without ``requeue`` requeues (RabbitMQ's stomp.default_nack_requeue)
+    stomp_default_nack_requeue: bool = True
     #: the largest STOMP frame a logged-in client may send (RabbitMQ's stomp.max_frame_size)
     stomp_max_frame_size: str = attrs.field(default="4MiB", validator=_size)
     #: the largest frame before the login is accepted (stomp.max_frame_size_unauthenticated)

@@ -51,6 +51,8 @@ def test_login_and_its_refusals(broker: BrokerProcess) -> None:
     assert closed and frames[0].startswith(b"CONNECTED\n") and b"version:1.2" in frames[0]
     assert b"server:amqplite/" in frames[0] and b"session:session-" in frames[0]
     assert frames[1].startswith(b"RECEIPT\n") and b"receipt-id:bye" in frames[1]
+    frames, closed = _raw(broker, b"STOMP\naccept-version:1.1\n\n\0DISCONNECT\n\n\0")
+    assert closed and frames[0].startswith(b"CONNECTED\n")  # as stomp_default_user, guest
 
 
 def test_send_and_subscribe_on_queues_and_topics(broker: BrokerProcess) -> None:

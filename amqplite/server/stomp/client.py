@@ -122,13 +122,17 @@ class StompClient(ConnectionShell):
     def _connect(self, ev: ConnectRequested) -> None:
         listener = self.listener
         login = ev.login
-        vhost = ev.host or listener.settings.stomp_default_vhost
         users = listener.users
-        if login is None and self.cert_user is not None and listener.settings.stomp_ssl_cert_login:
+        s = listener.settings
+        vhost = ev.host or s.stomp_default_vhost
+        passcode = ev.passcode or ""
+        if login is None and self.cert_user is not None and s.stomp_ssl_cert_login:
             login = self.cert_user  # SASL EXTERNAL's rule: the user exists, may come from here
             user = users.identify(login, self.peer_host)
         else:
-            user = None if login is None else users.authenticate(login, ev.passcode or "",
+            if login is None and s.stomp_default_user:
+                login, passcode = s.stomp_default_user, s.stomp_default_pass
+            user = None if login is None else users.authenticate(login, passcode,
                                                                  self.peer_host)
         if user is None:
             name = login or ""
@@ -155,7 +159,8 @@ class StompClient(ConnectionShell):
         name = "session-" + secrets.token_urlsafe(16)
         self.rules = StompSession(self.broker, self.proto, user=login, vhost=vhost,
                                   peer=self.name, name=name, flush=self.flush,
-                                  finish=self.finish)
+                                  finish=self.finish,
+                                  default_nack_requeue=s.stomp_default_nack_requeue)
         self.client_id = ev.headers.get("client-id", "")
         self.proto.accept(name, trio.current_time(), server=f"amqplite/{__version__}")
         self._timer_wake.set()  # the heart-beat deadlines start now

@@ -158,19 +158,25 @@ def test_connections_are_listed_with_their_protocol(broker: BrokerProcess) -> No
     c.disconnect()
 
 
-def test_receipted_persistent_send_survives_kill_9(tmp_path: Path) -> None:
+def test_kill_9_keeps_receipted_sends_and_redelivers_unacked(tmp_path: Path) -> None:
     port = free_port()
     b = BrokerProcess(tmp_path, None, "--stomp-port", str(port)).start()
     try:
         c, rec = connect(b)
         c.send("/queue/e2e-durable", "kept", headers={"persistent": "true"}, receipt="p")
+        c.send("/queue/e2e-unacked", "in flight", headers={"persistent": "true"}, receipt="u")
+        rec.wait_receipt("u")
+        c.subscribe("/queue/e2e-unacked", id="u", ack="client")
+        rec.wait_messages(1)  # delivered, never acked
         rec.wait_receipt("p")
         b.kill()
         b.start()
         d, rec2 = connect(b)
         d.subscribe("/queue/e2e-durable", id="s")
-        (m,) = rec2.wait_messages(1)
-        assert m.body == "kept" and m.headers["persistent"] == "true"
+        d.subscribe("/queue/e2e-unacked", id="u")
+        got = {m.headers["subscription"]: m for m in rec2.wait_messages(2)}
+        assert got["s"].body == "kept" and got["s"].headers["persistent"] == "true"
+        assert got["u"].body == "in flight"
         d.disconnect()
     finally:
         b.stop()

@@ -266,6 +266,8 @@ def test_refusals() -> None:
     for frame, message in ((("ACK", {"id": "bogus"}), "Invalid header"),
                            (("ACK", {"id": "T_zz@@session-2@@1"}), "Subscription not found"),
                            (("UNSUBSCRIBE", {"id": "zz"}), "No subscription found"),
+                           (("SUBSCRIBE", {"id": "s", "destination": "/queue/q",
+                                           "selector": "a = 1"}), "Not supported"),
                            (("SEND", {"destination": "/queue/q", "priority": "high"}),
                             "Invalid header")):
         d = node.connect()

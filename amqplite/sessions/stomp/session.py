@@ -289,6 +289,10 @@ class StompSession:
         raw = h.get("destination", "")
         key = ev.subscription_id if ev.subscription_id is not None else raw
         tag = f"T_{ev.subscription_id}" if ev.subscription_id is not None else f"Q_{raw}"
+        if "selector" in h:  # RabbitMQ ignores it and delivers everything: we refuse
+            raise StompError("Not supported",
+                             "SUBSCRIBE 'selector' is not supported yet: nothing would be "
+                             "filtered\n")
         if key in self.subs or tag in self._by_tag:
             raise StompError("Duplicated subscription identifier",
                              f"A subscription identified by '{tag}' already exists.")

@@ -339,3 +339,32 @@ def test_disconnect_receipt_waits_for_earlier_persistent_sends() -> None:
     node.commit()
     (r,) = c.frames()
     assert r.command == "RECEIPT" and r.headers["receipt-id"] == "bye"
+
+
+def test_closing_never_hands_unacked_messages_to_its_own_auto_subscription() -> None:
+    node = Node()
+    c = node.connect()
+    c.send("SEND", b"x", destination="/queue/q")
+    c.send("SUBSCRIBE", id="b", destination="/queue/q", ack="client")
+    c.send("SUBSCRIBE", id="a", destination="/queue/q")
+    (m,) = c.messages()
+    assert m.headers["subscription"] == "b"
+    c.close()
+    assert _queue(node, "q").message_count == 1
+
+
+def test_the_same_id_again_after_unsubscribe_keeps_old_acks_valid() -> None:
+    node = Node()
+    c = node.connect()
+    for body in (b"1", b"2"):
+        c.send("SEND", body, destination="/queue/q")
+    c.send("SUBSCRIBE", id="s", destination="/queue/q", ack="client-individual",
+           prefetch_count="1")
+    (m1,) = c.messages()
+    c.send("UNSUBSCRIBE", id="s")
+    c.send("SUBSCRIBE", id="s", destination="/queue/q", ack="client-individual")
+    (m2,) = c.messages()
+    assert m1.headers["ack"] != m2.headers["ack"]
+    c.send("ACK", id=m1.headers["ack"])
+    c.send("ACK", id=m2.headers["ack"])
+    assert c.frames() == [] and _queue(node, "q").message_count == 0

@@ -293,20 +293,27 @@ class StompSession:
             raise StompError("Not supported",
                              "SUBSCRIBE 'selector' is not supported yet: nothing would be "
                              "filtered\n")
-        if key in self.subs or tag in self._by_tag:
+        if key in self.subs:
             raise StompError("Duplicated subscription identifier",
                              f"A subscription identified by '{tag}' already exists.")
         b = self.broker
-        ch = b.open_channel(self.session, next(self._next_channel))
+        # the same id again after UNSUBSCRIBE: its channel again, so the delivery
+        # tags (and message-ids) of the old deliveries, still ACKable, stay unique
+        old = self._by_tag.get(tag)
+        fresh = old is None or not old.channel.open
+        if old is None or not old.channel.open:
+            ch = b.open_channel(self.session, next(self._next_channel))
+        else:
+            ch = old.channel
         durable = False
         try:
             queue, durable = self._subscription_queue(ch, ev.destination, raw, ev)
             prefetch = h.get("prefetch-count")
-            if prefetch is not None:
-                if not (prefetch.isdigit() and prefetch.isascii()):
-                    raise StompError("Invalid header",
-                                     f"'prefetch-count' must be an integer, not '{prefetch}'\n")
-                b.basic_qos(ch, 0, int(prefetch), False)
+            if prefetch is not None and not (prefetch.isdigit() and prefetch.isascii()):
+                raise StompError("Invalid header",
+                                 f"'prefetch-count' must be an integer, not '{prefetch}'\n")
+            if prefetch is not None or not fresh:  # a reused channel forgets the old one's
+                b.basic_qos(ch, 0, int(prefetch or 0), False)
             vh = b.vhosts.get(self.session.vhost)
             q = None if vh is None else vh.queues.get(queue)
             args = None
@@ -314,7 +321,8 @@ class StompSession:
                 args = {"x-stream-offset": stream_offset(h.get("x-stream-offset"))}
             b.basic_consume(ch, queue, tag, no_ack=ev.ack is AckMode.AUTO, arguments=args)
         except BaseException:
-            b.close_channel(ch)
+            if fresh:
+                b.close_channel(ch)
             raise
         sub = Subscription(ev.subscription_id, tag, ch, queue, ev.ack, durable)
         self.subs[key] = sub
@@ -554,4 +562,11 @@ class StompSession:
         if self.closed:
             return
         self.closed = True
-        self.broker.close_session(self.session)
+        b = self.broker
+        # every consumer first: else close_session, requeueing one channel's unacked
+        # messages, hands them to this session's no-ack consumers on the channels
+        # not closed yet, and they are lost with it
+        for ch in list(self.session.channels.values()):
+            for tag in list(ch.consumers):
+                b.basic_cancel(ch, tag)
+        b.close_session(self.session)

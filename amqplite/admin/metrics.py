@@ -153,6 +153,8 @@ class Snapshot:
     #: MQTT's share (server/mqtt/accounting.py): connected clients, PUBLISH received
     #: and deliveries, each by protocol label (mqtt310 / mqtt311 / mqtt50)
     mqtt: MQTTFigures = attrs.field(factory=lambda: MQTTFigures())
+    #: STOMP clients logged in (server/stomp/), by protocol ("STOMP 1.2")
+    stomp: dict[str, int] = attrs.field(factory=dict)
 
 
 @attrs.define
@@ -206,6 +208,10 @@ def snapshot(server: NodeView) -> Snapshot:
     channels = [ch for x in conns if x.session is not None for ch in x.session.channels.values()]
     c = server.counters
     mqtt = _mqtt_figures(server)
+    stomp: dict[str, int] = {}
+    if (stomp_listener := getattr(server, "stomp", None)) is not None:  # the STOMP front
+        for sc in stomp_listener.clients:
+            stomp[sc.protocol] = stomp.get(sc.protocol, 0) + 1
     n = 0
     sizes: list[tuple[float, int]] = []
     b.fold_sizes()
@@ -217,7 +223,7 @@ def snapshot(server: NodeView) -> Snapshot:
     disk = server.disk
     return Snapshot(
         queues=queues,
-        connections=len(conns) + sum(mqtt.connections.values()),
+        connections=len(conns) + sum(mqtt.connections.values()) + sum(stomp.values()),
         channels=len(channels),
         consumers=consumers,
         publishers=sum(1 for ch in channels if ch.publishes),
@@ -266,6 +272,7 @@ def snapshot(server: NodeView) -> Snapshot:
         federation_links=links.federation.links() if links and links.federation else [],
         cluster_name=server.settings.cluster_name,
         mqtt=mqtt,
+        stomp=stomp,
     )
 
 
@@ -331,6 +338,12 @@ class SnapshotCollector(Collector):
         yield _counter("amqplite_mqtt_connections_refused_limit",
                        "MQTT CONNECTs refused because max_connections was reached",
                        s.mqtt.refused_at_limit, {})
+        stomp = GaugeMetricFamily("amqplite_stomp_connections",
+                                  "STOMP clients logged in, by protocol version; "
+                                  "rabbitmq_connections counts them too", labels=["protocol"])
+        for proto, n in sorted(s.stomp.items()):
+            stomp.add_metric([proto], n)
+        yield stomp
         yield from self._globals()
         yield from self._node()
         yield from self._store()

@@ -155,6 +155,9 @@ def test_connections_are_listed_with_their_protocol(broker: BrokerProcess) -> No
         listeners = json.load(r)["listeners"]
     assert {"protocol": "stomp", "port": stomp_port(broker)}.items() <= next(
         ln for ln in listeners if ln["protocol"] == "stomp").items()
+    with urllib.request.urlopen(f"{broker.admin_url}/metrics", timeout=DEADLINE) as r:
+        metrics = r.read().decode()
+    assert 'amqplite_stomp_connections{protocol="STOMP 1.2"} 1.0' in metrics
     c.disconnect()
 
 

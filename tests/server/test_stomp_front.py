@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import urllib.parse
 import urllib.request
 from base64 import b64encode
 from collections.abc import Iterator
@@ -144,12 +145,14 @@ def test_hostile_input_closes_only_that_client(broker: BrokerProcess) -> None:
 
 
 def test_connections_are_listed_with_their_protocol(broker: BrokerProcess) -> None:
-    c, _ = connect(broker)
+    c, rec = connect(broker)
+    name = f"127.0.0.1:{c.transport.socket.getsockname()[1]}"
     req = urllib.request.Request(f"{broker.admin_url}/api/connections", headers={
         "Authorization": "Basic " + b64encode(b"guest:guest").decode()})
     with urllib.request.urlopen(req, timeout=DEADLINE) as r:
         rows = json.load(r)
-    assert any(row["protocol"] == "STOMP 1.2" and row["user"] == "guest" for row in rows)
+    (row,) = [row for row in rows if row["name"] == name]
+    assert row["protocol"] == "STOMP 1.2" and row["user"] == "guest" and row["vhost"] == "/"
     req = urllib.request.Request(f"{broker.admin_url}/api/overview", headers=req.headers)
     with urllib.request.urlopen(req, timeout=DEADLINE) as r:
         listeners = json.load(r)["listeners"]
@@ -157,8 +160,15 @@ def test_connections_are_listed_with_their_protocol(broker: BrokerProcess) -> No
         ln for ln in listeners if ln["protocol"] == "stomp").items()
     with urllib.request.urlopen(f"{broker.admin_url}/metrics", timeout=DEADLINE) as r:
         metrics = r.read().decode()
-    assert 'amqplite_stomp_connections{protocol="STOMP 1.2"} 1.0' in metrics
-    c.disconnect()
+    assert 'amqplite_stomp_connections{protocol="STOMP 1.2"}' in metrics
+    req = urllib.request.Request(
+        f"{broker.admin_url}/api/connections/{urllib.parse.quote(name, safe='')}",
+        headers=req.headers, method="DELETE")
+    with urllib.request.urlopen(req, timeout=DEADLINE) as r:
+        assert r.status == 204
+    (e,) = rec.wait(lambda: rec.errors or None, "the ERROR of a closed connection")
+    assert e.headers["message"] == "Connection closed"
+    rec.wait(lambda: rec.disconnected, "the close")
 
 
 def test_kill_9_keeps_receipted_sends_and_redelivers_unacked(tmp_path: Path) -> None:

@@ -188,10 +188,11 @@ class StompClient(ConnectionShell):
         if rules is not None and not rules.closed:
             self.listener.execute(rules.close)
 
-    def force_close(self, text: str) -> None:
-        """Shutdown: ERROR with the reason; the session ends now."""
+    def force_close(self, code: int, text: str) -> None:
+        """Server-side close (shutdown, the admin API): ERROR with the reason; the
+        session ends now."""
         if self.rules is not None:
-            self.rules.force_close(320, text)
+            self.rules.force_close(code, text)
             self._end()
         self.finish()
 

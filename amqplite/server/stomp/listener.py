@@ -102,7 +102,7 @@ class StompListener:
         """Shutdown: every client told and its session ended now, so what that
         writes (requeues) reaches the store before it closes."""
         for c in list(self.connections):
-            c.force_close(text)
+            c.force_close(320, text)
 
 
 async def run_stomp(server: Server,

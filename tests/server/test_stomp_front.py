@@ -190,7 +190,10 @@ def test_kill_9_keeps_receipted_sends_and_redelivers_unacked(tmp_path: Path) -> 
         got = {m.headers["subscription"]: m for m in rec2.wait_messages(2)}
         assert got["s"].body == "kept" and got["s"].headers["persistent"] == "true"
         assert got["u"].body == "in flight"
-        d.disconnect()
+        assert b.stop() == 0  # a clean shutdown with a STOMP client connected
+        (e,) = rec2.wait(lambda: rec2.errors or None, "the shutdown's ERROR")
+        assert "shutdown" in e.body.lower()
+        assert "Traceback" not in b.log()
     finally:
         b.stop()
 

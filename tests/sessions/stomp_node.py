@@ -85,6 +85,11 @@ class Client:
             self.session.handle(ev)
         self.node.run()
 
+    def fill(self, destination: str, *bodies: bytes) -> None:
+        """SEND each of ``bodies`` to ``destination``."""
+        for body in bodies:
+            self.send("SEND", body, destination=destination)
+
     def frames(self) -> list[Frame]:
         return parse_all(self.proto.data_to_send(0.0), self.version)
 

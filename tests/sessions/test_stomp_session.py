@@ -78,8 +78,7 @@ def test_client_individual_ack_and_nack() -> None:
     c.send("SEND", b"", destination="/queue/dlx-target")
     c.send("SEND", b"", destination="/queue/work", x_dead_letter_exchange="",
            x_dead_letter_routing_key="dlx-target")
-    for body in (b"1", b"2", b"3"):
-        c.send("SEND", body, destination="/queue/work")
+    c.fill("/queue/work", b"1", b"2", b"3")
     c.send("SUBSCRIBE", id="s", destination="/queue/work", ack="client-individual")
     ms = c.messages()
     assert [m.body for m in ms] == [b"", b"1", b"2", b"3"]
@@ -97,8 +96,7 @@ def test_client_individual_ack_and_nack() -> None:
 def test_client_ack_is_cumulative_within_its_subscription() -> None:
     node = Node()
     c = node.connect()
-    for body in (b"1", b"2", b"3"):
-        c.send("SEND", body, destination="/queue/q")
+    c.fill("/queue/q", b"1", b"2", b"3")
     c.send("SUBSCRIBE", id="s", destination="/queue/q", ack="client")
     ms = c.messages()
     c.send("ACK", id=ms[1].headers["ack"])
@@ -113,8 +111,7 @@ def test_client_ack_is_cumulative_within_its_subscription() -> None:
 def test_prefetch_count_bounds_unacked_deliveries() -> None:
     node = Node()
     c = node.connect()
-    for body in (b"1", b"2"):
-        c.send("SEND", body, destination="/queue/q")
+    c.fill("/queue/q", b"1", b"2")
     c.send("SUBSCRIBE", id="s", destination="/queue/q", ack="client-individual",
            prefetch_count="1")
     (m,) = c.messages()
@@ -356,8 +353,7 @@ def test_closing_never_hands_unacked_messages_to_its_own_auto_subscription() -> 
 def test_the_same_id_again_after_unsubscribe_keeps_old_acks_valid() -> None:
     node = Node()
     c = node.connect()
-    for body in (b"1", b"2"):
-        c.send("SEND", body, destination="/queue/q")
+    c.fill("/queue/q", b"1", b"2")
     c.send("SUBSCRIBE", id="s", destination="/queue/q", ack="client-individual",
            prefetch_count="1")
     (m1,) = c.messages()

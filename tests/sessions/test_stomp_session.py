@@ -28,6 +28,7 @@ def test_send_then_subscribe_on_a_queue() -> None:
     assert h["x-custom"] == "v" and h["content-type"] == "text/plain"
     assert h["content-length"] == "5"
     assert q.message_count == 0  # auto: acked on delivery
+    assert c.session is not None and c.session.session.protocol == "stomp-1.2"  # delivery log
 
 
 def test_topic_fans_out_to_each_subscription() -> None:

@@ -59,8 +59,9 @@ log = logging.getLogger("amqplite.stomp")
 
 PUBLISH_CH = 1
 TEMP_CH = 2
-#: the delivery log's protocol name of STOMP sessions
-LOG_PROTOCOL = "stomp"
+#: the delivery log's protocol name of a STOMP session ("stomp-1.2"), beside
+#: "amqp-0-9-1" and "mqtt-3.1.1"
+LOG_PROTOCOL = "stomp-{}"
 TEMP_PREFIX = "/temp-queue/"
 REPLY_PREFIX = "/reply-queue/"
 
@@ -152,7 +153,7 @@ class StompSession:
         self._finish = finish
         self.default_nack_requeue = default_nack_requeue
         s = self.session = broker.open_session(user, vhost, peer)
-        s.protocol = LOG_PROTOCOL
+        s.protocol = LOG_PROTOCOL.format(proto.version or "1.0")
         s.transport = self
         connect = proto.connect
         s.client_properties = {"product": "STOMP " + (proto.version or "1.0")}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sqlite3
 import urllib.parse
 import urllib.request
 from base64 import b64encode
@@ -254,3 +255,17 @@ def test_stream_subscription_from_an_offset(broker: BrokerProcess) -> None:
     c.send("/queue/e2e-stream", "m3", headers={"x-queue-type": "stream"})
     assert rec.wait_messages(3)[2].headers["x-stream-offset"] == "3"
     c.disconnect()
+
+
+def test_the_delivery_log_names_stomp(broker: BrokerProcess) -> None:
+    c, rec = connect(broker)
+    c.send("/queue/e2e-logged", "x", headers={"persistent": "true"})
+    c.subscribe("/queue/e2e-logged", id="s", ack="client-individual")
+    (m,) = rec.wait_messages(1)
+    c.ack(m.headers["ack"], receipt="a")
+    rec.wait_receipt("a")  # the ack is stored, its log row with it
+    c.disconnect()
+    with sqlite3.connect(broker.data_dir / "amqplite.db") as db:
+        rows = db.execute("SELECT event, protocol FROM delivery_log WHERE queue = ?",
+                          ("e2e-logged",)).fetchall()
+    assert ("acked", "stomp-1.2") in rows, rows

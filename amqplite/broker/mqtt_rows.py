@@ -2,7 +2,8 @@
 
 The MQTT shell keeps these records (they are protocol state, not AMQP model),
 but they reach the store with the broker's outcome like every other change, so
-the shell asks for them here instead of touching the outbox. The confirm mark
+the shell asks for them here instead of touching the outbox. They take plain
+values, so the MQTT sessions (amqplite/sessions/mqtt/) never name a store record. The confirm mark
 lets a publish's acknowledgement wait for a row the shell wrote.
 """
 
@@ -26,21 +27,27 @@ class MQTTRows(BrokerBase):
         """The session's row goes, with its packet ids."""
         self.outbox.emit(ops.DeleteMQTTSession(vhost, client_id))
 
-    def mqtt_will_put(self, will: ops.PutMQTTWill) -> None:
+    def mqtt_will_put(self, client_id: str, vhost: str, user: str, topic: str, payload: bytes,
+                      qos: int, retain: bool, properties: bytes, delay: int = 0,
+                      due_at: float | None = None) -> None:
         """A will not published yet (stored again when its delay or due time changes)."""
-        self.outbox.emit(will)
+        self.outbox.emit(ops.PutMQTTWill(client_id, vhost, user, topic, payload, qos, retain,
+                                         properties, delay, due_at))
 
     def mqtt_will_delete(self, vhost: str, client_id: str) -> None:
         """The session's will is cancelled or published."""
         self.outbox.emit(ops.DeleteMQTTWill(vhost, client_id))
 
-    def mqtt_packet_id_put(self, op: ops.PutMQTTPacketId) -> None:
+    def mqtt_packet_id_put(self, vhost: str, client_id: str, packet_id: int, outbound: bool,
+                           message_key: int = 0, released: bool = False) -> None:
         """A QoS 2 packet id in flight (inbound awaiting PUBREL, outbound awaiting PUBCOMP)."""
-        self.outbox.emit(op)
+        self.outbox.emit(ops.PutMQTTPacketId(vhost, client_id, packet_id, outbound, message_key,
+                                             released))
 
-    def mqtt_packet_id_delete(self, op: ops.DeleteMQTTPacketId) -> None:
+    def mqtt_packet_id_delete(self, vhost: str, client_id: str, packet_id: int,
+                              outbound: bool) -> None:
         """A QoS 2 packet id is free again."""
-        self.outbox.emit(op)
+        self.outbox.emit(ops.DeleteMQTTPacketId(vhost, client_id, packet_id, outbound))
 
     def confirm_after_commit(self, ch: ChannelState) -> None:
         """The channel's next Confirm waits for the commit of this batch's store ops:

@@ -18,6 +18,9 @@ CASES = {
     "amqplite.server.app": ("pyspark", "amqplite.admin"),
     "amqplite.server.connection": ("pyspark", "amqplite.admin"),
     "amqplite.cli": ("pyspark",),
+    # a front's session rules (DESIGN.md section 11): plain objects, no loop, no sockets, no SQL
+    "amqplite.sessions.mqtt.session": ("trio", "sqlalchemy", "pyspark", "amqplite.server"),
+    "amqplite.sessions.mqtt.registry": ("trio", "sqlalchemy", "pyspark", "amqplite.server"),
 }
 
 
@@ -140,3 +143,22 @@ def test_only_the_broker_touches_its_outbox() -> None:
             if broker_dir not in p.parents
             for n, line in enumerate(p.read_text().splitlines(), 1) if touch.search(line)]
     assert not hits, f"outbox touched outside amqplite/broker/: {hits}"
+
+
+#: what a protocol front's session rules never import, directly or lazily (the
+#: broker they drive still loads the store's op records; they never name them)
+SESSIONS_FORBIDDEN = ("trio", "sqlalchemy", "pyspark", "amqplite.server", "amqplite.store")
+
+
+def test_session_rules_import_no_loop_socket_or_store() -> None:
+    root = Path(__file__).resolve().parent.parent
+    bad = {}
+    for p in sorted((root / "amqplite" / "sessions").rglob("*.py")):
+        name = ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        package = name if p.name == "__init__.py" else name.rpartition(".")[0]
+        found = {m for m in _imports(p, name, package)
+                 if any(m == f or m.startswith(f + ".") for f in SESSIONS_FORBIDDEN)}
+        if found:
+            bad[name] = sorted(found)
+    assert not bad, f"session rules import {bad}"
+

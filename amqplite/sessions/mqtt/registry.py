@@ -35,7 +35,7 @@ log = logging.getLogger("amqplite.mqtt")
 class SessionRegistry:
     """Every session of the MQTT front, connected or not; the listener owns one."""
 
-    def __init__(self, broker: Broker, exchange: str, takeover: str = "any",
+    def __init__(self, broker: Broker, exchange: str, takeover: str = "vhost",
                  retained_max_messages: int | None = None,
                  retained_max_bytes: int | None = None) -> None:
         self.broker = broker

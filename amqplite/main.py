@@ -6,9 +6,18 @@ together, so the layers keep importing downward only.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from amqplite.config import Settings
 from amqplite.links.supervisor import run_links
 from amqplite.server.app import Server, Service
+
+if TYPE_CHECKING:
+    from amqplite.admin.node import NodeView
+
+    def _admin_sees_the_server(server: Server) -> NodeView:
+        """mypy's check that the Server provides the admin API's NodeView."""
+        return server
 
 
 async def serve(settings: Settings) -> None:

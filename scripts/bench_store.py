@@ -29,8 +29,8 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from amqplite.store.engine import Store
-from amqplite.store.ops import DeleteEntry, PutEntry, PutMessage, PutQueue
 from amqplite.store.writer import ProcessStore
+from amqplite.storeops import DeleteEntry, PutEntry, PutMessage, PutQueue
 
 BODY = b"x" * 1024
 PROPS = b"\x10\x00\x02"

@@ -19,7 +19,8 @@ import tempfile
 import threading
 import time
 
-from amqplite.store import DeleteEntry, LogEvent, PutEntry, PutMessage, PutQueue, Store
+from amqplite.store import Store
+from amqplite.storeops import DeleteEntry, LogEvent, PutEntry, PutMessage, PutQueue
 
 
 def run_once(path: str, durability: str, n: int, batch: int, window: int, ack_now: bool) -> float:

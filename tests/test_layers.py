@@ -11,17 +11,23 @@ import pytest
 
 CASES = {
     "amqplite.protocol.connection": ("trio", "sqlalchemy", "pyspark", "amqplite.broker"),
-    "amqplite.broker.core": ("trio", "sqlalchemy", "pyspark"),
+    "amqplite.broker.core": ("trio", "sqlalchemy", "pyspark", "amqplite.store"),
+    "amqplite.storeops": ("trio", "sqlalchemy", "pyspark", "amqplite.protocol", "amqplite.broker",
+                          "amqplite.store"),
     "amqplite.store.engine": ("trio", "pyspark", "amqplite.broker", "amqplite.server"),
     "amqplite.store.writer": ("trio", "pyspark", "amqplite.broker", "amqplite.server"),
     "amqplite.store.writer_main": ("trio", "pyspark", "amqplite.broker", "amqplite.server"),
     "amqplite.server.app": ("pyspark", "amqplite.admin"),
     "amqplite.server.connection": ("pyspark", "amqplite.admin"),
     "amqplite.cli": ("pyspark",),
-    # a front's session rules (DESIGN.md section 11): plain objects, no loop, no sockets, no SQL
-    "amqplite.sessions.mqtt.session": ("trio", "sqlalchemy", "pyspark", "amqplite.server"),
-    "amqplite.sessions.mqtt.registry": ("trio", "sqlalchemy", "pyspark", "amqplite.server"),
 }
+#: a front's session rules (DESIGN.md section 11): plain objects, no loop, no sockets,
+#: no SQL; ``session`` and ``registry`` between them import every module of sessions/mqtt
+SESSION_MODULES = ("amqplite.sessions", "amqplite.sessions.mqtt",
+                   "amqplite.sessions.mqtt.session", "amqplite.sessions.mqtt.registry")
+for _name in SESSION_MODULES:
+    CASES[_name] = ("trio", "sqlalchemy", "pyspark", "amqplite.server", "amqplite.store",
+                    "amqplite.admin")
 
 
 @pytest.mark.parametrize("module", sorted(CASES))
@@ -145,20 +151,54 @@ def test_only_the_broker_touches_its_outbox() -> None:
     assert not hits, f"outbox touched outside amqplite/broker/: {hits}"
 
 
-#: what a protocol front's session rules never import, directly or lazily (the
-#: broker they drive still loads the store's op records; they never name them)
-SESSIONS_FORBIDDEN = ("trio", "sqlalchemy", "pyspark", "amqplite.server", "amqplite.store")
+#: Each part of amqplite (a package, or a top-level module) and the parts it may
+#: import (DESIGN.md section 1; the root package, for ``__version__``, is open to all).
+#: Vocabulary at the bottom (protocol, storeops, config), the pure core above it,
+#: the store beside the core (they meet only in storeops), the shells above both.
+ALLOWED: dict[str, set[str]] = {
+    "protocol": set(),
+    "storeops": set(),
+    "config": set(),
+    "broker": {"protocol", "storeops", "config"},
+    "sessions": {"protocol", "broker", "storeops", "config"},
+    "store": {"storeops"},
+    "links": {"protocol", "broker"},
+    "server": {"protocol", "broker", "sessions", "storeops", "store", "config"},
+    "audit": {"store", "storeops", "links"},
+    "admin": {"protocol", "broker", "sessions", "storeops", "config", "links", "audit", "server"},
+    "main": {"server", "admin", "links", "config"},
+    "cli": {"main", "server", "admin", "audit", "store", "config"},
+    "__main__": {"cli"},
+}
+#: single modules allowed one more edge than their part, with why
+EXTRA: dict[str, set[str]] = {
+    # the stream record's byte format: the writer joins an append's pieces into it
+    "amqplite.store.apply": {"amqplite.protocol.streamrecord"},
+    # rewrites older databases' stream entries into today's records (a one-time move)
+    "amqplite.store.upgrade": {"amqplite.protocol.streamrecord", "amqplite.protocol.properties"},
+}
 
 
-def test_session_rules_import_no_loop_socket_or_store() -> None:
+def test_parts_import_only_their_allowed_edges() -> None:
     root = Path(__file__).resolve().parent.parent
-    bad = {}
-    for p in sorted((root / "amqplite" / "sessions").rglob("*.py")):
+    parts = {p.stem if p.is_file() else p.name for p in (root / "amqplite").iterdir()
+             if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
+    assert not parts - set(ALLOWED), f"parts missing from ALLOWED: {sorted(parts - set(ALLOWED))}"
+    bad: list[str] = []
+    for p in sorted((root / "amqplite").rglob("*.py")):
         name = ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        if name == "amqplite":
+            continue
         package = name if p.name == "__init__.py" else name.rpartition(".")[0]
-        found = {m for m in _imports(p, name, package)
-                 if any(m == f or m.startswith(f + ".") for f in SESSIONS_FORBIDDEN)}
-        if found:
-            bad[name] = sorted(found)
-    assert not bad, f"session rules import {bad}"
-
+        part = name.split(".")[1]
+        for m in sorted(_imports(p, name, package)):
+            target = m.split(".")[1] if m.startswith("amqplite.") else None
+            if (target is None or target == part or target not in parts
+                    or target in ALLOWED[part]):
+                continue
+            # ``from amqplite.protocol import streamrecord`` also names the package
+            if any(m == e or m.startswith(e + ".") or e.startswith(m + ".")
+                   for e in EXTRA.get(name, ())):
+                continue
+            bad.append(f"{name} -> {m} ({part} may import {sorted(ALLOWED[part]) or 'nothing'})")
+    assert not bad, "imports outside the allowed edges:\n" + "\n".join(bad)

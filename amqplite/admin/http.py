@@ -27,11 +27,10 @@ from amqplite.admin.plumbing import UNPARSED, HTTPError, Request, Response, pars
 from amqplite.admin.routes import ROUTES, Route, is_list
 from amqplite.admin.static import StaticFiles
 from amqplite.broker.auth import User, log_safe
-from amqplite.server.mqtt.transports import serve_websocket
 from amqplite.server.ports import PortInUse, address_in_use
 
 if TYPE_CHECKING:
-    from amqplite.server.app import Server
+    from amqplite.admin.node import NodeView
 
 log = logging.getLogger("amqplite.admin")
 
@@ -90,7 +89,7 @@ class Router:
 class AdminApp:
     """The ASGI application."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: NodeView) -> None:
         self.server = server
         self.api = AdminAPI(server)
         self.router = Router(ROUTES)
@@ -106,8 +105,7 @@ class AdminApp:
                     await send({"type": "lifespan.shutdown.complete"})
                     return
         if scope["type"] == "websocket":  # MQTT over WebSockets at /ws
-            mqtt = self.server.mqtt if self.server.settings.mqtt_websocket else None
-            await serve_websocket(mqtt, scope, receive, send)
+            await self.server.serve_mqtt_websocket(scope, receive, send)
             return
         if scope["type"] != "http":
             return
@@ -350,7 +348,7 @@ def _standard_reason_phrases() -> None:
     setattr(H11Protocol, "_send_h11_event", with_reason)  # noqa: B010
 
 
-async def run_admin(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+async def run_admin(server: NodeView, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     """Serve the admin API on settings.admin_host:admin_port until cancelled, over
     HTTPS when ``admin_tls`` is set.
 

@@ -42,7 +42,7 @@ from amqplite.broker.base import MESSAGE_SIZE_BUCKETS
 from amqplite.server.counters import DEAD_LETTER_REASONS, Histogram
 
 if TYPE_CHECKING:
-    from amqplite.server.app import Server
+    from amqplite.admin.node import NodeView
 
 __all__ = ["CONTENT_TYPE", "Snapshot", "render", "snapshot"]
 
@@ -167,7 +167,7 @@ class MQTTFigures:
     refused_at_limit: int = 0
 
 
-def _mqtt_figures(server: Server) -> MQTTFigures:
+def _mqtt_figures(server: NodeView) -> MQTTFigures:
     listener = server.mqtt
     if listener is None:
         return MQTTFigures()
@@ -191,7 +191,7 @@ def _hist(h: Histogram) -> tuple[list[tuple[float, int]], float]:
     return h.cumulative(), h.sum
 
 
-def snapshot(server: Server) -> Snapshot:
+def snapshot(server: NodeView) -> Snapshot:
     """Read broker, store and shell state now (call on the event loop)."""
     b = server.broker
     queues: list[tuple[str, str, tuple[int, ...]]] = []
@@ -262,7 +262,7 @@ def snapshot(server: Server) -> Snapshot:
         disk_free=disk.free if disk is not None else None,
         disk_limit=disk.limit if disk is not None else None,
         disk_alarm=disk is not None and disk.alarm,
-        shovels=links.shovels() if (links := server.extensions.get("links")) else [],
+        shovels=links.shovels() if (links := server.links) else [],
         federation_links=links.federation.links() if links and links.federation else [],
         cluster_name=server.settings.cluster_name,
         mqtt=mqtt,

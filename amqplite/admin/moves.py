@@ -23,9 +23,9 @@ from amqplite.admin.writes import own_commit
 from amqplite.broker.model import Entry, Message
 
 if TYPE_CHECKING:
+    from amqplite.admin.node import NodeView
     from amqplite.broker.core import VHost
     from amqplite.broker.queue import Queue
-    from amqplite.server.app import Server
 
 #: entries moved per synchronous step (keeps the event loop responsive)
 CHUNK = 500
@@ -53,7 +53,7 @@ def _headers(msg: Message) -> Any:
         return None
 
 
-async def load_bodies(server: Server, entries: list[Entry]) -> dict[int, bytes]:
+async def load_bodies(server: NodeView, entries: list[Entry]) -> dict[int, bytes]:
     """Bodies of entries whose body is paged out, read from the store in a thread."""
     keys = [e.message.key for e in entries if e.message.body is None]
     if not keys or server.store is None:
@@ -62,7 +62,7 @@ async def load_bodies(server: Server, entries: list[Entry]) -> dict[int, bytes]:
     return await trio.to_thread.run_sync(store.fetch_bodies, keys)
 
 
-async def committed(server: Server) -> None:
+async def committed(server: NodeView) -> None:
     """Hand everything the broker holds to the store and wait for that submission
     (which also orders it after every earlier one); RuntimeError if it failed."""
     err = await own_commit(server)
@@ -70,7 +70,7 @@ async def committed(server: Server) -> None:
         raise RuntimeError(f"store commit failed: {err!r}")
 
 
-async def move(server: Server, vh: VHost, src: Queue, resolve: Resolver, *,
+async def move(server: NodeView, vh: VHost, src: Queue, resolve: Resolver, *,
                limit: int | None, flt: dict[str, str], exchange_for: Callable[[Entry], str],
                routing_key_for: Callable[[Entry], str]) -> MoveResult:
     """Move up to ``limit`` ready messages of ``src`` that match ``flt`` to their targets.

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from amqplite import __version__
 
 if TYPE_CHECKING:
-    from amqplite.server.app import Server
+    from amqplite.admin.node import NodeView
 
 NODE = "amqplite@localhost"
 CLUSTER_NAME = "amqplite"
@@ -60,7 +60,7 @@ def _fds_used() -> int:
         return 0
 
 
-def listener_ports(server: Server) -> list[int]:
+def listener_ports(server: NodeView) -> list[int]:
     """Every TCP port this node listens on: AMQP, then the admin API."""
     ports = list(server.listen_ports)
     if server.admin_url:
@@ -69,7 +69,7 @@ def listener_ports(server: Server) -> list[int]:
     return ports
 
 
-def _memory(server: Server) -> dict[str, Any]:
+def _memory(server: NodeView) -> dict[str, Any]:
     """The memory monitor's figures (RabbitMQ's names), or RSS and RAM without one."""
     m = server.memory
     if m is None:
@@ -78,7 +78,7 @@ def _memory(server: Server) -> dict[str, Any]:
             "mem_alarm": m.alarm}
 
 
-def node_info(server: Server, alarms: list[dict[str, Any]]) -> dict[str, Any]:
+def node_info(server: NodeView, alarms: list[dict[str, Any]]) -> dict[str, Any]:
     s = server.settings
     disk = server.disk
     fd_total = resource.getrlimit(resource.RLIMIT_NOFILE)[0]

@@ -18,11 +18,11 @@ from amqplite.admin.nodes import EXCHANGE_TYPES, NODE
 from amqplite.broker.streamlog import StreamEntry
 
 if TYPE_CHECKING:
+    from amqplite.admin.node import NodeView
     from amqplite.broker.exchanges import Binding, Exchange
     from amqplite.broker.model import ChannelState, Consumer, Entry, Message
     from amqplite.broker.queue import Queue
     from amqplite.broker.vhost import VHost
-    from amqplite.server.app import Server
     from amqplite.server.connection import AMQPConnection
 
 #: the RabbitMQ release whose management API shapes this API follows
@@ -42,7 +42,7 @@ class Rates:
     def __init__(self) -> None:
         self.samples: deque[tuple[float, dict[str, int]]] = deque(maxlen=16)
 
-    def sample(self, server: Server) -> None:
+    def sample(self, server: NodeView) -> None:
         counters = {f"broker.{k}": int(v) for k, v in server.broker.stats.items()}
         for vh in server.broker.vhosts.values():
             for q in vh.queues.values():
@@ -102,7 +102,7 @@ def queue_totals(queues: Iterable[Queue]) -> dict[str, int]:
     return {"messages": total, "messages_ready": ready, "messages_unacknowledged": unacked}
 
 
-def overview(server: Server, rates: Rates, user: str | None = None,
+def overview(server: NodeView, rates: Rates, user: str | None = None,
              vhosts: set[str] | None = None) -> dict[str, Any]:
     """The broker's totals; with ``vhosts`` (a management user's), RabbitMQ's per-user
     overview: queues, exchanges and message counts of those vhosts only, connections
@@ -180,7 +180,7 @@ def overview(server: Server, rates: Rates, user: str | None = None,
     }
 
 
-def memory(server: Server) -> dict[str, Any]:
+def memory(server: NodeView) -> dict[str, Any]:
     """Memory fields named as RabbitMQ's /api/nodes has them, plus the paging signal."""
     m = server.memory
     # retained bodies are pinned in RAM (never paged): part of mem_used, shown apart
@@ -195,7 +195,7 @@ def memory(server: Server) -> dict[str, Any]:
             "mem_available": m.total, "memory_high_watermark": str(m.watermark), **retained}
 
 
-def alarms(server: Server) -> list[dict[str, Any]]:
+def alarms(server: NodeView) -> list[dict[str, Any]]:
     """Resource alarms in effect, in RabbitMQ's health-check shape.
 
     A store whose commits fail (and are being retried) is a disk alarm too:
@@ -286,7 +286,7 @@ def mqtt_connection_info(conn: Any) -> dict[str, Any]:
     }
 
 
-def mqtt_connections(server: Server) -> list[Any]:
+def mqtt_connections(server: NodeView) -> list[Any]:
     """The MQTT listener's connections (none when it is off)."""
     return list(server.mqtt.connections) if server.mqtt is not None else []
 
@@ -331,7 +331,7 @@ def _channel_counts(conn: AMQPConnection, ch: ChannelState) -> dict[str, int]:
             "deliver_get": ch.next_tag - 1}
 
 
-def channels(server: Server) -> Iterable[tuple[AMQPConnection, ChannelState]]:
+def channels(server: NodeView) -> Iterable[tuple[AMQPConnection, ChannelState]]:
     for conn in sorted(server.connections, key=lambda c: c.name):
         if conn.session is not None:
             for n in sorted(conn.session.channels):
@@ -395,7 +395,7 @@ def exchange_info(vhost: str, ex: Exchange,
 
 
 # --------------------------------------------------------------------- queues
-def unacked_bytes(server: Server) -> dict[int, int]:
+def unacked_bytes(server: NodeView) -> dict[int, int]:
     """Queue id -> bytes of its messages delivered and not yet acked."""
     out: dict[int, int] = {}
     for sess in server.broker.sessions.values():
@@ -416,7 +416,7 @@ def vhost_info(vh: VHost) -> dict[str, Any]:
             **queue_totals(vh.queues.values())}
 
 
-def contexts(server: Server) -> list[dict[str, Any]]:
+def contexts(server: NodeView) -> list[dict[str, Any]]:
     """RabbitMQ's HTTP contexts (the port a string, as RabbitMQ's): clients take the node
     name from ``contexts[0].node``."""
     if not server.admin_url:
@@ -426,12 +426,12 @@ def contexts(server: Server) -> list[dict[str, Any]]:
              "ssl_opts": []}]
 
 
-def admin_port(server: Server) -> int:
+def admin_port(server: NodeView) -> int:
     """The bound admin port: the setting may be 0 (any free port)."""
     return urlsplit(server.admin_url or "").port or server.settings.admin_port
 
 
-def queue_info(server: Server, q: Queue, rates: Rates, ubytes: dict[int, int]) -> dict[str, Any]:
+def queue_info(server: NodeView, q: Queue, rates: Rates, ubytes: dict[int, int]) -> dict[str, Any]:
     pol = q.policy if hasattr(q, "policy") else None
     eff = getattr(server.broker, "effective_policy", None)
     if eff is not None:

@@ -21,16 +21,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqplite.admin.plumbing import HTTPError
-from amqplite.store.ops import REPLAYABLE
+from amqplite.storeops import REPLAYABLE
 
 if TYPE_CHECKING:
+    from amqplite.admin.node import NodeView
     from amqplite.broker.core import Broker
-    from amqplite.server.app import Server
 
 _R = TypeVar("_R")
 
 
-async def own_commit(server: Server) -> BaseException | None:
+async def own_commit(server: NodeView) -> BaseException | None:
     """Hand what the broker holds to the store as one submission and wait for it:
     that submission's error, or None once it has committed."""
     p = server.persistence
@@ -193,7 +193,7 @@ class Undo:
             step()
 
 
-async def write(server: Server, step: Callable[[], _R], undo: Undo | None = None) -> _R:
+async def write(server: NodeView, step: Callable[[], _R], undo: Undo | None = None) -> _R:
     """Run ``step`` (synchronous: one store submission), answer from its commit.
 
     A refusal raised by ``step`` propagates after its journal has put memory

@@ -41,7 +41,7 @@ from amqplite.audit.config import (
     under_spark_submit,
 )
 from amqplite.audit.state import AuditBusyError, Batch, StateStore
-from amqplite.store.ops import EXPORTED_KEY, LOG_FIELDS
+from amqplite.storeops import EXPORTED_KEY, LOG_FIELDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -10,7 +10,7 @@ from sqlalchemy.engine import Engine
 
 from amqplite.audit.config import DB_FILENAME
 from amqplite.audit.reports import iso_us
-from amqplite.store.ops import LOG_FIELDS
+from amqplite.storeops import LOG_FIELDS
 
 #: Every delivery-log column, ``id`` first.
 TRACE_COLUMNS = ("id", *LOG_FIELDS)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from amqplite import storeops as ops
 from amqplite.broker.auth import UserDB
 from amqplite.broker.commands import BASIC_NACK
 from amqplite.broker.effects import CloseConnection, Outcome
@@ -32,7 +33,6 @@ from amqplite.broker.topic_permissions import TopicPermissions
 from amqplite.broker.topology import Topology
 from amqplite.broker.vhost import VHost
 from amqplite.config import LOG_LEVELS
-from amqplite.store import ops
 
 #: upper bounds of RabbitMQ's ``rabbitmq_message_size_bytes`` histogram (+Inf implied)
 MESSAGE_SIZE_BUCKETS = (100, 1000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000,

@@ -2,16 +2,15 @@
 
 The MQTT shell keeps these records (they are protocol state, not AMQP model),
 but they reach the store with the broker's outcome like every other change, so
-the shell asks for them here instead of touching the outbox. They take plain
-values, so the MQTT sessions (amqplite/sessions/mqtt/) never name a store record. The confirm mark
+the shell asks for them here instead of touching the outbox. The confirm mark
 lets a publish's acknowledgement wait for a row the shell wrote.
 """
 
 from __future__ import annotations
 
+from amqplite import storeops as ops
 from amqplite.broker.base import BrokerBase
 from amqplite.broker.model import ChannelState
-from amqplite.store import ops
 
 
 class MQTTRows(BrokerBase):
@@ -27,27 +26,21 @@ class MQTTRows(BrokerBase):
         """The session's row goes, with its packet ids."""
         self.outbox.emit(ops.DeleteMQTTSession(vhost, client_id))
 
-    def mqtt_will_put(self, client_id: str, vhost: str, user: str, topic: str, payload: bytes,
-                      qos: int, retain: bool, properties: bytes, delay: int = 0,
-                      due_at: float | None = None) -> None:
+    def mqtt_will_put(self, will: ops.PutMQTTWill) -> None:
         """A will not published yet (stored again when its delay or due time changes)."""
-        self.outbox.emit(ops.PutMQTTWill(client_id, vhost, user, topic, payload, qos, retain,
-                                         properties, delay, due_at))
+        self.outbox.emit(will)
 
     def mqtt_will_delete(self, vhost: str, client_id: str) -> None:
         """The session's will is cancelled or published."""
         self.outbox.emit(ops.DeleteMQTTWill(vhost, client_id))
 
-    def mqtt_packet_id_put(self, vhost: str, client_id: str, packet_id: int, outbound: bool,
-                           message_key: int = 0, released: bool = False) -> None:
+    def mqtt_packet_id_put(self, op: ops.PutMQTTPacketId) -> None:
         """A QoS 2 packet id in flight (inbound awaiting PUBREL, outbound awaiting PUBCOMP)."""
-        self.outbox.emit(ops.PutMQTTPacketId(vhost, client_id, packet_id, outbound, message_key,
-                                             released))
+        self.outbox.emit(op)
 
-    def mqtt_packet_id_delete(self, vhost: str, client_id: str, packet_id: int,
-                              outbound: bool) -> None:
+    def mqtt_packet_id_delete(self, op: ops.DeleteMQTTPacketId) -> None:
         """A QoS 2 packet id is free again."""
-        self.outbox.emit(ops.DeleteMQTTPacketId(vhost, client_id, packet_id, outbound))
+        self.outbox.emit(op)
 
     def confirm_after_commit(self, ch: ChannelState) -> None:
         """The channel's next Confirm waits for the commit of this batch's store ops:

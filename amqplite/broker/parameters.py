@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from amqplite.store import ops
+from amqplite import storeops as ops
 
 #: (component, vhost, name)
 ParamKey = tuple[str, str, str]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import attrs
 
+from amqplite import storeops as ops
 from amqplite.broker import errors as E
 from amqplite.broker import patterns
 from amqplite.broker import topic_permissions as topics
@@ -36,7 +37,6 @@ from amqplite.broker.exchanges import Exchange
 from amqplite.broker.model import ChannelState
 from amqplite.broker.topic_permissions import TopicPermission
 from amqplite.broker.vhost import VHost
-from amqplite.store import ops
 
 PERMISSIONS = ("configure", "write", "read")
 #: what RabbitMQ grants the default user and a vhost's creator

@@ -1,6 +1,6 @@
 """Builds store operations from broker objects: the one place that knows both shapes.
 
-``amqplite.store.ops`` is plain attrs data (no SQLAlchemy), so importing it
+``amqplite.storeops`` is plain attrs data (no SQLAlchemy), so importing it
 keeps the broker free of SQL while avoiding a second set of effect classes.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from amqplite import storeops as ops
 from amqplite.protocol.codec import to_plain
-from amqplite.store import ops
 
 if TYPE_CHECKING:
     from amqplite.broker.exchanges import Binding, Exchange
@@ -56,8 +56,10 @@ def delete_binding(vhost: str, b: Binding) -> ops.DeleteBinding:
 
 def put_message(m: Message) -> Any:
     if m.copy_of is not None and m.body is None:
-        return ops.CopyMessage(m.key, m.copy_of, m.exchange, m.routing_key, m.properties_raw)
-    return ops.PutMessage(m.key, m.exchange, m.routing_key, m.properties_raw, m.body or b"")
+        return ops.CopyMessage(m.key, m.copy_of, m.exchange, m.routing_key, m.properties_raw,
+                               m.persistent)
+    return ops.PutMessage(m.key, m.exchange, m.routing_key, m.properties_raw, m.body or b"",
+                          m.persistent)
 
 
 def put_policy(p: Policy) -> ops.PutPolicy:

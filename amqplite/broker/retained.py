@@ -25,8 +25,8 @@ from typing import Any
 
 import attrs
 
+from amqplite import storeops as ops
 from amqplite.broker.model import Message
-from amqplite.store import ops
 
 #: RAM an owner may hold when its own limits name no body bytes (``retained_max_bytes``):
 #: bodies, properties, keys and the overheads below, so empty bodies count too

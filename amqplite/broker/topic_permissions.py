@@ -38,8 +38,8 @@ from typing import Any
 import attrs
 import re2
 
+from amqplite import storeops as ops
 from amqplite.broker import patterns
-from amqplite.store import ops
 
 #: (user, vhost) -> exchange -> TopicPermission
 Table = dict[tuple[str, str], "dict[str, TopicPermission]"]

@@ -7,9 +7,9 @@ RabbitMQ does ("vhost '<name>' is deleted").
 
 from __future__ import annotations
 
+from amqplite import storeops as ops
 from amqplite.broker.base import BrokerBase
 from amqplite.broker.vhost import VHost
-from amqplite.store import ops
 
 
 class VHostOps(BrokerBase):

@@ -278,3 +278,15 @@ async def connect(ep: Endpoint, host: str, port: int, *, name: str = "amqplite l
         finally:
             n.cancel_scope.cancel()
             await conn.close()  # shielded inside: never raises Cancelled here
+
+
+def failure_text(exc: BaseException) -> str:
+    """Why a link's connection failed, as one line for its status and log: the first
+    leaf of an exception group; a broken stream gives its cause (the TLS
+    handshake's certificate error...); the peer's own close text as it came."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    while isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, ProtocolFailure) else f"{type(exc).__name__}: {text}"

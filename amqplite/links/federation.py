@@ -50,7 +50,7 @@ from amqplite.links.backoff import Backoff
 from amqplite.links.client_protocol import ContentIn, ProtocolFailure
 from amqplite.links.federation_config import UpstreamSpec
 from amqplite.links.pump import pump
-from amqplite.links.shovel import LocalAddress, _reason, address, failure, ran_for
+from amqplite.links.shovel import LocalAddress, address, failure, ran_for
 from amqplite.links.uri import Endpoint, parse, strip_credentials
 from amqplite.protocol.codec import FieldArray, FieldTable
 from amqplite.protocol.methods import (
@@ -418,7 +418,7 @@ class FederationLink:
                         await self._cmd(up, ExchangeDelete(f"{queue} {suffix}"))
             except Exception as exc:  # the upstream is away: its queue expires or stays
                 log.info("federation link %s -> '%s': cleanup upstream failed: %s",
-                         self.spec.name, self.exchange, _reason(exc))
+                         self.spec.name, self.exchange, C.failure_text(exc))
 
 
 

@@ -301,23 +301,12 @@ def failure(exc: BaseException) -> str:
         raise stop from None
     if not isinstance(exc, Exception):
         raise exc
-    return _reason(exc)
+    return C.failure_text(exc)
 
 
 def ran_for(since: float | None) -> float:
     """Seconds a link has been running since trio time ``since`` (None: it never ran)."""
     return 0.0 if since is None else trio.current_time() - since
-
-
-def _reason(exc: BaseException) -> str:
-    """The first leaf of an exception group, as text; a broken stream gives its
-    cause (the TLS handshake's certificate error...)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    while isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
-        exc = exc.__cause__
-    text = str(exc) or type(exc).__name__
-    return text if isinstance(exc, ProtocolFailure) else f"{type(exc).__name__}: {text}"
 
 
 def describe(s: Shovel) -> dict[str, Any]:

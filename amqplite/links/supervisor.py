@@ -32,9 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amqplite.links")
 
-#: where the server keeps the supervisor (``Server.extensions``) for the admin API
-EXTENSION = "links"
-
 
 class Links:
     """Every shovel of the broker and its task."""
@@ -130,7 +127,7 @@ class Links:
 
 async def run_links(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     """The service: a :class:`Links` over ``server``'s broker, kept in
-    ``server.extensions`` for the admin API."""
+    ``server.links`` for the admin API."""
     s = server.settings
 
     def local() -> tuple[str, int]:
@@ -155,7 +152,7 @@ async def run_links(server: Server, *, task_status: Any = trio.TASK_STATUS_IGNOR
                             max_links=s.max_links_per_vhost)
     links = Links(server.broker.parameters, local, delete, federation, hops, access=access,
                   node=s.cluster_name)
-    server.extensions[EXTENSION] = links
+    server.links = links
     server.broker.access_watchers.append(links.access_changed)
     try:
         await links.run(task_status=task_status)

@@ -45,8 +45,8 @@ from amqplite.server.tls import peer_user, server_context
 from amqplite.store.apply import PruneRange
 from amqplite.store.database import is_postgresql, masked
 from amqplite.store.lifecycle import CLEAN_KEY
-from amqplite.store.ops import EXPORTED_KEY
 from amqplite.store.writer import ProcessStore
+from amqplite.storeops import EXPORTED_KEY
 
 log = logging.getLogger("amqplite.server")
 
@@ -108,9 +108,9 @@ class Server:
         self.mqtt_sessions: list[Any] = []
         #: base URL of the admin HTTP API once it listens (None when disabled)
         self.admin_url: str | None = None
-        #: what services beside the broker publish for each other (the links supervisor
-        #: for the admin API...); this layer never looks inside
-        self.extensions: dict[str, Any] = {}
+        #: the links supervisor once it runs (``links/supervisor.py`` sets it), for the
+        #: admin API's shovel and federation rows; this layer never looks inside
+        self.links: Any = None
         #: why the broker stopped, if another broker took its database (PostgreSQL)
         self._lock_lost: DatabaseLockLost | None = None
         #: the password this broker's own links log in with as the user who defined
@@ -246,6 +246,14 @@ class Server:
 
     async def wait_paged(self, vhost: str, queue: str) -> None:
         await self._paging[(vhost, queue)].wait()
+
+    async def serve_mqtt_websocket(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """An ASGI websocket scope of the admin app: MQTT over WebSockets when enabled
+        (``serve_websocket`` refuses it otherwise)."""
+        from amqplite.server.mqtt.transports import serve_websocket  # the MQTT front, on use
+
+        await serve_websocket(self.mqtt if self.settings.mqtt_websocket else None, scope,
+                              receive, send)
 
     # ------------------------------------------------------------ running
     async def run(self, *, services: Sequence[Service] = (),

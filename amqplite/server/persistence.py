@@ -25,8 +25,8 @@ from amqplite.broker.core import Broker
 from amqplite.server.counters import Counters
 from amqplite.store.base import StoreClosed
 from amqplite.store.logbatch import LogBuffer
-from amqplite.store.ops import REPLAYABLE, DeleteVHost, PutQueue
 from amqplite.store.writer import ProcessStore, StoreWriterGone
+from amqplite.storeops import REPLAYABLE, DeleteVHost, PutQueue
 
 Waiter = Callable[[BaseException | None], None]
 
@@ -380,7 +380,7 @@ class Persistence:
         Why re-submit and not undo: memory already holds these changes (clients
         may have been told of them by later replies), and a submission failed by
         a dying writer may have committed anyway; the ops are idempotent
-        (``store.ops.REPLAYABLE``), so writing them again is right in both cases.
+        (``storeops.REPLAYABLE``), so writing them again is right in both cases.
 
         Order: submissions handed over after the failed one may commit before
         this one (the writer process's unsent frames go to the next writer). So

@@ -17,7 +17,7 @@ from amqplite.broker.queue import Queue
 from amqplite.config import Settings
 from amqplite.protocol.errors import FrameSyntaxError
 from amqplite.protocol.properties import check_properties, priority_of
-from amqplite.store.ops import SEEDED_KEY
+from amqplite.storeops import SEEDED_KEY
 
 log = logging.getLogger("amqplite.server")
 

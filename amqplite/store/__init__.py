@@ -2,34 +2,6 @@
 
 from typing import TYPE_CHECKING, Any
 
-from .ops import (
-    CopyMessage,
-    DeleteBinding,
-    DeleteEntries,
-    DeleteEntry,
-    DeleteExchange,
-    DeleteMQTTPacketId,
-    DeleteMQTTSession,
-    DeleteMQTTWill,
-    DeleteParameter,
-    DeletePolicy,
-    DeleteQueue,
-    LogEvent,
-    Op,
-    PutBinding,
-    PutEntry,
-    PutExchange,
-    PutMessage,
-    PutMeta,
-    PutMQTTPacketId,
-    PutMQTTSession,
-    PutMQTTWill,
-    PutParameter,
-    PutPolicy,
-    PutQueue,
-    UpdateEntry,
-)
-
 if TYPE_CHECKING:
     from .engine import Store
     from .recovery import Recovered, RecoveredEntry
@@ -38,8 +10,8 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     """Load the SQLAlchemy parts on first use only.
 
-    The broker core imports ``amqplite.store.ops`` (plain attrs records) and
-    must not pull SQLAlchemy in with it (DESIGN.md section 1).
+    Importing the package (for its submodules) must not pull SQLAlchemy in
+    before a store is opened (DESIGN.md section 1).
     """
     import importlib
 
@@ -52,33 +24,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-__all__ = [
-    "CopyMessage",
-    "DeleteBinding",
-    "DeleteEntries",
-    "DeleteEntry",
-    "DeleteExchange",
-    "DeleteMQTTPacketId",
-    "DeleteMQTTSession",
-    "DeleteMQTTWill",
-    "DeleteParameter",
-    "DeletePolicy",
-    "DeleteQueue",
-    "LogEvent",
-    "Op",
-    "PutBinding",
-    "PutEntry",
-    "PutExchange",
-    "PutMQTTPacketId",
-    "PutMQTTSession",
-    "PutMQTTWill",
-    "PutMessage",
-    "PutMeta",
-    "PutParameter",
-    "PutPolicy",
-    "PutQueue",
-    "Recovered",
-    "RecoveredEntry",
-    "Store",
-    "UpdateEntry",
-]
+__all__ = ["Recovered", "RecoveredEntry", "Store"]

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Connection,
     Engine,
     LargeBinary,
@@ -33,10 +34,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.expression import ClauseElement
 
-from . import cbor
-from . import schema as s
-from .logbatch import BATCH_COLS, MAX_LOG_ID_KEY, batch_rows, max_log_id, storable_value
-from .ops import (
+from amqplite.protocol.streamrecord import pack_spliced
+from amqplite.storeops import (
     LOG_FIELDS,
     AppendStream,
     AppendStreams,
@@ -78,8 +77,11 @@ from .ops import (
     PutUser,
     PutVHost,
     UpdateEntry,
-    entry_record,
 )
+
+from . import cbor
+from . import schema as s
+from .logbatch import BATCH_COLS, MAX_LOG_ID_KEY, batch_rows, max_log_id, storable_value
 
 __all__ = ["ROWS_PER_INSERT", "Applier", "PruneRange", "storable_logs", "stream_chunks", "upsert"]
 
@@ -95,6 +97,21 @@ _MESSAGE_KEY_INDEX = LOG_FIELDS.index("message_key")
 #: stream_chunks columns, in the order chunk rows are built
 CHUNK_COLS = ("queue_id", "first_offset", "last_offset", "segment", "first_ts_us",
               "last_ts_us", "count", "size", "data")
+
+
+
+def record_bytes(op: AppendStream) -> bytes:
+    """The stored record of an append, joined from its pieces if it came in pieces."""
+    return entry_record(op.offset, op.ts_us, op.message_key, op.record)
+
+
+def entry_record(offset: int, ts_us: int, message_key: int,
+                 record: bytes | tuple[bytes, bytes, bytes, bytes]) -> bytes:
+    """``record_bytes`` from an entry's fields."""
+    if type(record) is tuple:
+        route, before, after, body = record
+        return pack_spliced(ts_us, message_key, route, before, offset, after, body)
+    return record  # type: ignore[return-value]
 
 
 def _entries(appends: Iterable[AppendStream | AppendStreams],
@@ -284,7 +301,8 @@ class Applier:
         self.hw_queue = 0
         m, e = s.messages, s.queue_entries
         eng = engine  # statements are compiled for this engine's dialect
-        msg_cols = ("id", "exchange", "routing_key", "properties", "body", "body_size")
+        msg_cols = ("id", "exchange", "routing_key", "properties", "body", "body_size",
+                    "persistent")
         self._ins_msg = _InsertStmt(m, eng, msg_cols, ROWS_PER_INSERT)
         entry_cols = ("queue_id", "position", "message_id", "delivery_count", "redelivered")
         self._ins_entry = _InsertStmt(e, eng, entry_cols, ROWS_PER_INSERT)
@@ -377,7 +395,8 @@ class Applier:
                 elif t is PutMessage:
                     mid = op.message_id
                     body = op.body
-                    msgs[mid] = (mid, op.exchange, op.routing_key, op.properties, body, len(body))
+                    msgs[mid] = (mid, op.exchange, op.routing_key, op.properties, body, len(body),
+                                 op.persistent)
                     if mid > hw_message:
                         hw_message = mid
                 elif t is AppendStreams:
@@ -465,11 +484,12 @@ class Applier:
         if t is CopyMessage:
             m = s.messages
             conn.execute(insert(m).from_select(
-                [m.c.id, m.c.exchange, m.c.routing_key, m.c.properties, m.c.body, m.c.body_size],
+                [m.c.id, m.c.exchange, m.c.routing_key, m.c.properties, m.c.body, m.c.body_size,
+                 m.c.persistent],
                 select(
                     literal(op.message_id, BigInteger), literal(op.exchange),
                     literal(op.routing_key), literal(op.properties, LargeBinary),
-                    m.c.body, m.c.body_size,
+                    m.c.body, m.c.body_size, literal(op.persistent, Boolean),
                 ).where(m.c.id == op.source_id),
             ))
         elif t is PutExchange:

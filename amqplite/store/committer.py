@@ -20,9 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.exc import OperationalError
 
-from .apply import Applier, storable_logs
-from .database import make_engine
-from .ops import (
+from amqplite.storeops import (
     AppendStream,
     AppendStreams,
     DeleteStreamSegments,
@@ -30,6 +28,9 @@ from .ops import (
     LogEvent,
     PutStreamSegment,
 )
+
+from .apply import Applier, storable_logs
+from .database import make_engine
 
 log = logging.getLogger(__name__)
 

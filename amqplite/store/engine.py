@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from amqplite.storeops import Op
+
 from .apply import PruneRange
 from .base import LOG_LINGER_S, Callback, StoreBase, StoreClosed
 from .committer import Committer, needs_fsync
 from .lifecycle import CLEAN_KEY
-from .ops import Op
 
 __all__ = ["CLEAN_KEY", "LOG_LINGER_S", "Callback", "Store", "StoreClosed"]
 

@@ -17,6 +17,7 @@ from .logbatch import create_views
 from .recovery import Recovered
 from .upgrade import (
     delivery_log_to_batches,
+    messages_persistent,
     mqtt_tables_by_vhost,
     parameters_defined_by,
     stream_entries_to_chunks,
@@ -33,7 +34,8 @@ def create(engine: Engine) -> None:
     with engine.begin() as conn:
         rows = dict(conn.execute(select(s.meta.c.key, s.meta.c.value)).all())
         version = rows.get("schema_version")
-        parameters_defined_by(conn)  # a column only: no version change
+        parameters_defined_by(conn)  # columns only: no version change
+        messages_persistent(conn)
         if version is not None and int(version) in s.UPGRADABLE_VERSIONS:
             # create_all above added the missing tables; version 2's stream rows
             # move into chunks, and older delivery-log rows into batches

@@ -4,7 +4,7 @@ Why batches: the log writes about three events per message, and SQLite spends
 about 4 µs binding and inserting each 12-column row, the largest part of the
 writer's work for transient traffic and the difference between amqplite's and
 RabbitMQ's CPU on a trickle of messages. One row per group of events, the
-events a JSON array of arrays in :data:`~amqplite.store.ops.LOG_FIELDS` order,
+events a JSON array of arrays in :data:`~amqplite.storeops.LOG_FIELDS` order,
 costs about 0.2 µs per event (orjson). Each event still has its own id: a
 batch holds the consecutive ids ``first_id .. last_id`` (``first_id`` plus
 the event's index), assigned by the one writer, never reused (``meta``
@@ -22,8 +22,9 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, func, insert, select
 
+from amqplite.storeops import LOG_FIELDS, EncodedLog
+
 from . import schema as s
-from .ops import LOG_FIELDS, EncodedLog
 
 __all__ = [
     "BATCH_EVENTS",

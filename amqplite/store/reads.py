@@ -11,9 +11,10 @@ from typing import Any
 
 from sqlalchemy import Engine, bindparam, select
 
+from amqplite.storeops import LOG_FIELDS
+
 from . import schema as s
 from .logbatch import iter_log_rows
-from .ops import LOG_FIELDS
 
 __all__ = ["StoreReads"]
 

@@ -7,14 +7,9 @@ Metadata comes back as the same op records the broker writes (``PutExchange``,
 from __future__ import annotations
 
 import attrs
-from sqlalchemy import Connection, bindparam, delete, exists, func, select, update
+from sqlalchemy import Connection, delete, exists, false, func, select, update
 
-from amqplite.protocol.properties import delivery_mode_of
-
-from . import cbor
-from . import schema as s
-from .logbatch import max_log_id
-from .ops import (
+from amqplite.storeops import (
     TRANSIENT_KEY,
     PutBinding,
     PutExchange,
@@ -30,6 +25,10 @@ from .ops import (
     PutUser,
     PutVHost,
 )
+
+from . import cbor
+from . import schema as s
+from .logbatch import max_log_id
 
 
 @attrs.frozen
@@ -112,14 +111,12 @@ def clean_up(conn: Connection) -> None:
 
 def _drop_transient(conn: Connection) -> None:
     """Entries of messages that are not persistent were written only to spill them
-    out of RAM: like every transient message they do not outlive the broker."""
+    out of RAM: like every transient message they do not outlive the broker. The
+    broker said which are transient (``PutMessage.persistent``); nothing here parses
+    their properties."""
     e, m = s.queue_entries, s.messages
-    rows = conn.execute(select(e.c.queue_id, e.c.position, m.c.properties)
-                        .join_from(e, m, m.c.id == e.c.message_id))
-    gone = [{"q": qid, "p": pos} for qid, pos, props in rows if delivery_mode_of(props) != 2]
-    if gone:
-        conn.execute(delete(e).where(e.c.queue_id == bindparam("q"),
-                                     e.c.position == bindparam("p")), gone)
+    conn.execute(delete(e).where(e.c.message_id.in_(
+        select(m.c.id).where(m.c.persistent == false()).scalar_subquery())))
 
 
 def mark_redelivered(conn: Connection, queue_ids: list[int]) -> None:

@@ -25,10 +25,11 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    true,
 )
 from sqlalchemy.types import TypeEngine
 
-from .ops import LOG_FIELDS
+from amqplite.storeops import LOG_FIELDS
 
 #: Bumped when a table changes shape; stored in ``meta`` under ``schema_version``.
 SCHEMA_VERSION = 5
@@ -237,6 +238,10 @@ messages = Table(
     Column("properties", LargeBinary, nullable=False),  # raw AMQP property bytes
     Column("body", LargeBinary, nullable=False),
     Column("body_size", Integer, nullable=False),
+    # delivery mode 2, as the broker saw it (PutMessage.persistent): recovery drops
+    # spilled transient messages without parsing properties. Added to older
+    # databases by ``upgrade.messages_persistent``.
+    Column("persistent", Boolean, nullable=False, server_default=true()),
 )
 
 queue_entries = Table(

@@ -19,7 +19,10 @@ The ``retained`` table (retained publications, ``broker/retained.py``) needs
 no step here and no version change: ``create_all`` adds it to an older
 database at start, and nothing moves into it (an older version ignores it).
 Nor does the ``parameters.defined_by`` column (:func:`parameters_defined_by`
-adds it, NULL in the rows that were there; an older version ignores it).
+adds it, NULL in the rows that were there; an older version ignores it), nor
+``messages.persistent`` (:func:`messages_persistent`: the broker hands the store
+each message's delivery mode, so recovery drops spilled transient messages without
+parsing properties; the rows that were there get theirs parsed here, once).
 """
 
 from __future__ import annotations
@@ -46,15 +49,15 @@ from sqlalchemy import (
 )
 
 from amqplite.protocol import streamrecord
-from amqplite.protocol.properties import with_long_header
+from amqplite.protocol.properties import delivery_mode_of, with_long_header
+from amqplite.storeops import LOG_FIELDS, TRANSIENT_KEY, AppendStream
 
 from . import schema as s
 from .apply import CHUNK_COLS, stream_chunks
 from .logbatch import BATCH_COLS, BATCH_EVENTS, MAX_LOG_ID_KEY, batch_rows
-from .ops import LOG_FIELDS, AppendStream
 
-__all__ = ["delivery_log_to_batches", "mqtt_tables_by_vhost", "parameters_defined_by",
-           "stream_entries_to_chunks"]
+__all__ = ["delivery_log_to_batches", "messages_persistent", "mqtt_tables_by_vhost",
+           "parameters_defined_by", "stream_entries_to_chunks"]
 
 log = logging.getLogger(__name__)
 
@@ -206,3 +209,27 @@ def parameters_defined_by(conn: Connection) -> bool:
         return False
     conn.exec_driver_sql("ALTER TABLE parameters ADD COLUMN defined_by VARCHAR(255)")
     return True
+
+
+def messages_persistent(conn: Connection) -> bool:
+    """Add ``messages.persistent`` to a database from before it; True when it was added.
+
+    In the caller's transaction. Every stored message was persistent unless
+    transient ones were spilled (``TRANSIENT_KEY``, which recovery then honours):
+    only then are the older rows' properties read, once, to mark those.
+    """
+    if any(c["name"] == "persistent" for c in inspect(conn).get_columns("messages")):
+        return False
+    conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN persistent BOOLEAN NOT NULL DEFAULT TRUE")
+    meta, m = s.meta, s.messages
+    if not conn.execute(select(meta.c.key).where(meta.c.key == TRANSIENT_KEY)).first():
+        return True
+    transient = [mid for mid, props in conn.execute(select(m.c.id, m.c.properties))
+                 if delivery_mode_of(props) != 2]
+    for i in range(0, len(transient), s.IN_CHUNK):
+        conn.execute(update(m).where(m.c.id.in_(transient[i : i + s.IN_CHUNK]))
+                     .values(persistent=False))
+    if transient:
+        log.info("upgrade: %d spilled transient messages marked", len(transient))
+    return True
+

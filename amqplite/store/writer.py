@@ -37,10 +37,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from amqplite.storeops import Op
+
 from .apply import PruneRange
 from .base import LOG_LINGER_S, Callback, StoreBase, StoreClosed
 from .committer import tell_failing
-from .ops import Op
 from .writer_frames import RECV_SIZE, FrameBuffer, encode
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from .ops import HOT_OPS
+from amqplite.storeops import HOT_OPS
 
 _LEN = struct.Struct("!I")
 #: frames above this are refused on receipt: a sign of a broken stream

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from amqplite import storeops as ops
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import CancelNotify, Return
 from amqplite.protocol.codec import FieldArray
 from amqplite.protocol.errors import AMQPError, ChannelError, ConnectionError_
 from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
-from amqplite.store import ops
 from tests.broker.conftest import PERSISTENT, TRANSIENT, deliveries, session_channel
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from amqplite import storeops as ops
 from amqplite.broker.core import Broker
 from amqplite.broker.outbox import Outbox
-from amqplite.store import ops
 from tests.broker.conftest import PERSISTENT, TRANSIENT, session_channel
 
 

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from amqplite import storeops as ops
 from amqplite.broker.auth import check_password, hash_password, parse_tags, valid_hash
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import CloseConnection
 from amqplite.broker.permissions import Permission, permits, resource_name, validate_pattern
 from amqplite.protocol.errors import ChannelError, ConnectionError_
-from amqplite.store import ops
 from tests.broker.conftest import TRANSIENT, FakeClock
 
 NAMES = st.text(alphabet="abcdefghij-._0123", max_size=12)

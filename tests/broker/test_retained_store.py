@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from amqplite import storeops as ops
 from amqplite.broker.core import Broker
 from amqplite.broker.model import Message
 from amqplite.broker.retained import DEFAULT_MAX_COUNT, Limits, Retained, RetainedStore
-from amqplite.store import ops
 from tests.broker.conftest import PERSISTENT, TRANSIENT, session_channel
 
 

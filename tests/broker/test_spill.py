@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from amqplite import storeops as ops
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import Deliver, LoadEntries, ReadStream, StreamDeliver
 from amqplite.broker.model import Message
 from amqplite.protocol import streamrecord
 from amqplite.server.recovery import restore
-from amqplite.store import ops
 from amqplite.store.engine import Store
 from tests.broker.conftest import PERSISTENT, TRANSIENT, FakeClock, session_channel
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from amqplite import storeops as ops
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import Confirm, ReadStream
 from amqplite.broker.streamlog import (
@@ -25,7 +26,8 @@ from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import FieldTable, Timestamp
 from amqplite.protocol.errors import ChannelError, ConnectionError_
 from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
-from amqplite.store import ops, schema, upgrade
+from amqplite.store import schema, upgrade
+from amqplite.store.apply import record_bytes
 from amqplite.store.engine import Store
 from tests.broker.conftest import PERSISTENT, FakeClock, session_channel
 from tests.broker.test_spill import Shell, _reopen, _store
@@ -99,7 +101,7 @@ def test_each_record_holds_its_own_properties_when_publishers_change_them(
         b.basic_publish(ch, "", "s", raw, b"body")
     out = b.take_outcome().store_ops
     assert sum(type(op) is ops.AppendStreams for op in out) == 1  # one op for the run
-    records = [ops.record_bytes(op) for op in ops.stream_appends(out)]
+    records = [record_bytes(op) for op in ops.stream_appends(out)]
     assert len(records) == len(sent)
     for off, (raw, record) in enumerate(zip(sent, records, strict=True)):
         _ts, _key, exchange, routing_key, props, body = streamrecord.decode(record, 0)

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from amqplite import storeops as ops
 from amqplite.broker import topic_permissions as topics
 from amqplite.broker.core import Broker
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.topics import filter_to_binding_key, topic_to_routing_key
-from amqplite.store import ops
 from tests.broker.conftest import TRANSIENT
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from amqplite.protocol.properties import decode_properties
 from amqplite.store.engine import Store
-from amqplite.store.ops import PutEntry, PutMessage
+from amqplite.storeops import PutEntry, PutMessage
 from conformance._raw import RawConnection, ServerClosed, shortstr, table
 from tests.brokerproc import BrokerProcess, wait_for
 from tests.server.conftest import connect

@@ -8,8 +8,9 @@ import pytest
 from amqplite.protocol.mqtt import packets as pk
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.packets import MQTT_5, MQTT_311
-from amqplite.sessions.mqtt.common import NEVER_EXPIRES, queue_name
-from amqplite.store.ops import (
+from amqplite.sessions.mqtt.common import queue_name
+from amqplite.storeops import (
+    NEVER_EXPIRES,
     DeleteMQTTPacketId,
     DeleteMQTTSession,
     DeleteMQTTWill,
@@ -145,7 +146,8 @@ def test_resuming_with_expiry_zero_ends_the_session() -> None:
 
 def test_a_restored_session_counts_from_its_disconnect() -> None:
     node = Node()
-    node.registry.restore_session("/", "old", "guest", 60, node.clock.t - 50, (7,), node.clock.t)
+    row = PutMQTTSession("/", "old", 60, node.clock.t - 50, (7,), "guest")
+    node.registry.restore_session(row, node.clock.t)
     assert node.expiry.due[("/", "old")] == node.clock.t + 10
     assert node.registry.ids(("/", "old")).inbound == {7}
     node.carry()
@@ -178,11 +180,14 @@ def test_a_normal_disconnect_cancels_the_will() -> None:
     assert "dev" not in {k[1] for k in node.registry.wills.pending}
 
 
+def _delayed(payload: bytes, delay: int) -> pk.Will:
+    return pk.Will("will/dev", payload, 1, properties=pk.Properties(will_delay_interval=delay))
+
+
 def test_a_will_delay_is_capped_by_the_session_expiry() -> None:
     node = Node()
     w = _watch(node)
-    will = pk.Will("will/dev", b"late", 1, properties=pk.Properties(will_delay_interval=100))
-    c, _ = node.connect("dev", will=will, session_expiry_interval=20)
+    c, _ = node.connect("dev", will=_delayed(b"late", 100), session_expiry_interval=20)
     assert c.rules.will_delay() == 20
     c.close()
     assert publishes(w) == []
@@ -194,7 +199,7 @@ def test_a_will_delay_is_capped_by_the_session_expiry() -> None:
 def test_resuming_in_time_cancels_a_delayed_will_and_a_clean_start_fires_it() -> None:
     node = Node()
     w = _watch(node)
-    will = pk.Will("will/dev", b"late", 1, properties=pk.Properties(will_delay_interval=50))
+    will = _delayed(b"late", 50)
     c, _ = node.connect("dev", will=will, session_expiry_interval=100)
     c.close()
     c, _ = node.connect("dev", clean=False, session_expiry_interval=100)
@@ -210,8 +215,7 @@ def test_resuming_in_time_cancels_a_delayed_will_and_a_clean_start_fires_it() ->
 def test_session_expiry_publishes_a_will_still_delayed() -> None:
     node = Node()
     w = _watch(node)
-    will = pk.Will("will/dev", b"end", 0, properties=pk.Properties(will_delay_interval=10))
-    c, _ = node.connect("dev", will=will, session_expiry_interval=10)
+    c, _ = node.connect("dev", will=_delayed(b"end", 10), session_expiry_interval=10)
     c.close()
     node.advance(10)
     assert [p.payload for p in publishes(w)] == [b"end"]

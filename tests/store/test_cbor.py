@@ -10,7 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqplite.store import PutBinding, PutExchange, PutQueue, Store, cbor
+from amqplite.store import Store, cbor
+from amqplite.storeops import PutBinding, PutExchange, PutQueue
 
 TZS = st.sampled_from([
     None, dt.UTC, dt.timezone(dt.timedelta(hours=5, minutes=30)),

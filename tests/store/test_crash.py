@@ -13,7 +13,8 @@ from amqplite.store import Store
 
 CHILD = r"""
 import sys
-from amqplite.store import PutEntry, PutMessage, PutQueue, Store, LogEvent, DeleteEntry
+from amqplite.store import Store
+from amqplite.storeops import PutEntry, PutMessage, PutQueue, LogEvent, DeleteEntry
 
 store = Store(sys.argv[1], durability="fsync")
 store.create()

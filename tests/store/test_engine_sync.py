@@ -7,7 +7,7 @@ from pathlib import Path
 
 from amqplite.store import committer
 from amqplite.store.engine import Store
-from amqplite.store.ops import (
+from amqplite.storeops import (
     AppendStream,
     AppendStreams,
     DeleteStreamSegments,

@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from amqplite.store import (
+from amqplite.store import Store
+from amqplite.storeops import (
     DeleteBinding,
     DeleteEntry,
     DeleteExchange,
@@ -17,7 +18,6 @@ from amqplite.store import (
     PutExchange,
     PutMessage,
     PutQueue,
-    Store,
     UpdateEntry,
 )
 from tests.pg_server import both_backends

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amqplite.store import LogEvent, PutEntry, PutMessage, PutQueue
+from amqplite.storeops import LogEvent, PutEntry, PutMessage, PutQueue
 from tests.pg_server import both_backends
 
 

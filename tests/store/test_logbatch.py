@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqplite.store import LogEvent, Store
+from amqplite.store import Store
 from amqplite.store.logbatch import (
     BATCH_EVENTS,
     batch_rows,
@@ -17,8 +17,8 @@ from amqplite.store.logbatch import (
     encode_events,
     storable_value,
 )
-from amqplite.store.ops import LOG_FIELDS
 from amqplite.store.schema import SCHEMA_VERSION
+from amqplite.storeops import LOG_FIELDS, LogEvent
 from tests.pg_server import both_backends
 
 values = st.one_of(

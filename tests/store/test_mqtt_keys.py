@@ -22,14 +22,14 @@ from sqlalchemy import (
 
 from amqplite.store import Store
 from amqplite.store import schema as s
-from amqplite.store.ops import (
+from amqplite.store.schema import SCHEMA_VERSION
+from amqplite.storeops import (
     DeleteMQTTSession,
     DeleteMQTTWill,
     PutMQTTPacketId,
     PutMQTTSession,
     PutMQTTWill,
 )
-from amqplite.store.schema import SCHEMA_VERSION
 from tests.pg_server import both_backends
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from amqplite.store import LogEvent, Store
+from amqplite.store import Store
+from amqplite.storeops import LogEvent
 from tests.pg_server import both_backends
 
 

@@ -6,22 +6,30 @@ from decimal import Decimal
 
 from sqlalchemy import create_engine
 
-from amqplite.store import (
+from amqplite.protocol.properties import BasicProperties, encode_properties
+from amqplite.store import Recovered, RecoveredEntry
+from amqplite.storeops import (
+    REPLAYABLE,
+    TRANSIENT_KEY,
     DeleteEntry,
+    DeleteParameter,
+    DeleteVHost,
     LogEvent,
     PutBinding,
     PutEntry,
     PutExchange,
     PutMessage,
     PutMeta,
+    PutParameter,
     PutPolicy,
     PutQueue,
-    Recovered,
-    RecoveredEntry,
+    PutVHost,
     UpdateEntry,
 )
-from amqplite.store.ops import REPLAYABLE, DeleteParameter, DeleteVHost, PutParameter, PutVHost
 from tests.pg_server import both_backends
+
+PERSISTENT_PROPS = encode_properties(BasicProperties(delivery_mode=2))
+TRANSIENT_PROPS = encode_properties(BasicProperties())
 
 META = [
     PutPolicy("/", "dlx", "^q", "queues", 1, {"dead-letter-exchange": "dlx"}),
@@ -126,8 +134,7 @@ def test_retained_rows_round_trip_and_go_with_their_exchange(make_store, raw,
                                                             db_path) -> None:
     """PutRetained/DeleteRetained/ClearRetained, DeleteExchange's clean-up, the
     message-key mark, and a database made before the table existed."""
-    from amqplite.store import DeleteExchange
-    from amqplite.store.ops import ClearRetained, DeleteRetained, PutRetained
+    from amqplite.storeops import ClearRetained, DeleteExchange, DeleteRetained, PutRetained
 
     store = make_store()
     store.start()
@@ -165,7 +172,7 @@ def test_retained_rows_round_trip_and_go_with_their_exchange(make_store, raw,
 @both_backends
 def test_runtime_parameters_round_trip(make_store) -> None:
     """Puts replace, deletes remove, a deleted vhost takes its parameters; applying
-    the same ops again (a re-submission, store.ops.REPLAYABLE) changes nothing."""
+    the same ops again (a re-submission, storeops.REPLAYABLE) changes nothing."""
 
     ops = [PutVHost("v"), PutParameter("shovel", "/", "a", {"src-uri": "amqp://"}),
            PutParameter("shovel", "/", "a", {"src-uri": "amqp://h", "n": 1}),
@@ -206,3 +213,50 @@ def test_a_parameter_keeps_who_defined_it(make_store, db_url: str) -> None:
     engine.dispose()
     rec = make_store().load(body_window=1)
     assert [(p.name, p.defined_by) for p in rec.parameters] == [("a", None), ("b", None)]
+
+
+def _spill_run(persistent: list[bool | None]) -> list:
+    """A queue with one entry per message and the spilled-transient mark. A given
+    ``persistent`` goes with properties that say the opposite; None leaves the field
+    out (what a writer from before it wrote), odd ids persistent by their properties."""
+    ops: list = [PutQueue(1, "/", "q")]
+    for mid, p in enumerate(persistent, 1):
+        if p is None:
+            props = PERSISTENT_PROPS if mid % 2 else TRANSIENT_PROPS
+            msg = PutMessage(mid, "", "q", props, b"m%d" % mid)
+        else:
+            props = TRANSIENT_PROPS if p else PERSISTENT_PROPS
+            msg = PutMessage(mid, "", "q", props, b"m%d" % mid, p)
+        ops += [msg, PutEntry(1, mid, mid)]
+    return [*ops, PutMeta(TRANSIENT_KEY, "1")]
+
+
+@both_backends
+def test_spilled_transient_messages_go_by_the_persistent_field(make_store, raw) -> None:
+    """Recovery reads the broker's ``persistent``, never the properties: each message
+    here has properties that say the opposite of what the broker said."""
+    store = make_store()
+    store.start()
+    store.submit(_spill_run([True, False, False, True]))
+    store.close(10)
+    rec = make_store().load()
+    assert [e.position for e in rec.entries[1]] == [1, 4]
+    assert raw("SELECT id FROM messages ORDER BY id") == [(1,), (4,)]
+
+
+@both_backends
+def test_a_database_from_before_messages_persistent_is_upgraded(db_url, make_store) -> None:
+    """An older database has no ``messages.persistent``: the start adds it, every row
+    persistent, except, when transient messages were spilled, those whose properties
+    say so (parsed once, in the upgrade), which recovery then drops."""
+    store = make_store()
+    store.start()
+    store.submit(_spill_run([None] * 6))
+    store.close(10)
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE messages DROP COLUMN persistent")
+    engine.dispose()
+    rec = make_store().load()  # Store.create adds the column, then load drops transient
+    assert [e.position for e in rec.entries[1]] == [1, 3, 5]
+    assert [e.body for e in rec.entries[1]] == [b"m1", b"m3", b"m5"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from amqplite.store import ops as O
+from amqplite import storeops as O
 from amqplite.store.engine import Store
 
 

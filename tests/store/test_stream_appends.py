@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqplite.protocol import streamrecord
-from amqplite.store.apply import stream_chunks
-from amqplite.store.ops import AppendStream, AppendStreams, record_bytes, stream_appends
+from amqplite.store.apply import record_bytes, stream_chunks
+from amqplite.storeops import AppendStream, AppendStreams, stream_appends
 
 
 def _entry(qid: int, offset: int, segment: int, pieces: bool) -> AppendStream:

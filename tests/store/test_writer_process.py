@@ -12,9 +12,9 @@ from sqlalchemy import func, select
 
 from amqplite.store import schema as s
 from amqplite.store.engine import Store
-from amqplite.store.ops import LogEvent, PutMessage, PutMeta, PutQueue
 from amqplite.store.writer import ProcessStore, StoreWriterError, StoreWriterGone
 from amqplite.store.writer_frames import FrameBuffer, encode
+from amqplite.storeops import LogEvent, PutMessage, PutMeta, PutQueue
 from tests.brokerproc import wait_for
 from tests.pg_server import both_backends
 from tests.server.dying_writer import dead
@@ -186,7 +186,7 @@ def test_an_urgent_submission_ends_the_linger(tmp_path: Path, kind: type[Store])
 @both_backends
 def test_a_read_sees_every_submission_sent_before_it(pstore: ProcessStore) -> None:
     """No flush in between: the writer commits what came first, then reads."""
-    from amqplite.store.ops import PutEntry
+    from amqplite.storeops import PutEntry
 
     pstore.submit([PutQueue(1, "/", "q"), *[PutMessage(i, "", "q", b"", b"m%d" % i)
                                             for i in range(1, 6)],

@@ -19,10 +19,10 @@ from amqplite.broker.permissions import refused
 from amqplite.protocol.errors import AMQPError
 
 if TYPE_CHECKING:
+    from amqplite.admin.node import NodeView
     from amqplite.broker.core import VHost
     from amqplite.broker.model import ChannelState, Session
     from amqplite.broker.queue import Queue
-    from amqplite.server.app import Server
 
 _R = TypeVar("_R")
 
@@ -30,7 +30,7 @@ _R = TypeVar("_R")
 class HandlerBase:
     """Broker access for the handlers: lookups that answer 404, admin channels."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: NodeView) -> None:
         self.server = server
         self.broker = server.broker
         self.rates = views.Rates()

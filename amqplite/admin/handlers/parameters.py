@@ -11,7 +11,7 @@ limits (``max_links_per_vhost``, ``max_links_per_user``) with 403 naming the lim
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amqplite.admin import validate as V
 from amqplite.admin.handlers.base import HandlerBase
@@ -19,6 +19,9 @@ from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, n
 from amqplite.links import access as A
 from amqplite.links.config import COMPONENTS
 from amqplite.links.config import parse as parse_shovel
+
+if TYPE_CHECKING:
+    from amqplite.admin.node import LinksView
 
 
 def shown(component: str, vhost: str, name: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -97,8 +100,8 @@ class ParameterHandlers(HandlerBase):
         if why is not None:
             raise HTTPError(403, "access_refused", f"value.{why}")
 
-    def _links(self) -> Any:
-        links = self.server.extensions.get("links")
+    def _links(self) -> LinksView:
+        links = self.server.links
         if links is None:
             raise HTTPError(501, "not_implemented", "this broker runs no links supervisor")
         return links

@@ -27,8 +27,7 @@ from amqplite.sessions.mqtt.accounting import MQTTStats
 from amqplite.sessions.mqtt.common import LIMITS, Key, Login
 from amqplite.sessions.mqtt.registry import SessionRegistry
 from amqplite.sessions.mqtt.session import MQTTSession
-from amqplite.sessions.mqtt.wills import PendingWill
-from amqplite.store.ops import PutMQTTPacketId, PutMQTTSession, PutMQTTWill
+from amqplite.storeops import PutMQTTPacketId, PutMQTTSession, PutMQTTWill
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -100,15 +99,12 @@ class MQTTListener:
             now = time.time()
             reg.timers = KeyTimers(nursery, self._expired)
             reg.wills.restore(KeyTimers(nursery, self._will_due),
-                              [PendingWill(*attrs.astuple(w, recurse=False))
-                               for w in self._recovered if isinstance(w, PutMQTTWill)], now)
+                              [w for w in self._recovered if isinstance(w, PutMQTTWill)], now)
             for st in self._recovered:
                 if isinstance(st, PutMQTTPacketId):
-                    reg.restore_packet_id(st.vhost, st.client_id, st.packet_id, st.outbound,
-                                          st.message_key, st.released)
+                    reg.restore_packet_id(st)
                 elif isinstance(st, PutMQTTSession):
-                    reg.restore_session(st.vhost, st.client_id, st.user, st.expiry,
-                                        st.disconnected_at, st.awaiting_pubrel, now)
+                    reg.restore_session(st, now)
             self._recovered = []
             self.execute(reg.groups.recover, set(reg.stored))
             if listeners:

@@ -10,9 +10,6 @@ from amqplite.protocol.mqtt.subscriptions import session_queue_name
 
 #: a session: (vhost, client id), as in RabbitMQ (two vhosts' ``sensor-42`` are two)
 Key = tuple[str, str]
-#: MQTT 5's session expiry 0xFFFFFFFF: never (3.1.1 clean session 0 too); the
-#: store's session rows use the same value
-NEVER_EXPIRES = 0xFFFFFFFF
 #: what this front offers, advertised to MQTT 5 clients in the CONNACK
 LIMITS = ServerLimits()
 #: channel numbers of a client's broker session

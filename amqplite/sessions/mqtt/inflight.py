@@ -2,7 +2,7 @@
 
 The listener keeps one :class:`PacketIds` per session, (vhost, client id), across
 its connections;
-a persistent session's ids are also rows (``broker.mqtt_packet_id_put``), so a restart,
+a persistent session's ids are also rows (``PutMQTTPacketId``), so a restart,
 a kill -9 included, resumes the flows where they were:
 
 - inbound: ids acknowledged with PUBREC and not released. The row is written
@@ -20,6 +20,7 @@ a kill -9 included, resumes the flows where they were:
 from __future__ import annotations
 
 from amqplite.broker.core import Broker
+from amqplite.storeops import DeleteMQTTPacketId, PutMQTTPacketId
 
 
 class PacketIds:
@@ -41,28 +42,25 @@ class PacketIds:
         #: released ids whose PUBCOMP came before the message's redelivery reached us
         self.completed: set[int] = set()
 
-    def _put(self, pid: int, outbound: bool, key: int = 0, released: bool = False) -> bool:
+    def _write(self, op: PutMQTTPacketId | DeleteMQTTPacketId) -> bool:
         if self.broker is None:
             return False
-        self.broker.mqtt_packet_id_put(self.vhost, self.client_id, pid, outbound, key, released)
-        return True
-
-    def _delete(self, pid: int, outbound: bool) -> bool:
-        if self.broker is None:
-            return False
-        self.broker.mqtt_packet_id_delete(self.vhost, self.client_id, pid, outbound)
+        if isinstance(op, DeleteMQTTPacketId):
+            self.broker.mqtt_packet_id_delete(op)
+        else:
+            self.broker.mqtt_packet_id_put(op)
         return True
 
     # ------------------------------------------------------------ inbound
     def received(self, pid: int) -> bool:
         """A QoS 2 PUBLISH was routed: its id is pending until PUBREL."""
         self.inbound.add(pid)
-        return self._put(pid, False)
+        return self._write(PutMQTTPacketId(self.vhost, self.client_id, pid, False))
 
     def forget_inbound(self, pid: int) -> bool:
         """PUBREL came (or the PUBLISH was refused): the id is free again."""
         self.inbound.discard(pid)
-        return self._delete(pid, False)
+        return self._write(DeleteMQTTPacketId(self.vhost, self.client_id, pid, False))
 
     # ------------------------------------------------------------ outbound
     def pid_of(self, key: int) -> int | None:
@@ -83,7 +81,7 @@ class PacketIds:
             self._pids.pop(old, None)
         self._keys[pid] = key
         self._pids[key] = pid
-        return self._put(pid, True, key)
+        return self._write(PutMQTTPacketId(self.vhost, self.client_id, pid, True, key))
 
     def release(self, pid: int) -> bool:
         """PUBREC: the client has the message; PUBREL is owed until PUBCOMP."""
@@ -91,7 +89,7 @@ class PacketIds:
         if key is None:
             return False
         self.released.add(pid)
-        return self._put(pid, True, key, True)
+        return self._write(PutMQTTPacketId(self.vhost, self.client_id, pid, True, key, True))
 
     def complete(self, pid: int) -> bool:
         """PUBCOMP (or a PUBREC refusing the message): the flow of ``pid`` ended."""
@@ -101,14 +99,14 @@ class PacketIds:
         self._pids.pop(key, None)
         self.released.discard(pid)
         self.completed.discard(pid)
-        return self._delete(pid, True)
+        return self._write(DeleteMQTTPacketId(self.vhost, self.client_id, pid, True))
 
-    def restore(self, pid: int, outbound: bool, key: int = 0, released: bool = False) -> None:
+    def restore(self, op: PutMQTTPacketId) -> None:
         """A row read back at start-up."""
-        if not outbound:
-            self.inbound.add(pid)
+        if not op.outbound:
+            self.inbound.add(op.packet_id)
             return
-        self._keys[pid] = key
-        self._pids[key] = pid
-        if released:
-            self.released.add(pid)
+        self._keys[op.packet_id] = op.message_key
+        self._pids[op.message_key] = op.packet_id
+        if op.released:
+            self.released.add(op.packet_id)

@@ -15,16 +15,16 @@ when one runs out the shell asks :meth:`SessionRegistry.expired`, then runs
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from amqplite.broker import mqtt_retained
 from amqplite.broker.core import Broker
 from amqplite.sessions.mqtt.accounting import MQTTStats
-from amqplite.sessions.mqtt.common import NEVER_EXPIRES, Key, queue_name
+from amqplite.sessions.mqtt.common import Key, queue_name
 from amqplite.sessions.mqtt.inflight import PacketIds
 from amqplite.sessions.mqtt.shared import SharedGroups
 from amqplite.sessions.mqtt.wills import Timers, Wills
+from amqplite.storeops import NEVER_EXPIRES, PutMQTTPacketId, PutMQTTSession
 
 if TYPE_CHECKING:
     from amqplite.sessions.mqtt.session import MQTTSession
@@ -81,23 +81,20 @@ class SessionRegistry:
         return self.stored.get(key, "") in ("", user)  # "": an older version's row
 
     # ------------------------------------------------------------ restart
-    def restore_packet_id(self, vhost: str, client_id: str, pid: int, outbound: bool,
-                          key: int = 0, released: bool = False) -> None:
+    def restore_packet_id(self, row: PutMQTTPacketId) -> None:
         """A packet id row read back at start-up."""
-        self.ids((vhost, client_id)).restore(pid, outbound, key, released)
+        self.ids((row.vhost, row.client_id)).restore(row)
 
-    def restore_session(self, vhost: str, client_id: str, user: str, expiry: int,
-                        disconnected_at: float | None, awaiting_pubrel: Iterable[int],
-                        now: float) -> None:
+    def restore_session(self, row: PutMQTTSession, now: float) -> None:
         """A session row read back at start-up: its countdown resumes (a session
         connected at a crash counts from ``now``)."""
-        key = (vhost, client_id)
-        self.stored[key] = user
-        for pid in awaiting_pubrel:  # an older database's: rows now
+        key = (row.vhost, row.client_id)
+        self.stored[key] = row.user
+        for pid in row.awaiting_pubrel:  # an older database's: rows now
             self.ids(key).inbound.add(pid)
-            self.broker.mqtt_packet_id_put(vhost, client_id, pid, False)
-        gone = now - (disconnected_at if disconnected_at is not None else now)
-        self.expire_later(vhost, client_id, expiry, max(0.0, gone))
+            self.broker.mqtt_packet_id_put(PutMQTTPacketId(row.vhost, row.client_id, pid, False))
+        gone = now - (row.disconnected_at if row.disconnected_at is not None else now)
+        self.expire_later(row.vhost, row.client_id, row.expiry, max(0.0, gone))
 
     # ------------------------------------------------------------ expiry
     def expire_later(self, vhost: str, client_id: str, expiry: int, gone: float = 0.0) -> None:

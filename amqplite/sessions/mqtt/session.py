@@ -44,7 +44,6 @@ from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing
 from amqplite.protocol.properties import delivery_mode_of
 from amqplite.sessions.mqtt.accounting import label, log_protocol
 from amqplite.sessions.mqtt.common import (
-    NEVER_EXPIRES,
     PUBLISH_CH,
     QOS0_CH,
     QOS1_CH,
@@ -55,7 +54,7 @@ from amqplite.sessions.mqtt.common import (
 from amqplite.sessions.mqtt.inflight import PacketIds
 from amqplite.sessions.mqtt.registry import SessionRegistry
 from amqplite.sessions.mqtt.subscriptions import Subscriptions
-from amqplite.sessions.mqtt.wills import PendingWill
+from amqplite.storeops import NEVER_EXPIRES, PutMQTTWill
 
 log = logging.getLogger("amqplite.mqtt")
 
@@ -159,7 +158,7 @@ class MQTTSession:
         will = None
         if c.will is not None:
             w = c.will
-            will = PendingWill(cid, login.vhost, login.user, w.topic, w.payload, w.qos,
+            will = PutMQTTWill(cid, login.vhost, login.user, w.topic, w.payload, w.qos,
                                w.retain, amqp_properties(w.qos, w.properties, cid, w.retain),
                                self.will_delay())
         reg.wills.connected(key, not c.clean_start, will, now)  # stored before the CONNACK

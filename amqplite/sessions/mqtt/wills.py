@@ -1,6 +1,6 @@
 """Wills not published yet, in the store so a restart (kill -9 included) keeps them.
 
-A CONNECT with a will writes its row (``mqtt_will_put``, no due time) before the
+A CONNECT with a will writes its row (``PutMQTTWill``, no due time) before the
 CONNACK. A normal DISCONNECT deletes it. Any other end of the connection
 makes it due after its delay: MQTT 5's Will Delay Interval, capped by the
 session expiry ([MQTT-3.1.3-9]: the session's end publishes it too), 0 for
@@ -34,6 +34,7 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.topics import topic_to_routing_key
 from amqplite.protocol.properties import decode_properties, encode_properties, expiration_of
 from amqplite.sessions.mqtt.common import Key
+from amqplite.storeops import PutMQTTWill
 
 log = logging.getLogger("amqplite.mqtt")
 
@@ -46,24 +47,6 @@ class Timers(Protocol):
     def stop(self, key: Key) -> None: ...
 
 
-@attrs.frozen
-class PendingWill:
-    """A will not published yet, as its row keeps it. ``properties`` are the AMQP
-    properties it is published with (MQTT 5 will properties mapped); ``due_at``
-    (wall-clock seconds) is set once its delay runs."""
-
-    client_id: str
-    vhost: str
-    user: str
-    topic: str
-    payload: bytes
-    qos: int
-    retain: bool
-    properties: bytes
-    delay: int = 0
-    due_at: float | None = None
-
-
 class Wills:
     """The pending wills of every session."""
 
@@ -74,15 +57,11 @@ class Wills:
         #: the MQTT retained index's bounds (the listener's, built once)
         self.retained_limits = retained_limits
         #: (vhost, client id) -> its stored will
-        self.pending: dict[Key, PendingWill] = {}
+        self.pending: dict[Key, PutMQTTWill] = {}
         #: the delays' timers, once the shell runs them (until then a will is due at once)
         self.timers: Timers | None = None
 
-    def _store(self, w: PendingWill) -> None:
-        self.broker.mqtt_will_put(w.client_id, w.vhost, w.user, w.topic, w.payload, w.qos,
-                                  w.retain, w.properties, w.delay, w.due_at)
-
-    def restore(self, timers: Timers, stored: list[PendingWill], now: float) -> None:
+    def restore(self, timers: Timers, stored: list[PutMQTTWill], now: float) -> None:
         """Wills read back from the store: due ones go now, delayed ones wait."""
         self.timers = timers
         for w in stored:
@@ -91,11 +70,11 @@ class Wills:
             due = w.due_at if w.due_at is not None else now + w.delay
             if w.due_at is None and w.delay:
                 self.pending[key] = w = attrs.evolve(w, due_at=due)
-                self._store(w)
+                self.broker.mqtt_will_put(w)
             timers.start(key, max(0.0, due - now))
 
     # ------------------------------------------------------------ the client's life
-    def connected(self, key: Key, resumed: bool, will: PendingWill | None, now: float) -> None:
+    def connected(self, key: Key, resumed: bool, will: PutMQTTWill | None, now: float) -> None:
         """A CONNECT for the session ``key``: a delayed will of the previous connection
         is cancelled when it resumes the session, published when it starts clean;
         the new connection's will is stored."""
@@ -106,7 +85,7 @@ class Wills:
                 self.fire(key, now)
         if will is not None:
             self.pending[key] = will
-            self._store(will)
+            self.broker.mqtt_will_put(will)
 
     def cancel(self, key: Key) -> None:
         """A normal DISCONNECT: the will is never published."""
@@ -122,7 +101,7 @@ class Wills:
             self.fire(key, now)
             return
         w = self.pending[key] = attrs.evolve(w, delay=delay, due_at=now + delay)
-        self._store(w)
+        self.broker.mqtt_will_put(w)
         self.timers.start(key, delay)
 
     # ------------------------------------------------------------ publication
@@ -137,7 +116,7 @@ class Wills:
         except Exception:
             log.exception("MQTT will of %r in vhost %r: publication failed", key[1], key[0])
 
-    def _publish(self, w: PendingWill, now: float) -> None:
+    def _publish(self, w: PutMQTTWill, now: float) -> None:
         b = self.broker
         if w.vhost not in b.vhosts:
             return

@@ -1,8 +1,11 @@
-"""Store operations: immutable records the server submits to the writer.
+"""The records of the store operations the core emits and the store carries out.
 
-They are plain data (frozen, slotted attrs classes) so the event loop can
-build them cheaply and hand them to the writer without sharing mutable
-state. Argument tables are plain dicts; the writer CBOR-encodes them.
+A top-level module of plain data (frozen, slotted attrs classes and
+NamedTuples), importing nothing of amqplite's layers, so the broker core
+emits these records without importing ``amqplite.store`` and the store
+carries them out without importing the broker. The event loop builds them
+cheaply and hands them to the writer without sharing mutable state.
+Argument tables are plain dicts; the writer CBOR-encodes them.
 """
 
 from __future__ import annotations
@@ -10,8 +13,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import attrs
-
-from amqplite.protocol.streamrecord import pack_spliced
 
 Args = dict[str, Any]
 
@@ -364,6 +365,9 @@ class PutMessage:
     routing_key: str
     properties: bytes  # the raw AMQP content-header property bytes
     body: bytes
+    #: delivery mode 2: the broker knows it, so the store never parses properties
+    #: (a transient one is written only to spill it; recovery drops those)
+    persistent: bool = True
 
 
 @attrs.frozen
@@ -380,6 +384,7 @@ class CopyMessage:
     exchange: str
     routing_key: str
     properties: bytes
+    persistent: bool = True
 
 
 @attrs.frozen
@@ -471,7 +476,7 @@ class AppendStream(NamedTuple):
     properties with x-stream-offset, body), or its pieces ``(route, before,
     after, body)`` with the offset to go between ``before`` and ``after``
     (``properties.long_header_splice``): the broker sends the pieces and the
-    writer joins them (:func:`record_bytes`), because the event loop is the
+    writer joins them (``store.apply.record_bytes``), because the event loop is the
     busy side of an append and the join copies the whole entry. ``size`` is
     what the segment counts for it (body + properties as published). The
     writer packs consecutive appends of one stream into one chunk row. A
@@ -486,20 +491,6 @@ class AppendStream(NamedTuple):
     message_key: int
     size: int
     record: bytes | tuple[bytes, bytes, bytes, bytes]
-
-
-def record_bytes(op: AppendStream) -> bytes:
-    """The stored record of an append, joined from its pieces if it came in pieces."""
-    return entry_record(op.offset, op.ts_us, op.message_key, op.record)
-
-
-def entry_record(offset: int, ts_us: int, message_key: int,
-                 record: bytes | tuple[bytes, bytes, bytes, bytes]) -> bytes:
-    """``record_bytes`` from an entry's fields."""
-    if type(record) is tuple:
-        route, before, after, body = record
-        return pack_spliced(ts_us, message_key, route, before, offset, after, body)
-    return record  # type: ignore[return-value]
 
 
 #: one entry of AppendStreams: AppendStream's fields after ``queue_id``

@@ -161,7 +161,8 @@ class MQTTClient:
                 await self._wake.wait()
             self._wake = trio.Event()
             while True:
-                rules.take_auto_acks()
+                if rules.auto_acks:
+                    rules.take_auto_acks()
                 while rules.hold:  # nothing awaited between the commit and the take
                     rules.hold = False
                     await self.listener.committed()

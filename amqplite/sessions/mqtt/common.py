@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import attrs
 
 from amqplite.protocol.errors import AMQPError
@@ -26,6 +28,15 @@ class Login:
     user: str = ""
     vhost: str = ""
     refused: int = 0
+
+
+class Timers(Protocol):
+    """One timer per session key, run by the shell (server/mqtt/timers.py), which
+    calls back when it runs out; starting one replaces the key's last."""
+
+    def start(self, key: Key, delay: float) -> None: ...
+
+    def stop(self, key: Key) -> None: ...
 
 
 def queue_name(client_id: str, qos: int) -> str:

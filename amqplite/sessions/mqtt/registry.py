@@ -7,7 +7,7 @@ vhosts is two clients, two sessions, two wills, and one never takes the other
 over. Within a vhost a new connection takes over the old one (Mosquitto's
 rule), or, with ``mqtt_takeover = "user"``, only when the same user opened it.
 
-The expiry countdowns run on the shell's :class:`~amqplite.sessions.mqtt.wills.Timers`;
+The expiry countdowns run on the shell's :class:`~amqplite.sessions.mqtt.common.Timers`;
 when one runs out the shell asks :meth:`SessionRegistry.expired`, then runs
 :meth:`SessionRegistry.drop_session` as a broker command.
 """
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 from amqplite.broker import mqtt_retained
 from amqplite.broker.core import Broker
 from amqplite.sessions.mqtt.accounting import MQTTStats
-from amqplite.sessions.mqtt.common import Key, queue_name
+from amqplite.sessions.mqtt.common import Key, Timers, queue_name
 from amqplite.sessions.mqtt.inflight import PacketIds
 from amqplite.sessions.mqtt.shared import SharedGroups
-from amqplite.sessions.mqtt.wills import Timers, Wills
+from amqplite.sessions.mqtt.wills import Wills
 from amqplite.storeops import NEVER_EXPIRES, PutMQTTPacketId, PutMQTTSession
 
 if TYPE_CHECKING:

@@ -23,7 +23,6 @@ The rules are here, the clock is not: ``now`` comes in, and the delays run on a
 from __future__ import annotations
 
 import logging
-from typing import Protocol
 
 import attrs
 
@@ -33,18 +32,10 @@ from amqplite.broker.retained import Limits
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.topics import topic_to_routing_key
 from amqplite.protocol.properties import decode_properties, encode_properties, expiration_of
-from amqplite.sessions.mqtt.common import Key
+from amqplite.sessions.mqtt.common import Key, Timers
 from amqplite.storeops import PutMQTTWill
 
 log = logging.getLogger("amqplite.mqtt")
-
-
-class Timers(Protocol):
-    """One timer per session key, run by the shell; starting one replaces the last."""
-
-    def start(self, key: Key, delay: float) -> None: ...
-
-    def stop(self, key: Key) -> None: ...
 
 
 class Wills:

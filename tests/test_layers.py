@@ -23,12 +23,14 @@ CASES = {
     "amqplite.server.connection": ("pyspark", "amqplite.admin"),
     "amqplite.cli": ("pyspark",),
 }
-#: pure MQTT session objects: another helper's package, checked once it exists
-SESSION_MODULES = ("amqplite.sessions", "amqplite.sessions.mqtt", "amqplite.sessions.stomp.session")
+#: a front's session rules (DESIGN.md section 11): plain objects, no loop, no sockets,
+#: no SQL; ``session`` and ``registry`` between them import every module of sessions/mqtt
+SESSION_MODULES = ("amqplite.sessions", "amqplite.sessions.mqtt",
+                   "amqplite.sessions.mqtt.session", "amqplite.sessions.mqtt.registry",
+                   "amqplite.sessions.stomp.session")
 for _name in SESSION_MODULES:
-    if (Path(__file__).resolve().parent.parent / Path(*_name.split("."))).is_dir():
-        CASES[_name] = ("trio", "sqlalchemy", "pyspark", "amqplite.server", "amqplite.store",
-                        "amqplite.admin")
+    CASES[_name] = ("trio", "sqlalchemy", "pyspark", "amqplite.server", "amqplite.store",
+                    "amqplite.admin")
 
 
 @pytest.mark.parametrize("module", sorted(CASES))

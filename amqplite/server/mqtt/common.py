@@ -1,44 +1,9 @@
-"""Names and constants the MQTT shell's modules share."""
+"""The MQTT shell's socket constants (the session rules' names: sessions/mqtt/common.py)."""
 
 from __future__ import annotations
-
-import attrs
-
-from amqplite.protocol.errors import AMQPError
-from amqplite.protocol.mqtt.connection import ServerLimits
-from amqplite.protocol.mqtt.subscriptions import session_queue_name
 
 RECV_SIZE = 64 * 1024
 #: a client's consumers stop receiving while this much is queued unsent to it
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: after the connection ends, how long the writer may take to send what is queued
 FINISH_TIMEOUT = 2.0
-#: what this shell offers, advertised to MQTT 5 clients in the CONNACK
-LIMITS = ServerLimits()
-#: channel numbers of a client's broker session
-PUBLISH_CH, QOS0_CH, QOS1_CH = 1, 2, 3
-#: an MQTT message's AMQP properties (QoS 1/2 persistent, the publish QoS in the
-#: header ``x-mqtt-publish-qos``), MQTT 5 properties: protocol/mqtt/mapping.py;
-#: binding arguments of a subscription: protocol/mqtt/subscriptions.py
-
-
-@attrs.frozen
-class Login:
-    """Who a CONNECT logs in as, or the reason code refusing it."""
-
-    user: str = ""
-    vhost: str = ""
-    refused: int = 0
-
-
-def queue_name(client_id: str, qos: int) -> str:
-    """RabbitMQ's name for a session's subscription queue (at most 255 bytes: the
-    protocol layer refuses longer client ids)."""
-    return session_queue_name(client_id, qos)
-
-
-def refused(exc: AMQPError) -> bool:
-    """Was a command refused for want of permission (403)?"""
-    return exc.reply_code == 403
-
-

@@ -1,11 +1,7 @@
-"""The MQTT listener: accepts clients, logs them in, keeps the session registry
-and the disconnected persistent sessions' expiry countdowns.
-
-A session is a (vhost, client id), as in RabbitMQ: the same client id in two
-vhosts is two clients, two sessions, two wills, and one never takes the other
-over. Within a vhost a new connection takes over the old one (Mosquitto's
-rule), or, with ``mqtt_takeover = "user"``, only when the same user opened it.
-"""
+"""The MQTT listener: accepts clients, logs them in, reads back the stored sessions
+and runs the timers of the session rules (wills' delays, sessions' expiry).
+The rules themselves (takeover, expiry, wills) are the registry's:
+amqplite/sessions/mqtt/registry.py."""
 
 from __future__ import annotations
 
@@ -17,27 +13,21 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from amqplite.broker import mqtt_retained
 from amqplite.broker.auth import UserDB
 from amqplite.broker.core import Broker
 from amqplite.config import Settings, parse_size
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.errors import ReasonCode
-from amqplite.server.mqtt.accounting import MQTTStats
 from amqplite.server.mqtt.client import MQTTClient
-from amqplite.server.mqtt.common import LIMITS, Login, queue_name
-from amqplite.server.mqtt.inflight import PacketIds
-from amqplite.server.mqtt.shared import SharedGroups
+from amqplite.server.mqtt.timers import KeyTimers
 from amqplite.server.mqtt.transports import open_tls, tls_handler
-from amqplite.server.mqtt.wills import Key, Wills
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
-from amqplite.storeops import (
-    NEVER_EXPIRES,
-    PutMQTTPacketId,
-    PutMQTTSession,
-    PutMQTTWill,
-)
+from amqplite.sessions.mqtt.accounting import MQTTStats
+from amqplite.sessions.mqtt.common import LIMITS, Key, Login
+from amqplite.sessions.mqtt.registry import SessionRegistry
+from amqplite.sessions.mqtt.session import MQTTSession
+from amqplite.storeops import PutMQTTPacketId, PutMQTTSession, PutMQTTWill
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -46,7 +36,7 @@ log = logging.getLogger("amqplite.mqtt")
 
 
 class MQTTListener:
-    """Accepts MQTT clients and keeps the session registry (session takeover).
+    """Accepts MQTT clients; owns the session registry and runs its timers.
 
     Its dependencies are explicit: the settings, the broker and its users, and
     the server's ``execute`` (a command and its Outcome), ``interpret`` (the
@@ -72,33 +62,26 @@ class MQTTListener:
         #: the store bridge: publishers stop being read while it is far behind
         self.persistence = persistence
         self.connections: set[MQTTClient] = set()
-        #: the connected client of each session, (vhost, client id)
-        self.clients: dict[Key, MQTTClient] = {}
-        #: each session's QoS 2 packet ids in flight, kept across its connections
-        self.packet_ids: dict[Key, PacketIds] = {}
-        #: sessions with a mqtt_sessions row, and who opened each
-        self.stored: dict[Key, str] = {}
+        #: the session rules' state: connected clients, packet ids, rows, wills, groups
+        self.registry = SessionRegistry(broker, settings.mqtt_exchange, settings.mqtt_takeover,
+                                        settings.mqtt_retained_max_messages,
+                                        settings.mqtt_retained_max_bytes_value)
         #: MQTT state read back from the store (sessions, packet ids, wills) as the
         #: ops that wrote it: the expiry countdowns start in serve()
         self._recovered = stored_sessions or []
-        #: the countdown of each disconnected session that expires
-        self._expiring: dict[Key, trio.CancelScope] = {}
-        self._nursery: trio.Nursery | None = None
         self.ports: list[int] = []
         self.tls_ports: list[int] = []
-        #: every vhost's MQTT retained-message bounds, built once (mqtt_retained.index)
-        self.retained_limits = mqtt_retained.limits_of(
-            broker.retained, settings.mqtt_retained_max_messages,
-            settings.mqtt_retained_max_bytes_value)
-        #: the wills not published yet
-        self.wills = Wills(settings, broker, execute, self.retained_limits)
-        #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
-        self.quota_logged: set[str] = set()
-        #: members of the shared subscriptions' queues (shared.py)
-        self.groups = SharedGroups(broker, settings.mqtt_exchange)
-        self.stats = MQTTStats()
         #: is max_connections reached, AMQP and MQTT clients together (the server's rule)
         self.at_connection_limit = at_limit
+
+    @property
+    def clients(self) -> dict[Key, MQTTSession]:
+        """The connected session of each (vhost, client id)."""
+        return self.registry.clients
+
+    @property
+    def stats(self) -> MQTTStats:
+        return self.registry.stats
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
@@ -112,24 +95,18 @@ class MQTTListener:
         log.info("MQTT listening on port(s) %s%s", self.ports,
                  f", MQTT over TLS on {self.tls_ports}" if tls else "")
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
+            reg = self.registry
             now = time.time()
-            self.wills.start(nursery, [w for w in self._recovered if isinstance(w, PutMQTTWill)])
+            reg.timers = KeyTimers(nursery, self._expired)
+            reg.wills.restore(KeyTimers(nursery, self._will_due),
+                              [w for w in self._recovered if isinstance(w, PutMQTTWill)], now)
             for st in self._recovered:
                 if isinstance(st, PutMQTTPacketId):
-                    self.ids((st.vhost, st.client_id)).restore(st)
+                    reg.restore_packet_id(st)
                 elif isinstance(st, PutMQTTSession):
-                    key = (st.vhost, st.client_id)
-                    self.stored[key] = st.user
-                    for pid in st.awaiting_pubrel:  # an older database's: rows now
-                        self.ids(key).inbound.add(pid)
-                        self.broker.mqtt_packet_id_put(
-                            PutMQTTPacketId(st.vhost, st.client_id, pid, False))
-                    # a session connected at a crash counts from now
-                    gone = now - (st.disconnected_at if st.disconnected_at is not None else now)
-                    self.expire_later(st.vhost, st.client_id, st.expiry, max(0.0, gone))
+                    reg.restore_session(st, now)
             self._recovered = []
-            self.execute(self.groups.recover, set(self.stored))
+            self.execute(reg.groups.recover, set(reg.stored))
             if listeners:
                 nursery.start_soon(trio.serve_listeners, self._handle, listeners)
             if tls is not None:
@@ -138,63 +115,14 @@ class MQTTListener:
             task_status.started(self.ports)
             await trio.sleep_forever()
 
-    def ids(self, key: Key) -> PacketIds:
-        """The session's QoS 2 packet ids (new ones for a new session)."""
-        ids = self.packet_ids.get(key)
-        if ids is None:
-            ids = self.packet_ids[key] = PacketIds(*key)
-        return ids
+    def _expired(self, key: Key) -> None:
+        """A disconnected session's countdown ran out."""
+        if self.registry.expired(key):
+            self.execute(self.registry.drop_session, *key, time.time())
 
-    def may_take_over(self, key: Key, user: str) -> bool:
-        """May ``user`` open the session ``key``, taking over its connection or its
-        stored state? Any user of the vhost may (Mosquitto's rule), unless
-        ``mqtt_takeover`` is "user": then only the user who opened it."""
-        if self.settings.mqtt_takeover != "user":
-            return True
-        old = self.clients.get(key)
-        if old is not None and old.session is not None and old.session.username != user:
-            return False
-        return self.stored.get(key, "") in ("", user)  # "": an older version's row
-
-    def expire_later(self, vhost: str, client_id: str, expiry: int, gone: float = 0.0) -> None:
-        """MQTT 5 session expiry: ``expiry`` seconds after the disconnect (``gone``
-        seconds ago) the session's queues and row go, unless it reconnected."""
-        if expiry == NEVER_EXPIRES or self._nursery is None:
-            return
-        key = (vhost, client_id)
-        self.keep(key)
-        scope = self._expiring[key] = trio.CancelScope()
-        self._nursery.start_soon(self._expire, key, expiry - gone, scope)
-
-    def keep(self, key: Key) -> None:
-        """The client reconnected: its countdown stops."""
-        scope = self._expiring.pop(key, None)
-        if scope is not None:
-            scope.cancel()
-
-    async def _expire(self, key: Key, delay: float, scope: trio.CancelScope) -> None:
-        with scope:
-            await trio.sleep(max(0.0, delay))  # a timer: the session's lifetime
-            if self._expiring.get(key) is scope:
-                del self._expiring[key]
-            if key in self.clients:
-                return
-            log.info("MQTT session %r of vhost %r expired", key[1], key[0])
-            self.packet_ids.pop(key, None)
-            self.execute(self._drop_session, *key)
-
-    def _drop_session(self, vhost: str, client_id: str) -> None:
-        """The session expired: its will, if still delayed, is published now."""
-        self.wills.fire((vhost, client_id))
-        b = self.broker
-        vh = b.vhosts.get(vhost)
-        for qos in (0, 1):
-            q = None if vh is None else vh.queues.get(queue_name(client_id, qos))
-            if vh is not None and q is not None:
-                b.delete_queue(vh, q)
-        self.groups.leave(vhost, client_id)
-        self.stored.pop((vhost, client_id), None)
-        b.mqtt_session_delete(vhost, client_id)
+    def _will_due(self, key: Key) -> None:
+        """A will's delay ran out."""
+        self.execute(self.registry.wills.fire, key, time.time())
 
     def close_all(self, text: str) -> None:
         """Shutdown: every client closed and its session ended now, so what that

@@ -22,11 +22,11 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.datatypes import decode_varint
 from amqplite.protocol.mqtt.errors import MQTTError, ReasonCode
 from amqplite.protocol.mqtt.packets import CONNACK, Connect
-from amqplite.server.mqtt.common import Login
 from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
 from amqplite.server.wsstream import Receive, Send, WebSocketStream
+from amqplite.sessions.mqtt.common import Login
 
 if TYPE_CHECKING:
     from amqplite.server.mqtt.listener import MQTTListener

@@ -12,7 +12,6 @@ a no-local subscription does not get the session's own publishes, and a
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import attrs
@@ -31,10 +30,10 @@ from amqplite.protocol.mqtt.subscriptions import (
     options_of,
 )
 from amqplite.protocol.mqtt.topics import binding_key_to_filter, filter_to_binding_key
-from amqplite.server.mqtt.common import QOS0_CH, queue_name
+from amqplite.sessions.mqtt.common import QOS0_CH, queue_name
 
 if TYPE_CHECKING:
-    from amqplite.server.mqtt.subscriptions import Subscriptions
+    from amqplite.sessions.mqtt.subscriptions import Subscriptions
 
 
 def bindings_of(subs: Subscriptions, queue: str, member: str | None = None) -> list[Binding]:
@@ -111,10 +110,11 @@ def outbound(props: bytes, verdict: Admission, now: float) -> tuple[Properties, 
     return out, mapped.retain and verdict.retain_as_published
 
 
-def retained_properties(subs: Subscriptions, props: bytes, identifier: int | None) -> Properties:
-    """A retained message's MQTT 5 properties, with the identifier of the subscription
-    it is sent for (MQTT-3.3.4-3)."""
+def retained_properties(subs: Subscriptions, props: bytes, identifier: int | None,
+                        now: float) -> Properties:
+    """A retained message's MQTT 5 properties at ``now``, with the identifier of the
+    subscription it is sent for (MQTT-3.3.4-3)."""
     if subs.proto.version < MQTT_5:
         return EMPTY
     verdict = Admission(True, () if identifier is None else (identifier,))
-    return outbound(bytes(props), verdict, time.time())[0]
+    return outbound(bytes(props), verdict, now)[0]

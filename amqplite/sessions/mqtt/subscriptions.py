@@ -1,18 +1,19 @@
 """A session's subscription queues and their bindings to ``mqtt_exchange``:
 declare, consume, SUBSCRIBE/UNSUBSCRIBE and the retained messages a new
-subscription is owed."""
+subscription is owed. A SUBACK means the subscription is stored: the shell
+waits for the commit between :meth:`Subscriptions.subscribe` and
+:meth:`Subscriptions.acknowledge`."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import attrs
 
-import amqplite.server.mqtt.options as options
-import amqplite.server.mqtt.shared as shared
+import amqplite.sessions.mqtt.options as options
+import amqplite.sessions.mqtt.shared as shared
 from amqplite.broker import mqtt_retained
 from amqplite.broker.core import Broker
 from amqplite.broker.exchanges.base import Binding
@@ -24,8 +25,8 @@ from amqplite.protocol.mqtt.events import SubscribeReceived, UnsubscribeReceived
 from amqplite.protocol.mqtt.mapping import message_qos, mqtt_properties
 from amqplite.protocol.mqtt.subscriptions import Admission, SubOptions, SubscriptionTable
 from amqplite.protocol.mqtt.topics import filter_to_binding_key
-from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH, queue_name, refused
-from amqplite.server.mqtt.shared import SharedGroups
+from amqplite.sessions.mqtt.common import QOS0_CH, QOS1_CH, queue_name, refused
+from amqplite.sessions.mqtt.shared import SharedGroups
 
 log = logging.getLogger("amqplite.mqtt")
 
@@ -44,8 +45,6 @@ class Subscriptions:
     exchange: str
     #: the connection's name, for the log
     name: str
-    #: waits for the store: a SUBACK means the subscription is stored
-    committed: Callable[[], Awaitable[None]]
     #: wakes the connection's writer
     flush: Callable[[], None]
 
@@ -97,10 +96,11 @@ class Subscriptions:
             tag = b.basic_consume(ch, queue_name(self.client_id, 1), "mqtt-qos1")
         b.start_consumer(ch, tag)
 
-    async def subscribe(self, ev: SubscribeReceived) -> None:
+    def subscribe(self, ev: SubscribeReceived) -> tuple[list[int], list[tuple[str, int]]]:
         """Bind each filter with its options (options.py): to the qos0 queue, or to
         the qos1 queue for QoS 1 and 2 (a QoS 2 one says so in its arguments); its
-        binding on the other queue goes. A shared one joins its group's queue."""
+        binding on the other queue goes. A shared one joins its group's queue.
+        Returns the SUBACK's codes and the (filter, QoS) owed retained messages."""
         codes: list[int] = []
         #: (filter, granted QoS) of the retained messages owed after the SUBACK
         owed: list[tuple[str, int]] = []
@@ -133,16 +133,21 @@ class Subscriptions:
                              else ReasonCode.UNSPECIFIED_ERROR)
                 continue
             codes.append(qos)
-        await self.committed()  # a SUBACK means the subscription is stored
+        return codes, owed
+
+    def acknowledge(self, ev: SubscribeReceived, codes: list[int],
+                    owed: list[tuple[str, int]], now: float) -> None:
+        """The subscriptions are stored: SUBACK, then the retained messages owed."""
         self.proto.send_suback(ev.packet_id, codes)
         for topic_filter, qos in owed:
-            self.send_retained(topic_filter, qos, ev.subscription_identifier)
+            self.send_retained(topic_filter, qos, now, ev.subscription_identifier)
 
     def subscribed(self, key: str) -> bool:
         """Is ``key`` already bound to one of our queues (retain handling 1)?"""
         return bool(self._bindings(key))
 
-    def send_retained(self, topic_filter: str, qos: int, identifier: int | None = None) -> None:
+    def send_retained(self, topic_filter: str, qos: int, now: float,
+                      identifier: int | None = None) -> None:
         """A new subscription receives the retained messages its filter matches, with
         the retain flag set ([MQTT-3.3.1-6]; also under retain-as-published 0,
         [MQTT-3.3.1-12] is about live forwarding). They go straight to the client,
@@ -152,7 +157,6 @@ class Subscriptions:
         s = self.session
         store = self.broker.retained
         rs = store.find(mqtt_retained.owner(s.vhost))
-        now = time.time()
         for r in mqtt_retained.matching(store, rs, topic_filter):
             m = r.message
             raw = bytes(m.properties_raw)
@@ -162,13 +166,14 @@ class Subscriptions:
             try:  # its PUBACK/PUBREC finds no delivery tag: nothing to ack
                 self.proto.send_publish(r.key, bytes(m.body or b""), q, retain=True,
                                         properties=options.retained_properties(
-                                            self, m.properties_raw, identifier))
+                                            self, m.properties_raw, identifier, now))
             except FlowControlError:
                 log.info("MQTT %s: retained %r not sent: receive maximum reached",
                          self.name, r.key)
         self.flush()
 
-    async def unsubscribe(self, ev: UnsubscribeReceived) -> None:
+    def unsubscribe(self, ev: UnsubscribeReceived) -> list[int]:
+        """Unbind each filter; the UNSUBACK's codes (it goes once they are stored)."""
         codes: list[int] = []
         for parsed in ev.parsed:
             if parsed is None:
@@ -183,8 +188,7 @@ class Subscriptions:
                         found |= options.unbind(self, queue_name(self.client_id, qos),
                                                 parsed.topic_filter)
             codes.append(0 if found else ReasonCode.NO_SUBSCRIPTION_EXISTED)
-        await self.committed()
-        self.proto.send_unsuback(ev.packet_id, codes)
+        return codes
 
     def admit(self, ch: ChannelState, consumer_tag: str, props: bytes, topic: str) -> Admission:
         """Does a delivery go to the client, at which QoS, with which identifiers

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-import amqplite.server.mqtt.options as options
+import amqplite.sessions.mqtt.options as options
 from amqplite.broker.core import Broker
 from amqplite.protocol.mqtt.events import SubscribeRequest
 from amqplite.protocol.mqtt.subscriptions import (
@@ -31,10 +31,10 @@ from amqplite.protocol.mqtt.subscriptions import (
     shared_queue_name,
 )
 from amqplite.protocol.mqtt.topics import binding_key_to_filter
-from amqplite.server.mqtt.common import QOS0_CH, QOS1_CH
+from amqplite.sessions.mqtt.common import QOS0_CH, QOS1_CH
 
 if TYPE_CHECKING:
-    from amqplite.server.mqtt.subscriptions import Subscriptions
+    from amqplite.sessions.mqtt.subscriptions import Subscriptions
 
 log = logging.getLogger("amqplite.mqtt")
 

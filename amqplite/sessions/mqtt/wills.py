@@ -14,52 +14,47 @@ the restart.
 
 A will is published through a broker session of its own, opened as the user
 who connected (the permission checks are the client's) and closed right after.
+
+The rules are here, the clock is not: ``now`` comes in, and the delays run on a
+:class:`Timers` the shell hands in (server/mqtt/timers.py), which calls
+:meth:`Wills.fire` when one is due.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
-from typing import Any
 
 import attrs
-import trio
 
 from amqplite.broker import mqtt_retained
 from amqplite.broker.core import Broker
 from amqplite.broker.retained import Limits
-from amqplite.config import Settings
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.topics import topic_to_routing_key
 from amqplite.protocol.properties import decode_properties, encode_properties, expiration_of
+from amqplite.sessions.mqtt.common import Key, Timers
 from amqplite.storeops import PutMQTTWill
 
 log = logging.getLogger("amqplite.mqtt")
 
-#: a session: (vhost, client id)
-Key = tuple[str, str]
-
 
 class Wills:
-    """The pending wills of every session, and their timers."""
+    """The pending wills of every session."""
 
-    def __init__(self, settings: Settings, broker: Broker,
-                 execute: Callable[..., Any], retained_limits: Limits) -> None:
-        self.settings = settings
+    def __init__(self, broker: Broker, exchange: str, retained_limits: Limits) -> None:
         self.broker = broker
-        self.execute = execute
+        #: where wills are published (``mqtt_exchange``)
+        self.exchange = exchange
         #: the MQTT retained index's bounds (the listener's, built once)
         self.retained_limits = retained_limits
         #: (vhost, client id) -> its stored will
         self.pending: dict[Key, PutMQTTWill] = {}
-        self._timers: dict[Key, trio.CancelScope] = {}
-        self._nursery: trio.Nursery | None = None
+        #: the delays' timers, once the shell runs them (until then a will is due at once)
+        self.timers: Timers | None = None
 
-    def start(self, nursery: trio.Nursery, stored: list[PutMQTTWill]) -> None:
+    def restore(self, timers: Timers, stored: list[PutMQTTWill], now: float) -> None:
         """Wills read back from the store: due ones go now, delayed ones wait."""
-        self._nursery = nursery
-        now = time.time()
+        self.timers = timers
         for w in stored:
             key = (w.vhost, w.client_id)
             self.pending[key] = w
@@ -67,10 +62,10 @@ class Wills:
             if w.due_at is None and w.delay:
                 self.pending[key] = w = attrs.evolve(w, due_at=due)
                 self.broker.mqtt_will_put(w)
-            self._schedule(key, due - now)
+            timers.start(key, max(0.0, due - now))
 
     # ------------------------------------------------------------ the client's life
-    def connected(self, key: Key, resumed: bool, will: PutMQTTWill | None) -> None:
+    def connected(self, key: Key, resumed: bool, will: PutMQTTWill | None, now: float) -> None:
         """A CONNECT for the session ``key``: a delayed will of the previous connection
         is cancelled when it resumes the session, published when it starts clean;
         the new connection's will is stored."""
@@ -78,7 +73,7 @@ class Wills:
             if resumed:
                 self._drop(key)
             else:
-                self.fire(key)
+                self.fire(key, now)
         if will is not None:
             self.pending[key] = will
             self.broker.mqtt_will_put(will)
@@ -88,33 +83,32 @@ class Wills:
         if key in self.pending:
             self._drop(key)
 
-    def gone(self, key: Key, delay: int) -> None:
+    def gone(self, key: Key, delay: int, now: float) -> None:
         """The connection ended otherwise: the will is due in ``delay`` seconds."""
         w = self.pending.get(key)
         if w is None:
             return
-        if delay <= 0 or self._nursery is None:
-            self.fire(key)
+        if delay <= 0 or self.timers is None:
+            self.fire(key, now)
             return
-        w = self.pending[key] = attrs.evolve(w, delay=delay, due_at=time.time() + delay)
+        w = self.pending[key] = attrs.evolve(w, delay=delay, due_at=now + delay)
         self.broker.mqtt_will_put(w)
-        self._schedule(key, delay)
+        self.timers.start(key, delay)
 
     # ------------------------------------------------------------ publication
-    def fire(self, key: Key) -> None:
+    def fire(self, key: Key, now: float) -> None:
         """Publish the pending will of the session ``key`` now (inside a broker command)."""
         w = self.pending.get(key)
         if w is None:
             return
         self._drop(key)
         try:
-            self._publish(w)
+            self._publish(w, now)
         except Exception:
             log.exception("MQTT will of %r in vhost %r: publication failed", key[1], key[0])
 
-    def _publish(self, w: PutMQTTWill) -> None:
+    def _publish(self, w: PutMQTTWill, now: float) -> None:
         b = self.broker
-        s = self.settings
         if w.vhost not in b.vhosts:
             return
         session = b.open_session(w.user, w.vhost, f"will of {w.client_id}")
@@ -125,9 +119,9 @@ class Wills:
             props = w.properties
             if expiration_of(props) is not None:  # its expiry counts from the publication
                 p = decode_properties(props)
-                props = encode_properties(attrs.evolve(p, timestamp=int(time.time())))
+                props = encode_properties(attrs.evolve(p, timestamp=int(now)))
             try:
-                b.basic_publish(ch, s.mqtt_exchange, rk, props, w.payload)
+                b.basic_publish(ch, self.exchange, rk, props, w.payload)
             except AMQPError as exc:
                 log.info("MQTT will of %r to %r refused: %s", w.client_id, w.topic, exc)
                 return
@@ -138,30 +132,12 @@ class Wills:
                                 w.client_id)
                 else:
                     mqtt_retained.retain(b.retained, rs, b.new_message_key(), w.topic,
-                                         s.mqtt_exchange, rk, props, w.payload)
+                                         self.exchange, rk, props, w.payload)
         finally:
             b.close_session(session)
 
-    # ------------------------------------------------------------ timers
     def _drop(self, key: Key) -> None:
         del self.pending[key]
-        scope = self._timers.pop(key, None)
-        if scope is not None:
-            scope.cancel()
+        if self.timers is not None:
+            self.timers.stop(key)
         self.broker.mqtt_will_delete(*key)
-
-    def _schedule(self, key: Key, delay: float) -> None:
-        old = self._timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-        assert self._nursery is not None
-        scope = self._timers[key] = trio.CancelScope()
-        self._nursery.start_soon(self._later, key, max(0.0, delay), scope)
-
-    async def _later(self, key: Key, delay: float, scope: trio.CancelScope) -> None:
-        with scope:
-            await trio.sleep(delay)  # a timer: the will's delay
-            if self._timers.get(key) is scope:
-                del self._timers[key]
-                self.execute(self.fire, key)
-

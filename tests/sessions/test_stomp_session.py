@@ -365,3 +365,15 @@ def test_the_same_id_again_after_unsubscribe_keeps_old_acks_valid() -> None:
     c.send("ACK", id=m1.headers["ack"])
     c.send("ACK", id=m2.headers["ack"])
     assert c.frames() == [] and _queue(node, "q").message_count == 0
+
+
+def test_user_id_must_be_the_logged_in_user() -> None:
+    node = Node()
+    c = node.connect()
+    c.send("SEND", b"", destination="/queue/q", user_id="guest", receipt="ok")
+    (r,) = c.frames()
+    assert r.command == "RECEIPT"
+    c.send("SEND", b"", destination="/queue/q", user_id="mallory")
+    (e,) = c.frames()
+    assert e.command == "ERROR" and e.headers["message"] == "precondition_failed"
+    assert b"user_id property set to 'mallory'" in e.body

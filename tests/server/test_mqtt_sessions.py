@@ -307,3 +307,23 @@ def test_session_expires_after_disconnect(mb: BrokerProcess) -> None:
     late = Client(port, cid, V5, clean=False, session_expiry=600)
     assert late.connect() == (0, False)
     late.close()
+
+
+def test_resuming_with_expiry_0_ends_the_session(mb: BrokerProcess) -> None:
+    """MQTT 5 3.1.2.11.2: a stored session resumed with Session Expiry Interval 0
+    ends when that connection closes: its queue goes, and the next CONNECT finds
+    no session."""
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid = new_id()
+    first = Client(port, cid, V5, clean=False, session_expiry=3600)
+    first.connect()
+    first.subscribe(f"zero/{cid}", 1)
+    first.close()
+    again = Client(port, cid, V5, clean=False)  # no Session Expiry Interval: 0
+    assert again.connect() == (0, True)
+    again.close()
+    wait_for(lambda: f"mqtt-subscription-{cid}qos1" not in _queues(mb), 30,
+             what="the ended session's queue deleted")
+    late = Client(port, cid, V5, clean=False)
+    assert late.connect() == (0, False)
+    late.close()

@@ -73,6 +73,26 @@ def test_mqtt5_session_expiry_0_ends_with_the_connection(mqtt: ClientFactory,
     assert again.connect() == (0, False)
 
 
+def test_mqtt5_resuming_with_expiry_0_ends_the_session(mqtt: ClientFactory,
+                                                       names: Names) -> None:
+    """MQTT 5 3.1.2.11.2: with a Session Expiry Interval of 0 (or none) the session
+    ends when the connection closes, whatever the connection that made it set."""
+    cid, t = names.client_id(), names.topic()
+    first = mqtt(5, cid, clean=True, session_expiry=300)
+    first.connect()
+    first.subscribe(t, 1)
+    first.close()
+    again = mqtt(5, cid, clean=False)  # no Session Expiry Interval: 0
+    assert again.connect() == (0, True)
+    again.close()
+    pub = mqtt(5)
+    pub.connect()
+    pub.publish(t, b"nobody", 1)
+    back = mqtt(5, cid, clean=False)
+    assert back.connect() == (0, False)  # nothing was kept
+    back.nothing_more()
+
+
 def test_takeover_closes_the_first_connection(mqtt: ClientFactory, names: Names) -> None:
     cid = names.client_id()
     first = mqtt(4, cid)

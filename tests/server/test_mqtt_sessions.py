@@ -293,17 +293,39 @@ def test_qos2_id_awaiting_pubrel_survives_a_restart(tmp_path: Path, crash: bool)
         b.kill()
 
 
+def _left(port: int, cid: str, expiry: int) -> None:
+    """An MQTT 5 session with a QoS 1 subscription, disconnected with ``expiry`` to run."""
+    sub = Client(port, cid, V5, clean=False, session_expiry=expiry)
+    sub.connect()
+    sub.subscribe(f"exp/{cid}", 1)
+    sub.close()
+
+
 def test_session_expires_after_disconnect(mb: BrokerProcess) -> None:
     """MQTT 5 session expiry counts down from the disconnect; a reconnect in time
     stops it (the session is present), a late one finds none."""
     port = mb.mqtt_port  # type: ignore[attr-defined]
     cid = new_id()
-    sub = Client(port, cid, V5, clean=False, session_expiry=1)
-    sub.connect()
-    sub.subscribe(f"exp/{cid}", 1)
-    sub.close()
+    _left(port, cid, 1)
     wait_for(lambda: f"mqtt-subscription-{cid}qos1" not in _queues(mb), 30,
              what="the expired session's queue deleted")
     late = Client(port, cid, V5, clean=False, session_expiry=600)
+    assert late.connect() == (0, False)
+    late.close()
+
+
+def test_resuming_with_expiry_0_ends_the_session(mb: BrokerProcess) -> None:
+    """MQTT 5 3.1.2.11.2: a stored session resumed with Session Expiry Interval 0
+    ends when that connection closes: its queue goes, and the next CONNECT finds
+    no session."""
+    port = mb.mqtt_port  # type: ignore[attr-defined]
+    cid = new_id()
+    _left(port, cid, 3600)
+    again = Client(port, cid, V5, clean=False)  # no Session Expiry Interval: 0
+    assert again.connect() == (0, True)
+    again.close()
+    wait_for(lambda: f"mqtt-subscription-{cid}qos1" not in _queues(mb), 30,
+             what="the ended session's queue deleted")
+    late = Client(port, cid, V5, clean=False)
     assert late.connect() == (0, False)
     late.close()

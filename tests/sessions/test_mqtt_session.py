@@ -3,7 +3,7 @@ publish and confirms, retained quota, subscription options (no sockets)."""
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
 from amqplite.protocol.mqtt import packets as pk
 from amqplite.protocol.mqtt.errors import ReasonCode
@@ -86,12 +86,17 @@ def test_a_persistent_session_keeps_its_queue_and_row() -> None:
     assert [p.payload for p in c.backlog] == [b"waiting"]
 
 
+def _left(node: Node, client_id: str, *args: Any, **kw: Any) -> None:
+    """A session (``node.connect``'s arguments) with a QoS 1 subscription, disconnected."""
+    c, _ = node.connect(client_id, *args, **kw)
+    subscribe(c, pk.Subscription("x", 1))
+    c.close()
+
+
 def test_a_clean_start_forgets_the_previous_session() -> None:
     node = Node()
-    c, _ = node.connect("p", MQTT_311, clean=False)
-    subscribe(c, pk.Subscription("a/b", 1))
-    c.close()
-    c, ack = node.connect("p", MQTT_311, clean=True)
+    _left(node, "p", MQTT_311, clean=False)
+    _, ack = node.connect("p", MQTT_311, clean=True)
     assert not ack.session_present
     assert not queue_exists(node, "p", 1)
     assert node.rows(DeleteMQTTSession)[-1].client_id == "p"
@@ -100,9 +105,7 @@ def test_a_clean_start_forgets_the_previous_session() -> None:
 
 def test_session_expiry_drops_queues_and_row_after_the_interval() -> None:
     node = Node()
-    c, _ = node.connect("e", session_expiry_interval=30)
-    subscribe(c, pk.Subscription("x", 1))
-    c.close()
+    _left(node, "e", session_expiry_interval=30)
     assert node.expiry.due[("/", "e")] == node.clock.t + 30
     node.advance(29)
     assert queue_exists(node, "e", 1)
@@ -132,16 +135,45 @@ def test_expiry_at_zero_is_a_clean_session() -> None:
     assert ("/", "z") not in node.registry.packet_ids
 
 
-@pytest.mark.xfail(strict=True, reason="found by the Registry state machine: a v5 session "
-                   "resumed with expiry 0 keeps its row and durable queue after it ends")
 def test_resuming_with_expiry_zero_ends_the_session() -> None:
     node = Node()
-    c, _ = node.connect("r", session_expiry_interval=10)
-    subscribe(c, pk.Subscription("x", 1))
-    c.close()
-    c, _ = node.connect("r", clean=False)  # MQTT 5: expiry 0, the session ends with it
+    _left(node, "r", session_expiry_interval=10)
+    c, ack = node.connect("r", clean=False)  # MQTT 5: expiry 0, the session ends with it
+    assert ack.session_present
+    assert node.rows(PutMQTTSession)[-1].expiry == 0  # a crash now: it expires at the start
     c.close()
     assert ("/", "r") not in node.registry.stored and not queue_exists(node, "r", 1)
+    assert node.rows(DeleteMQTTSession)[-1].client_id == "r"
+    _, ack = node.connect("r", clean=False, session_expiry_interval=10)
+    assert not ack.session_present
+
+
+def test_taking_over_a_session_resumed_with_expiry_zero_starts_a_new_one() -> None:
+    """Mosquitto 2.0.11 too: the session ended with the connection taken over."""
+    node = Node()
+    _left(node, "r", session_expiry_interval=10)
+    node.connect("r", clean=False)
+    _, ack = node.connect("r", clean=False, session_expiry_interval=10)
+    assert not ack.session_present and not queue_exists(node, "r", 1)
+
+
+def test_a_restored_session_with_expiry_zero_expires_at_the_start() -> None:
+    node = Node()
+    node.registry.restore_session(PutMQTTSession("/", "crashed", 0, None, (), "guest"),
+                                  node.clock.t)
+    assert node.expiry.due[("/", "crashed")] == node.clock.t
+
+
+def test_311_clean_session_0_after_a_clean_one_is_a_new_persistent_session() -> None:
+    """3.1.1 has no expiry: a persistent session lives until a clean session ends it."""
+    node = Node()
+    _left(node, "p", MQTT_311, clean=True)
+    c, ack = node.connect("p", MQTT_311, clean=False)
+    assert not ack.session_present
+    subscribe(c, pk.Subscription("x", 1))
+    c.close()
+    node.advance(10**6)
+    assert queue_exists(node, "p", 1) and ("/", "p") in node.registry.stored
 
 
 def test_a_restored_session_counts_from_its_disconnect() -> None:

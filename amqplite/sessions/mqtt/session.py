@@ -102,6 +102,8 @@ class MQTTSession:
         self.key = ("", "")
         #: clean session 0 (3.1.1) or a session expiry (5.0): queues outlive us
         self.persistent = False
+        #: MQTT 5 resumed a stored session with expiry 0: it ends with this connection
+        self.last = False
         self.will: Will | None = None
         #: when the CONNECT was accepted, ms (0: not yet)
         self.connected_at_ms = 0
@@ -180,7 +182,12 @@ class MQTTSession:
         if key in reg.stored and c.clean_start:  # its packet ids go with its row
             del reg.stored[key]
             b.mqtt_session_delete(login.vhost, cid)
-        if self.persistent:  # its row says so across a restart
+        # MQTT 5 3.1.2.11.2: expiry 0 ends the session with the connection, even one
+        # resumed (3.1.1 cannot get here: its clean session 0 is persistent)
+        self.last = not self.persistent and not c.clean_start and bool(
+            kept or key in reg.stored or reg.groups.queues_of(login.vhost, cid))
+        if self.persistent or (self.last and key in reg.stored):
+            # its row says so across a restart (expiry 0: it expires at the start)
             reg.stored[key] = login.user
             b.mqtt_session_put(login.vhost, cid, self.expiry(), user=login.user)
         return s, kept
@@ -268,6 +275,8 @@ class MQTTSession:
         if not self.persistent and reg.packet_ids.get(key) is self.ids:
             del reg.packet_ids[key]
         self.execute(self.broker.close_session, s)
+        if self.last:  # the resumed session's queues and row go too
+            self.execute(reg.drop_session, s.vhost, self.client_id, now)
 
     # ------------------------------------------------------------ client -> broker
     def publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None,

@@ -13,8 +13,9 @@ Semantics follow the JMS specification:
   is UNKNOWN; AND/OR/NOT use SQL's tables; a message matches only when the
   selector is TRUE;
 - comparing values of unlike types (a string with a number, a boolean with a
-  number) is FALSE, not an error; ``<``, ``<=``, ``>``, ``>=`` and BETWEEN
-  compare numbers only (anything else is FALSE); arithmetic on a non-number,
+  number) is FALSE, not an error, for ``<>`` as for ``=``; ``<``, ``<=``,
+  ``>``, ``>=`` and BETWEEN compare numbers only (anything else is FALSE);
+  arithmetic on a non-number,
   or a division by zero, is NULL; LIKE and IN on a non-string are FALSE;
 - STOMP header values are strings, so ``age > 18`` does not match ``age:21``,
   as the specification requires. Artemis' ``convert_string_expressions:``
@@ -33,8 +34,10 @@ Semantics follow the JMS specification:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_LENGTH", "Selector", "SelectorError", "like_matcher", "parse"]
 
@@ -52,6 +55,7 @@ Headers = Mapping[str, object]
 Fn = Callable[[Headers], object]
 
 _NUM = frozenset((int, float))
+_DIGITS = frozenset("0123456789")  # ASCII only: str.isdigit() takes '¹'
 _KEYWORDS = frozenset(("AND", "OR", "NOT", "BETWEEN", "IN", "LIKE", "ESCAPE", "IS",
                        "NULL", "TRUE", "FALSE"))
 
@@ -122,8 +126,12 @@ def _eq(a: object, b: object) -> bool | None:
 
 
 def _ne(a: object, b: object) -> bool | None:
-    r = _eq(a, b)
-    return None if r is None else not r
+    if a is None or b is None:
+        return None
+    ta, tb = type(a), type(b)
+    if ta is tb or (ta in _NUM and tb in _NUM):
+        return a != b
+    return False  # unlike types: the comparison is FALSE, whichever it is
 
 
 def _ordering(test: Callable[[object, object], bool]) -> Callable[[object, object], bool | None]:
@@ -136,14 +144,40 @@ def _ordering(test: Callable[[object, object], bool]) -> Callable[[object, objec
     return cmp
 
 
+_TESTS: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _COMPARE: dict[str, Callable[[object, object], bool | None]] = {
-    "=": _eq,
-    "<>": _ne,
-    "<": _ordering(lambda a, b: a < b),  # type: ignore[operator]
-    "<=": _ordering(lambda a, b: a <= b),  # type: ignore[operator]
-    ">": _ordering(lambda a, b: a > b),  # type: ignore[operator]
-    ">=": _ordering(lambda a, b: a >= b),  # type: ignore[operator]
-}
+    "=": _eq, "<>": _ne, **{op: _ordering(test) for op, test in _TESTS.items()}}
+#: the same comparison with its operands swapped
+_MIRROR = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_VALID = frozenset((str, int, float, bool))  # header value types; others read as NULL
+
+
+def _header_vs_const(name: str, op: str, c: object) -> Fn:
+    """``header op constant`` in one closure: the common shape, kept cheap."""
+    if c is None:
+        return lambda h: None
+    if type(c) is str and op in ("=", "<>"):
+        want = op == "="
+
+        def str_eq(h: Headers) -> object:
+            v = h.get(name)
+            if type(v) is str:
+                return (v == c) is want
+            return None if v is None or type(v) not in _VALID else False
+        return str_eq
+    if type(c) in _NUM and op in _TESTS:
+        test = _TESTS[op]
+
+        def num_order(h: Headers) -> object:
+            v = h.get(name)
+            t = type(v)
+            if t is int or t is float:
+                return test(v, c)
+            return None if v is None or t not in _VALID else False
+        return num_order
+    cmp, get = _COMPARE[op], _header(name)
+    return lambda h: cmp(get(h), c)
 
 
 def _divide(a: int | float, b: int | float) -> int | float | None:
@@ -297,7 +331,7 @@ def _tokenize(text: str, start: int, hyphens: bool) -> list[_Tok]:
                     break
             toks.append(_Tok("str", "".join(parts), i))
             i = j
-        elif c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
+        elif c in _DIGITS or (c == "." and i + 1 < n and text[i + 1] in _DIGITS):
             value, j = _number(text, i)
             toks.append(_Tok("num", value, i))
             i = j
@@ -430,7 +464,8 @@ class _Expr:
     kind: str
     fn: Fn
     pos: int
-    ident: str | None = None
+    ident: str | None = None  # a header or JMS name
+    const: bool = False  # a literal: fn ignores the headers
 
 
 def _const(value: object) -> Fn:
@@ -593,6 +628,18 @@ class _Parser:
     def comparison(self, op: str, left: _Expr, right: _Expr) -> _Expr:
         cmp = _COMPARE[op]
         lf, rf = left.fn, right.fn
+        if not self.convert:
+            if right.const:
+                left, right, op = right, left, _MIRROR[op]
+                lf, rf = rf, lf
+            if left.const:  # constant op expression (after the swap, if any)
+                c, other = lf({}), right
+                if other.ident is not None and other.ident not in _JMS_NAMES:
+                    fn = _header_vs_const(other.ident, _MIRROR[op], c)
+                else:
+                    mirrored = _COMPARE[_MIRROR[op]]
+                    fn = lambda h: mirrored(rf(h), c)  # noqa: E731
+                return _Expr("bool", fn, left.pos)
         if self.convert:
             def converted(h: Headers) -> object:
                 return cmp(*_coerce(lf(h), rf(h)))
@@ -738,7 +785,7 @@ class _Parser:
         if inner.kind == "num" and inner.ident is None and t.value == "-" \
                 and self.toks[self.i - 1].kind == "num":
             value = inner.fn({})  # a negative literal: fold it
-            return _Expr("num", _const(-value), t.pos)  # type: ignore[operator]
+            return _Expr("num", _const(-value), t.pos, const=True)  # type: ignore[operator]
         f, convert, minus = inner.fn, self.convert, t.value == "-"
 
         def sign(h: Headers) -> object:
@@ -753,18 +800,18 @@ class _Parser:
     def primary(self) -> _Expr:
         t = self.take()
         if t.kind == "num":
-            return _Expr("num", _const(t.value), t.pos)
+            return _Expr("num", _const(t.value), t.pos, const=True)
         if t.kind == "str":
-            return _Expr("str", _const(t.value), t.pos)
+            return _Expr("str", _const(t.value), t.pos, const=True)
         if t.kind == "id":
             name = str(t.value)
             factory = _JMS_NAMES.get(name)
             return _Expr("any", factory() if factory else _header(name), t.pos, ident=name)
         if t.kind == "kw":
             if t.value in ("TRUE", "FALSE"):
-                return _Expr("bool", _const(t.value == "TRUE"), t.pos)
+                return _Expr("bool", _const(t.value == "TRUE"), t.pos, const=True)
             if t.value == "NULL":
-                return _Expr("null", _const(None), t.pos)
+                return _Expr("null", _const(None), t.pos, const=True)
         if t.kind == "op" and t.value == "(":
             self.enter(t.pos)
             inner = self.or_expr()

@@ -100,6 +100,13 @@ def _to_number(s: str) -> int | float | None:
         return None
 
 
+def _arith_operand(v: object, convert: bool) -> int | float | None:
+    """A value as an arithmetic operand: a number, or None (NULL) for anything else."""
+    if convert and type(v) is str:
+        return _to_number(v)  # type: ignore[arg-type]
+    return v if type(v) in _NUM else None  # type: ignore[return-value]
+
+
 def _coerce(a: object, b: object) -> tuple[object, object]:
     """Conversion mode: a string meeting a number (or a boolean) becomes one."""
     ta, tb = type(a), type(b)
@@ -468,6 +475,18 @@ class _Expr:
     const: bool = False  # a literal: fn ignores the headers
 
 
+def _string_test(get: Fn, test: Callable[[str], bool], negated: bool) -> Fn:
+    """IN and LIKE: NULL stays UNKNOWN, a non-string is FALSE (either way round)."""
+    def string_test(h: Headers) -> object:
+        v = get(h)
+        if v is None:
+            return None
+        if type(v) is not str:
+            return False
+        return test(v) is not negated
+    return string_test
+
+
 def _const(value: object) -> Fn:
     return lambda h: value
 
@@ -532,46 +551,34 @@ class _Parser:
         return e.fn
 
     def or_expr(self) -> _Expr:
-        first = self.and_expr()
-        if not self.at_kw("OR"):
-            return first
-        parts = [self.condition(first)]
-        while self.at_kw("OR"):
-            self.take()
-            parts.append(self.condition(self.and_expr()))
-        fns = tuple(p.fn for p in parts)
-
-        def any_of(h: Headers) -> object:
-            result: bool | None = False
-            for f in fns:
-                v = f(h)
-                if v is True:
-                    return True
-                if v is not False:
-                    result = None
-            return result
-        return _Expr("bool", any_of, first.pos)
+        return self.junction("OR", self.and_expr)
 
     def and_expr(self) -> _Expr:
-        first = self.not_expr()
-        if not self.at_kw("AND"):
+        return self.junction("AND", self.not_expr)
+
+    def junction(self, word: str, operand: Callable[[], _Expr]) -> _Expr:
+        """A flat run of OR (or AND): one loop at run time, however long the run."""
+        first = operand()
+        if not self.at_kw(word):
             return first
         parts = [self.condition(first)]
-        while self.at_kw("AND"):
+        while self.at_kw(word):
             self.take()
-            parts.append(self.condition(self.not_expr()))
+            parts.append(self.condition(operand()))
         fns = tuple(p.fn for p in parts)
+        decisive = word == "OR"  # TRUE settles an OR, FALSE an AND
+        neutral = not decisive
 
-        def all_of(h: Headers) -> object:
-            result: bool | None = True
+        def junction(h: Headers) -> object:
+            result: bool | None = neutral
             for f in fns:
                 v = f(h)
-                if v is False:
-                    return False
-                if v is not True:
+                if v is decisive:
+                    return decisive
+                if v is not neutral:
                     result = None
             return result
-        return _Expr("bool", all_of, first.pos)
+        return _Expr("bool", junction, first.pos)
 
     def not_expr(self) -> _Expr:
         if not self.at_kw("NOT"):
@@ -688,16 +695,8 @@ class _Parser:
                 continue
             self.expect_op(")", "',' or ')' in the IN list")
             break
-        members = frozenset(values)
-
-        def member(h: Headers) -> object:
-            v = get(h)
-            if v is None:
-                return None
-            if type(v) is not str:
-                return False
-            return (v in members) is not negated
-        return _Expr("bool", member, start.pos)
+        return _Expr("bool", _string_test(get, frozenset(values).__contains__, negated),
+                     start.pos)
 
     def like(self, get: Fn, negated: bool) -> _Expr:
         t = self.take()
@@ -714,15 +713,7 @@ class _Parser:
             m = like_matcher(str(t.value), escape)
         except ValueError as exc:
             raise SelectorError(str(exc), t.pos) from None
-
-        def matching(h: Headers) -> object:
-            v = get(h)
-            if v is None:
-                return None
-            if type(v) is not str:
-                return False
-            return m(v) is not negated
-        return _Expr("bool", matching, t.pos)
+        return _Expr("bool", _string_test(get, m, negated), t.pos)
 
     def is_null(self, get: Fn) -> _Expr:
         negated = False
@@ -755,19 +746,15 @@ class _Parser:
         head, steps, convert = first.fn, tuple(rest), self.convert
 
         def compute(h: Headers) -> object:
-            acc = head(h)
-            if convert and type(acc) is str:
-                acc = _to_number(acc)
-            if type(acc) not in _NUM:
+            acc = _arith_operand(head(h), convert)
+            if acc is None:
                 return None
             for f, g in steps:
-                v = g(h)
-                if convert and type(v) is str:
-                    v = _to_number(v)
-                if type(v) not in _NUM:
+                v = _arith_operand(g(h), convert)
+                if v is None:
                     return None
                 try:
-                    acc = f(acc, v)  # type: ignore[arg-type]
+                    acc = f(acc, v)
                 except OverflowError:
                     return None
                 if acc is None:
@@ -789,12 +776,10 @@ class _Parser:
         f, convert, minus = inner.fn, self.convert, t.value == "-"
 
         def sign(h: Headers) -> object:
-            v = f(h)
-            if convert and type(v) is str:
-                v = _to_number(v)
-            if type(v) not in _NUM:
+            v = _arith_operand(f(h), convert)
+            if v is None:
                 return None
-            return -v if minus else v  # type: ignore[operator]
+            return -v if minus else v
         return _Expr("num", sign, t.pos)
 
     def primary(self) -> _Expr:

@@ -219,6 +219,8 @@ def test_bounds() -> None:
         parse("NOT " * 40 + "a")
     with pytest.raises(SelectorError, match="nested deeper"):
         parse("a = " + "-" * 40 + "1")
+    deepest = "NOT " * 8 + "(" * 12 + "- " * 12 + "a" + ")" * 12 + " = 1"
+    assert parse(deepest).matches({"a": 1})  # 32 levels: the limit itself is fine
     # long flat chains are loops, not recursion: they fit the length budget
     assert parse(" OR ".join(f"a = {i}" for i in range(300))).matches({"a": 299})
     assert parse("+".join(["1"] * 2000) + " = 2000").matches({})

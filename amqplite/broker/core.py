@@ -301,7 +301,6 @@ class Broker:
         self.mqtt_packet_id_delete = mqtt.mqtt_packet_id_delete
         self.confirm_after_commit = mqtt.confirm_after_commit
         self.log_event = dlog.log_event
-        self.log_time = dlog.log_time
 
     # ------------------------------------------------- the parts' own state
     @property
@@ -312,22 +311,6 @@ class Broker:
     @property
     def message_bytes(self) -> int:
         return self._counters.message_bytes
-
-    @property
-    def new_sizes(self) -> list[int]:
-        return self._counters.new_sizes
-
-    @property
-    def memory_pressure(self) -> bool:
-        return self._pager.memory_pressure
-
-    @property
-    def permissions_epoch(self) -> int:
-        return self._access.permissions_epoch
-
-    @property
-    def confirm_dirty(self) -> list[ChannelState]:
-        return self._confirms.confirm_dirty
 
     @property
     def timer_wake_at(self) -> float:

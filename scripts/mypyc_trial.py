@@ -3,13 +3,10 @@
 Issue 27's lever, kept reproducible. This tree stays pure Python (see
 docs/dev/performance-history.md, "Compiling the whole core"); the script makes a copy
 mypyc accepts, builds it, and prints ``scripts/bench_core.py`` for both,
-alternating rounds. What the copy changes, and why mypyc needs it:
+alternating rounds. The core's classes compile as they are: its parts are
+composed, not mixed in (single inheritance, no ``if`` in a class body, both of
+which mypyc needs). What the copy still changes, and why:
 
-- the parts of ``Broker`` (mixins on ``BrokerBase``) become one linear chain
-  in the same method resolution order: native classes allow single
-  inheritance only, and mypyc crashes on traits that inherit a concrete base;
-- the "provided by the other parts" stubs in ``BrokerBase`` become methods
-  that raise: mypyc refuses an ``if`` in a class body;
 - classes made by attrs stay ordinary Python classes (``native_class=False``);
 - a few modules stay interpreted (``INTERPRETED``, with the reason);
 - one local in the frame reader is typed ``Any``.
@@ -44,25 +41,6 @@ INTERPRETED = {
     "broker/auth.py": "an attrs field(factory=list) fails mypyc's type check at import",
     "broker/effects.py": "the same (Outcome.log)",
 }
-STUB_BLOCK = "    if TYPE_CHECKING:"
-
-
-def stubs_to_methods(src: str) -> str:
-    """BrokerBase's ``if TYPE_CHECKING:`` stubs as plain methods that raise."""
-    out: list[str] = []
-    inside = False
-    for line in src.split("\n"):
-        if line == STUB_BLOCK:
-            inside = True
-            continue
-        if inside and (line.startswith("        ") or not line):
-            line = line[4:]
-            if line.endswith(": ..."):
-                line = line[:-3] + "raise NotImplementedError"
-        elif inside:
-            inside = False
-        out.append(line)
-    return "\n".join(out)
 
 
 def add_import(src: str, line: str) -> str:
@@ -83,9 +61,6 @@ def non_native_attrs(src: str) -> str:
 
 def transform(copy: Path) -> list[Path]:
     """Rewrite the copy at ``copy`` for mypyc; returns the modules to compile."""
-    from amqplite.broker.base import BrokerBase
-    from amqplite.broker.core import Broker
-
     texts: dict[Path, str] = {}
     pkg = copy / "amqplite"
 
@@ -95,10 +70,6 @@ def transform(copy: Path) -> list[Path]:
             texts[path] = path.read_text()
         return texts[path]
 
-    def module_path(cls: type) -> str:
-        return cls.__module__.removeprefix("amqplite.").replace(".", "/") + ".py"
-
-    texts[pkg / "broker/base.py"] = stubs_to_methods(text("broker/base.py"))
     # mypyc infers None for this local; typed as the dict's value type, the compiled
     # reader dropped every publish, so it is typed Any (as the interpreter sees it)
     reader = text("protocol/reader.py")
@@ -106,23 +77,6 @@ def transform(copy: Path) -> list[Path]:
         raise SystemExit("protocol/reader.py: the publish cache lookup not found")
     texts[pkg / "protocol/reader.py"] = reader.replace(
         "            publish = cache.get(key)\n", "            publish: Any = cache.get(key)\n")
-    parts = [c for c in Broker.__mro__[1:] if c not in (BrokerBase, object)]
-    below: type = BrokerBase
-    for cls in reversed(parts):  # the bottom of the chain first
-        rel = module_path(cls)
-        src, n = re.subn(rf"^class {cls.__name__}\(BrokerBase\):",
-                         f"class {cls.__name__}({below.__name__}):", text(rel), flags=re.M)
-        if n != 1:
-            raise SystemExit(f"{rel}: class {cls.__name__}(BrokerBase) not found")
-        if below is not BrokerBase:
-            src = add_import(src, f"from {below.__module__} import {below.__name__}")
-        texts[pkg / rel] = src
-        below = cls
-    core, n = re.subn(r"^class Broker\((?:\s*\w+,)+\s*\):", f"class Broker({below.__name__}):",
-                      text("broker/core.py"), flags=re.M)
-    if n != 1:
-        raise SystemExit("broker/core.py: the Broker class statement not found")
-    texts[pkg / "broker/core.py"] = core
     modules = [p for p in sorted((pkg / "broker").glob("*.py")) + sorted(
         (pkg / "protocol").glob("*.py")) if str(p.relative_to(pkg)) not in INTERPRETED]
     for path in modules:

@@ -71,7 +71,7 @@ def _instrument_stages() -> None:
     for owner, name, label in (
         (proto_connection.ServerConnection, "receive_data", "parse (receive_data)"),
         (connection.AMQPConnection, "_handle_events", "handle frames (_handle_events)"),
-        (broker_publish.Publishing, "basic_publish", "  basic_publish"),
+        (broker_publish.Publisher, "basic_publish", "  basic_publish"),
         (app.Server, "interpret", "interpret"),
         (interpreter.Interpreter, "apply", "  apply (deliveries encoded)"),
         (connection.AMQPConnection, "flush", "    flush"),

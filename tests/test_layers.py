@@ -123,20 +123,23 @@ def test_no_module_exceeds_the_line_limit() -> None:
     assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
-def test_broker_parts_do_not_import_each_other() -> None:
-    """The broker's parts meet only in the façade (core.py), over the shared base: a
-    part may use another module's pure helpers (parse_expiration), never its part."""
+def test_broker_parts_are_composed_not_inherited() -> None:
+    """DESIGN.md §10: the core's parts receive what they use; none has two or more
+    bases (mypyc takes single inheritance only), none inherits a shared state base,
+    and no part declares another's methods as TYPE_CHECKING stubs."""
+    import ast
     root = Path(__file__).resolve().parent.parent
-    parts = {"bindings": "ExchangeOps", "queue_commands": "QueueOps",
-             "policy_commands": "PolicyOps", "publish": "Publishing", "dispatch": "Dispatch",
-             "paging": "Paging", "expiry": "Expiry", "deadletter": "DeadLettering", "confirms": "Confirms",
-             "tx": "Transactions", "permissions": "AccessOps", "vhost_commands": "VHostOps",
-             "mqtt_rows": "MQTTRows"}
-    classes = {f"amqplite.broker.{m}.{c}" for m, c in parts.items()}
-    for part, cls in parts.items():
-        name = f"amqplite.broker.{part}"
-        found = _imports(root / "amqplite" / "broker" / f"{part}.py", name, "amqplite.broker")
-        assert not (found & (classes - {f"{name}.{cls}"})), f"{part} imports another part"
+    for path in sorted((root / "amqplite" / "broker").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(b) for b in node.bases]
+                assert len(bases) < 2, f"{path.name}: {node.name} has bases {bases}"
+                assert "BrokerBase" not in bases, f"{path.name}: {node.name} inherits BrokerBase"
+            if (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+                stubs = [n.name for b in node.body for n in ast.walk(b)
+                         if isinstance(n, ast.FunctionDef)]
+                assert not stubs, f"{path.name}: TYPE_CHECKING stubs {stubs}"
 
 
 def test_only_the_broker_touches_its_outbox() -> None:

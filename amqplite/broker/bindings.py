@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from amqplite.broker import errors as E
 from amqplite.broker import persist as P
-from amqplite.broker.base import BrokerBase
+from amqplite.broker.base import DeliveryLog
 from amqplite.broker.commands import (
     EXCHANGE_BIND,
     EXCHANGE_DECLARE,
@@ -18,13 +18,40 @@ from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding, Exchange
 from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.exchanges.retaining import RETAINED_HEADER, owner_of
 from amqplite.broker.model import ChannelState, Message
+from amqplite.broker.outbox import Outbox
+from amqplite.broker.permissions import Access
 from amqplite.broker.queue import Queue
+from amqplite.broker.queue_commands import Queues
+from amqplite.broker.retained import RetainedStore
+from amqplite.broker.topology import Topology
 from amqplite.broker.vhost import VHost
 from amqplite.protocol.properties import with_header
 
 
-class ExchangeOps(BrokerBase):
-    """Exchange lifecycle and the binding graph of each vhost."""
+class Exchanges:
+    """Exchange lifecycle and the binding graph of each vhost.
+
+    Receives the vhost table, the outbox, the retained store (replayed to a
+    new binding), the topology observer, the delivery log, access (checks),
+    the queues part (``_queue_persisted``), the publisher's ``enqueue`` and
+    ``new_message_key`` and the dispatcher's ``_dispatch`` (retained replay).
+    """
+
+    def __init__(self, *, vhosts: dict[str, VHost], outbox: Outbox, retained: RetainedStore,
+                 topology: Topology, log: DeliveryLog, access: Access, queues: Queues,
+                 enqueue: Callable[[Queue, Message], int], new_message_key: Callable[[], int],
+                 dispatch: Callable[[Queue], None]) -> None:
+        self.vhosts = vhosts
+        self.outbox = outbox
+        self.retained = retained
+        self.topology = topology
+        self.log_event = log.log_event
+        self._authorize = access._authorize
+        self._authorize_binding_key = access._authorize_binding_key
+        self._queue_persisted = queues._queue_persisted
+        self.enqueue = enqueue
+        self.new_message_key = new_message_key
+        self._dispatch = dispatch
 
     def exchange_declare(
         self,

@@ -12,10 +12,9 @@ still waits: confirms leave in sequence order.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from amqplite.broker import errors as E
-from amqplite.broker.base import BrokerBase
 from amqplite.broker.commands import CONFIRM_SELECT
 from amqplite.broker.effects import Confirm
 
@@ -43,8 +42,13 @@ class ConfirmState:
         self.waiting = 0
 
 
-class Confirms(BrokerBase):
-    """confirm.select, seq numbering and the Confirm effects."""
+class Confirms:
+    """confirm.select, seq numbering and the Confirm effects; receives the effects list."""
+
+    def __init__(self, effects: list[Any]) -> None:
+        self.effects = effects
+        #: channels with publishes not yet covered by a Confirm effect
+        self.confirm_dirty: list[ChannelState] = []
 
     def confirm_select(self, ch: ChannelState) -> None:
         if ch.tx:

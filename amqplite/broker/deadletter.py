@@ -17,13 +17,15 @@ properties.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from amqplite.broker.base import BrokerBase
+from amqplite.broker.base import Counters, DeliveryLog
+from amqplite.broker.exchanges import Exchange
 from amqplite.broker.model import Entry, Message
 from amqplite.broker.queue import Queue
 from amqplite.broker.sender_selected import cc_keys, route_all
-from amqplite.broker.vhost import RouteResult
+from amqplite.broker.vhost import RouteResult, VHost
 from amqplite.protocol.codec import FieldArray, FieldTable, Timestamp
 from amqplite.protocol.properties import (
     BasicProperties,
@@ -151,8 +153,38 @@ def _copy_needs_body(msg: Message, routed: RouteResult) -> bool:
         not (msg.persistent and t.durable and not t.exclusive) for t in routed.queues)
 
 
-class DeadLettering(BrokerBase):
-    """RabbitMQ's dead-lettering: x-death, cycles dropped, atomic in the store."""
+class DeadLetterer:
+    """RabbitMQ's dead-lettering: x-death, cycles dropped, atomic in the store.
+
+    Receives the clock, the vhost table, the counters and the delivery log;
+    ``wire`` hands it what a copy's journey needs from the parts built after
+    it: the publisher's ``new_message_key``, ``_retain`` and ``enqueue``, the
+    dispatcher's ``_dispatch`` and ``_entry_done``, the pager's
+    ``_request_page_in``. It calls them directly (re-entrant, as before the
+    split: dispatch -> expire -> dead_letter -> enqueue -> dispatch), which keeps
+    the order of deliveries exactly as it was.
+    """
+
+    def __init__(self, *, now: Callable[[], float], vhosts: dict[str, VHost],
+                 counters: Counters, log: DeliveryLog) -> None:
+        self.now = now
+        self.vhosts = vhosts
+        self.stats = counters.stats
+        self.dead_letters = counters.dead_letters
+        self.log_event = log.log_event
+
+    def wire(self, *, new_message_key: Callable[[], int],
+             retain: Callable[[VHost, tuple[Exchange, ...], Message], bool],
+             enqueue: Callable[[Queue, Message], int], dispatch: Callable[[Queue], None],
+             entry_done: Callable[[Queue, Entry], None],
+             request_page_in: Callable[[Queue], None]) -> None:
+        """The parts a dead-lettered copy goes through, built after this one."""
+        self.new_message_key = new_message_key
+        self._retain = retain
+        self.enqueue = enqueue
+        self._dispatch = dispatch
+        self._entry_done = entry_done
+        self._request_page_in = request_page_in
 
     def dead_letter(self, q: Queue, e: Entry, reason: str) -> None:
         """A message leaves ``q`` for ``reason``; without a dead-letter exchange it is dropped.

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from amqplite.broker import errors as E
 from amqplite.broker import persist as P
-from amqplite.broker.base import REPLY_PREFIX, REPLY_TO, BrokerBase
+from amqplite.broker.base import REPLY_PREFIX, REPLY_TO, Counters, DeliveryLog
 from amqplite.broker.commands import (
     BASIC_ACK,
     BASIC_CONSUME,
@@ -19,17 +20,61 @@ from amqplite.broker.commands import (
     BASIC_REJECT,
     CHANNEL_FLOW,
 )
-from amqplite.broker.deadletter import with_delivery_count
+from amqplite.broker.deadletter import DeadLetterer, with_delivery_count
 from amqplite.broker.effects import NEED_PAGE_IN, Deliver, GetOk, NeedPageIn
+from amqplite.broker.expiry import Expiry
 from amqplite.broker.model import ChannelState, Consumer, Delivery, Entry, Session
+from amqplite.broker.outbox import Outbox
+from amqplite.broker.paging import Pager
 from amqplite.broker.queue import Queue
+from amqplite.broker.streams import Streams
+from amqplite.broker.vhost import VHost
 
 log = logging.getLogger("amqplite.broker")
 
 
 
-class Dispatch(BrokerBase):
-    """Hands ready entries to consumers with room, and settles what they return."""
+class Dispatcher:
+    """Hands ready entries to consumers with room, and settles what they return.
+
+    Receives the clock, the vhost table, the outbox, the counters, the
+    delivery log, the direct reply-to table and the parts built before it:
+    streams (stream consumers), expiry (heads past their TTL), the pager
+    (bodies and spilled entries to read) and the dead-letterer (rejects and
+    delivery limits). ``wire`` hands it the queues part's ``_find_queue`` and
+    ``_delete_queue`` (auto-delete), built after it.
+    """
+
+    def __init__(self, *, now: Callable[[], float], vhosts: dict[str, VHost], outbox: Outbox,
+                 counters: Counters, log: DeliveryLog, reply_channels: dict[str, ChannelState],
+                 streams: Streams, expiry: Expiry, pager: Pager,
+                 dead_letterer: DeadLetterer) -> None:
+        self.now = now
+        self.vhosts = vhosts
+        self.outbox = outbox
+        self.effects = outbox.effects
+        self.stats = counters.stats
+        self._log_on = log.on
+        self._log_full = log.full
+        self._log_msg = log.log_msg
+        self.log_event = log.log_event
+        self.reply_channels = reply_channels
+        self._stream_dispatch = streams._stream_dispatch
+        self.stream_add_cursor = streams.stream_add_cursor
+        self.stream_attach = streams.stream_attach
+        self.stream_detach = streams.stream_detach
+        self._expire = expiry._expire
+        self._expire_head = expiry._expire_head
+        self._request_load = pager._request_load
+        self._request_page_in = pager._request_page_in
+        self.load_batch = pager.load_batch
+        self.dead_letter = dead_letterer.dead_letter
+
+    def wire(self, *, find_queue: Callable[[ChannelState, str, tuple[int, int]], Queue],
+             delete_queue: Callable[[VHost, Queue], Any]) -> None:
+        """The queues part, built after this one."""
+        self._find_queue = find_queue
+        self._delete_queue = delete_queue
 
     def basic_qos(self, ch: ChannelState, prefetch_size: int, prefetch_count: int,
                   global_: bool) -> None:

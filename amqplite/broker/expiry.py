@@ -5,10 +5,13 @@ from __future__ import annotations
 import heapq
 import logging
 import re
+from collections.abc import Callable
+from typing import Any
 
-from amqplite.broker.base import BrokerBase
+from amqplite.broker.base import DeliveryLog
 from amqplite.broker.model import Entry
 from amqplite.broker.queue import Queue
+from amqplite.broker.vhost import VHost
 from amqplite.protocol.properties import expiration_of
 
 log = logging.getLogger("amqplite.broker")
@@ -37,8 +40,36 @@ def parse_expiration(text: str) -> int:
     return n
 
 
-class Expiry(BrokerBase):
-    """One heap of TTL deadlines for all queues; the shell calls tick() when due."""
+class Expiry:
+    """One heap of TTL deadlines for all queues; the shell calls tick() when due.
+
+    Receives the clock, the vhost table, the counters' ``stats`` and the
+    delivery log; ``wire`` hands it the dead-letterer's ``dead_letter`` and
+    the queues part's ``_delete_queue`` (built after it: they arm TTLs here).
+    """
+
+    def __init__(self, *, now: Callable[[], float], vhosts: dict[str, VHost],
+                 stats: dict[str, int], log: DeliveryLog) -> None:
+        self.now = now
+        self.vhosts = vhosts
+        self.stats = stats
+        self.log_event = log.log_event
+        #: (expires_at, seq, queue, entry) for every entry with a TTL
+        self._expiry: list[tuple[float, int, Queue, Entry]] = []
+        self._expiry_seq = 0
+        #: when the shell's sleeping timer wakes (broker clock; 0.0: no timer asleep);
+        #: arm_ttl calls ``wake_timer`` with a sooner deadline, so TTLs fire on time
+        self.timer_wake_at = 0.0
+        self.wake_timer: Callable[[float], None] | None = None
+        #: queues with x-expires, checked by tick() (a dict: the same order every run);
+        #: the queues and policies parts receive it too
+        self._expiring_queues: dict[Queue, None] = {}
+
+    def wire(self, *, dead_letter: Callable[[Queue, Entry, str], None],
+             delete_queue: Callable[[VHost, Queue], Any]) -> None:
+        """The parts built after this one that it calls."""
+        self.dead_letter = dead_letter
+        self._delete_queue = delete_queue
 
     def _expire(self, q: Queue, e: Entry) -> None:
         self.stats["expired"] += 1

@@ -9,12 +9,16 @@ lets a publish's acknowledgement wait for a row the shell wrote.
 from __future__ import annotations
 
 from amqplite import storeops as ops
-from amqplite.broker.base import BrokerBase
 from amqplite.broker.model import ChannelState
+from amqplite.broker.outbox import Outbox
 
 
-class MQTTRows(BrokerBase):
-    """Store commands of the MQTT shell (its sessions, wills and packet ids)."""
+class MQTTRows:
+    """Store commands of the MQTT shell (its sessions, wills and packet ids); receives
+    the outbox only."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
 
     def mqtt_session_put(self, vhost: str, client_id: str, expiry: int,
                          disconnected_at: float | None = None, user: str = "") -> None:

@@ -1,4 +1,4 @@
-"""The broker's one outbox of store operations.
+"""The broker's one outbox: store operations, wire effects and evictable entries.
 
 Commands and the broker's parts emit store operations here; ``take`` (called
 by ``Broker.take_outcome`` only) hands them to the shell as one submission.
@@ -39,10 +39,15 @@ class Outbox:
     3% of a persistent publish-deliver-ack in scripts/bench_core.py.
     """
 
-    __slots__ = ("_open", "_ops", "emit")
+    __slots__ = ("_open", "_ops", "effects", "emit", "evictable")
 
     def __init__(self) -> None:
         self._ops: list[Any] = []
+        #: wire effects, in order; parts hold this list itself (never rebound:
+        #: ``take_outcome`` copies and clears it)
+        self.effects: list[Any] = []
+        #: (queue, entry) pairs whose bodies may leave RAM once committed (as ``effects``)
+        self.evictable: list[Any] = []
         self.emit = self._ops.append
         #: transactions not yet closed, innermost last
         self._open: list[Transaction] = []

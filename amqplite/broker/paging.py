@@ -22,10 +22,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from amqplite.broker import persist as P
-from amqplite.broker.base import BrokerBase
+from amqplite.broker.base import DeliveryLog
 from amqplite.broker.effects import LoadEntries, PageIn
 from amqplite.broker.model import Entry, Message, PriorityReadyList, ReadyList
+from amqplite.broker.outbox import Outbox
 from amqplite.broker.queue import Queue
+from amqplite.broker.retained import RetainedStore
+from amqplite.broker.vhost import VHost
 from amqplite.protocol.errors import FrameSyntaxError
 from amqplite.protocol.properties import check_properties, expiration_of, priority_of
 
@@ -62,8 +65,40 @@ def entry_from_row(row: tuple[Any, ...],
     return e
 
 
-class Paging(BrokerBase):
-    """Which bodies may be evicted, and the page-in requests that bring them back."""
+class Pager:
+    """Which bodies may be evicted, and the page-in requests that bring them back.
+
+    Receives the vhost table, the outbox (rows, PageIn/LoadEntries effects,
+    evictable entries), the retained store (bodies it shares), the delivery
+    log and the body window; ``wire`` hands it the dispatcher's ``_dispatch``
+    and ``_entry_done``, the expiry's ``arm_ttl`` and the dead-letterer's
+    ``dead_letter`` and ``drop_malformed`` (all built after it: they call it).
+    """
+
+    def __init__(self, *, vhosts: dict[str, VHost], outbox: Outbox, retained: RetainedStore,
+                 log: DeliveryLog, body_window: int) -> None:
+        self.vhosts = vhosts
+        self.outbox = outbox
+        self.effects = outbox.effects
+        self.evictable = outbox.evictable
+        self.retained = retained
+        self.log_event = log.log_event
+        self.body_window = body_window
+        #: above the memory monitor's paging threshold: transient entries spill too
+        self.memory_pressure = False
+        self._transient_written = False
+
+    def wire(self, *, dispatch: Callable[[Queue], None],
+             entry_done: Callable[[Queue, Entry], None],
+             arm_ttl: Callable[[Queue, Entry], None],
+             dead_letter: Callable[[Queue, Entry, str], None],
+             drop_malformed: Callable[[Queue, Entry, str], None]) -> None:
+        """The parts that call back into paging, built after it."""
+        self._dispatch = dispatch
+        self._entry_done = entry_done
+        self.arm_ttl = arm_ttl
+        self.dead_letter = dead_letter
+        self.drop_malformed = drop_malformed
 
     def _request_page_in(self, q: Queue) -> None:
         if q.paging:

@@ -25,17 +25,19 @@ closes its connections, as RabbitMQ does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 
 from amqplite import storeops as ops
 from amqplite.broker import errors as E
 from amqplite.broker import patterns
 from amqplite.broker import topic_permissions as topics
-from amqplite.broker.auth import User, parse_tags
-from amqplite.broker.base import BrokerBase
+from amqplite.broker.auth import User, UserDB, parse_tags
 from amqplite.broker.exchanges import Exchange
-from amqplite.broker.model import ChannelState
-from amqplite.broker.topic_permissions import TopicPermission
+from amqplite.broker.model import ChannelState, Session
+from amqplite.broker.outbox import Outbox
+from amqplite.broker.topic_permissions import TopicPermission, TopicPermissions
 from amqplite.broker.vhost import VHost
 
 PERMISSIONS = ("configure", "write", "read")
@@ -82,8 +84,43 @@ def vhost_refused(vhost: str, user: str) -> Exception:
     return E.not_allowed(f"access to vhost '{vhost}' refused for user '{user}'", (10, 40))
 
 
-class AccessOps(BrokerBase):
-    """Users, permissions and the checks commands make; the store rows they need."""
+class Access:
+    """Users, permissions and the checks commands make; the store rows they need.
+
+    Receives the vhost table (names to check), the outbox (its rows) and the
+    topic permissions; ``wire`` hands it the sessions part's ``close_sessions``
+    (a deleted user's connections close), built after it.
+    """
+
+    def __init__(self, *, vhosts: dict[str, VHost], outbox: Outbox,
+                 topic_permissions: TopicPermissions, loopback_users: tuple[str, ...] = (),
+                 access_control: bool = False) -> None:
+        self.vhosts = vhosts
+        self.outbox = outbox
+        self.topic_permissions = topic_permissions
+        #: off for the core used alone (unit tests of other parts); the server
+        #: always turns it on, so every command checks the user's permissions
+        self.access_control = access_control
+        self.users = UserDB(loopback_users)
+        #: (user, vhost) -> Permission
+        self.permissions: dict[tuple[str, str], Permission] = {}
+        #: bumped by every permission change: channels' cached checks go stale
+        self.permissions_epoch = 0
+        #: told (synchronously, no I/O) after users or permissions changed: the
+        #: links supervisor checks its links' users again
+        self.access_watchers: list[Callable[[], None]] = []
+        self._close_sessions: Callable[[Callable[[Session], bool], str], None] = (
+            lambda which, reason: None)
+
+    def wire(self, *, close_sessions: Callable[[Callable[[Session], bool], str], None]) -> None:
+        """The sessions part's ``close_sessions``: it is built after this one."""
+        self._close_sessions = close_sessions
+
+    def _access_changed(self) -> None:
+        """A user or permission changed: stale cached checks, watchers told."""
+        self.permissions_epoch += 1
+        for w in list(self.access_watchers):
+            w()
 
     # ---------------------------------------------------------------- checks
     def _authorize(self, ch: ChannelState, perm: str, kind: str, name: str,

@@ -7,13 +7,36 @@ from collections.abc import Callable
 from typing import Any
 
 from amqplite.broker import persist as P
-from amqplite.broker.base import BrokerBase
+from amqplite.broker.outbox import Outbox
 from amqplite.broker.policy import Policy, make_policy
 from amqplite.broker.queue import Queue
+from amqplite.broker.topology import Topology
+from amqplite.broker.vhost import VHost
 
 
-class PolicyOps(BrokerBase):
-    """The policy table of each vhost and its effect on existing queues."""
+class Policies:
+    """The policy table of each vhost and its effect on existing queues.
+
+    Receives the vhost table, the outbox, the topology (federation policies
+    apply to exchanges) and the expiry part's table of expiring queues;
+    ``wire`` hands it ``dispatch`` and ``enforce_limits`` of the parts built
+    after it (a changed policy may free or trim a queue).
+    """
+
+    def __init__(self, *, vhosts: dict[str, VHost], outbox: Outbox, topology: Topology,
+                 expiring_queues: dict[Queue, None]) -> None:
+        self.vhosts = vhosts
+        self.outbox = outbox
+        self.topology = topology
+        self._expiring_queues = expiring_queues
+        #: vhost -> policy name -> Policy
+        self.policies: dict[str, dict[str, Policy]] = {}
+
+    def wire(self, *, dispatch: Callable[[Queue], None],
+             enforce_limits: Callable[[Queue], None]) -> None:
+        """The dispatcher's ``_dispatch`` and the queues part's ``_enforce_limits``."""
+        self._dispatch = dispatch
+        self._enforce_limits = enforce_limits
 
     def _match_policy(self, vhost: str, queue_name: str) -> Policy | None:
         return self._best_policy(vhost, lambda p: p.matches_queue(queue_name))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from amqplite.broker import errors as E
 from amqplite.broker import persist as P
@@ -12,15 +12,22 @@ from amqplite.broker.base import (
     REPLY_PREFIX,
     REPLY_TO,
     STORED,
-    BrokerBase,
+    Counters,
+    DeliveryLog,
 )
 from amqplite.broker.commands import BASIC_PUBLISH
+from amqplite.broker.confirms import Confirms
 from amqplite.broker.effects import Deliver, PublishResult, Return
 from amqplite.broker.exchanges import Exchange
-from amqplite.broker.expiry import parse_expiration
+from amqplite.broker.expiry import Expiry, parse_expiration
 from amqplite.broker.model import ChannelState, Entry, Message, PriorityReadyList
+from amqplite.broker.outbox import Outbox
+from amqplite.broker.paging import Pager
+from amqplite.broker.permissions import Access
 from amqplite.broker.queue import Queue
+from amqplite.broker.retained import RetainedStore
 from amqplite.broker.sender_selected import HEADERS_FLAG, bad_header, header_routes, route_all
+from amqplite.broker.streams import Streams
 from amqplite.broker.vhost import NO_ROUTE, VHost
 from amqplite.protocol.errors import FrameSyntaxError
 from amqplite.protocol.properties import (
@@ -45,8 +52,71 @@ _ROUTED_REJECTED = PublishResult(True, False, True)
 FLOW_READY = 256
 
 
-class Publishing(BrokerBase):
-    """basic.publish: checks, routes, enqueues, and counts the publish for confirms."""
+class Publisher:
+    """basic.publish: checks, routes, enqueues, and counts the publish for confirms.
+
+    Receives the vhost table, the outbox, the counters, the delivery log, the
+    retained store, the direct reply-to table and the parts built before it
+    that a publish goes through: access (checks), confirms (seqs), streams
+    (appends), expiry (TTLs) and the pager (spilling under memory pressure).
+    ``wire`` hands it the dispatcher's ``_dispatch``, the queues part's
+    ``_enforce_limits`` and the dead-letterer's ``_dead_letter_message``, built
+    after it. It owns the message keys (``new_message_key``).
+    """
+
+    def __init__(self, *, vhosts: dict[str, VHost], outbox: Outbox, counters: Counters,
+                 log: DeliveryLog, retained: RetainedStore,
+                 reply_channels: dict[str, ChannelState], access: Access, confirms: Confirms,
+                 streams: Streams, expiry: Expiry, pager: Pager, body_window: int) -> None:
+        self.vhosts = vhosts
+        self.outbox = outbox
+        self.effects = outbox.effects
+        self.evictable = outbox.evictable
+        self.stats = counters.stats
+        self.new_sizes = counters.new_sizes
+        self._log_on = log.on
+        self._log_msg = log.log_msg
+        self.log_event = log.log_event
+        self.retained = retained
+        self.reply_channels = reply_channels
+        self.access_control = access.access_control
+        self.topic_permissions = access.topic_permissions
+        self._authorize = access._authorize
+        self._authorize_topic = access._authorize_topic
+        self._confirm_published = confirms._confirm_published
+        self.stream_append = streams.stream_append
+        self.arm_ttl = expiry.arm_ttl
+        self._pager = pager
+        self.spills = pager.spills
+        self._store_entry = pager._store_entry
+        self.body_window = body_window
+        self._next_message_key = 1
+
+    def wire(self, *, dispatch: Callable[[Queue], None],
+             enforce_limits: Callable[[Queue], None],
+             dead_letter_message: Callable[[Queue, Message, str], None]) -> None:
+        """The parts built after this one that a publish reaches."""
+        self._dispatch = dispatch
+        self._enforce_limits = enforce_limits
+        self._dead_letter_message = dead_letter_message
+
+    # ------------------------------------------------------------------ keys
+    def seed_message_keys(self, max_message_key: int) -> None:
+        """Recovery: keys continue past the stored ones."""
+        self._next_message_key = max(self._next_message_key, max_message_key + 1)
+
+    @property
+    def message_key_mark(self) -> int:
+        """The highest message key handed out so far (every log row's key is at most this)."""
+        return self._next_message_key - 1
+
+    def new_message_key(self) -> int:
+        """A fresh message id, never reused (recovery seeds past the stored ones)."""
+        k = self._next_message_key
+        self._next_message_key = k + 1
+        return k
+
+    # --------------------------------------------------------------- publish
 
     def basic_publish(
         self,
@@ -284,7 +354,7 @@ class Publishing(BrokerBase):
         if self._log_on:
             self._log_msg("routed", q.vhost, msg, q.name, None, None)
         ready.append(e)
-        if (not persist and self.memory_pressure and e.expires_at is None
+        if (not persist and self._pager.memory_pressure and e.expires_at is None
                 and len(ready) > self.body_window and self.spills(q)):
             self._store_entry(q, e)  # deep and short of memory: it spills once written
         if limited:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from amqplite.broker import errors as E
 from amqplite.broker import persist as P
-from amqplite.broker.base import REPLY_PREFIX, REPLY_TO, BrokerBase
+from amqplite.broker.base import REPLY_PREFIX, REPLY_TO, Counters, DeliveryLog
 from amqplite.broker.commands import (
     QUEUE_BIND,
     QUEUE_DECLARE,
@@ -15,17 +16,70 @@ from amqplite.broker.commands import (
     QUEUE_PURGE,
     QUEUE_UNBIND,
 )
+from amqplite.broker.deadletter import DeadLetterer
+from amqplite.broker.dispatch import Dispatcher
 from amqplite.broker.effects import CancelNotify
-from amqplite.broker.exchanges import Binding
+from amqplite.broker.exchanges import Binding, Exchange
 from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.model import ChannelState, Entry
+from amqplite.broker.outbox import Outbox
+from amqplite.broker.permissions import Access
 from amqplite.broker.policy import validate_queue_args
+from amqplite.broker.policy_commands import Policies
 from amqplite.broker.queue import Queue
+from amqplite.broker.streams import Streams
 from amqplite.broker.vhost import VHost
 
 
-class QueueOps(BrokerBase):
-    """Queues of a vhost: creation with RabbitMQ's equivalence checks, and removal."""
+class Queues:
+    """Queues of a vhost: creation with RabbitMQ's equivalence checks, and removal.
+
+    Receives the clock, the vhost table, the outbox, the counters, the
+    delivery log, the direct reply-to table, the expiry part's table of
+    expiring queues and the parts built before it: access (checks), policies
+    (a new queue's policy), streams (declare checks), the dispatcher
+    (``_entry_done``) and the dead-letterer (purges by limit). ``wire`` hands
+    it the exchanges part's binding methods (built after it). It owns the
+    queue ids.
+    """
+
+    def __init__(self, *, now: Callable[[], float], vhosts: dict[str, VHost], outbox: Outbox,
+                 counters: Counters, log: DeliveryLog, reply_channels: dict[str, ChannelState],
+                 expiring_queues: dict[Queue, None], access: Access, policies: Policies,
+                 streams: Streams, dispatcher: Dispatcher,
+                 dead_letterer: DeadLetterer) -> None:
+        self.now = now
+        self.vhosts = vhosts
+        self.outbox = outbox
+        self.effects = outbox.effects
+        self.stats = counters.stats
+        self.log_event = log.log_event
+        self.reply_channels = reply_channels
+        self._expiring_queues = expiring_queues
+        self._authorize = access._authorize
+        self._authorize_binding_key = access._authorize_binding_key
+        self._match_policy = policies._match_policy
+        self.check_stream_declare = streams.check_stream_declare
+        self._entry_done = dispatcher._entry_done
+        self.dead_letter = dead_letterer.dead_letter
+        self._next_queue_id = 1
+
+    def wire(self, *, add_binding: Callable[..., None],
+             check_binding: Callable[[Exchange, dict[str, Any] | None, tuple[int, int]], None],
+             drop_binding: Callable[..., None]) -> None:
+        """The exchanges part's binding methods (it is built after this one)."""
+        self._add_binding = add_binding
+        self._check_binding = check_binding
+        self._drop_binding = drop_binding
+
+    def seed_queue_ids(self, max_queue_id: int) -> None:
+        """Recovery: ids continue past the stored ones."""
+        self._next_queue_id = max(self._next_queue_id, max_queue_id + 1)
+
+    def _queue_id(self) -> int:
+        i = self._next_queue_id
+        self._next_queue_id = i + 1
+        return i
 
     def queue_declare(
         self,

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from amqplite.broker import errors as E
 from amqplite.broker import persist as P
-from amqplite.broker.base import STORED, BrokerBase
+from amqplite.broker.base import STORED, Counters, DeliveryLog
 from amqplite.broker.commands import BASIC_CONSUME, QUEUE_DECLARE
 from amqplite.broker.effects import ReadStream, StreamDeliver
 from amqplite.broker.model import ChannelState, Consumer, Delivery, Message
+from amqplite.broker.outbox import Outbox
 from amqplite.broker.policy import NOT_FOR_STREAMS
 from amqplite.broker.queue import Queue
 from amqplite.broker.streamlog import Cursor, Group, Segment, StreamEntry, StreamLog
@@ -80,8 +81,23 @@ def _invalid_property(prop: str, name: str, vhost: str) -> Exception:
                           QUEUE_DECLARE)
 
 
-class Streams(BrokerBase):
-    """Declare checks, appends, cursors, reads and retention of stream queues."""
+class Streams:
+    """Declare checks, appends, cursors, reads and retention of stream queues.
+
+    Receives the clock, the outbox (segment rows, appends, ReadStream and
+    StreamDeliver effects), the counters and the delivery log; it calls no
+    other part.
+    """
+
+    def __init__(self, *, now: Callable[[], float], outbox: Outbox, counters: Counters,
+                 log: DeliveryLog) -> None:
+        self.now = now
+        self.outbox = outbox
+        self.effects = outbox.effects
+        self.stats = counters.stats
+        self._dlog = log
+        self._log_on = log.on
+        self.log_event = log.log_event
 
     @staticmethod
     def check_stream_declare(name: str, vhost: str, *, durable: bool, exclusive: bool,
@@ -105,7 +121,7 @@ class Streams(BrokerBase):
         st = q.stream
         body = msg.body
         assert st is not None and body is not None
-        ts = self._log_ts or self.log_time()  # one time per batch, as a chunk's
+        ts = self._dlog.ts or self._dlog.log_time()  # one time per batch, as a chunk's
         props = msg.properties_raw
         size = len(body) + len(props)
         off, seg, sealed, opened = st.append(ts, size, q.segment_size)
@@ -147,7 +163,7 @@ class Streams(BrokerBase):
         # "appended", not "routed": a stream entry is never settled, so the audit's
         # per-message states (in flight, stuck) must not count it
         if self._log_on:
-            self.log.append((ts, "appended", q.vhost, exchange, routing_key,
+            self._dlog.rows.append((ts, "appended", q.vhost, exchange, routing_key,
                              q.name, msg._mid if msg._mid is not None else msg.log_id,
                              key, None, None,
                              len(body), f"offset:{off}", None))

@@ -25,7 +25,7 @@ wildcards) matches nothing. An AMQP value keeps its dots (a user ``a.b`` owns
 the words ``a.b``, as in RabbitMQ). The expressions run on RE2 (``patterns``),
 as the other permissions do.
 
-This module keeps the table and answers "may this key pass"; ``AccessOps``
+This module keeps the table and answers "may this key pass"; ``Access``
 turns a refusal into RabbitMQ's channel error. Pure: no trio, no SQL.
 """
 

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from amqplite.broker import errors as E
-from amqplite.broker.base import BrokerBase
 from amqplite.broker.commands import TX_COMMIT, TX_ROLLBACK, TX_SELECT
 from amqplite.broker.model import ChannelState
+from amqplite.broker.vhost import VHost
 from amqplite.protocol.errors import ChannelError
 
+if TYPE_CHECKING:
+    from amqplite.broker.dispatch import Dispatcher
+    from amqplite.broker.publish import Publisher
 
-class Transactions(BrokerBase):
-    """A transactional channel buffers publishes and acks until tx.commit."""
+
+class Transactions:
+    """A transactional channel buffers publishes and acks until tx.commit.
+
+    Receives the vhost table, the publisher (``publish``) and the dispatcher
+    (``basic_ack``, ``basic_nack``): a commit replays the buffered commands.
+    """
+
+    def __init__(self, *, vhosts: dict[str, VHost], publisher: Publisher,
+                 dispatcher: Dispatcher) -> None:
+        self.vhosts = vhosts
+        self.publish = publisher.publish
+        self.basic_ack = dispatcher.basic_ack
+        self.basic_nack = dispatcher.basic_nack
 
     def tx_select(self, ch: ChannelState) -> None:
         if ch.confirm:

@@ -7,13 +7,48 @@ RabbitMQ does ("vhost '<name>' is deleted").
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from amqplite import storeops as ops
-from amqplite.broker.base import BrokerBase
 from amqplite.broker.vhost import VHost
 
+if TYPE_CHECKING:
+    from amqplite.broker.model import Session
+    from amqplite.broker.outbox import Outbox
+    from amqplite.broker.parameters import RuntimeParameters
+    from amqplite.broker.permissions import Access
+    from amqplite.broker.policy import Policy
+    from amqplite.broker.queue import Queue
+    from amqplite.broker.retained import RetainedStore
+    from amqplite.broker.topic_permissions import TopicPermissions
 
-class VHostOps(BrokerBase):
-    """The vhost table and its lifecycle."""
+
+class VHosts:
+    """The vhost table and its lifecycle.
+
+    Receives the tables a vhost's deletion empties (policies, parameters,
+    retained, the access part's permissions); ``wire`` hands it the sessions
+    part's ``close_sessions`` and the queues part's ``delete_queue``, built after it.
+    """
+
+    def __init__(self, *, vhosts: dict[str, VHost], outbox: Outbox, retained: RetainedStore,
+                 policies: dict[str, dict[str, Policy]], parameters: RuntimeParameters,
+                 access: Access, topic_permissions: TopicPermissions) -> None:
+        self.vhosts = vhosts
+        self.outbox = outbox
+        self.retained = retained
+        self.policies = policies
+        self.parameters = parameters
+        self.permissions = access.permissions
+        self._access_changed = access._access_changed
+        self.topic_permissions = topic_permissions
+
+    def wire(self, *, close_sessions: Callable[[Callable[[Session], bool], str], None],
+             delete_queue: Callable[[VHost, Queue], Any]) -> None:
+        """The parts built after this one: sessions and queues."""
+        self._close_sessions = close_sessions
+        self._delete_queue = delete_queue
 
     def add_vhost(self, name: str, description: str = "", *, persist: bool = True) -> VHost:
         """Create ``name`` (or update its description); ValueError for an empty name."""

@@ -17,6 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import Deliver
+from amqplite.broker.outbox import Outbox
 from tests.broker.conftest import TRANSIENT, FakeClock
 
 QUEUES = ("plain", "sac")
@@ -38,8 +39,9 @@ class CheckedEffects(list):  # type: ignore[type-arg]
 class PriorityDispatch(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.b = Broker(now=FakeClock())
-        self.b.effects = CheckedEffects(self)
+        outbox = Outbox()
+        outbox.effects = CheckedEffects(self)
+        self.b = Broker(now=FakeClock(), outbox=outbox)
         self.s = self.b.open_session("guest", "/")
         self.chs = [self.b.open_channel(self.s, n) for n in (1, 2, 3)]
         self.b.queue_declare(self.chs[0], "plain")

@@ -24,7 +24,7 @@ from amqplite.admin.plumbing import (
 )
 from amqplite.admin.validate import body_int, body_str
 from amqplite.broker.effects import NeedPageIn
-from amqplite.broker.paging import Paging, entry_from_row
+from amqplite.broker.paging import Pager, entry_from_row
 from amqplite.protocol.errors import AMQPError
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ class MessageHandlers(HandlerBase):
             head, tail = deque(), deque()  # nothing spilled: one run, the iteration's
         n_head = len(head) if r.disk_count else len(r)
         n_disk, lo, hi = r.disk_count, r.disk_lo, r.disk_hi
-        batch = Paging.load_batch(r) if n_disk else 0
+        batch = Pager.load_batch(r) if n_disk else 0
         # RAM parts are copied (references) before the first await: they change meanwhile
         ram_head = list(itertools.islice(head if r.disk_count else r, skip, end))
         t0 = n_head + n_disk

@@ -15,6 +15,7 @@ from amqplite.broker.dispatch import Dispatcher
 from amqplite.broker.effects import CloseConnection
 from amqplite.broker.model import ChannelState, Session
 from amqplite.broker.outbox import Outbox
+from amqplite.broker.queue import Queue
 from amqplite.broker.queue_commands import Queues
 from amqplite.broker.streams import Streams
 from amqplite.broker.vhost import VHost
@@ -50,9 +51,18 @@ class Sessions:
         return s
 
     def close_session(self, session: Session) -> None:
-        """Connection gone: close its channels, then drop its exclusive queues."""
+        """Connection gone: close its channels, then drop its exclusive queues.
+
+        Every channel's consumers go before any requeued delivery is
+        dispatched: one channel's unacked messages must not reach a consumer of
+        another channel of the same closing connection (a no-ack one would
+        lose them with the socket).
+        """
+        touched: dict[Queue, None] = {}
         for ch in list(session.channels.values()):
-            self.close_channel(ch)
+            touched.update(self._close(ch))
+        for q in touched:
+            self._dispatch(q)
         vh = self.vhosts.get(session.vhost)
         if vh is not None:
             for q in [q for q in vh.queues.values() if q.exclusive_owner is session]:
@@ -75,8 +85,14 @@ class Sessions:
 
     def close_channel(self, ch: ChannelState) -> None:
         """Channel gone: requeue its unacked deliveries, cancel its consumers."""
+        for q in self._close(ch):
+            self._dispatch(q)
+
+    def _close(self, ch: ChannelState) -> dict[Queue, None]:
+        """Close ``ch`` and return the queues to dispatch again (its requeued
+        deliveries, a single active consumer's successor)."""
         if not ch.open:
-            return
+            return {}
         ch.open = False
         if ch.session.transport is not None:
             self.stats["channels_closed"] += 1
@@ -88,5 +104,4 @@ class Sessions:
         for c in list(ch.consumers.values()):
             if self._remove_consumer(c):
                 touched[c.queue] = None  # a waiting single active consumer took over
-        for q in touched:
-            self._dispatch(q)
+        return touched

@@ -82,6 +82,24 @@ def test_requeue_on_close_keeps_order_and_sets_redelivered(broker: Broker) -> No
     assert res.redelivered is True and res.message.body == b"0"
 
 
+def test_closing_connection_never_hands_requeued_messages_to_its_own_channels(
+        broker: Broker) -> None:
+    """Channel 1's unacked message, requeued as the connection closes, must not
+    go to channel 2's no-ack consumer of the same dying connection: it would be
+    written to a closed socket and lost. It stays in the queue."""
+    s, ch1 = session_channel(broker)
+    broker.queue_declare(ch1, "q")
+    broker.basic_publish(ch1, "", "q", TRANSIENT, b"m")
+    broker.start_consumer(ch1, broker.basic_consume(ch1, "q"))
+    assert [d.message.body for d in deliveries(broker)] == [b"m"]
+    ch2 = broker.open_channel(s, 2)
+    broker.start_consumer(ch2, broker.basic_consume(ch2, "q", no_ack=True))
+    broker.close_session(s)
+    assert deliveries(broker) == []
+    q = broker.vhosts["/"].queues["q"]
+    assert [(e.message.body, e.redelivered) for e in q.ready] == [(b"m", True)]
+
+
 def test_round_robin_and_prefetch(broker: Broker) -> None:
     _, ch = session_channel(broker)
     broker.queue_declare(ch, "q")

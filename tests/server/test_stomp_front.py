@@ -137,6 +137,10 @@ def test_hostile_input_closes_only_that_client(broker: BrokerProcess) -> None:
     assert closed and frames and frames[0].startswith(b"ERROR\n")
     frames, closed = _raw(broker, b"CONNECT\n" + b"x-flood:" + b"a" * 200_000)
     assert closed and frames and frames[0].startswith(b"ERROR\n")
+    # junk ended by a NUL, no LF: an ERROR and a close, not silence until the login timeout
+    frames, closed = _raw(broker, b"junk\0")
+    assert closed and frames and frames[0].startswith(b"ERROR\n"), frames
+    assert b"inside its command line" in frames[0]
     frames, closed = _raw(broker, b"SEND\ndestination:/queue/e2e-hostile\n\nsneaky\0")
     assert closed and b"message:Illegal command" in frames[0]
     c.send("/queue/e2e-hostile", "still here")

@@ -112,16 +112,18 @@ def mosquitto(tmp: Path) -> contextlib.AbstractContextManager[Broker]:
 
 
 @contextlib.contextmanager
-def rabbitmq(tmp: Path) -> Iterator[Broker]:
-    port, mqtt = free_port(), free_port()
+def rabbitmq(tmp: Path, protocol: str = "MQTT") -> Iterator[Broker]:
+    """A node of scripts/rabbitmq.sh with the ``protocol`` plugin (MQTT or STOMP) on a
+    port of its own; yields that port."""
+    port, listener = free_port(), free_port()
     node = tmp / "rabbitmq"
     script = str(ROOT / "scripts" / "rabbitmq.sh")
-    env = dict(os.environ, RABBITMQ_MQTT_PORT=str(mqtt))
+    env = dict(os.environ, **{f"RABBITMQ_{protocol}_PORT": str(listener)})
     subprocess.run(["bash", script, "start", str(node), str(port)], check=True, env=env)
     try:
-        wait(lambda: listening(mqtt), 60, "RabbitMQ's MQTT listener")
+        wait(lambda: listening(listener), 60, f"RabbitMQ's {protocol} listener")
         # the Erlang VM's OS pid (RABBITMQ_PID_FILE, written once the node booted)
-        yield Broker(mqtt, int((node / "node.pid").read_text().split()[0]))
+        yield Broker(listener, int((node / "node.pid").read_text().split()[0]))
     finally:
         subprocess.run(["bash", script, "stop", str(node)], check=False)
 

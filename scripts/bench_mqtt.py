@@ -381,6 +381,39 @@ def table(names: list[str], args: argparse.Namespace,
                   f"{min(x[2] for x in results[k]):.0f} |")
 
 
+def choose(parser: argparse.ArgumentParser, scenarios: tuple[str, ...],
+           brokers: dict[str, Any]) -> argparse.Namespace:
+    """Parse the command line, adding --scenario and --only; ``args.scenarios`` and
+    ``args.names`` are what to run (all by default)."""
+    parser.add_argument("--scenario", dest="scenarios", action="append", choices=scenarios,
+                        help="run these only (repeatable; default all)")
+    parser.add_argument("--only", action="append", choices=sorted(brokers),
+                        help="measure these brokers only (repeatable)")
+    args = parser.parse_args()
+    args.scenarios = args.scenarios or list(scenarios)
+    args.names = args.only or list(brokers)
+    return args
+
+
+def run_rounds(args: argparse.Namespace,
+               brokers: dict[str, Callable[[Path], contextlib.AbstractContextManager[Broker]]],
+               rounds: int, run_one: Callable[..., None], results: dict[Any, Any]) -> list[float]:
+    """Start ``args.names``' brokers, then in every round run each scenario on each
+    broker (``run_one(name, scenario, broker, args, results, round)``), the brokers'
+    order rotating; the load averages seen after each."""
+    names = args.names
+    loads: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmpdir, contextlib.ExitStack() as stack:
+        up = {n: stack.enter_context(brokers[n](Path(tmpdir))) for n in names}
+        print(f"brokers up: {up}", flush=True)
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                for scenario in args.scenarios:
+                    run_one(name, scenario, up[name], args, results, r)
+                    loads.append(os.getloadavg()[0])
+    return loads
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -397,30 +430,15 @@ def main() -> int:
     parser.add_argument("--fanout-count", type=int, default=50, help="messages published")
     parser.add_argument("--idle", type=int, default=10000, help="idle connections")
     parser.add_argument("--idle-seconds", type=float, default=10.0)
-    parser.add_argument("--scenario", dest="scenarios", action="append", choices=SCENARIOS,
-                        help="run these only (repeatable; default all)")
-    parser.add_argument("--only", action="append", choices=sorted(BROKERS),
-                        help="measure these brokers only (repeatable)")
-    args = parser.parse_args()
-    args.scenarios = args.scenarios or list(SCENARIOS)
-    names = args.only or list(BROKERS)
+    args = choose(parser, SCENARIOS, BROKERS)
+    names = args.names
     # 10,000 sockets: the client workers (forked from here) and the brokers started
     # from here inherit this limit; RabbitMQ's node gets it through rabbitmq-server
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(hard, max(soft, args.idle + 4096))
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     results: dict[tuple[str, str, int], list[tuple[float, ...]]] = {}
-    loads: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="bench-mqtt-") as tmpdir, \
-            contextlib.ExitStack() as stack:
-        brokers = {n: stack.enter_context(BROKERS[n](Path(tmpdir))) for n in names}
-        print(f"brokers up: {brokers}", flush=True)
-        for r in range(args.rounds):
-            order = names[r % len(names):] + names[:r % len(names)]
-            for name in order:
-                for scenario in args.scenarios:
-                    run_one(name, scenario, brokers[name], args, results, r)
-                    loads.append(os.getloadavg()[0])
+    loads = run_rounds(args, BROKERS, args.rounds, run_one, results)
     print(f"\nmedian of {args.rounds} rounds; load average {min(loads):.1f}-{max(loads):.1f} "
           f"on {os.cpu_count()} cores")
     table(names, args, results)

@@ -42,7 +42,6 @@ import platform
 import statistics
 import struct
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -54,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_mqtt  # noqa: E402
-from bench_mqtt import Broker, serving, spread  # noqa: E402
+from bench_mqtt import Broker, choose, run_rounds, serving, spread  # noqa: E402
 
 from amqplite.protocol.stomp.frames import V12, FrameParser, serialize  # noqa: E402
 from tests.brokerproc import free_port  # noqa: E402
@@ -334,28 +333,12 @@ def main() -> int:
                         help="unanswered persistent SENDs per pair's publisher")
     parser.add_argument("--procs", type=int, default=2, help="client processes for pairs")
     parser.add_argument("--timeout", type=float, default=180.0)
-    parser.add_argument("--scenario", dest="scenarios", action="append", choices=SCENARIOS,
-                        help="run these only (repeatable; default all)")
-    parser.add_argument("--only", action="append", choices=sorted(BROKERS),
-                        help="measure these brokers only (repeatable)")
-    args = parser.parse_args()
-    args.scenarios = args.scenarios or list(SCENARIOS)
-    names = args.only or list(BROKERS)
+    args = choose(parser, SCENARIOS, BROKERS)
     results: dict[tuple[str, str, str], list[tuple[float, ...]]] = {}
-    loads: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="bench-stomp-") as tmpdir, \
-            contextlib.ExitStack() as stack:
-        brokers = {n: stack.enter_context(BROKERS[n](Path(tmpdir))) for n in names}
-        print(f"brokers up: {brokers}", flush=True)
-        for r in range(args.runs):
-            order = names[r % len(names):] + names[:r % len(names)]
-            for name in order:
-                for scenario in args.scenarios:
-                    run_one(name, scenario, brokers[name], args, results, r)
-                    loads.append(os.getloadavg()[0])
+    loads = run_rounds(args, BROKERS, args.runs, run_one, results)
     print(f"\nmedian of {args.runs} runs; load average {min(loads):.1f}-{max(loads):.1f} on "
           f"{os.cpu_count()} cores; Python {platform.python_version()}, {platform.machine()}")
-    table(names, args, results)
+    table(args.names, args, results)
     return 0
 
 

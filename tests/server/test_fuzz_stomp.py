@@ -21,10 +21,10 @@ import pika
 import pytest
 
 from amqplite.protocol.stomp.frames import SERVER_COMMANDS, FrameParser
-from tests.brokerproc import BrokerProcess, free_port
+from tests.brokerproc import BrokerProcess
 from tests.protocol.fuzz_harness import send_then_read
 from tests.server.conftest import connect as amqp_connect
-from tests.server.stompclient import connect, stomp_port
+from tests.server.stompclient import connect, stomp_broker, stomp_port
 from tests.server.test_fuzz_ws import INTERNAL_ERROR, _frames, _mutate
 from tests.server.test_fuzz_ws import run_case as run_ws_case
 
@@ -110,10 +110,8 @@ def run_case(port: int, data: bytes) -> str:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("stomp-fuzz"), None, "--stomp-port",
-                      str(free_port())).start()
-    yield b
-    assert b.stop() == 0
+    with stomp_broker(tmp_path_factory.mktemp("stomp-fuzz")) as b:
+        yield b
 
 
 class Healthy:

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.brokerproc import BrokerProcess, free_port
-from tests.server.stompclient import DEADLINE, connect, stomp_port
+from tests.brokerproc import BrokerProcess
+from tests.server.stompclient import DEADLINE, connect, stomp_broker, stomp_port
 
 NODE_DIR = Path(__file__).resolve().parent.parent / "node"
 STOMPJS = NODE_DIR / "node_modules" / "@stomp" / "stompjs"
@@ -22,12 +22,8 @@ STOMPJS = NODE_DIR / "node_modules" / "@stomp" / "stompjs"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("stompclients"), None, "--stomp-port",
-                      str(free_port())).start()
-    try:
+    with stomp_broker(tmp_path_factory.mktemp("stompclients")) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def _first(b: BrokerProcess, queue: str) -> Any:

@@ -18,17 +18,20 @@ import pytest
 import stomp
 
 from tests.brokerproc import BrokerProcess, free_port
-from tests.server.stompclient import DEADLINE, Recorder, connect, raw_frames, stomp_port
+from tests.server.stompclient import (
+    DEADLINE,
+    Recorder,
+    connect,
+    raw_frames,
+    stomp_broker,
+    stomp_port,
+)
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("stomp"), None, "--stomp-port",
-                      str(free_port())).start()
-    try:
+    with stomp_broker(tmp_path_factory.mktemp("stomp")) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def _raw(b: BrokerProcess, data: bytes) -> tuple[list[bytes], bool]:

@@ -230,24 +230,23 @@ def spread(items: list[Any], procs: int) -> list[list[Any]]:
     return [items[w::procs] for w in range(procs)]
 
 
-def load(plans: list[mqtt_load.Plan], args: argparse.Namespace,
-         between: Callable[[], None] | None = None) -> list[mqtt_load.Outcome]:
-    """Run one worker process per plan; they start together at a barrier (and, for
-    idle connections, wait at a second one while ``between`` measures)."""
+def workers(target: Callable[..., None], each: list[tuple[Any, ...]], timeout: float,
+            between: Callable[[], None] | None = None) -> list[Any]:
+    """Run ``target(*args, barrier, results)`` in a process per ``each`` item; they
+    start together at the barrier (and wait at a second one while ``between``
+    measures); each puts its outcome, or the exception it raised, on ``results``."""
     ctx = multiprocessing.get_context("fork")
-    barrier = ctx.Barrier(len(plans) + 1)
+    barrier = ctx.Barrier(len(each) + 1)
     results = ctx.Queue()
-    tag = uuid.uuid4().hex[:8]
-    procs = [ctx.Process(target=mqtt_load.worker, args=(plan, f"b{tag}w{w}", barrier, results))
-             for w, plan in enumerate(plans)]
+    procs = [ctx.Process(target=target, args=(*a, barrier, results)) for a in each]
     for p in procs:
         p.start()
     try:
-        barrier.wait(args.timeout)
+        barrier.wait(timeout)
         if between is not None:
             between()
-            barrier.wait(args.timeout)
-        out = [results.get(timeout=args.timeout + 30) for _ in plans]
+            barrier.wait(timeout)
+        out = [results.get(timeout=timeout + 30) for _ in each]
     finally:
         for p in procs:
             p.join(30)
@@ -257,6 +256,14 @@ def load(plans: list[mqtt_load.Plan], args: argparse.Namespace,
         if isinstance(o, BaseException):
             raise o
     return out
+
+
+def load(plans: list[mqtt_load.Plan], args: argparse.Namespace,
+         between: Callable[[], None] | None = None) -> list[mqtt_load.Outcome]:
+    """Run one mqtt_load worker process per plan (see ``workers``)."""
+    tag = uuid.uuid4().hex[:8]
+    return workers(mqtt_load.worker, [(plan, f"b{tag}w{w}") for w, plan in enumerate(plans)],
+                   args.timeout, between)
 
 
 def rate(outs: list[mqtt_load.Outcome]) -> tuple[float, int]:

@@ -36,7 +36,6 @@ import argparse
 import asyncio
 import contextlib
 import functools
-import multiprocessing
 import os
 import platform
 import statistics
@@ -53,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_mqtt  # noqa: E402
-from bench_mqtt import Broker, choose, run_rounds, serving, spread  # noqa: E402
+from bench_mqtt import Broker, choose, run_rounds, serving, spread, workers  # noqa: E402
 
 from amqplite.protocol.stomp.frames import V12, FrameParser, serialize  # noqa: E402
 from tests.brokerproc import free_port  # noqa: E402
@@ -259,25 +258,8 @@ def pairs(port: int, persistent: bool, args: argparse.Namespace) -> tuple[float,
     """(msg/s, p50 ms, p99 ms, lost) for the pairs, in ``--procs`` client processes."""
     tag = uuid.uuid4().hex[:8]
     queues = [f"/queue/bench-{tag}-{j}" for j in range(args.pairs)]
-    ctx = multiprocessing.get_context("fork")
-    parts = spread(queues, args.procs)
-    barrier = ctx.Barrier(len(parts) + 1)
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_pairs_process, args=(port, part, persistent, args, barrier,
-                                                       results)) for part in parts]
-    for p in procs:
-        p.start()
-    try:
-        barrier.wait(args.timeout)
-        outs = [results.get(timeout=args.timeout + 60) for _ in procs]
-    finally:
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
-    for o in outs:
-        if isinstance(o, BaseException):
-            raise o
+    outs = workers(_pairs_process, [(port, part, persistent, args)
+                                    for part in spread(queues, args.procs)], args.timeout)
     start, last = min(o[0] for o in outs), max(o[1] for o in outs)
     lat = [x for o in outs for x in o[2]]
     p50, p99 = quantiles(lat)

@@ -421,14 +421,20 @@ def run_rounds(args: argparse.Namespace,
     return loads
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
+def common_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The 1 -> 1 options the MQTT and STOMP benches share."""
+    parser = argparse.ArgumentParser(description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--count", type=int, default=20000, help="messages per throughput run")
     parser.add_argument("--paced", type=int, default=1000, help="messages per latency run")
     parser.add_argument("--rate", type=float, default=500.0, help="latency run, msg/s")
     parser.add_argument("--size", type=int, default=100, help="payload bytes")
+    return parser
+
+
+def main() -> int:
+    parser = common_parser(__doc__)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--procs", type=int, default=2, help="client worker processes")
     parser.add_argument("--pairs", type=int, default=100)

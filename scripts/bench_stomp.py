@@ -52,7 +52,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_mqtt  # noqa: E402
-from bench_mqtt import Broker, choose, run_rounds, serving, spread, workers  # noqa: E402
+from bench_mqtt import (  # noqa: E402
+    Broker,
+    choose,
+    common_parser,
+    run_rounds,
+    serving,
+    spread,
+    workers,
+)
 
 from amqplite.protocol.stomp.frames import V12, FrameParser, serialize  # noqa: E402
 from tests.brokerproc import free_port  # noqa: E402
@@ -300,13 +308,8 @@ def table(names: list[str], args: argparse.Namespace,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common_parser(__doc__)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--count", type=int, default=20000, help="messages per 1 -> 1 run")
-    parser.add_argument("--paced", type=int, default=1000, help="messages per latency run")
-    parser.add_argument("--rate", type=float, default=500.0, help="latency run, msg/s")
-    parser.add_argument("--size", type=int, default=100, help="body bytes")
     parser.add_argument("--window", type=int, default=20,
                         help="unanswered persistent SENDs per 1 -> 1 publisher")
     parser.add_argument("--pairs", type=int, default=100)

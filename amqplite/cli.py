@@ -109,7 +109,7 @@ def main() -> None:
 @click.option("--mqtt-retained-max-bytes",
               help="Body bytes of a vhost's retained MQTT messages (default 64MiB).")
 @click.option("--stomp-port", type=int,
-              help="STOMP listener port (default 0: off for now; RabbitMQ uses 61613).")
+              help="STOMP listener port (default 61613, as RabbitMQ; 0 turns STOMP off).")
 @click.option("--stomp-tls-port", type=int,
               help="STOMP over TLS port (RabbitMQ uses 61614), with the --tls-* certificates; "
                    "off by default.")

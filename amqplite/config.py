@@ -256,9 +256,8 @@ class Settings:
     mqtt_retained_max_messages: int = attrs.field(default=100_000, validator=_positive)
     #: body bytes of a vhost's retained MQTT messages; a publish past it is refused
     mqtt_retained_max_bytes: str = attrs.field(default="64MiB", validator=_size)
-    #: STOMP listener port (61613 once the front is complete; 0, the default for
-    #: now, turns the listener off)
-    stomp_port: int = attrs.field(default=0, validator=_positive)
+    #: STOMP listener port (RabbitMQ's 61613); 0 turns the listener off
+    stomp_port: int = attrs.field(default=61613, validator=_positive)
     #: STOMP over TLS (RabbitMQ uses 61614) with the AMQPS certificate settings
     #: (tls_cert, tls_key, tls_ca, tls_verify_peer, ...); None: off (0 picks a free port)
     stomp_tls_port: int | None = attrs.field(default=None,

@@ -98,8 +98,8 @@ def serving(cmd: list[str], port: int, what: str) -> Iterator[Broker]:
 def amqplite(tmp: Path) -> contextlib.AbstractContextManager[Broker]:
     port, mqtt = free_port(), free_port()
     return serving([sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port",
-                    str(port), "--mqtt-port", str(mqtt), "--admin-port", "0", "--data-dir",
-                    str(tmp / "amqplite"), "--log-level", "warning"], mqtt,
+                    str(port), "--mqtt-port", str(mqtt), "--stomp-port", "0", "--admin-port", "0",
+                    "--data-dir", str(tmp / "amqplite"), "--log-level", "warning"], mqtt,
                    "amqplite's MQTT listener")
 
 
@@ -112,16 +112,18 @@ def mosquitto(tmp: Path) -> contextlib.AbstractContextManager[Broker]:
 
 
 @contextlib.contextmanager
-def rabbitmq(tmp: Path) -> Iterator[Broker]:
-    port, mqtt = free_port(), free_port()
+def rabbitmq(tmp: Path, protocol: str = "MQTT") -> Iterator[Broker]:
+    """A node of scripts/rabbitmq.sh with the ``protocol`` plugin (MQTT or STOMP) on a
+    port of its own; yields that port."""
+    port, listener = free_port(), free_port()
     node = tmp / "rabbitmq"
     script = str(ROOT / "scripts" / "rabbitmq.sh")
-    env = dict(os.environ, RABBITMQ_MQTT_PORT=str(mqtt))
+    env = dict(os.environ, **{f"RABBITMQ_{protocol}_PORT": str(listener)})
     subprocess.run(["bash", script, "start", str(node), str(port)], check=True, env=env)
     try:
-        wait(lambda: listening(mqtt), 60, "RabbitMQ's MQTT listener")
+        wait(lambda: listening(listener), 60, f"RabbitMQ's {protocol} listener")
         # the Erlang VM's OS pid (RABBITMQ_PID_FILE, written once the node booted)
-        yield Broker(mqtt, int((node / "node.pid").read_text().split()[0]))
+        yield Broker(listener, int((node / "node.pid").read_text().split()[0]))
     finally:
         subprocess.run(["bash", script, "stop", str(node)], check=False)
 
@@ -228,24 +230,23 @@ def spread(items: list[Any], procs: int) -> list[list[Any]]:
     return [items[w::procs] for w in range(procs)]
 
 
-def load(plans: list[mqtt_load.Plan], args: argparse.Namespace,
-         between: Callable[[], None] | None = None) -> list[mqtt_load.Outcome]:
-    """Run one worker process per plan; they start together at a barrier (and, for
-    idle connections, wait at a second one while ``between`` measures)."""
+def workers(target: Callable[..., None], each: list[tuple[Any, ...]], timeout: float,
+            between: Callable[[], None] | None = None) -> list[Any]:
+    """Run ``target(*args, barrier, results)`` in a process per ``each`` item; they
+    start together at the barrier (and wait at a second one while ``between``
+    measures); each puts its outcome, or the exception it raised, on ``results``."""
     ctx = multiprocessing.get_context("fork")
-    barrier = ctx.Barrier(len(plans) + 1)
+    barrier = ctx.Barrier(len(each) + 1)
     results = ctx.Queue()
-    tag = uuid.uuid4().hex[:8]
-    procs = [ctx.Process(target=mqtt_load.worker, args=(plan, f"b{tag}w{w}", barrier, results))
-             for w, plan in enumerate(plans)]
+    procs = [ctx.Process(target=target, args=(*a, barrier, results)) for a in each]
     for p in procs:
         p.start()
     try:
-        barrier.wait(args.timeout)
+        barrier.wait(timeout)
         if between is not None:
             between()
-            barrier.wait(args.timeout)
-        out = [results.get(timeout=args.timeout + 30) for _ in plans]
+            barrier.wait(timeout)
+        out = [results.get(timeout=timeout + 30) for _ in each]
     finally:
         for p in procs:
             p.join(30)
@@ -255,6 +256,14 @@ def load(plans: list[mqtt_load.Plan], args: argparse.Namespace,
         if isinstance(o, BaseException):
             raise o
     return out
+
+
+def load(plans: list[mqtt_load.Plan], args: argparse.Namespace,
+         between: Callable[[], None] | None = None) -> list[mqtt_load.Outcome]:
+    """Run one mqtt_load worker process per plan (see ``workers``)."""
+    tag = uuid.uuid4().hex[:8]
+    return workers(mqtt_load.worker, [(plan, f"b{tag}w{w}") for w, plan in enumerate(plans)],
+                   args.timeout, between)
 
 
 def rate(outs: list[mqtt_load.Outcome]) -> tuple[float, int]:
@@ -379,14 +388,53 @@ def table(names: list[str], args: argparse.Namespace,
                   f"{min(x[2] for x in results[k]):.0f} |")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
+def choose(parser: argparse.ArgumentParser, scenarios: tuple[str, ...],
+           brokers: dict[str, Any]) -> argparse.Namespace:
+    """Parse the command line, adding --scenario and --only; ``args.scenarios`` and
+    ``args.names`` are what to run (all by default)."""
+    parser.add_argument("--scenario", dest="scenarios", action="append", choices=scenarios,
+                        help="run these only (repeatable; default all)")
+    parser.add_argument("--only", action="append", choices=sorted(brokers),
+                        help="measure these brokers only (repeatable)")
+    args = parser.parse_args()
+    args.scenarios = args.scenarios or list(scenarios)
+    args.names = args.only or list(brokers)
+    return args
+
+
+def run_rounds(args: argparse.Namespace,
+               brokers: dict[str, Callable[[Path], contextlib.AbstractContextManager[Broker]]],
+               rounds: int, run_one: Callable[..., None], results: dict[Any, Any]) -> list[float]:
+    """Start ``args.names``' brokers, then in every round run each scenario on each
+    broker (``run_one(name, scenario, broker, args, results, round)``), the brokers'
+    order rotating; the load averages seen after each."""
+    names = args.names
+    loads: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmpdir, contextlib.ExitStack() as stack:
+        up = {n: stack.enter_context(brokers[n](Path(tmpdir))) for n in names}
+        print(f"brokers up: {up}", flush=True)
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                for scenario in args.scenarios:
+                    run_one(name, scenario, up[name], args, results, r)
+                    loads.append(os.getloadavg()[0])
+    return loads
+
+
+def common_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The 1 -> 1 options the MQTT and STOMP benches share."""
+    parser = argparse.ArgumentParser(description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--count", type=int, default=20000, help="messages per throughput run")
     parser.add_argument("--paced", type=int, default=1000, help="messages per latency run")
     parser.add_argument("--rate", type=float, default=500.0, help="latency run, msg/s")
     parser.add_argument("--size", type=int, default=100, help="payload bytes")
+    return parser
+
+
+def main() -> int:
+    parser = common_parser(__doc__)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--procs", type=int, default=2, help="client worker processes")
     parser.add_argument("--pairs", type=int, default=100)
@@ -395,30 +443,15 @@ def main() -> int:
     parser.add_argument("--fanout-count", type=int, default=50, help="messages published")
     parser.add_argument("--idle", type=int, default=10000, help="idle connections")
     parser.add_argument("--idle-seconds", type=float, default=10.0)
-    parser.add_argument("--scenario", dest="scenarios", action="append", choices=SCENARIOS,
-                        help="run these only (repeatable; default all)")
-    parser.add_argument("--only", action="append", choices=sorted(BROKERS),
-                        help="measure these brokers only (repeatable)")
-    args = parser.parse_args()
-    args.scenarios = args.scenarios or list(SCENARIOS)
-    names = args.only or list(BROKERS)
+    args = choose(parser, SCENARIOS, BROKERS)
+    names = args.names
     # 10,000 sockets: the client workers (forked from here) and the brokers started
     # from here inherit this limit; RabbitMQ's node gets it through rabbitmq-server
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(hard, max(soft, args.idle + 4096))
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     results: dict[tuple[str, str, int], list[tuple[float, ...]]] = {}
-    loads: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="bench-mqtt-") as tmpdir, \
-            contextlib.ExitStack() as stack:
-        brokers = {n: stack.enter_context(BROKERS[n](Path(tmpdir))) for n in names}
-        print(f"brokers up: {brokers}", flush=True)
-        for r in range(args.rounds):
-            order = names[r % len(names):] + names[:r % len(names)]
-            for name in order:
-                for scenario in args.scenarios:
-                    run_one(name, scenario, brokers[name], args, results, r)
-                    loads.append(os.getloadavg()[0])
+    loads = run_rounds(args, BROKERS, args.rounds, run_one, results)
     print(f"\nmedian of {args.rounds} rounds; load average {min(loads):.1f}-{max(loads):.1f} "
           f"on {os.cpu_count()} cores")
     table(names, args, results)

@@ -16,9 +16,10 @@ from amqplite.config import Settings, load_settings
 
 
 def _serve(*args: str) -> subprocess.CompletedProcess[str]:
-    """``amqplite serve`` to its end; MQTT off unless the test names a port (1883, the
-    default, is one for the whole machine)."""
+    """``amqplite serve`` to its end; MQTT and STOMP off unless the test names a port
+    (1883 and 61613, the defaults, are one for the whole machine)."""
     mqtt = [] if "--mqtt-port" in args else ["--mqtt-port", "0"]
+    mqtt += [] if "--stomp-port" in args else ["--stomp-port", "0"]
     return subprocess.run([sys.executable, "-m", "amqplite", "serve", *mqtt, *args],
                           capture_output=True, text=True, timeout=60)
 
@@ -26,6 +27,12 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
 def test_mqtt_port_defaults_to_1883() -> None:
     assert Settings().mqtt_port == 1883
     assert load_settings(None, {}).mqtt_port == 1883
+
+
+def test_stomp_port_defaults_to_61613() -> None:
+    assert Settings().stomp_port == 61613
+    assert load_settings(None, {}).stomp_port == 61613
+    assert load_settings(None, {"AMQPLITE_STOMP_PORT": "0"}).stomp_port == 0
 
 
 def test_taken_1883_names_mqtt_port(tmp_path: Path) -> None:
@@ -41,7 +48,7 @@ def test_taken_1883_names_mqtt_port(tmp_path: Path) -> None:
             assert exc.errno == errno.EADDRINUSE, exc
         out = subprocess.run(
             [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port", "0",
-             "--admin-port", "0", "--data-dir", str(tmp_path)],
+             "--admin-port", "0", "--stomp-port", "0", "--data-dir", str(tmp_path)],
             capture_output=True, text=True, timeout=60,
             env={k: v for k, v in os.environ.items() if k != "AMQPLITE_MQTT_PORT"})
     assert out.returncode == 1

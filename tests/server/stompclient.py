@@ -3,13 +3,16 @@ on conditions with a deadline."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import stomp
 
-from tests.brokerproc import BrokerProcess
+from tests.brokerproc import BrokerProcess, free_port
 
 DEADLINE = 20.0
 
@@ -61,6 +64,16 @@ class Recorder(stomp.ConnectionListener):  # type: ignore[misc]
 
     def wait_receipt(self, rid: str) -> None:
         self.wait(lambda: rid in self.receipts, f"receipt {rid}")
+
+
+@contextlib.contextmanager
+def stomp_broker(data_dir: Path, *extra: str) -> Iterator[BrokerProcess]:
+    """A broker subprocess with a STOMP listener on a free port, stopped afterwards."""
+    b = BrokerProcess(data_dir, None, "--stomp-port", str(free_port()), *extra).start()
+    try:
+        yield b
+    finally:
+        b.stop()
 
 
 def stomp_port(b: BrokerProcess) -> int:

@@ -11,7 +11,7 @@ import random
 import socket
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -148,9 +148,10 @@ def _fragments(payload: bytes, pieces: int, opcode: int = 2) -> list[bytes]:
             for i, c in enumerate(chunks)]
 
 
-def _frames(rng: random.Random) -> tuple[str, list[bytes]]:
-    """One case: how the MQTT bytes travel, as raw WebSocket frames."""
-    data = _stream(rng)
+def _frames(rng: random.Random,
+            stream: Callable[[random.Random], bytes] = _stream) -> tuple[str, list[bytes]]:
+    """One case: how the MQTT (or ``stream``'s) bytes travel, as raw WebSocket frames."""
+    data = stream(rng)
     shape = rng.randrange(10)
     if shape == 0:
         return "binary", [_frame(2, data)]
@@ -179,10 +180,10 @@ def _frames(rng: random.Random) -> tuple[str, list[bytes]]:
 
 
 # ---------------------------------------------------------------- running
-def _handshake(port: int) -> tuple[socket.socket, WSConnection, bytes]:
+def _handshake(port: int, subprotocol: str = "mqtt") -> tuple[socket.socket, WSConnection, bytes]:
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     ws = WSConnection(ConnectionType.CLIENT)
-    s.sendall(ws.send(Request(host="127.0.0.1", target="/ws", subprotocols=["mqtt"])))
+    s.sendall(ws.send(Request(host="127.0.0.1", target="/ws", subprotocols=[subprotocol])))
     head = b""
     while b"\r\n\r\n" not in head:
         got = s.recv(4096)
@@ -192,9 +193,9 @@ def _handshake(port: int) -> tuple[socket.socket, WSConnection, bytes]:
     return s, ws, head
 
 
-def run_case(port: int, frames: list[bytes]) -> tuple[str, list[int]]:
+def run_case(port: int, frames: list[bytes], subprotocol: str = "mqtt") -> tuple[str, list[int]]:
     """('closed' | 'open', close codes the broker sent). The handshake must be 101."""
-    s, _ws, head = _handshake(port)
+    s, _ws, head = _handshake(port, subprotocol)
     with s:
         assert head.startswith(b"HTTP/1.1 101"), head[:100]
         rest = head.split(b"\r\n\r\n", 1)[1]

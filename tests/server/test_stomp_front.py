@@ -18,17 +18,20 @@ import pytest
 import stomp
 
 from tests.brokerproc import BrokerProcess, free_port
-from tests.server.stompclient import DEADLINE, Recorder, connect, raw_frames, stomp_port
+from tests.server.stompclient import (
+    DEADLINE,
+    Recorder,
+    connect,
+    raw_frames,
+    stomp_broker,
+    stomp_port,
+)
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("stomp"), None, "--stomp-port",
-                      str(free_port())).start()
-    try:
+    with stomp_broker(tmp_path_factory.mktemp("stomp")) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def _raw(b: BrokerProcess, data: bytes) -> tuple[list[bytes], bool]:
@@ -137,6 +140,10 @@ def test_hostile_input_closes_only_that_client(broker: BrokerProcess) -> None:
     assert closed and frames and frames[0].startswith(b"ERROR\n")
     frames, closed = _raw(broker, b"CONNECT\n" + b"x-flood:" + b"a" * 200_000)
     assert closed and frames and frames[0].startswith(b"ERROR\n")
+    # junk ended by a NUL, no LF: an ERROR and a close, not silence until the login timeout
+    frames, closed = _raw(broker, b"junk\0")
+    assert closed and frames and frames[0].startswith(b"ERROR\n"), frames
+    assert b"inside its command line" in frames[0]
     frames, closed = _raw(broker, b"SEND\ndestination:/queue/e2e-hostile\n\nsneaky\0")
     assert closed and b"message:Illegal command" in frames[0]
     c.send("/queue/e2e-hostile", "still here")

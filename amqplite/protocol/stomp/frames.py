@@ -159,6 +159,9 @@ def encode_frame(frame: Frame, version: str | None = V12, *, trailing_lf: bool =
 # ------------------------------------------------------------------ parsing
 
 _NOISE, _HEAD, _BODY = 0, 1, 2
+# a NUL ends a frame, and no command holds one: the frame ended before its command
+# line did. Refused at once, not left waiting for an LF that will never come
+_NUL_IN_COMMAND = "frame ended (NUL) inside its command line"
 
 
 def _text(raw: bytes, what: str) -> str:
@@ -273,6 +276,8 @@ class FrameParser:
                 if self._command is None:
                     if partial > MAX_COMMAND_LENGTH + 1:
                         raise FrameError(f"command longer than {MAX_COMMAND_LENGTH} bytes")
+                    if buf.find(b"\x00", line, end) >= 0:  # junk then NUL: no LF will come
+                        raise FrameError(_NUL_IN_COMMAND)
                 elif partial > 2 * limits.max_header_length + 3:
                     raise FrameError(
                         f"header longer than {limits.max_header_length} bytes", "Header too long"
@@ -288,6 +293,8 @@ class FrameParser:
             if self._command is None:
                 if len(raw) > MAX_COMMAND_LENGTH:
                     raise FrameError(f"command longer than {MAX_COMMAND_LENGTH} bytes")
+                if b"\x00" in raw:
+                    raise FrameError(_NUL_IN_COMMAND)
                 self._command = _text(raw, "command")
                 continue
             if not raw:
@@ -307,7 +314,7 @@ class FrameParser:
         if b"\r" in raw or not raw.isascii():
             return False
         command, *lines = raw.decode("ascii").split("\n")
-        if len(command) > MAX_COMMAND_LENGTH:
+        if len(command) > MAX_COMMAND_LENGTH or "\x00" in command:
             return False
         self._command = command
         if (b"\\" in raw and escapes(command, self.version)) or len(lines) > self.limits.max_headers:

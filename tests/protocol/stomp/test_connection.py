@@ -330,6 +330,15 @@ def test_invalid_frames_get_rabbitmq_error_texts(
     assert events(conn, frame("SEND", {"destination": "/queue/a"})) == []
 
 
+def test_junk_ended_by_a_nul_before_connect_is_an_error_and_close() -> None:
+    """No LF follows the NUL: the frame ended inside its command line. An ERROR at once,
+    not silence until the login timeout."""
+    conn = StompConnection()
+    [ev] = events(conn, b"\x16\x03junk\x00")
+    assert isinstance(ev, evt.ProtocolError) and ev.message == "Malformed frame"
+    assert b"inside its command line" in error_of(conn).body
+
+
 def test_malformed_frame_after_connect_is_an_error_and_close() -> None:
     conn = connected()
     [ev] = events(conn, b"SEND\nx:a\\tb\n\n\x00")

@@ -190,6 +190,8 @@ def test_serializer_content_length_and_trailing_lf() -> None:
         (b"SEND\ncontent-length:-1\n\n\x00", "invalid content-length"),
         (b"SEND\nx:\xff\n\n\x00", "UTF-8"),
         (b"\xc3\n\n\x00", "UTF-8"),
+        (b"junk\x00", "NUL) inside its command line"),  # no LF will ever come
+        (b"ju\x00nk\n\n\x00", "NUL) inside its command line"),
     ],
 )
 def test_malformed_frames(data: bytes, fragment: str) -> None:

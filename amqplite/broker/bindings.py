@@ -17,6 +17,7 @@ from amqplite.broker.commands import (
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding, Exchange
 from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.exchanges.retaining import RETAINED_HEADER, owner_of
+from amqplite.broker.exchanges.selected import message_headers, selector_error
 from amqplite.broker.model import ChannelState, Message
 from amqplite.broker.outbox import Outbox
 from amqplite.broker.permissions import Access
@@ -180,8 +181,9 @@ class Exchanges:
     @staticmethod
     def _check_binding(ex: Exchange, arguments: dict[str, Any] | None,
                        cm: tuple[int, int]) -> None:
-        """The exchange type's say on a binding's arguments (x-publish-on-request)."""
-        err = ex.binding_error(arguments)
+        """The exchange type's say on a binding's arguments (x-publish-on-request),
+        and a selector's (``x-selector``: one that does not parse is refused)."""
+        err = ex.binding_error(arguments) or selector_error(ex, arguments)
         if err is not None:
             raise E.precondition(err, cm)
 
@@ -206,8 +208,12 @@ class Exchanges:
         kind, name = b.destination
         dst = vh.exchanges.get(name) if kind == "exchange" else None
         why = "bind" if new else "request"
+        token = src.selector_tokens.get(b)
+        selector = None if token is None else src.selected[token][1]
         touched: dict[int, Queue] = {}
         for m in msgs:
+            if selector is not None and not selector.matches(message_headers(m)):
+                continue
             copy = Message(self.new_message_key(), m.exchange, m.routing_key,
                            with_header(m.properties_raw, RETAINED_HEADER, True, "t"), m.body,
                            body_size=m.body_size, persistent=m.persistent)

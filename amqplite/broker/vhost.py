@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding, DirectExchange, Exchange
 from amqplite.broker.exchanges.base import Destination
+from amqplite.broker.exchanges.selected import SELECTED, message_headers
 
 if TYPE_CHECKING:
     from amqplite.broker.model import Message
@@ -92,12 +93,14 @@ class VHost:
         return self._walk(ex, routing_key, msg)
 
     def _walk(self, ex: Exchange, routing_key: str, msg: Message) -> RouteResult:
-        """The general route: a walk over exchange bindings and alternate exchanges."""
+        """The general route: a walk over exchange bindings, selector bindings
+        and alternate exchanges."""
         seen: set[str] = set()
         found: dict[str, Queue] = {}
         retainers: list[Exchange] = []
         stack = [ex]
         headers = msg.headers
+        view: dict[str, str] | None = None  # what selectors see, built at the first one
         while stack:
             e = stack.pop()
             if e.name in seen:
@@ -106,14 +109,14 @@ class VHost:
             if e.retains:
                 retainers.append(e)
             dests = e.route(routing_key, headers)
-            if not dests:
-                ae_name = e.alternate_exchange
-                if ae_name is not None:
-                    ae = self.exchanges.get(ae_name)
-                    if ae is not None:
-                        stack.append(ae)
-                continue
+            routed = False
             for kind, name in dests:
+                if kind == SELECTED:
+                    (kind, name), selector = e.selected[name]
+                    if view is None:
+                        view = message_headers(msg)
+                    if not selector.matches(view):
+                        continue
                 if kind == "queue":
                     q = self.queues.get(name)
                     if q is not None:
@@ -122,6 +125,13 @@ class VHost:
                     nxt = self.exchanges.get(name)
                     if nxt is not None:
                         stack.append(nxt)
+                routed = True
+            if not routed:  # nothing bound matched (or no selector did): the alternate
+                ae_name = e.alternate_exchange
+                if ae_name is not None:
+                    ae = self.exchanges.get(ae_name)
+                    if ae is not None:
+                        stack.append(ae)
         if not found and not retainers:
             return NO_ROUTE
         return RouteResult(list(found.values()), tuple(retainers) if retainers else NO_RETAINERS)

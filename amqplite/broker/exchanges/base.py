@@ -7,9 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from amqplite.broker.exchanges.selected import SELECTED, SELECTOR_ARG, compile_selector
+
 if TYPE_CHECKING:
     from amqplite.broker.model import Message
     from amqplite.broker.retained import RetainedSet, RetainedStore
+    from amqplite.broker.selector import Selector
 
 #: A binding destination: ("queue", name) or ("exchange", name).
 Destination = tuple[str, str]
@@ -90,6 +93,11 @@ class Exchange:
         self.internal = internal
         self.arguments: dict[str, Any] = dict(arguments or {})
         self.bindings: set[Binding] = set()
+        #: selector bindings (``x-selector``, see exchanges/selected.py): the token
+        #: each is indexed under, and per token its destination and compiled selector
+        self.selector_tokens: dict[Binding, str] = {}
+        self.selected: dict[str, tuple[Destination, Selector]] = {}
+        self._tokens = 0
 
     @property
     def alternate_exchange(self) -> str | None:
@@ -117,15 +125,31 @@ class Exchange:
         if binding in self.bindings:
             return False
         self.bindings.add(binding)
-        self._index_add(binding)
+        self._index_add(self._selecting(binding) if binding.arguments else binding)
         return True
 
     def remove_binding(self, binding: Binding) -> bool:
         if binding not in self.bindings:
             return False
         self.bindings.discard(binding)
-        self._index_remove(binding)
+        token = self.selector_tokens.pop(binding, None)
+        if token is None:
+            self._index_remove(binding)
+        else:
+            del self.selected[token]
+            self._index_remove(attrs.evolve(binding, destination=(SELECTED, token)))
         return True
+
+    def _selecting(self, binding: Binding) -> Binding:
+        """A selector binding as the index holds it: under a token of its own
+        (``SELECTED``), so routing filters it; any other binding unchanged."""
+        if SELECTOR_ARG not in binding.args_dict or binding.destination[0] == SELECTED:
+            return binding  # (an inner index of a composite type gets it tokenised)
+        self._tokens += 1
+        token = str(self._tokens)
+        self.selector_tokens[binding] = token
+        self.selected[token] = (binding.destination, compile_selector(binding))
+        return attrs.evolve(binding, destination=(SELECTED, token))
 
     def remove_destination(self, dest: Destination) -> list[Binding]:
         """Drop every binding to ``dest`` (its queue or exchange was deleted)."""

@@ -11,8 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from amqplite.broker.exchanges.base import Binding, Destination, Exchange, HeadersGetter
+from amqplite.broker.exchanges.selected import SELECTED, SELECTOR_ARG
 
 _MODES = {"all", "any", "all-with-x", "any-with-x"}
+#: binding arguments that steer the binding rather than name a header to compare
+_NOT_COMPARED = frozenset(("x-match", SELECTOR_ARG))
 
 
 def match_mode(args: Mapping[str, Any]) -> str:
@@ -25,7 +28,8 @@ def match_mode(args: Mapping[str, Any]) -> str:
 def headers_match(args: Mapping[str, Any], headers: Mapping[str, Any]) -> bool:
     mode = match_mode(args)
     with_x = mode.endswith("-with-x")
-    wanted = [(k, v) for k, v in args.items() if k != "x-match" and (with_x or not k.startswith("x-"))]
+    wanted = [(k, v) for k, v in args.items()
+              if k not in _NOT_COMPARED and (with_x or not k.startswith("x-"))]
     if mode.startswith("all"):
         return all(k in headers and (v is None or _eq(headers[k], v)) for k, v in wanted)
     return any(k in headers and (v is None or _eq(headers[k], v)) for k, v in wanted)
@@ -54,4 +58,8 @@ class HeadersExchange(Exchange):
         if not self.bindings:
             return set()
         h = headers() or {}
+        tokens = self.selector_tokens
+        if tokens:  # a selector binding routes to its token (see exchanges/selected.py)
+            return {(SELECTED, tokens[b]) if b in tokens else b.destination
+                    for b in self.bindings if headers_match(b.args_dict, h)}
         return {b.destination for b in self.bindings if headers_match(b.args_dict, h)}

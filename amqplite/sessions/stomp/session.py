@@ -53,7 +53,7 @@ from amqplite.protocol.stomp.events import (
     UnsubscribeReceived,
 )
 from amqplite.protocol.stomp.frames import V12
-from amqplite.sessions.stomp.mapping import amqp_properties, stomp_headers
+from amqplite.protocol.stomp.mapping import amqp_properties, stomp_headers
 
 log = logging.getLogger("amqplite.stomp")
 

@@ -31,7 +31,9 @@ from typing import Any
 import attrs
 
 from amqplite.broker.core import Broker
+from amqplite.broker.exchanges.selected import SELECTOR_ARG
 from amqplite.broker.model import ChannelState
+from amqplite.broker.selector import SelectorError, parse
 from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.errors import AMQPError
@@ -70,6 +72,20 @@ _INT_ARGS = ("x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes",
              "x-max-priority", "x-delivery-limit")
 _TEXT_ARGS = ("x-dead-letter-exchange", "x-dead-letter-routing-key", "x-overflow",
               "x-queue-type", "x-max-age", "x-queue-mode")
+
+
+def _check_selector(d: Destination, text: str) -> None:
+    """A SUBSCRIBE's selector: filtered at routing on the subscription's own
+    binding, so only destinations that get their own queue may carry one; one
+    that does not parse is refused with the parser's words."""
+    if d.kind is not Kind.TOPIC and d.kind is not Kind.EXCHANGE:
+        raise StompError("Not supported",
+                         "selectors work on /topic/ and /exchange/ subscriptions, not yet "
+                         "on shared queues (/queue/, /amq/queue/, /reply-queue/)\n")
+    try:
+        parse(text)
+    except SelectorError as exc:
+        raise StompError("Invalid selector", f"{exc}\n") from None
 
 
 def queue_arguments(headers: dict[str, str]) -> dict[str, Any] | None:
@@ -290,10 +306,9 @@ class StompSession:
         raw = h.get("destination", "")
         key = ev.subscription_id if ev.subscription_id is not None else raw
         tag = f"T_{ev.subscription_id}" if ev.subscription_id is not None else f"Q_{raw}"
-        if "selector" in h:  # RabbitMQ ignores it and delivers everything: we refuse
-            raise StompError("Not supported",
-                             "SUBSCRIBE 'selector' is not supported yet: nothing would be "
-                             "filtered\n")
+        selector = h.get("selector")
+        if selector is not None:  # RabbitMQ ignores it and delivers everything: never us
+            _check_selector(ev.destination, selector)
         if key in self.subs:
             raise StompError("Duplicated subscription identifier",
                              f"A subscription identified by '{tag}' already exists.")
@@ -350,6 +365,7 @@ class StompSession:
         if kind is Kind.AMQ_QUEUE or kind is Kind.REPLY_QUEUE:
             return d.name, False  # never declared: consuming a missing one is not_found
         exchange, pattern = d.routing()
+        selector = h.get("selector")
         sub_id = ev.subscription_id or raw
         durable = ev.subscription_id is not None and (
             h.get("durable") == "true" or h.get("persistent") == "true") and (
@@ -362,8 +378,23 @@ class StompSession:
         else:
             b.queue_declare(ch, name, exclusive=True, auto_delete=True,
                             arguments=queue_arguments(h))
-        b.queue_bind(ch, name, exchange, pattern)
+        args = None if selector is None else {SELECTOR_ARG: selector}
+        if durable:
+            self._drop_other_selectors(ch, name, exchange, pattern, args)
+        b.queue_bind(ch, name, exchange, pattern, args)
         return name, durable
+
+    def _drop_other_selectors(self, ch: ChannelState, queue: str, exchange: str, pattern: str,
+                              args: dict[str, str] | None) -> None:
+        """A durable subscription subscribed again with another selector (or none)
+        filters with the new one only: its queue's old binding goes."""
+        vh = self.broker.vhosts.get(self.session.vhost)
+        if vh is None:
+            return
+        for old in list(vh.bindings_to.get(("queue", queue), ())):
+            if (old.source == exchange and old.routing_key == pattern
+                    and old.args_dict != (args or {})):
+                self.broker.queue_bind(ch, queue, exchange, pattern, old.args_dict, unbind=True)
 
     def unsubscribe(self, ev: UnsubscribeReceived) -> None:
         key = ev.subscription_id if ev.subscription_id is not None else ev.destination

@@ -276,3 +276,41 @@ def test_the_delivery_log_names_stomp(broker: BrokerProcess) -> None:
         rows = db.execute("SELECT event, protocol FROM delivery_log WHERE queue = ?",
                           ("e2e-logged",)).fetchall()
     assert ("acked", "stomp-1.2") in rows, rows
+
+
+def test_selectors_filter_topic_subscriptions_and_are_refused_on_queues(
+        broker: BrokerProcess) -> None:
+    red, rrec = connect(broker)
+    heavy, hrec = connect(broker)
+    red.subscribe("/topic/sel.t", id="red", headers={"selector": "color = 'red'"},
+                  receipt="red-ready")
+    heavy.subscribe("/topic/sel.t", id="heavy",
+                    headers={"selector": "convert_string_expressions:weight > 10"},
+                    receipt="heavy-ready")
+    rrec.wait_receipt("red-ready")
+    hrec.wait_receipt("heavy-ready")
+    pub, prec = connect(broker)
+    sent = [("red light", {"color": "red", "weight": "2"}),
+            ("blue heavy", {"color": "blue", "weight": "20"}),
+            ("plain", {}),
+            ("green light", {"color": "green", "weight": "5"}),
+            ("red heavy", {"color": "red", "weight": "11"}),
+            ("last", {"color": "red", "weight": "99"})]  # both match: nothing else after it
+    for body, headers in sent:
+        pub.send("/topic/sel.t", body, headers=headers)
+    pub.send("/topic/sel.t", "unmatched", receipt="sent")
+    prec.wait_receipt("sent")
+    assert [m.body for m in rrec.wait_messages(3)] == ["red light", "red heavy", "last"]
+    assert [m.body for m in hrec.wait_messages(3)] == ["blue heavy", "red heavy", "last"]
+    q, qrec = connect(broker)
+    q.subscribe("/queue/sel-q", id="q", headers={"selector": "color = 'red'"})
+    (e,) = qrec.wait(lambda: qrec.errors or None, "an ERROR")
+    assert e.headers["message"] == "Not supported"
+    assert "selectors work on /topic/ and /exchange/ subscriptions" in e.body
+    bad, brec = connect(broker)
+    bad.subscribe("/topic/sel.t", id="b", headers={"selector": "color = "})
+    (e,) = brec.wait(lambda: brec.errors or None, "an ERROR")
+    assert e.headers["message"] == "Invalid selector" and e.body.startswith("selector: ")
+    for c in (red, heavy, pub):
+        c.disconnect()
+    assert len(rrec.messages) == 3 and len(hrec.messages) == 3

@@ -145,3 +145,15 @@ def test_a_durable_selector_binding_is_stored_and_recovered_with_its_argument() 
                              bindings=puts))
     assert _routed(again, "amq.topic", "t", _props({"color": "red"})) == ["q"]
     assert _routed(again, "amq.topic", "t", _props({"color": "blue"})) == []
+
+
+def test_a_retaining_exchange_replays_only_what_the_selector_matches(broker: Broker) -> None:
+    _, ch = session_channel(broker)
+    broker.exchange_declare(ch, "hist", "x-recent-history")
+    for color in ("red", "blue", "red"):
+        broker.basic_publish(ch, "hist", "", _props({"color": color}), color.encode())
+    broker.queue_declare(ch, "q")
+    broker.queue_bind(ch, "q", "hist", "", {SEL: "color = 'red'"})
+    assert broker.vhost("/").queues["q"].message_count == 2
+    broker.basic_publish(ch, "hist", "", _props({"color": "blue"}), b"live blue")
+    assert broker.vhost("/").queues["q"].message_count == 2

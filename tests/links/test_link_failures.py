@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from amqplite.links.client import ConnectFailure, handshake_failure, where
+from amqplite.links.client_protocol import PeerClosed
+from amqplite.links.uri import parse
 from tests.admin.conftest import AdminBroker
 from tests.brokerproc import free_port, wait_for
 from tests.links.test_federation import federate, links, running
@@ -123,3 +126,31 @@ def test_unchanged_definitions_leave_links_running(
     wait_for(lambda: (r := status(a, sh)) is not None and r["state"] == "running"
              and r["forwarded"] == 0, 30, what="the changed shovel restarted")
     wait_for(lambda: connections(b) - before_b, 30, what="a new connection to B")
+
+
+def test_handshake_failures_by_stage() -> None:
+    """What a close (or a dropped socket) during the handshake means depends on how
+    far it got: after the login a refused login, after connection.open the vhost."""
+    ep = parse("amqp://u:pw@h:5672/v?connection_timeout=1500")
+    assert ep.timeout == 1.5
+    cases = [
+        (PeerClosed(403, "ACCESS_REFUSED - Login was refused"), "login",
+         "authentication failed", "authentication failed for user 'u' at h:5672"),
+        (PeerClosed(530, "NOT_ALLOWED - vhost v not found"), "vhost",
+         "vhost not found", "vhost 'v' not found at h:5672"),
+        (PeerClosed(530, "NOT_ALLOWED - access to vhost 'v' refused for user 'u'"), "vhost",
+         "vhost refused", "access to vhost 'v' refused for user 'u' at h:5672"),
+        (ConnectFailure("closed", ""), "login", "authentication failed",
+         "authentication failed for user 'u' at h:5672 (the peer closed the connection)"),
+        (ConnectFailure("closed", ""), "header", "closed",
+         "h:5672 closed the connection during the AMQP handshake"),
+        (PeerClosed(320, "CONNECTION_FORCED - bye"), "vhost", "closed",
+         "h:5672 closed the connection: 320 CONNECTION_FORCED - bye"),
+    ]
+    for exc, stage, kind, text in cases:
+        got = handshake_failure(exc, stage, ep, where(ep.host, ep.port))
+        assert (got.kind, str(got)) == (kind, text)
+    assert where("::1", 5672) == "[::1]:5672"
+    for bad in ("0", "-5", "soon"):
+        with pytest.raises(ValueError, match="connection_timeout"):
+            parse(f"amqp://h?connection_timeout={bad}")

@@ -10,6 +10,8 @@ shovel then reconnects from scratch, which is how RabbitMQ's shovels recover.
 
 from __future__ import annotations
 
+import errno
+import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
@@ -17,7 +19,14 @@ from contextlib import asynccontextmanager, suppress
 import attrs
 import trio
 
-from amqplite.links.client_protocol import ClientProtocol, ContentIn, Event, MethodIn, ProtocolFailure
+from amqplite.links.client_protocol import (
+    ClientProtocol,
+    ContentIn,
+    Event,
+    MethodIn,
+    PeerClosed,
+    ProtocolFailure,
+)
 from amqplite.links.uri import Endpoint
 from amqplite.protocol.methods import (
     BasicAck,
@@ -31,8 +40,6 @@ from amqplite.protocol.methods import (
     Method,
 )
 
-#: how long connecting and the handshake may take
-CONNECT_TIMEOUT = 15.0
 #: deliveries the reader may hand over before the link takes them: one read's worth
 #: passes without a task switch per message (the source's prefetch bounds them too)
 DELIVERY_BUFFER = 512
@@ -231,19 +238,98 @@ class Connection:
             await self._flush()
 
 
+class ConnectFailure(ProtocolFailure):
+    """A connection that could not be opened, in plain words naming the host and port
+    (what a link's status, the CLI and the log show); ``kind`` is one of
+    :data:`KINDS`, for code that must tell them apart."""
+
+    def __init__(self, kind: str, text: str) -> None:
+        super().__init__(text)
+        self.kind = kind
+
+
+#: what can go wrong opening a link's connection
+KINDS = ("refused", "unreachable", "timed out", "tls", "authentication failed",
+         "vhost not found", "vhost refused", "closed", "protocol")
+
+
+def where(host: str, port: int) -> str:
+    """``host:port`` as people write it (an IPv6 address in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The errors under ``exc``: trio's open_tcp_stream raises one OSError whose
+    cause groups each address's attempt."""
+    cause = exc.__cause__
+    if isinstance(cause, BaseExceptionGroup):
+        return [leaf for e in cause.exceptions for leaf in _leaves(e) or [e]]
+    return [cause] if cause is not None else [exc]
+
+
+def tcp_failure(exc: OSError, host: str, port: int, timeout: float) -> ConnectFailure:
+    """What a failed TCP connect to ``host:port`` means."""
+    at = where(host, port)
+    if isinstance(exc, socket.gaierror):
+        return ConnectFailure("unreachable", f"could not resolve host {host}")
+    leaves = _leaves(exc)
+    if any(isinstance(e, ConnectionRefusedError) for e in leaves):
+        return ConnectFailure("refused", f"connection refused by {at}")
+    if any(isinstance(e, TimeoutError) for e in leaves):
+        return ConnectFailure("timed out", f"no answer from {at} within {timeout:g} s")
+    unreachable = (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL)
+    if any(isinstance(e, OSError) and e.errno in unreachable for e in leaves):
+        return ConnectFailure("unreachable", f"no route to {at}")
+    first = leaves[0]
+    why = first.strerror if isinstance(first, OSError) and first.strerror else str(first)
+    return ConnectFailure("unreachable", f"could not connect to {at}: {why}")
+
+
+def handshake_failure(exc: BaseException, stage: str, ep: Endpoint, at: str) -> ConnectFailure:
+    """What a failure during the TLS or AMQP handshake means, by how far it got
+    (``ClientProtocol.stage``): a close (or a dropped socket, from a peer that does
+    not announce why) right after the login is a refused login; after
+    connection.open, a vhost that is missing or refused to the user."""
+    user, vhost = ep.user, ep.vhost
+    if isinstance(exc, PeerClosed):
+        if exc.code == 403 and stage == "login":
+            return ConnectFailure("authentication failed",
+                                  f"authentication failed for user '{user}' at {at}")
+        if exc.code == 530 and stage == "vhost":
+            if "not found" in exc.text:
+                return ConnectFailure("vhost not found", f"vhost '{vhost}' not found at {at}")
+            return ConnectFailure("vhost refused", f"access to vhost '{vhost}' refused for "
+                                                   f"user '{user}' at {at}")
+        return ConnectFailure("closed", f"{at} closed the connection: {exc}")
+    if isinstance(exc, ssl.SSLError):
+        why = (f"certificate verify failed: {exc.verify_message}"
+               if isinstance(exc, ssl.SSLCertVerificationError) else exc.reason or str(exc))
+        return ConnectFailure("tls", f"TLS handshake with {at} failed: {why}")
+    if stage == "login":
+        return ConnectFailure("authentication failed", f"authentication failed for user "
+                                                       f"'{user}' at {at} (the peer closed "
+                                                       "the connection)")
+    return ConnectFailure("closed", f"{at} closed the connection during the AMQP handshake")
+
+
 @asynccontextmanager
 async def connect(ep: Endpoint, host: str, port: int, *, name: str = "amqplite link",
                   peer_check: Callable[[str], str | None] | None = None,
                   ) -> AsyncIterator[Connection]:
     """An open connection to ``host:port`` as ``ep`` says (TLS, login, vhost), with its
-    reader running; closed when the block ends. Failures raise ProtocolFailure or
-    OSError; a handshake that stalls raises ProtocolFailure after CONNECT_TIMEOUT.
+    reader running; closed when the block ends. A connection that cannot be opened
+    raises :class:`ConnectFailure`: the TCP connect and then the handshake each
+    time out after ``ep.timeout`` (a peer that accepts and never answers fails too).
     ``peer_check(address)`` may refuse the address connected to (its reason raised)
     before anything is sent."""
-    with trio.move_on_after(CONNECT_TIMEOUT) as scope:
-        sock = await trio.open_tcp_stream(host, port)
+    at = where(host, port)
+    try:
+        with trio.move_on_after(ep.timeout) as scope:
+            sock = await trio.open_tcp_stream(host, port)
+    except OSError as exc:
+        raise tcp_failure(exc, host, port, ep.timeout) from None
     if scope.cancelled_caught:
-        raise ProtocolFailure(f"connecting to {host}:{port} timed out")
+        raise ConnectFailure("timed out", f"no answer from {at} within {ep.timeout:g} s")
     stream: trio.abc.Stream = sock
     try:
         why = None if peer_check is None else peer_check(str(sock.socket.getpeername()[0]))
@@ -255,19 +341,28 @@ async def connect(ep: Endpoint, host: str, port: int, *, name: str = "amqplite l
         proto = ClientProtocol(ep.user, ep.password, ep.vhost, heartbeat=ep.heartbeat,
                                name=name)
         conn = Connection(stream, proto)
-        with trio.move_on_after(CONNECT_TIMEOUT) as scope:
-            await conn._flush()
-            while not proto.open:
-                data = await stream.receive_some(65536)
-                if not data:
-                    raise ProtocolFailure(
-                        "the peer closed the connection during the handshake "
-                        "(wrong user or password, or no access to the vhost?)")
-                proto.feed(data)
+        try:
+            with trio.move_on_after(ep.timeout) as scope:
                 await conn._flush()
+                while not proto.open:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        raise ConnectFailure("closed", "")  # named below
+                    proto.feed(data)
+                    await conn._flush()
+        except (ProtocolFailure, trio.BrokenResourceError, OSError) as exc:
+            cause: BaseException = exc
+            while isinstance(cause, trio.BrokenResourceError) and cause.__cause__ is not None:
+                cause = cause.__cause__
+            if isinstance(cause, ProtocolFailure) and \
+                    not isinstance(cause, PeerClosed | ConnectFailure):
+                # the peer broke the protocol (no PLAIN, another AMQP version...)
+                raise ConnectFailure("protocol", f"{at}: {cause}") from None
+            raise handshake_failure(cause, proto.stage, ep, at) from None
         if scope.cancelled_caught:
-            raise ProtocolFailure(f"no AMQP handshake with {host}:{port} within "
-                                  f"{CONNECT_TIMEOUT}s")
+            raise ConnectFailure("timed out", f"no AMQP handshake from {at} within "
+                                              f"{ep.timeout:g} s (it accepted the "
+                                              "connection but did not answer)")
     except BaseException:
         await trio.aclose_forcefully(stream)
         raise

@@ -53,6 +53,14 @@ class ProtocolFailure(Exception):
     """The peer broke the protocol, refused us, or closed the connection."""
 
 
+class PeerClosed(ProtocolFailure):
+    """The peer sent connection.close: its reply code and text (the message is both)."""
+
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(f"{code} {text}")
+        self.code, self.text = code, text
+
+
 @attrs.frozen
 class MethodIn:
     """A method without content on ``channel``."""
@@ -95,6 +103,11 @@ class ClientProtocol:
         self.frame_max = 131072
         self.heartbeat = 0
         self.open = False
+        #: how far the handshake got: ``header`` (protocol header sent), ``login``
+        #: (start-ok sent), ``vhost`` (connection.open sent), ``open``; what a failure
+        #: during the handshake means depends on it (a close after start-ok is a
+        #: refused login, after connection.open a refused vhost)
+        self.stage = "header"
         #: what the server announced in connection.start (its ``cluster_name``...)
         self.server_properties: dict[str, object] = {}
         #: channel -> (method, properties, expected size, body parts) while content arrives
@@ -192,6 +205,7 @@ class ClientProtocol:
                                     "authentication_failure_close": True})})
             response = b"\0" + self._user.encode() + b"\0" + self._password.encode()
             self.send(0, ConnectionStartOk(props, "PLAIN", response, "en_US"))
+            self.stage = "login"
         elif isinstance(method, ConnectionTune):
             if method.frame_max:
                 self.frame_max = min(self.frame_max, method.frame_max)
@@ -201,13 +215,14 @@ class ClientProtocol:
             self.send(0, ConnectionTuneOk(method.channel_max or 2047, self.frame_max,
                                           self.heartbeat))
             self.send(0, ConnectionOpen(self._vhost))
+            self.stage = "vhost"
         elif isinstance(method, ConnectionOpenOk):
-            self.open = True
+            self.open, self.stage = True, "open"
             return Opened(self.frame_max, self.heartbeat)
         elif isinstance(method, ConnectionClose):
             self.send(0, ConnectionCloseOk())
             self.open = False
-            raise ProtocolFailure(f"{method.reply_code} {method.reply_text}")
+            raise PeerClosed(method.reply_code, str(method.reply_text))
         elif isinstance(method, ConnectionCloseOk):
             self.open = False
             raise ProtocolFailure("connection closed")

@@ -146,6 +146,8 @@ class Shovel:
         self._backoff = Backoff(spec.reconnect_delay)
         #: trio time the current run reached ``running`` (None: not yet)
         self._running_since: float | None = None
+        #: its task returned (terminated for good, or src-delete-after reached)
+        self.ended = False
 
     @property
     def consumer_tag(self) -> str:

@@ -73,7 +73,7 @@ class Links:
         value = self._params.get("shovel", vhost, name)
         if value is None:
             return False
-        self._changed(("shovel", vhost, name), value)
+        self._changed(("shovel", vhost, name), value, restart=True)
         return True
 
     def access_changed(self) -> None:
@@ -90,22 +90,35 @@ class Links:
         if self.federation is not None:
             self.federation.access_changed()
 
-    def _changed(self, key: ParamKey, value: dict[str, Any] | None) -> None:
+    def _changed(self, key: ParamKey, value: dict[str, Any] | None, *,
+                 restart: bool = False) -> None:
+        """A shovel parameter was put or deleted: its shovel starts, restarts or stops.
+        A put that changes nothing (definitions imported again, an identical PUT)
+        leaves a running shovel alone: same connections, its counters kept; one
+        that has ended (reconnect-delay 0) starts again, as ``restart`` does."""
         component, vhost, name = key
         if component != "shovel" or self._nursery is None:
             return
+        spec = None
+        if value is not None:
+            try:
+                spec = config.parse(value)
+            except ValueError as exc:  # stored by an older version that checked less
+                log.warning("shovel '%s' in vhost '%s' not started: %s", name, vhost, exc)
         old = self._running.pop((vhost, name), None)
-        if old is not None:
-            old[1].cancel()
-        if value is None:
-            return
-        try:
-            spec = config.parse(value)
-        except ValueError as exc:  # stored by an older version that checked less
-            log.warning("shovel '%s' in vhost '%s' not started: %s", name, vhost, exc)
+        if spec is None:
+            if old is not None:
+                old[1].cancel()
             return
         identity = self._access.identity(self._params.defined_by(component, vhost, name))
         refused = self._access.shovel_refusal(spec, identity.user)
+        if old is not None:
+            shovel = old[0]
+            if not restart and not shovel.ended and \
+                    (spec, identity, refused) == (shovel.spec, shovel.identity, shovel.refused):
+                self._running[(vhost, name)] = old
+                return
+            old[1].cancel()
         if refused is not None:
             log.warning("shovel '%s' in vhost '%s' stopped: %s", name, vhost, refused)
         shovel = Shovel(name, vhost, spec, self._local,
@@ -118,6 +131,7 @@ class Links:
         async def task() -> None:
             with scope:
                 await shovel.run()
+            shovel.ended = True
 
         try:
             self._nursery.start_soon(task)

@@ -8,7 +8,9 @@ and the caller connects to its own listener; without credentials as well
 (``links/access.py``), never as ``guest``. With a host and no credentials the
 remote broker is asked for ``guest:guest``, as RabbitMQ's URIs do. TLS options come as query
 parameters, RabbitMQ's names: ``cacertfile``, ``certfile``, ``keyfile``,
-``verify`` (``verify_peer``/``verify_none``), ``server_name_indication``.
+``verify`` (``verify_peer``/``verify_none``), ``server_name_indication``; and
+``connection_timeout`` (milliseconds, as RabbitMQ's URIs give it): how long the TCP
+connect and then the AMQP handshake may each take (default 15 s).
 Pure: no sockets.
 """
 
@@ -22,6 +24,8 @@ import attrs
 
 SCHEMES = ("amqp", "amqps")
 _TLS_KEYS = ("cacertfile", "certfile", "keyfile", "verify", "server_name_indication")
+#: seconds the TCP connect, and then the AMQP handshake, may take without ``connection_timeout``
+CONNECTION_TIMEOUT = 15.0
 _KNOWN_KEYS = (*_TLS_KEYS, "heartbeat", "connection_timeout", "channel_max", "frame_max",
                "auth_mechanism")
 
@@ -46,6 +50,8 @@ class Endpoint:
     keyfile: str | None = None
     verify: bool = True
     server_name: str | None = None
+    #: seconds the TCP connect may take, and then the AMQP (and TLS) handshake
+    timeout: float = CONNECTION_TIMEOUT
 
 
 def parse(uri: str, field: str = "uri") -> Endpoint:
@@ -76,6 +82,15 @@ def parse(uri: str, field: str = "uri") -> Endpoint:
             heartbeat = int(q["heartbeat"])
         except ValueError:
             raise ValueError(f"{field}: heartbeat must be an integer") from None
+    timeout = CONNECTION_TIMEOUT
+    if "connection_timeout" in q:
+        try:
+            timeout = int(q["connection_timeout"]) / 1000
+        except ValueError:
+            timeout = 0
+        if timeout <= 0:
+            raise ValueError(f"{field}: connection_timeout must be a positive integer "
+                             "(milliseconds)") from None
     verify = q.get("verify", "verify_peer")
     if verify not in ("verify_peer", "verify_none"):
         raise ValueError(f"{field}: verify must be verify_peer or verify_none")
@@ -87,7 +102,7 @@ def parse(uri: str, field: str = "uri") -> Endpoint:
         local=not u.hostname, credentials=u.username is not None, heartbeat=heartbeat,
         cacertfile=q.get("cacertfile"), certfile=q.get("certfile"), keyfile=q.get("keyfile"),
         verify=verify == "verify_peer",
-        server_name=q.get("server_name_indication"))
+        server_name=q.get("server_name_indication"), timeout=timeout)
 
 
 def mask(uri: str) -> str:

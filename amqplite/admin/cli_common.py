@@ -141,24 +141,33 @@ def _run(f: Callable[..., Any], fmt: str, admin_url: str, user: str, password: s
         ctx.client.close()
 
 
-def common(f: F) -> F:
-    """Connection and output options shared by the admin commands; passes ``ctx: Ctx``."""
+def _common(short_format: bool) -> Callable[[F], F]:
+    def decorate(f: F) -> F:
+        names = ("--format", "-f", "fmt") if short_format else ("--format", "fmt")
 
-    @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
-    @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default="table",
-                  show_default=True, help="Output: an aligned table, the API's JSON, or "
-                  "tab- or comma-separated rows with a header line.")
-    @_connection_options
-    @functools.wraps(f)
-    def wrapper(admin_url: str, user: str, password: str, vhost: str, fmt: str,
-                as_json: bool, *args: Any, **kw: Any) -> Any:
-        if as_json:
-            fmt = "json"
-            click.get_current_context().set_parameter_source(
-                "fmt", click.core.ParameterSource.COMMANDLINE)
-        return _run(f, fmt, admin_url, user, password, vhost, args, kw)
+        @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+        @click.option(*names, type=click.Choice(FORMATS), default="table",
+                      show_default=True, help="Output: an aligned table, the API's JSON, "
+                      "or tab- or comma-separated rows with a header line.")
+        @_connection_options
+        @functools.wraps(f)
+        def wrapper(admin_url: str, user: str, password: str, vhost: str, fmt: str,
+                    as_json: bool, *args: Any, **kw: Any) -> Any:
+            if as_json:
+                fmt = "json"
+                click.get_current_context().set_parameter_source(
+                    "fmt", click.core.ParameterSource.COMMANDLINE)
+            return _run(f, fmt, admin_url, user, password, vhost, args, kw)
 
-    return wrapper  # type: ignore[return-value]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+#: connection and output options shared by the admin commands; passes ``ctx: Ctx``
+common = _common(short_format=True)
+#: ``common`` for a command whose ``-f`` is its own (``stream tail -f`` follows)
+common_long_format = _common(short_format=False)
 
 
 def common_json_only(f: F) -> F:

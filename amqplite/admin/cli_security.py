@@ -50,6 +50,13 @@ def vhosts_list(ctx: Ctx) -> None:
     _list_vhosts(ctx)
 
 
+def vhost_description(ctx: Ctx, name: str) -> str:
+    """The description vhost ``name`` has ("" for none or no such vhost): a PUT
+    replaces it, so an update that does not change it must send it back."""
+    return next((str(v.get("description") or "") for v in ctx.client.get(path("vhosts"))
+                 if v["name"] == name), "")
+
+
 @vhosts.command("add")
 @click.argument("name")
 @click.option("--description", default=None,
@@ -61,8 +68,7 @@ def vhosts_add(ctx: Ctx, name: str, description: str | None) -> None:
     An existing vhost is updated: its description changes only if --description is
     given, and the answer says "updated"."""
     if description is None:
-        description = next((str(v.get("description") or "") for v in
-                            ctx.client.get(path("vhosts")) if v["name"] == name), "")
+        description = vhost_description(ctx, name)
     r = ctx.client.call("PUT", path("vhosts", name), json={"description": description})
     outcome = "added" if r.status_code == 201 else "updated"
     _done(ctx, outcome, name, f"Vhost '{name}' {outcome}.")

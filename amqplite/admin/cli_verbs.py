@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from amqplite.admin.cli_common import Ctx, _table, common, given_vhost
+from amqplite.admin.cli_security import vhost_description
 from amqplite.admin.client import AdminError, path
 
 
@@ -169,13 +170,8 @@ def _declare_binding(ctx: Ctx, v: dict[str, Any]) -> tuple[str, str]:
 def _declare_vhost(ctx: Ctx, v: dict[str, Any]) -> tuple[str, str]:
     body: dict[str, Any] = {k: v[k] for k in ("description", "tracing") if k in v}
     if "description" not in body:  # an existing vhost keeps the description it has
-        body["description"] = _current_description(ctx, v["name"])
+        body["description"] = vhost_description(ctx, v["name"])
     return f"'{v['name']}'", _put(ctx, path("vhosts", v["name"]), body)
-
-
-def _current_description(ctx: Ctx, name: str) -> str:
-    return next((str(x.get("description") or "") for x in ctx.client.get(path("vhosts"))
-                 if x["name"] == name), "")
 
 
 def _declare_user(ctx: Ctx, v: dict[str, Any]) -> tuple[str, str]:
@@ -271,7 +267,8 @@ def delete_binding(ctx: Ctx, args: tuple[str, ...]) -> None:
     """Delete a binding: source=... destination_type=queue|exchange destination=...
     and properties_key=... (as listed) or routing_key=... (default: the empty key)."""
     v = parse("delete", "binding", DELETE["binding"], args)
-    url = path("bindings", ctx.vhost, "e", v["source"], _dest(v, "delete"), v["destination"])
+    pair = ("bindings", ctx.vhost, "e", v["source"], _dest(v, "delete"), v["destination"])
+    url = path(*pair)
     key = v.get("properties_key")
     if key is None:
         rk = v.get("routing_key", "")
@@ -281,7 +278,7 @@ def delete_binding(ctx: Ctx, args: tuple[str, ...]) -> None:
                              f"'{v['destination']}' with routing key '{rk}' in vhost "
                              f"{ctx.vhost}")
         key = found[0]["properties_key"]
-    ctx.client.send("DELETE", url + "/" + path(key)[len("/api/"):])
+    ctx.client.send("DELETE", path(*pair, key))
     _report(ctx, "binding", f"from '{v['source']}' to {v['destination_type']} "
             f"'{v['destination']}' ({key}) in vhost {ctx.vhost}", "deleted")
 

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from amqplite import __version__
+from amqplite.admin.cli_common import group_options, remember_group_options
 from amqplite.config import ConfigError, load_settings
 
 
@@ -41,8 +42,14 @@ def show_error(exc: click.ClickException) -> None:
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="amqplite")
-def main() -> None:
-    """amqplite: an AMQP 0-9-1 broker in one process, durable on one SQLite file."""
+@group_options
+def main(**admin_options: Any) -> None:
+    """amqplite: an AMQP 0-9-1 broker in one process, durable on one SQLite file.
+
+    The admin options (-u, -p, -V, -H, -P, --admin-url, -f) may come before the
+    command, as rabbitmqadmin has them, or after it; after it, they win.
+    """
+    remember_group_options(click.get_current_context(), **admin_options)
 
 
 @main.command()
@@ -175,12 +182,14 @@ def _register_optional() -> None:
     from amqplite.admin.cli_retained import register as register_retained
     from amqplite.admin.cli_security import register as register_security
     from amqplite.admin.cli_streams import register as register_streams
+    from amqplite.admin.cli_verbs import register as register_verbs
 
     register_admin(main)
     register_security(main)
     register_streams(main)
     register_retained(main)
     register_links(main)
+    register_verbs(main)
     try:
         from amqplite.audit.cli import audit
     except ImportError:  # pragma: no cover - audit package is part of the install

@@ -2,7 +2,7 @@
 
 ``register(main)`` attaches them to the top-level click group. Every command
 prints an aligned table for humans, JSON with ``--format json`` (or ``--json``),
-or tab-separated rows with ``--format tsv``; errors are one line on stderr and a
+or tab- or comma-separated rows with ``--format tsv|csv``; errors are one line on stderr and a
 non-zero exit status. Short options follow rabbitmqadmin: ``-u`` user,
 ``-p`` password, ``-V`` vhost.
 """
@@ -243,12 +243,13 @@ def policies_set(ctx: Ctx, name: str, pattern: str, definition: str, priority: i
         raise AdminError(f"definition is not valid JSON: {exc}") from None
     if not isinstance(defn, dict):
         raise AdminError("definition must be a JSON object")
-    ctx.client.send("PUT", path("policies", ctx.vhost, name),
-                    {"pattern": pattern, "definition": defn, "priority": priority,
-                     "apply-to": apply_to})
+    r = ctx.client.call("PUT", path("policies", ctx.vhost, name),
+                        json={"pattern": pattern, "definition": defn, "priority": priority,
+                              "apply-to": apply_to})
+    outcome = "added" if r.status_code == 201 else "updated"
     if ctx.as_json:
-        return ctx.emit_json({"set": name})
-    click.echo(f"Policy '{name}' set on vhost {ctx.vhost}.")
+        return ctx.emit_json({"set": name, "result": outcome})
+    click.echo(f"Policy '{name}' set on vhost {ctx.vhost} ({outcome}).")
 
 
 @policies.command("clear")
@@ -272,38 +273,6 @@ def purge(ctx: Ctx, queue: str) -> None:
     if ctx.as_json:
         return ctx.emit_json(res)
     click.echo(f"Purged {_plural(res['purged'], 'message')} from queue '{queue}'.")
-
-
-@click.group()
-def delete() -> None:
-    """Delete a queue or an exchange."""
-
-
-@delete.command("queue")
-@click.argument("name")
-@click.option("--if-empty", is_flag=True, help="Only if it has no ready messages.")
-@click.option("--if-unused", is_flag=True, help="Only if it has no consumers.")
-@common
-def delete_queue(ctx: Ctx, name: str, if_empty: bool, if_unused: bool) -> None:
-    """Delete queue NAME (its messages go with it)."""
-    params = {k: "true" for k, on in (("if-empty", if_empty), ("if-unused", if_unused)) if on}
-    ctx.client.send("DELETE", path("queues", ctx.vhost, name), **params)
-    if ctx.as_json:
-        return ctx.emit_json({"deleted": name})
-    click.echo(f"Deleted queue '{name}'.")
-
-
-@delete.command("exchange")
-@click.argument("name")
-@click.option("--if-unused", is_flag=True, help="Only if it has no bindings.")
-@common
-def delete_exchange(ctx: Ctx, name: str, if_unused: bool) -> None:
-    """Delete exchange NAME."""
-    params = {"if-unused": "true"} if if_unused else {}
-    ctx.client.send("DELETE", path("exchanges", ctx.vhost, name), **params)
-    if ctx.as_json:
-        return ctx.emit_json({"deleted": name})
-    click.echo(f"Deleted exchange '{name}'.")
 
 
 # ---------------------------------------------------------------- publish/get
@@ -711,7 +680,7 @@ def trace(ctx: Ctx, message_id: str, data_dir: str | None, db_url: str | None) -
 
 
 COMMANDS: list[click.Command] = [queues, exchanges, bindings, connections, consumers, policies,
-                                 purge, delete, publish, get, dlq, trace,
+                                 purge, publish, get, dlq, trace,
                                  set_memory_high_watermark]
 
 

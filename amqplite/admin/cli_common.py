@@ -1,15 +1,20 @@
 """Plumbing of the admin CLI: connection and output options, the output formats.
 
 Every admin command gets ``--admin-url``, ``--user/-u``, ``--password/-p`` and
-``--vhost/-V`` (rabbitmqadmin's short options) and ``--format table|json|tsv``
-(``--json`` is an alias of ``--format json``); ``_table`` prints the table or
-TSV rows as the running command's format says.
+``--vhost/-V`` (rabbitmqadmin's short options) and ``-f/--format
+table|json|tsv|csv`` (``--json`` is an alias of ``--format json``); ``_table``
+prints the table or the rows as the running command's format says. The same
+options (and ``-H/--host``, ``-P/--port``) may also come before the command, as
+rabbitmqadmin has them: ``group_options`` puts them on the top-level group, which
+keeps what was given in ``ctx.meta``; an option given after the command wins.
 """
 
 from __future__ import annotations
 
+import csv
 import functools
 import json
+import re
 import sys
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -22,8 +27,8 @@ from amqplite.admin.client import DEFAULT_URL, Client
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: output formats of the listing commands
-FORMATS = ("table", "json", "tsv")
-#: the running command's output format: ``_table`` prints TSV rows when it is "tsv"
+FORMATS = ("table", "json", "tsv", "csv")
+#: the running command's output format: ``_table`` prints rows when it is "tsv" or "csv"
 OUTPUT: ContextVar[str] = ContextVar("OUTPUT", default="table")
 
 
@@ -54,9 +59,80 @@ def _connection_options(f: F) -> F:
     return f
 
 
+#: ``ctx.meta`` key of the options given before the command
+GROUP_META = "amqplite.admin.options"
+
+
+def group_options(f: F) -> F:
+    """The admin options for the top-level group: given before the command, they
+    apply to it unless the command is given its own."""
+    for opt in (
+        click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None,
+                     help="Output of admin commands: table, json, tsv or csv."),
+        click.option("--port", "-P", type=click.IntRange(1, 65535), default=None,
+                     help="Admin API port (replaces the port of --admin-url)."),
+        click.option("--host", "-H", default=None,
+                     help="Admin API host (replaces the host of --admin-url)."),
+        click.option("--vhost", "-V", default=None, help="Virtual host of admin commands."),
+        click.option("--password", "-p", default=None, help="Password of admin commands."),
+        click.option("--user", "-u", default=None, help="User name of admin commands."),
+        click.option("--admin-url", default=None, help="Admin API base URL."),
+    ):
+        f = opt(f)
+    return f
+
+
+def remember_group_options(ctx: click.Context, admin_url: str | None, host: str | None,
+                           port: int | None, **given: str | None) -> None:
+    """Keep the group's admin options for ``common`` (host and port folded into the URL)."""
+    if host is not None or port is not None:
+        from urllib.parse import urlsplit
+
+        base = urlsplit(admin_url or _env_url())
+        netloc = f"{host or base.hostname}:{port or base.port or 15672}"
+        if ":" in (host or "") and not (host or "").startswith("["):
+            netloc = f"[{host}]:{port or base.port or 15672}"
+        admin_url = base._replace(netloc=netloc).geturl()
+    given["admin_url"] = admin_url
+    ctx.meta[GROUP_META] = {k: v for k, v in given.items() if v is not None}
+
+
+def _env_url() -> str:
+    import os
+
+    return os.environ.get("AMQPLITE_ADMIN_URL") or DEFAULT_URL
+
+
+def _from_group(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with each option the command was not given taken from the group."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    before = ctx.meta.get(GROUP_META, {})
+    out = dict(values)
+    for name, value in before.items():
+        source = ctx.get_parameter_source(name)
+        if name in out and source in (ParameterSource.DEFAULT, ParameterSource.ENVIRONMENT):
+            out[name] = value
+    return out
+
+
+def given_vhost() -> bool:
+    """Was -V given (before or after the command)? ``list`` then lists one vhost only."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    return "vhost" in ctx.meta.get(GROUP_META, {}) or ctx.get_parameter_source("vhost") in (
+        ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+
 def _run(f: Callable[..., Any], fmt: str, admin_url: str, user: str, password: str,
          vhost: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    ctx = Ctx(admin_url, user, password, vhost, fmt == "json")
+    conn = _from_group({"admin_url": admin_url, "user": user, "password": password,
+                        "vhost": vhost, "fmt": fmt})
+    fmt = conn["fmt"]
+    ctx = Ctx(conn["admin_url"], conn["user"], conn["password"], conn["vhost"],
+              fmt == "json")
     token = OUTPUT.set(fmt)
     try:
         return f(ctx, *args, **kw)
@@ -65,20 +141,33 @@ def _run(f: Callable[..., Any], fmt: str, admin_url: str, user: str, password: s
         ctx.client.close()
 
 
-def common(f: F) -> F:
-    """Connection and output options shared by the admin commands; passes ``ctx: Ctx``."""
+def _common(short_format: bool) -> Callable[[F], F]:
+    def decorate(f: F) -> F:
+        names = ("--format", "-f", "fmt") if short_format else ("--format", "fmt")
 
-    @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
-    @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
-                  show_default=True, help="Output: an aligned table, JSON, or "
-                  "tab-separated rows with a header line.")
-    @_connection_options
-    @functools.wraps(f)
-    def wrapper(admin_url: str, user: str, password: str, vhost: str, fmt: str,
-                as_json: bool, *args: Any, **kw: Any) -> Any:
-        return _run(f, "json" if as_json else fmt, admin_url, user, password, vhost, args, kw)
+        @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+        @click.option(*names, type=click.Choice(FORMATS), default="table",
+                      show_default=True, help="Output: an aligned table, the API's JSON, "
+                      "or tab- or comma-separated rows with a header line.")
+        @_connection_options
+        @functools.wraps(f)
+        def wrapper(admin_url: str, user: str, password: str, vhost: str, fmt: str,
+                    as_json: bool, *args: Any, **kw: Any) -> Any:
+            if as_json:
+                fmt = "json"
+                click.get_current_context().set_parameter_source(
+                    "fmt", click.core.ParameterSource.COMMANDLINE)
+            return _run(f, fmt, admin_url, user, password, vhost, args, kw)
 
-    return wrapper  # type: ignore[return-value]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+#: connection and output options shared by the admin commands; passes ``ctx: Ctx``
+common = _common(short_format=True)
+#: ``common`` for a command whose ``-f`` is its own (``stream tail -f`` follows)
+common_long_format = _common(short_format=False)
 
 
 def common_json_only(f: F) -> F:
@@ -112,6 +201,11 @@ def _table(title: str | None, columns: list[str], rows: list[list[Any]],
         for r in [columns, *rows]:
             click.echo("\t".join("" if v is None else _tsv_cell(v) for v in r))
         return
+    if OUTPUT.get() == "csv":
+        out = csv.writer(sys.stdout, lineterminator="\n")
+        for r in [columns, *rows]:
+            out.writerow(["" if v is None else str(v) for v in r])
+        return
     from rich import box
     from rich.table import Table
 
@@ -121,7 +215,17 @@ def _table(title: str | None, columns: list[str], rows: list[list[Any]],
         t.add_column(c, justify="right" if c in right else "left", overflow="fold")
     for r in rows:
         t.add_row(*("" if v is None else str(v) for v in r))
-    _console().print(t)
+    con = _console()
+    with con.capture() as captured:
+        con.print(t)
+    # rich pads every cell to its column's width, the last one too: no trailing blanks
+    con.file.write("".join(_TRAILING.sub(r"\1", ln) for ln in
+                           captured.get().splitlines(keepends=True)))
+    con.file.flush()
+
+
+#: blanks at the end of a line, before any closing style codes
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*\n?)$")
 
 
 def _tsv_cell(v: Any) -> str:

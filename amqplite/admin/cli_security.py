@@ -50,14 +50,28 @@ def vhosts_list(ctx: Ctx) -> None:
     _list_vhosts(ctx)
 
 
+def vhost_description(ctx: Ctx, name: str) -> str:
+    """The description vhost ``name`` has ("" for none or no such vhost): a PUT
+    replaces it, so an update that does not change it must send it back."""
+    return next((str(v.get("description") or "") for v in ctx.client.get(path("vhosts"))
+                 if v["name"] == name), "")
+
+
 @vhosts.command("add")
 @click.argument("name")
-@click.option("--description", default="", help="Free text shown in listings.")
+@click.option("--description", default=None,
+              help="Free text shown in listings (an existing vhost keeps its own if not given).")
 @common
-def vhosts_add(ctx: Ctx, name: str, description: str) -> None:
-    """Create vhost NAME; the user running the command gets full permissions in it."""
-    ctx.client.send("PUT", path("vhosts", name), {"description": description})
-    _done(ctx, "added", name, f"Vhost '{name}' added.")
+def vhosts_add(ctx: Ctx, name: str, description: str | None) -> None:
+    """Create vhost NAME; the user running the command gets full permissions in it.
+
+    An existing vhost is updated: its description changes only if --description is
+    given, and the answer says "updated"."""
+    if description is None:
+        description = vhost_description(ctx, name)
+    r = ctx.client.call("PUT", path("vhosts", name), json={"description": description})
+    outcome = "added" if r.status_code == 201 else "updated"
+    _done(ctx, outcome, name, f"Vhost '{name}' {outcome}.")
 
 
 @vhosts.command("delete")
@@ -135,8 +149,9 @@ def users_add(ctx: Ctx, name: str, new_password: str | None, password_stdin: boo
     AMQPLITE_NEW_PASSWORD), or else a hidden prompt that asks for it twice.
     """
     password = _new_password(new_password, password_stdin)
-    ctx.client.send("PUT", path("users", name), {"password": password, "tags": tags})
-    _done(ctx, "added", name, f"User '{name}' added.")
+    r = ctx.client.call("PUT", path("users", name), json={"password": password, "tags": tags})
+    outcome = "added" if r.status_code == 201 else "updated"
+    _done(ctx, outcome, name, f"User '{name}' {outcome}.")
 
 
 @users.command("password")

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from amqplite.admin.cli import Ctx, _body_of, _plural, _table, common
+from amqplite.admin.cli_common import common_long_format
 from amqplite.admin.client import AdminError, path
 from amqplite.admin.messages import preview
 
@@ -99,7 +100,7 @@ def _line(e: dict[str, Any], width: int) -> str:
               "are appended (Ctrl-C to stop).")
 @click.option("--width", type=click.IntRange(8), default=80, show_default=True,
               help="Body preview length.")
-@common
+@common_long_format
 def tail(ctx: Ctx, name: str, from_: str, count: int | None, follow: bool,
          width: int) -> None:
     """Print entries of stream NAME (offset, time, routing key, headers, body preview)

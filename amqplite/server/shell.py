@@ -4,8 +4,8 @@ that closes only that connection; a writer that drains the sans-I/O object's
 out-buffer in large writes and, once the connection is finishing, sends the
 rest, then FIN, then ends the nursery (DESIGN.md section 11).
 
-The STOMP client is built on it; MQTT's client (server/mqtt/client.py) has the
-same three loops written out and can move onto it.
+The STOMP and MQTT clients (server/stomp/client.py, server/mqtt/client.py) are
+built on it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import trio
 
 #: bytes asked for per read
 RECV_SIZE = 64 * 1024
+#: a client's consumers stop receiving while this much is queued unsent to it
+WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: after the connection ends, how long the writer may take to send what is queued
 FINISH_TIMEOUT = 2.0
 
@@ -53,8 +55,13 @@ class ConnectionShell:
     async def _received(self, data: bytes | bytearray) -> None:
         raise NotImplementedError
 
-    def _outgoing(self) -> bytes:
+    def _outgoing(self) -> bytes | None:
+        """The bytes to send next (empty: none); None when they may leave only once
+        the store has committed (the writer awaits ``_committed``, then asks again)."""
         raise NotImplementedError
+
+    async def _committed(self) -> None:
+        """Wait until what was given to the store is committed."""
 
     async def _timers(self) -> None:
         raise NotImplementedError
@@ -115,7 +122,13 @@ class ConnectionShell:
             if not self._finishing:
                 await self._wake.wait()
             self._wake = trio.Event()
-            while data := self._outgoing():
+            while True:
+                data = self._outgoing()
+                if not data:
+                    if data is None:  # held: nothing awaited between commit and take
+                        await self._committed()
+                        continue
+                    break
                 try:
                     await self.stream.send_all(data)
                 except _GONE:

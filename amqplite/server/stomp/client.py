@@ -17,7 +17,7 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.stomp import errors as stomp_errors
 from amqplite.protocol.stomp.connection import StompConnection
 from amqplite.protocol.stomp.events import ConnectRequested, DisconnectReceived, ProtocolError
-from amqplite.server.shell import ConnectionShell
+from amqplite.server.shell import WRITE_HIGH_WATER, ConnectionShell
 from amqplite.sessions.stomp.session import StompSession
 
 if TYPE_CHECKING:
@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amqplite.stomp")
 
-#: a client's consumers stop receiving while this much is queued unsent to it
-WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: a DISCONNECT's RECEIPT waits for the commits before it, at most this many rounds
 _DISCONNECT_ROUNDS = 20
 

@@ -13,10 +13,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import MutableSet
-from typing import Any
+from collections.abc import Awaitable, Callable, MutableSet
+from typing import Any, Protocol
 
 import trio
+
+from amqplite.broker.core import Broker
+from amqplite.broker.model import Session
 
 #: bytes asked for per read
 RECV_SIZE = 64 * 1024
@@ -28,13 +31,30 @@ FINISH_TIMEOUT = 2.0
 _GONE = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
+class Wire(Protocol):
+    """The sans-I/O connection object, as far as the shell needs it."""
+
+    def pending_bytes(self) -> int: ...
+
+
+class Front(Protocol):
+    """The front's listener, as far as the shell needs it."""
+
+    execute: Callable[..., Any]
+    committed: Callable[[], Awaitable[None]]
+
+
 class ConnectionShell:
     """One client connection over any byte stream. Subclasses say what to do with
     bytes read (``_received``), what to write (``_outgoing``), what their timers
-    do (``_timers``) and how the session ends (``_end``)."""
+    do (``_timers``) and how the session ends (``_end``); they set ``broker``,
+    ``listener`` and ``proto`` and offer ``session``."""
 
     #: the log's name for this kind of connection ("STOMP")
     kind = "client"
+    broker: Broker
+    listener: Front
+    proto: Wire
 
     def __init__(self, stream: trio.abc.Stream, peer: tuple[str, int],
                  log: logging.Logger) -> None:
@@ -62,6 +82,7 @@ class ConnectionShell:
 
     async def _committed(self) -> None:
         """Wait until what was given to the store is committed."""
+        await self.listener.committed()
 
     async def _timers(self) -> None:
         raise NotImplementedError
@@ -69,8 +90,24 @@ class ConnectionShell:
     async def _before_read(self) -> None:
         """Back-pressure: wait here while this client must not be read."""
 
+    @property
+    def session(self) -> Session | None:
+        """The broker session (None before login)."""
+        return None
+
+    def flush(self) -> None:
+        """After this connection's effects (the interpreter's call): wake the writer."""
+        self._wake.set()
+        s = self.session
+        if s is not None and s.writable and self.proto.pending_bytes() > WRITE_HIGH_WATER:
+            # a slow reader: its consumers wait until the writer drains (as for AMQP)
+            self.broker.set_writable(s, False)
+
     def _drained(self) -> None:
-        """Everything queued was written."""
+        """Everything queued was written: consumers stopped by ``flush`` go on."""
+        s = self.session
+        if s is not None and not s.writable:
+            self.listener.execute(self.broker.set_writable, s, True)
 
     def _end(self) -> None:
         """The connection is gone: end its session."""

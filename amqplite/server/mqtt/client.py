@@ -30,7 +30,7 @@ from amqplite.protocol.mqtt.events import (
 )
 from amqplite.protocol.mqtt.packets import MQTT_5
 from amqplite.server.mqtt.transports import login as transport_login
-from amqplite.server.shell import WRITE_HIGH_WATER, ConnectionShell
+from amqplite.server.shell import ConnectionShell
 from amqplite.sessions.mqtt.session import MQTTSession
 
 if TYPE_CHECKING:
@@ -43,6 +43,8 @@ class MQTTClient(ConnectionShell):
     """One MQTT connection; the broker's transport for its session's deliveries."""
 
     kind = "MQTT"
+    listener: MQTTListener
+    proto: MQTTConnection
     #: the broker calls these for the session's effects (the rules' own methods,
     #: bound in __init__: no extra call per message)
     deliver: Callable[..., None]
@@ -127,14 +129,6 @@ class MQTTClient(ConnectionShell):
             rules.hold = False
             return None
         return self.proto.data_to_send()
-
-    async def _committed(self) -> None:
-        await self.listener.committed()
-
-    def _drained(self) -> None:
-        s = self.session
-        if s is not None and not s.writable:
-            self.listener.execute(self.broker.set_writable, s, True)
 
     def _end(self) -> None:
         self.rules.end(time.time())
@@ -255,11 +249,4 @@ class MQTTClient(ConnectionShell):
             self.rules.end(time.time())
             self.finish()
 
-    def flush(self) -> None:
-        self._wake.set()
-        s = self.session
-        if s is not None and s.writable and self.proto.pending_bytes() > WRITE_HIGH_WATER:
-            # a slow reader: its consumers wait until the writer drains (as for AMQP)
-            self.broker.set_writable(s, False)
-
-    wake = flush
+    wake = ConnectionShell.flush

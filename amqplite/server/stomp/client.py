@@ -17,7 +17,7 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.stomp import errors as stomp_errors
 from amqplite.protocol.stomp.connection import StompConnection
 from amqplite.protocol.stomp.events import ConnectRequested, DisconnectReceived, ProtocolError
-from amqplite.server.shell import WRITE_HIGH_WATER, ConnectionShell
+from amqplite.server.shell import ConnectionShell
 from amqplite.sessions.stomp.session import StompSession
 
 if TYPE_CHECKING:
@@ -33,6 +33,8 @@ class StompClient(ConnectionShell):
     """One STOMP connection; its session rules are the broker's transport."""
 
     kind = "STOMP"
+    listener: StompListener
+    proto: StompConnection
 
     def __init__(self, listener: StompListener, stream: trio.abc.Stream,
                  peer: tuple[str, int], cert_user: str | None = None) -> None:
@@ -79,11 +81,6 @@ class StompClient(ConnectionShell):
 
     def _outgoing(self) -> bytes:
         return self.proto.data_to_send(trio.current_time())
-
-    def _drained(self) -> None:
-        s = self.session
-        if s is not None and not s.writable:
-            self.listener.execute(self.broker.set_writable, s, True)
 
     async def _handle_events(self) -> None:
         proto = self.proto
@@ -193,10 +190,3 @@ class StompClient(ConnectionShell):
             self.rules.force_close(code, text)
             self._end()
         self.finish()
-
-    def flush(self) -> None:
-        self._wake.set()
-        s = self.session
-        if s is not None and s.writable and self.proto.pending_bytes() > WRITE_HIGH_WATER:
-            # a slow reader: its consumers wait until the writer drains (as for AMQP)
-            self.broker.set_writable(s, False)

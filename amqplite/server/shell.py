@@ -20,6 +20,7 @@ import trio
 
 from amqplite.broker.core import Broker
 from amqplite.broker.model import Session
+from amqplite.server.persistence import Persistence
 
 #: bytes asked for per read
 RECV_SIZE = 64 * 1024
@@ -34,6 +35,8 @@ _GONE = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 class Wire(Protocol):
     """The sans-I/O connection object, as far as the shell needs it."""
 
+    def receive_data(self, data: bytes | bytearray | memoryview, now: float) -> None: ...
+
     def pending_bytes(self) -> int: ...
 
 
@@ -41,14 +44,17 @@ class Front(Protocol):
     """The front's listener, as far as the shell needs it."""
 
     execute: Callable[..., Any]
+    interpret: Callable[..., None]
     committed: Callable[[], Awaitable[None]]
+    persistence: Persistence
 
 
 class ConnectionShell:
     """One client connection over any byte stream. Subclasses say what to do with
-    bytes read (``_received``), what to write (``_outgoing``), what their timers
+    events of the bytes read (``_handle_events``), what to write (``_outgoing``), what their timers
     do (``_timers``) and how the session ends (``_end``); they set ``broker``,
-    ``listener`` and ``proto`` and offer ``session``."""
+    ``listener`` and ``proto`` and offer ``session``. Bytes read go to ``proto``,
+    then its events to ``_handle_events``, inline: no extra call per read."""
 
     #: the log's name for this kind of connection ("STOMP")
     kind = "client"
@@ -72,7 +78,8 @@ class ConnectionShell:
         self._cancel: trio.CancelScope | None = None
 
     # ------------------------------------------------------------ for subclasses
-    async def _received(self, data: bytes | bytearray) -> None:
+    async def _handle_events(self) -> None:
+        """Act on the events the bytes just read produced."""
         raise NotImplementedError
 
     def _outgoing(self) -> bytes | None:
@@ -87,8 +94,11 @@ class ConnectionShell:
     async def _timers(self) -> None:
         raise NotImplementedError
 
-    async def _before_read(self) -> None:
-        """Back-pressure: wait here while this client must not be read."""
+    async def _paused(self, wait: Awaitable[None]) -> None:
+        """As RabbitMQ under an alarm, a logged-in client is not read while the store
+        is over capacity; the silence is ours, not the client's."""
+        await wait
+        self.proto.receive_data(b"", trio.current_time())
 
     @property
     def session(self) -> Session | None:
@@ -140,9 +150,13 @@ class ConnectionShell:
                                         trio.current_time() + FINISH_TIMEOUT)
 
     async def _reader(self) -> None:
+        proto = self.proto
+        listener = self.listener
+        persistence = listener.persistence
         try:
             while not self._finishing:
-                await self._before_read()
+                if not persistence.has_capacity and self.session is not None:
+                    await self._paused(persistence.wait_capacity())
                 try:
                     data = await self.stream.receive_some(RECV_SIZE)
                 except _GONE:
@@ -150,7 +164,10 @@ class ConnectionShell:
                 if not data:
                     return
                 self.bytes_in += len(data)
-                await self._received(data)
+                proto.receive_data(data, trio.current_time())
+                await self._handle_events()
+                listener.interpret()
+                self.flush()
         finally:
             self.finish()
 

@@ -97,20 +97,8 @@ class MQTTClient(ConnectionShell):
         self._wake.set()
 
     # ------------------------------------------------------------ the shell's hooks
-    async def _before_read(self) -> None:
-        persistence = self.listener.persistence
-        if not persistence.has_capacity and self.session is not None:
-            await self._paused(persistence.wait_capacity())
-
-    async def _received(self, data: bytes | bytearray) -> None:
-        self.proto.receive_data(data, trio.current_time())
-        await self._handle_events()
-        self.listener.interpret()
-        self.flush()
-
     async def _paused(self, wait: Awaitable[None]) -> None:
-        """As RabbitMQ under an alarm: publishers are not read. The silence is ours,
-        so the keep-alive clock restarts when reading does."""
+        """As the shell's, and the keep-alive clock restarts when reading does."""
         self._reading_paused = True
         try:
             await wait

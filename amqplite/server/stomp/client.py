@@ -67,18 +67,6 @@ class StompClient(ConnectionShell):
         await self.serve(self.listener.connections)
 
     # ------------------------------------------------------------ the shell's hooks
-    async def _before_read(self) -> None:
-        persistence = self.listener.persistence
-        if not persistence.has_capacity and self.rules is not None:
-            await persistence.wait_capacity()  # as RabbitMQ's alarms: publishers wait
-            self.proto.receive_data(b"", trio.current_time())  # our silence, not theirs
-
-    async def _received(self, data: bytes | bytearray) -> None:
-        self.proto.receive_data(data, trio.current_time())
-        await self._handle_events()
-        self.listener.interpret()
-        self.flush()
-
     def _outgoing(self) -> bytes:
         return self.proto.data_to_send(trio.current_time())
 

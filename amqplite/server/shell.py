@@ -4,8 +4,8 @@ that closes only that connection; a writer that drains the sans-I/O object's
 out-buffer in large writes and, once the connection is finishing, sends the
 rest, then FIN, then ends the nursery (DESIGN.md section 11).
 
-The STOMP client is built on it; MQTT's client (server/mqtt/client.py) has the
-same three loops written out and can move onto it.
+The STOMP and MQTT clients (server/stomp/client.py, server/mqtt/client.py) are
+built on it.
 """
 
 from __future__ import annotations
@@ -13,26 +13,54 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import MutableSet
-from typing import Any
+from collections.abc import Awaitable, Callable, MutableSet
+from typing import Any, Protocol
 
 import trio
 
+from amqplite.broker.core import Broker
+from amqplite.broker.model import Session
+from amqplite.server.persistence import Persistence
+
 #: bytes asked for per read
 RECV_SIZE = 64 * 1024
+#: a client's consumers stop receiving while this much is queued unsent to it
+WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: after the connection ends, how long the writer may take to send what is queued
 FINISH_TIMEOUT = 2.0
 
 _GONE = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
+class Wire(Protocol):
+    """The sans-I/O connection object, as far as the shell needs it."""
+
+    def receive_data(self, data: bytes | bytearray | memoryview, now: float) -> None: ...
+
+    def pending_bytes(self) -> int: ...
+
+
+class Front(Protocol):
+    """The front's listener, as far as the shell needs it."""
+
+    execute: Callable[..., Any]
+    interpret: Callable[..., None]
+    committed: Callable[[], Awaitable[None]]
+    persistence: Persistence
+
+
 class ConnectionShell:
     """One client connection over any byte stream. Subclasses say what to do with
-    bytes read (``_received``), what to write (``_outgoing``), what their timers
-    do (``_timers``) and how the session ends (``_end``)."""
+    events of the bytes read (``_handle_events``), what to write (``_outgoing``), what their timers
+    do (``_timers``) and how the session ends (``_end``); they set ``broker``,
+    ``listener`` and ``proto`` and offer ``session``. Bytes read go to ``proto``,
+    then its events to ``_handle_events``, inline: no extra call per read."""
 
     #: the log's name for this kind of connection ("STOMP")
     kind = "client"
+    broker: Broker
+    listener: Front
+    proto: Wire
 
     def __init__(self, stream: trio.abc.Stream, peer: tuple[str, int],
                  log: logging.Logger) -> None:
@@ -50,20 +78,46 @@ class ConnectionShell:
         self._cancel: trio.CancelScope | None = None
 
     # ------------------------------------------------------------ for subclasses
-    async def _received(self, data: bytes | bytearray) -> None:
+    async def _handle_events(self) -> None:
+        """Act on the events the bytes just read produced."""
         raise NotImplementedError
 
-    def _outgoing(self) -> bytes:
+    def _outgoing(self) -> bytes | None:
+        """The bytes to send next (empty: none); None when they may leave only once
+        the store has committed (the writer awaits ``_committed``, then asks again)."""
         raise NotImplementedError
+
+    async def _committed(self) -> None:
+        """Wait until what was given to the store is committed."""
+        await self.listener.committed()
 
     async def _timers(self) -> None:
         raise NotImplementedError
 
-    async def _before_read(self) -> None:
-        """Back-pressure: wait here while this client must not be read."""
+    async def _paused(self, wait: Awaitable[None]) -> None:
+        """As RabbitMQ under an alarm, a logged-in client is not read while the store
+        is over capacity; the silence is ours, not the client's."""
+        await wait
+        self.proto.receive_data(b"", trio.current_time())
+
+    @property
+    def session(self) -> Session | None:
+        """The broker session (None before login)."""
+        return None
+
+    def flush(self) -> None:
+        """After this connection's effects (the interpreter's call): wake the writer."""
+        self._wake.set()
+        s = self.session
+        if s is not None and s.writable and self.proto.pending_bytes() > WRITE_HIGH_WATER:
+            # a slow reader: its consumers wait until the writer drains (as for AMQP)
+            self.broker.set_writable(s, False)
 
     def _drained(self) -> None:
-        """Everything queued was written."""
+        """Everything queued was written: consumers stopped by ``flush`` go on."""
+        s = self.session
+        if s is not None and not s.writable:
+            self.listener.execute(self.broker.set_writable, s, True)
 
     def _end(self) -> None:
         """The connection is gone: end its session."""
@@ -96,9 +150,13 @@ class ConnectionShell:
                                         trio.current_time() + FINISH_TIMEOUT)
 
     async def _reader(self) -> None:
+        proto = self.proto
+        listener = self.listener
+        persistence = listener.persistence
         try:
             while not self._finishing:
-                await self._before_read()
+                if not persistence.has_capacity and self.session is not None:
+                    await self._paused(persistence.wait_capacity())
                 try:
                     data = await self.stream.receive_some(RECV_SIZE)
                 except _GONE:
@@ -106,7 +164,10 @@ class ConnectionShell:
                 if not data:
                     return
                 self.bytes_in += len(data)
-                await self._received(data)
+                proto.receive_data(data, trio.current_time())
+                await self._handle_events()
+                listener.interpret()
+                self.flush()
         finally:
             self.finish()
 
@@ -115,7 +176,13 @@ class ConnectionShell:
             if not self._finishing:
                 await self._wake.wait()
             self._wake = trio.Event()
-            while data := self._outgoing():
+            while True:
+                data = self._outgoing()
+                if not data:
+                    if data is None:  # held: nothing awaited between commit and take
+                        await self._committed()
+                        continue
+                    break
                 try:
                     await self.stream.send_all(data)
                 except _GONE:

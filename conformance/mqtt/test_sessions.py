@@ -29,6 +29,21 @@ def test_persistent_session_keeps_subscription_and_qos1_messages(mqtt: ClientFac
     mqtt(4, cid, clean=True).connect()  # clean up: discard the session
 
 
+def test_a_session_without_subscriptions_is_present(mqtt: ClientFactory,
+                                                     names: Names) -> None:
+    """Session present (3.1.1 3.2.2.2, 5.0 3.2.2.1.1) says the server has session state
+    for the client id: a persistent session with no subscription is one too."""
+    for version, kw in ((4, {}), (5, {"session_expiry": 300})):
+        cid = names.client_id()
+        first = mqtt(version, cid, clean=False, **kw)
+        assert first.connect() == (0, False)
+        first.close()
+        again = mqtt(version, cid, clean=False, **kw)
+        assert again.connect() == (0, True)
+        again.close()
+        mqtt(version, cid, clean=True).connect()  # clean up: discard the session
+
+
 def test_clean_session_discards_the_previous_one(mqtt: ClientFactory, names: Names) -> None:
     cid, t = names.client_id(), names.topic()
     first = mqtt(4, cid, clean=False)

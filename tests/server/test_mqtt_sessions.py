@@ -166,6 +166,32 @@ def test_persistent_session_survives_kill_9(tmp_path: Path) -> None:
 
 
 
+def test_a_session_without_subscriptions_is_present_also_after_kill_9(tmp_path: Path,
+                                                                      ) -> None:
+    """Session present is the stored session, subscriptions or not (as Mosquitto):
+    on a reconnect, and after a kill -9 when the row is read back."""
+    b = mqtt_broker(tmp_path / "data")
+    port = b.mqtt_port  # type: ignore[attr-defined]
+    ids = {version: new_id() for version in (V311, V5)}
+    try:
+        for version, cid in ids.items():
+            c = _persistent(port, cid, version)
+            assert c.connect() == (0, False)
+            c.close()
+            again = _persistent(port, cid, version)
+            assert again.connect() == (0, True)
+            again.close()
+        b.kill()
+        b.start()
+        wait_for(lambda: listening(port), 30, what="MQTT after restart")
+        for version, cid in ids.items():
+            again = _persistent(port, cid, version)
+            assert again.connect() == (0, True)
+            again.close()
+    finally:
+        b.kill()
+
+
 def test_shutdown_publishes_wills_before_the_store_closes(tmp_path: Path) -> None:
     """SIGTERM closes MQTT clients first: a will (QoS 1) reaches a persistent session's
     durable queue and is there after the restart; the broker exits cleanly."""

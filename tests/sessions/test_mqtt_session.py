@@ -86,6 +86,28 @@ def test_a_persistent_session_keeps_its_queue_and_row() -> None:
     assert [p.payload for p in c.backlog] == [b"waiting"]
 
 
+def test_a_stored_session_without_subscriptions_is_present() -> None:
+    """3.1.1 3.2.2.2 / 5.0 3.2.2.1.1 (and Mosquitto 2.0.11): session present means the
+    server has state for the client id; a stored row is state, queues or not (its
+    row read back at a restart too)."""
+    node = Node()
+    for cid, kw in (("v3", {"version": MQTT_311}), ("v5", {"session_expiry_interval": 60})):
+        c, ack = node.connect(cid, clean=False, **kw)
+        assert not ack.session_present
+        c.close()
+        assert not queue_exists(node, cid, 0) and not queue_exists(node, cid, 1)
+        c, ack = node.connect(cid, clean=False, **kw)
+        assert ack.session_present
+        c.close()
+        restarted = Node()
+        for row in node.rows(PutMQTTSession):
+            restarted.registry.restore_session(row, restarted.clock.t)
+        _, ack = restarted.connect(cid, clean=False, **kw)
+        assert ack.session_present
+    _, ack = node.connect("v3", MQTT_311, clean=True)
+    assert not ack.session_present
+
+
 def _left(node: Node, client_id: str, *args: Any, **kw: Any) -> None:
     """A session (``node.connect``'s arguments) with a QoS 1 subscription, disconnected."""
     c, _ = node.connect(client_id, *args, **kw)

@@ -3,12 +3,13 @@ and the session rules' timers; nothing else. Bytes are the sans-I/O
 ``protocol/mqtt/`` codec's; the rules (sessions, takeover, wills, in-flight
 ids, subscriptions, the mapping onto the AMQP core as RabbitMQ's MQTT plugin
 maps it, docs/mqtt.md) are plain objects in ``amqplite/sessions/mqtt/``.
-Each connection is its own nursery: a reader, a writer and a keep-alive task;
-a crash closes that connection only.
+Each connection is its own nursery (server/shell.py's ``ConnectionShell``, as
+STOMP's): a reader, a writer and a keep-alive task; a crash closes that
+connection only.
 
 Modules: ``listener`` (accepting, login, stored sessions read back, timers),
 ``client`` (one connection: its tasks, driving its ``MQTTSession``),
-``transports`` (TLS, WebSocket, certificate login), ``timers``, ``common``.
+``transports`` (TLS, WebSocket, certificate login), ``timers``.
 """
 
 from amqplite.server.mqtt.client import MQTTClient

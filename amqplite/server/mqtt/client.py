@@ -1,10 +1,10 @@
-"""One MQTT connection: a trio shell on the sans-I/O ``MQTTConnection`` (bytes) and
-an ``MQTTSession`` (the rules, amqplite/sessions/mqtt/session.py); the broker's
-transport for the session's deliveries."""
+"""One MQTT connection: the trio shell (server/shell.py: reader, writer, timers) on
+the sans-I/O ``MQTTConnection`` (bytes) and an ``MQTTSession`` (the rules,
+amqplite/sessions/mqtt/session.py); the broker's transport for the session's
+deliveries."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time
@@ -29,8 +29,8 @@ from amqplite.protocol.mqtt.events import (
     UnsubscribeReceived,
 )
 from amqplite.protocol.mqtt.packets import MQTT_5
-from amqplite.server.mqtt.common import FINISH_TIMEOUT, RECV_SIZE, WRITE_HIGH_WATER
 from amqplite.server.mqtt.transports import login as transport_login
+from amqplite.server.shell import ConnectionShell
 from amqplite.sessions.mqtt.session import MQTTSession
 
 if TYPE_CHECKING:
@@ -39,9 +39,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("amqplite.mqtt")
 
 
-class MQTTClient:
+class MQTTClient(ConnectionShell):
     """One MQTT connection; the broker's transport for its session's deliveries."""
 
+    kind = "MQTT"
+    listener: MQTTListener
+    proto: MQTTConnection
     #: the broker calls these for the session's effects (the rules' own methods,
     #: bound in __init__: no extra call per message)
     deliver: Callable[..., None]
@@ -51,32 +54,28 @@ class MQTTClient:
                  peer: tuple[str, int], cert_user: str | None = None) -> None:
         self.listener = listener
         self.broker = listener.broker
-        self.stream = stream
+        self.proto = MQTTConnection(listener.limits, trio.current_time())
+        #: the session rules of this connection (before the shell's __init__, which
+        #: sets ``alive``: the rules keep it)
+        self.rules = MQTTSession(listener.registry, self.proto, f"{peer[0]}:{peer[1]}",
+                                 self, listener.limits.max_topic_bytes, self._wake_writer,
+                                 self.flush, self.finish, listener.execute)
+        super().__init__(stream, peer, log)
         #: over TLS: the verified client certificate's user name (transports.login)
         self.cert_user = cert_user
-        self.tls = isinstance(stream, trio.SSLStream)
-        self.peer_host, self.peer_port = peer[0], peer[1]
-        self.name = f"{self.peer_host}:{self.peer_port}"
-        self.proto = MQTTConnection(listener.limits, trio.current_time())
-        self.connected_at = time.time()
-        self.bytes_in = 0
-        self.bytes_out = 0
-        #: the session rules of this connection
-        self.rules = MQTTSession(listener.registry, self.proto, self.name, self,
-                                 listener.limits.max_topic_bytes, self._wake_writer,
-                                 self.flush, self._finish, listener.execute)
         self.deliver = self.rules.deliver
         self.send_confirm = self.rules.send_confirm
-        self._wake = trio.Event()
         self._ka_wake = trio.Event()
-        self._finishing = False
         self._reading_paused = False
-        self._cancel: trio.CancelScope | None = None
 
     # what /api/connections and /metrics read (admin/views.py)
     @property
     def alive(self) -> bool:
         return self.rules.alive
+
+    @alive.setter
+    def alive(self, value: bool) -> None:
+        self.rules.alive = value
 
     @property
     def session(self) -> Session | None:
@@ -91,59 +90,15 @@ class MQTTClient:
         return "MQTT 5.0" if self.proto.version >= MQTT_5 else (
             "MQTT 3.1" if self.proto.version == 3 else "MQTT 3.1.1")
 
-    # ------------------------------------------------------------ tasks
     async def run(self) -> None:
-        self.listener.connections.add(self)
-        try:
-            async with trio.open_nursery() as nursery:
-                self._cancel = nursery.cancel_scope
-                nursery.start_soon(self._writer)
-                nursery.start_soon(self._keepalive)
-                nursery.start_soon(self._reader)
-        except Exception:  # one bad connection never takes the broker down
-            log.exception("MQTT connection %s crashed", self.name)
-        finally:
-            self.rules.alive = False
-            self.listener.connections.discard(self)
-            self.rules.end(time.time())
-            with trio.move_on_after(1):
-                await self.stream.aclose()
+        await self.serve(self.listener.connections)
 
     def _wake_writer(self) -> None:
         self._wake.set()
 
-    def _finish(self) -> None:
-        """Stop reading; the writer sends what is queued, then everything ends."""
-        self._finishing = True
-        self._wake.set()
-        if self._cancel is not None:
-            self._cancel.deadline = min(self._cancel.deadline,
-                                        trio.current_time() + FINISH_TIMEOUT)
-
-    async def _reader(self) -> None:
-        proto = self.proto
-        persistence = self.listener.persistence
-        try:
-            while not self._finishing:
-                if not persistence.has_capacity and self.session is not None:
-                    await self._paused(persistence.wait_capacity())
-                try:
-                    data = await self.stream.receive_some(RECV_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    return
-                if not data:
-                    return
-                self.bytes_in += len(data)
-                proto.receive_data(data, trio.current_time())
-                await self._handle_events()
-                self.listener.interpret()
-                self.flush()
-        finally:
-            self._finish()
-
+    # ------------------------------------------------------------ the shell's hooks
     async def _paused(self, wait: Awaitable[None]) -> None:
-        """As RabbitMQ under an alarm: publishers are not read. The silence is ours,
-        so the keep-alive clock restarts when reading does."""
+        """As the shell's, and the keep-alive clock restarts when reading does."""
         self._reading_paused = True
         try:
             await wait
@@ -152,42 +107,21 @@ class MQTTClient:
             self.proto.receive_data(b"", trio.current_time())
             self._ka_wake.set()
 
-    async def _writer(self) -> None:
-        """Sends what the protocol queued; once finishing, the rest, then FIN, then ends
-        the connection's nursery."""
+    def _outgoing(self) -> bytes | None:
+        """Deliveries that need no PUBACK are acked first; a packet whose state goes
+        to the store (``rules.hold``) leaves only once that is committed."""
         rules = self.rules
-        while True:
-            if not self._finishing:
-                await self._wake.wait()
-            self._wake = trio.Event()
-            while True:
-                if rules.auto_acks:
-                    rules.take_auto_acks()
-                while rules.hold:  # nothing awaited between the commit and the take
-                    rules.hold = False
-                    await self.listener.committed()
-                data = self.proto.data_to_send()
-                if not data:
-                    break
-                try:
-                    await self.stream.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    self._finishing = True
-                    break
-                self.bytes_out += len(data)
-            s = self.session
-            if s is not None and not s.writable and not self._finishing:
-                self.listener.execute(self.broker.set_writable, s, True)
-            if self._finishing:  # nothing awaited since the last empty data_to_send()
-                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
-                                         OSError):
-                    if isinstance(self.stream, trio.abc.HalfCloseableStream):  # not TLS
-                        await self.stream.send_eof()
-                assert self._cancel is not None
-                self._cancel.cancel()
-                return
+        if rules.auto_acks:
+            rules.take_auto_acks()
+        if rules.hold:
+            rules.hold = False
+            return None
+        return self.proto.data_to_send()
 
-    async def _keepalive(self) -> None:
+    def _end(self) -> None:
+        self.rules.end(time.time())
+
+    async def _timers(self) -> None:
         """1.5 x keep alive after the last bytes (and the CONNECT timeout)."""
         proto = self.proto
         while not proto.closed:
@@ -200,7 +134,7 @@ class MQTTClient:
                 continue
             if proto.check_deadline(trio.current_time()):
                 log.info("MQTT %s (%s): keep alive expired", self.name, self.client_id)
-                self._finish()
+                self.finish()
                 return
 
     # ------------------------------------------------------------ events
@@ -246,13 +180,13 @@ class MQTTClient:
                 assert isinstance(ev, DisconnectReceived)
                 if not ev.publish_will:
                     rules.will = None  # [MQTT-3.14.4-3]: a normal DISCONNECT drops it
-                self._finish()
+                self.finish()
             elif t is ProtocolViolation:
                 assert isinstance(ev, ProtocolViolation)
                 log.info("MQTT %s (%s): %s", self.name, self.client_id, ev.message)
-                self._finish()
+                self.finish()
         if proto.closed:
-            self._finish()
+            self.finish()
 
     async def _connect(self, ev: ConnectReceived) -> None:
         c = ev.connect
@@ -291,7 +225,7 @@ class MQTTClient:
         (the session ends in ``run``, not inside the interpreter calling us)."""
         if self.alive:
             self.proto.disconnect(ReasonCode.ADMINISTRATIVE_ACTION, "subscription queue deleted")
-            self._finish()
+            self.finish()
 
     def force_close(self, code: int, text: str) -> None:
         """Server-side close (shutdown, admin): MQTT 5 clients hear why; the session
@@ -301,13 +235,6 @@ class MQTTClient:
                       else ReasonCode.ADMINISTRATIVE_ACTION)
             self.proto.disconnect(reason, text)
             self.rules.end(time.time())
-            self._finish()
+            self.finish()
 
-    def flush(self) -> None:
-        self._wake.set()
-        s = self.session
-        if s is not None and s.writable and self.proto.pending_bytes() > WRITE_HIGH_WATER:
-            # a slow reader: its consumers wait until the writer drains (as for AMQP)
-            self.broker.set_writable(s, False)
-
-    wake = flush
+    wake = ConnectionShell.flush

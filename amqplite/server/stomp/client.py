@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amqplite.stomp")
 
-#: a client's consumers stop receiving while this much is queued unsent to it
-WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: a DISCONNECT's RECEIPT waits for the commits before it, at most this many rounds
 _DISCONNECT_ROUNDS = 20
 
@@ -35,6 +33,8 @@ class StompClient(ConnectionShell):
     """One STOMP connection; its session rules are the broker's transport."""
 
     kind = "STOMP"
+    listener: StompListener
+    proto: StompConnection
 
     def __init__(self, listener: StompListener, stream: trio.abc.Stream,
                  peer: tuple[str, int], cert_user: str | None = None) -> None:
@@ -67,25 +67,8 @@ class StompClient(ConnectionShell):
         await self.serve(self.listener.connections)
 
     # ------------------------------------------------------------ the shell's hooks
-    async def _before_read(self) -> None:
-        persistence = self.listener.persistence
-        if not persistence.has_capacity and self.rules is not None:
-            await persistence.wait_capacity()  # as RabbitMQ's alarms: publishers wait
-            self.proto.receive_data(b"", trio.current_time())  # our silence, not theirs
-
-    async def _received(self, data: bytes | bytearray) -> None:
-        self.proto.receive_data(data, trio.current_time())
-        await self._handle_events()
-        self.listener.interpret()
-        self.flush()
-
     def _outgoing(self) -> bytes:
         return self.proto.data_to_send(trio.current_time())
-
-    def _drained(self) -> None:
-        s = self.session
-        if s is not None and not s.writable:
-            self.listener.execute(self.broker.set_writable, s, True)
 
     async def _handle_events(self) -> None:
         proto = self.proto
@@ -195,10 +178,3 @@ class StompClient(ConnectionShell):
             self.rules.force_close(code, text)
             self._end()
         self.finish()
-
-    def flush(self) -> None:
-        self._wake.set()
-        s = self.session
-        if s is not None and s.writable and self.proto.pending_bytes() > WRITE_HIGH_WATER:
-            # a slow reader: its consumers wait until the writer drains (as for AMQP)
-            self.broker.set_writable(s, False)

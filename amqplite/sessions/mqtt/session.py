@@ -102,6 +102,8 @@ class MQTTSession:
         self.key = ("", "")
         #: clean session 0 (3.1.1) or a session expiry (5.0): queues outlive us
         self.persistent = False
+        #: the CONNECT resumed state kept for its client id (CONNACK's session present)
+        self.present = False
         #: MQTT 5 resumed a stored session with expiry 0: it ends with this connection
         self.last = False
         self.will: Will | None = None
@@ -182,10 +184,13 @@ class MQTTSession:
         if key in reg.stored and c.clean_start:  # its packet ids go with its row
             del reg.stored[key]
             b.mqtt_session_delete(login.vhost, cid)
+        # session present (3.1.1 3.2.2.2, 5.0 3.2.2.1.1): the server has state for
+        # this client id; a stored row is state, with or without subscriptions
+        self.present = not c.clean_start and bool(
+            kept or key in reg.stored or reg.groups.queues_of(login.vhost, cid))
         # MQTT 5 3.1.2.11.2: expiry 0 ends the session with the connection, even one
         # resumed (3.1.1 cannot get here: its clean session 0 is persistent)
-        self.last = not self.persistent and not c.clean_start and bool(
-            kept or key in reg.stored or reg.groups.queues_of(login.vhost, cid))
+        self.last = not self.persistent and self.present
         if self.persistent or (self.last and key in reg.stored):
             # its row says so across a restart (expiry 0: it expires at the start)
             reg.stored[key] = login.user
@@ -199,7 +204,7 @@ class MQTTSession:
             return False
         reg = self.registry
         cid = self.client_id
-        self.proto.accept(session_present=bool(kept or reg.groups.queues_of(s.vhost, cid)))
+        self.proto.accept(session_present=self.present)
         reg.stats.opened += 1
         self.connected_at_ms = int(now * 1000)
         # [MQTT-4.4.0-1]: PUBREL again for the released; the unacknowledged PUBLISH

@@ -243,12 +243,15 @@ def policies_set(ctx: Ctx, name: str, pattern: str, definition: str, priority: i
         raise AdminError(f"definition is not valid JSON: {exc}") from None
     if not isinstance(defn, dict):
         raise AdminError("definition must be a JSON object")
-    ctx.client.send("PUT", path("policies", ctx.vhost, name),
-                    {"pattern": pattern, "definition": defn, "priority": priority,
-                     "apply-to": apply_to})
+    answer = ctx.client.send("PUT", path("policies", ctx.vhost, name),
+                             {"pattern": pattern, "definition": defn, "priority": priority,
+                              "apply-to": apply_to})
+    ignored = answer.get("ignored", []) if isinstance(answer, dict) else []
     if ctx.as_json:
-        return ctx.emit_json({"set": name})
+        return ctx.emit_json({"set": name, "ignored": ignored})
     click.echo(f"Policy '{name}' set on vhost {ctx.vhost}.")
+    for line in ignored:  # keys without effect here (RabbitMQ's cluster keys, ...)
+        click.echo(f"ignored: {line}")
 
 
 @policies.command("clear")

@@ -32,13 +32,24 @@ from amqplite.admin import validate as V
 from amqplite.admin.views import jsonable
 from amqplite.admin.writes import Undo
 from amqplite.broker import topic_permissions as topics
-from amqplite.broker.auth import HASHING_ALGORITHM, hash_password, valid_hash
+from amqplite.broker.auth import (
+    HASHES,
+    HASHING_ALGORITHM,
+    hash_password,
+    hashing_algorithm,
+    valid_hash,
+)
 from amqplite.broker.core import Broker
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding
 from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.model import ChannelState
 from amqplite.broker.permissions import FULL, validate_pattern
-from amqplite.broker.policy import FEDERATION_KEYS, make_policy, validate_queue_args
+from amqplite.broker.policy import (
+    ignored_reason,
+    make_policy,
+    split_definition,
+    validate_queue_args,
+)
 from amqplite.links.config import COMPONENTS
 from amqplite.protocol.errors import AMQPError
 
@@ -58,7 +69,7 @@ def export(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
     if vhost is None:
         out["users"] = [
             {"name": u.name, "password_hash": u.password_hash,
-             "hashing_algorithm": HASHING_ALGORITHM, "tags": list(u.tags), "limits": {}}
+             "hashing_algorithm": hashing_algorithm(u.password_hash), "tags": list(u.tags), "limits": {}}
             for u in sorted(broker.users.users.values(), key=lambda u: u.name)]
         out["vhosts"] = [
             {"name": n, "description": broker.vhosts[n].description, "tags": [],
@@ -115,25 +126,10 @@ def export(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
     return out
 
 
-#: policy keys that only mean something in a RabbitMQ cluster (mirroring, lazy
-#: queues, queue placement) or in plugins we do not have (shovel policies, federation
-#: keys other than the upstream ones):
-#: accepted, and named in the import's ``ignored`` list
-IGNORED_POLICY_KEYS = ("queue-mode", "queue-master-locator", "queue-version")
-IGNORED_POLICY_PREFIXES = ("ha-", "shovel-", "federation-")
-
-
-def ignored_policy_key(key: str) -> bool:
-    """Kept out of the policy (the federation keys are the federation plugin's, served)."""
-    if key in FEDERATION_KEYS:
-        return False
-    return key in IGNORED_POLICY_KEYS or key.startswith(IGNORED_POLICY_PREFIXES)
-
-
 def ignored_queue_arg(key: str) -> bool:
-    """``x-queue-mode`` and friends: the policy keys' twins as queue arguments (kept, so
-    an export gives them back, but without effect here)."""
-    return key.startswith("x-") and ignored_policy_key(key[2:])
+    """``x-queue-mode`` and friends: the ignored policy keys' twins as queue arguments
+    (kept, so an export gives them back, but without effect here)."""
+    return key.startswith("x-") and ignored_reason(key[2:]) is not None
 
 
 @attrs.frozen
@@ -211,12 +207,9 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
         apply_to = V.text(p.get("apply-to", "queues"), f"{path}.apply-to")
         priority = V.integer(p.get("priority", 0), f"{path}.priority")
         definition = V.arguments(_need(p, "definition", path), f"{path}.definition")
-        kept = {k: v for k, v in definition.items() if not ignored_policy_key(k)}
-        dropped = sorted(set(definition) - set(kept))
-        if dropped:
-            whole = "" if kept else " (nothing else in it: the policy is not created)"
-            out.ignored.append(f"{path}: policy '{name}' in vhost '{vh}': "
-                               f"{', '.join(dropped)}{whole}")
+        kept, notes = split_definition(definition)
+        if notes:
+            out.ignored.append(policy_note(f"{path}: ", name, vh, notes, bool(kept)))
         if not kept:
             continue
         try:
@@ -298,6 +291,12 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
                                       f"{path}.routing_key"),
             "arguments": V.arguments(b.get("arguments"), f"{path}.arguments")}))
     return out
+
+
+def policy_note(where: str, name: str, vhost: str, notes: list[str], created: bool) -> str:
+    """One line of what a policy's definition has without effect here, and why."""
+    whole = "" if created else "; nothing else in it: the policy is not created"
+    return f"{where}policy '{name}' in vhost '{vhost}': {'; '.join(notes)}{whole}"
 
 
 def _user_in_vhost(item: dict[str, Any], path: str, users: set[str],
@@ -429,16 +428,18 @@ def apply(broker: Broker, p: Plan, channel_for: ChannelFor, undo: Undo,
 
 def user_hash(u: dict[str, Any], current: str = "") -> str:
     """The stored hash for a user object: ``password`` (hashed here) or ``password_hash``
-    in RabbitMQ's sha256 format; neither keeps ``current``."""
+    in one of RabbitMQ's formats (sha256, sha512, md5); neither keeps ``current``."""
     if isinstance(u.get("password"), str):
         return hash_password(u["password"])
     if "password_hash" in u:
         algo = u.get("hashing_algorithm") or HASHING_ALGORITHM
-        if algo != HASHING_ALGORITHM:
-            raise ValueError(f"unsupported hashing_algorithm '{algo}' (only {HASHING_ALGORITHM})")
+        if algo not in HASHES:
+            raise ValueError(f"unsupported hashing_algorithm '{algo}' "
+                             f"(known: {', '.join(HASHES)})")
         h = u["password_hash"]
-        if not isinstance(h, str) or not valid_hash(h):
-            raise ValueError("password_hash is not base64(salt + sha256) as RabbitMQ writes it")
+        if not isinstance(h, str) or not valid_hash(h, algo):
+            raise ValueError(f"password_hash is not base64(salt + {HASHES[algo]}) as "
+                             "RabbitMQ writes it")
         return h
     return current
 

@@ -170,7 +170,8 @@ class Broker:
         self._exchanges = exs = Exchanges(
             vhosts=vhosts, outbox=outbox, retained=self.retained, topology=self.topology,
             log=dlog, access=access, queues=queues, enqueue=pub.enqueue,
-            new_message_key=pub.new_message_key, dispatch=disp._dispatch)
+            new_message_key=pub.new_message_key, dispatch=disp._dispatch,
+            refresh_exchange=policies.refresh_exchange)
         self._sessions = sessions = Sessions(vhosts=vhosts, outbox=outbox, counters=counters,
                                              streams=streams, dispatcher=disp, queues=queues)
         self._vhosts = vhs = VHosts(vhosts=vhosts, outbox=outbox, retained=self.retained,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from amqplite.broker import persist as P
+from amqplite.broker.exchanges import Exchange
 from amqplite.broker.outbox import Outbox
 from amqplite.broker.policy import Policy, make_policy
 from amqplite.broker.queue import Queue
@@ -53,6 +54,12 @@ class Policies:
                 best = p
         return best
 
+    def refresh_exchange(self, vhost: str, ex: Exchange) -> None:
+        """Take the ``alternate-exchange`` of the policy that now applies to ``ex``."""
+        pol = self.exchange_policy(vhost, ex.name)
+        ae = pol.definition.get("alternate-exchange") if pol is not None else None
+        ex.policy_ae = ae if isinstance(ae, str) and ae else None
+
     def set_policy(self, vhost: str, name: str, pattern: str, definition: dict[str, Any],
                    priority: int = 0, apply_to: str = "queues", *, persist: bool = True,
                    stored: bool = False) -> Policy:
@@ -82,6 +89,8 @@ class Policies:
         vh = self.vhosts.get(vhost)
         if vh is None:
             return
+        for ex in vh.exchanges.values():
+            self.refresh_exchange(vhost, ex)
         for q in list(vh.queues.values()):
             q.policy = self._match_policy(vhost, q.name)
             q.refresh_settings()

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from amqplite.admin import validate as V
 from amqplite.admin import views
+from amqplite.admin.definitions import policy_note
 from amqplite.admin.handlers.base import HandlerBase
 from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, not_found
 from amqplite.admin.validate import body_str
-from amqplite.broker.policy import make_policy
+from amqplite.broker.policy import make_policy, split_definition
+
+log = logging.getLogger("amqplite.admin")
 
 
 class PolicyHandlers(HandlerBase):
@@ -73,16 +77,24 @@ class PolicyHandlers(HandlerBase):
         # RabbitMQ refuses "priority": "3"; the store holds a signed 64-bit integer
         priority = V.integer(body.get("priority", 0), "priority")
         apply_to = body_str(body, "apply-to", "queues") or "queues"
+        # the import's rule: keys without effect here are left out and named, not refused
+        kept, notes = split_definition(definition)
+        probe = kept or ({"expires": 1} if notes else {})  # none kept: check the rest
         try:
-            make_policy(vh.name, name, pattern, definition, priority, apply_to)
+            make_policy(vh.name, name, pattern, probe, priority, apply_to)
         except ValueError as exc:
             raise bad_request(str(exc)) from None
         existed = name in pols.get(vh.name, {})
-        undo = self._journal()
-        undo.policy(vh.name, name)
-        await self._write(lambda: self.broker.set_policy(
-            vh.name, name, pattern, definition, priority=priority, apply_to=apply_to), undo)
-        return Response(None, 204 if existed else 201)
+        if kept:
+            undo = self._journal()
+            undo.policy(vh.name, name)
+            await self._write(lambda: self.broker.set_policy(
+                vh.name, name, pattern, kept, priority=priority, apply_to=apply_to), undo)
+        if not notes:
+            return Response(None, 204 if existed else 201)
+        line = policy_note("", name, vh.name, notes, bool(kept))
+        log.warning("policy set: %s", line)
+        return Response({"ignored": [line]}, 201 if kept and not existed else 200)
 
     async def delete_policy(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])

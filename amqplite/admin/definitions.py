@@ -15,8 +15,8 @@ anything, then :func:`apply` carries it out in one synchronous step, which
 is one store submission and one commit, journalling an :class:`Undo` so a
 refusal half-way or a failed commit leaves memory as it was. What has no
 meaning in one process (mirroring policy keys, ...) is ``ignored`` and what
-is not supported (limits, parameters of components other than ``shovel``)
-is ``skipped``;
+is not supported (user limits, parameters of components other than the links'
+and ``vhost-limits``) is ``skipped``;
 both are listed in the answer, never dropped silently.
 """
 
@@ -45,6 +45,9 @@ from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.model import ChannelState
 from amqplite.broker.permissions import FULL, validate_pattern
 from amqplite.broker.policy import (
+    VHOST_LIMITS_COMPONENT,
+    VHOST_LIMITS_NAME,
+    check_vhost_limits,
     ignored_reason,
     make_policy,
     split_definition,
@@ -222,6 +225,16 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
     for i, p in enumerate(_items(data, "parameters")):
         path = f"parameters[{i}]"
         component = p.get("component")
+        if component == VHOST_LIMITS_COMPONENT:  # RabbitMQ keeps vhost limits as one
+            vh = where(p, path)
+            try:
+                limits = check_vhost_limits(_need(p, "value", path))
+            except ValueError as exc:
+                raise V.Invalid(f"{path}.value", f"is refused: {exc}") from None
+            out.parameters.append(_Step(path, vh, {"component": component,
+                                                   "name": VHOST_LIMITS_NAME, "value": limits,
+                                                   "defined_by": None}))
+            continue
         if component not in COMPONENTS:
             out.skipped.append(f"{path}: {component} '{p.get('name')}' in vhost "
                                f"'{p.get('vhost')}' (component {component!r} is not supported)")
@@ -319,9 +332,15 @@ def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set
         meta = V.obj(v.get("metadata"), f"{path}.metadata")
         desc = V.text(v.get("description", meta.get("description", "")) or "",
                       f"{path}.description")
-        if v.get("limits"):
-            out.skipped.append(f"{path}.limits: vhost limits of '{name}'")
         out.vhosts.append(_Step(path, name, {"description": desc}))
+        if isinstance(v.get("limits"), dict) and v["limits"]:  # newer exports' place
+            try:
+                limits = check_vhost_limits(v["limits"])
+            except ValueError as exc:
+                raise V.Invalid(f"{path}.limits", f"is refused: {exc}") from None
+            out.parameters.append(_Step(f"{path}.limits", name, {
+                "component": VHOST_LIMITS_COMPONENT, "name": VHOST_LIMITS_NAME,
+                "value": limits, "defined_by": None}))
         vhosts.add(name)
     for i, u in enumerate(_items(data, "users")):
         path = f"users[{i}]"

@@ -105,6 +105,25 @@ def split_definition(definition: Mapping[str, Any]) -> tuple[dict[str, Any], lis
     return kept, notes
 
 
+#: the vhost limits RabbitMQ has, kept as its ``vhost-limits`` runtime parameter
+VHOST_LIMITS = ("max-connections", "max-queues")
+VHOST_LIMITS_COMPONENT, VHOST_LIMITS_NAME = "vhost-limits", "limits"
+
+
+def check_vhost_limits(value: Any) -> dict[str, int]:
+    """A ``vhost-limits`` value as RabbitMQ takes it (a negative limit: none); ValueError."""
+    if not isinstance(value, dict):
+        raise ValueError("vhost limits must be a JSON object")
+    out: dict[str, int] = {}
+    for key, limit in value.items():
+        if key not in VHOST_LIMITS:
+            raise ValueError(f"unknown vhost limit '{key}' (known: {', '.join(VHOST_LIMITS)})")
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise ValueError(f"vhost limit '{key}' must be an integer; got {limit!r}")
+        out[key] = limit
+    return out
+
+
 def _plain(v: Any) -> Any:
     return v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray) else v
 

@@ -9,7 +9,8 @@ from typing import Any
 from amqplite.broker import persist as P
 from amqplite.broker.exchanges import Exchange
 from amqplite.broker.outbox import Outbox
-from amqplite.broker.policy import Policy, make_policy
+from amqplite.broker.parameters import RuntimeParameters
+from amqplite.broker.policy import VHOST_LIMITS_COMPONENT, VHOST_LIMITS_NAME, Policy, make_policy
 from amqplite.broker.queue import Queue
 from amqplite.broker.topology import Topology
 from amqplite.broker.vhost import VHost
@@ -25,8 +26,9 @@ class Policies:
     """
 
     def __init__(self, *, vhosts: dict[str, VHost], outbox: Outbox, topology: Topology,
-                 expiring_queues: dict[Queue, None]) -> None:
+                 expiring_queues: dict[Queue, None], parameters: RuntimeParameters) -> None:
         self.vhosts = vhosts
+        self.parameters = parameters
         self.outbox = outbox
         self.topology = topology
         self._expiring_queues = expiring_queues
@@ -53,6 +55,13 @@ class Policies:
             if matches(p) and (best is None or p.priority > best.priority):
                 best = p
         return best
+
+    def vhost_limit(self, vhost: str, key: str) -> int | None:
+        """A vhost's ``max-queues`` or ``max-connections`` (RabbitMQ's vhost-limits
+        parameter), None when it has none or a negative one."""
+        limits = self.parameters.get(VHOST_LIMITS_COMPONENT, vhost, VHOST_LIMITS_NAME)
+        limit = limits.get(key) if isinstance(limits, dict) else None
+        return limit if isinstance(limit, int) and limit >= 0 else None
 
     def refresh_exchange(self, vhost: str, ex: Exchange) -> None:
         """Take the ``alternate-exchange`` of the policy that now applies to ``ex``."""

@@ -11,7 +11,12 @@ from amqplite.admin.definitions import policy_note
 from amqplite.admin.handlers.base import HandlerBase
 from amqplite.admin.plumbing import HTTPError, Request, Response, bad_request, not_found
 from amqplite.admin.validate import body_str
-from amqplite.broker.policy import make_policy, split_definition
+from amqplite.broker.policy import (
+    VHOST_LIMITS_COMPONENT,
+    VHOST_LIMITS_NAME,
+    make_policy,
+    split_definition,
+)
 
 log = logging.getLogger("amqplite.admin")
 
@@ -45,13 +50,23 @@ class PolicyHandlers(HandlerBase):
         return Response(out)
 
     async def list_unsupported(self, req: Request) -> Response:
-        """Operator policies and vhost limits: amqplite has none, so
+        """Operator policies: amqplite has none, so
         the list is empty, as RabbitMQ's is on a node without them (rabbitmqadmin's
         ``list parameters`` and the like work). A vhost in the path must exist."""
         self._vhosts(req)
         return Response([])
 
-    list_operator_policies = list_vhost_limits = list_unsupported
+    list_operator_policies = list_unsupported
+
+    async def list_vhost_limits(self, req: Request) -> Response:
+        """The vhosts' limits (imported definitions set them), in RabbitMQ's shape."""
+        out = []
+        for vh in self._vhosts(req):
+            limits = self.broker.parameters.get(VHOST_LIMITS_COMPONENT, vh.name,
+                                                VHOST_LIMITS_NAME)
+            if limits:
+                out.append({"vhost": vh.name, "value": dict(limits)})
+        return Response(out)
 
     async def get_policy(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])

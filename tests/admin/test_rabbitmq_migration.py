@@ -163,6 +163,11 @@ def test_rabbitmq_3_10_export_imports_and_works(tmp_path: Path) -> None:
             assert "colour ignored (unknown" in r.json()["ignored"][0]
             assert api.get("/api/policies/migrated/mixed").json()["definition"] == {
                 "max-length": 3}
+        # the CLI prints what it ignored
+        r = b.cli("policies", "set", "cli-mixed", "^nothing$",
+                  '{"message-ttl": 5, "queue-mode": "lazy"}', "--vhost", "migrated")
+        assert r.returncode == 0, r.stderr
+        assert "ignored: policy 'cli-mixed' in vhost 'migrated': queue-mode ignored" in r.stdout
         # the migrated users log in with their RabbitMQ passwords
         conns = [_connect(b, "alice", PASSWORDS["alice"]), _connect(b, "bob", PASSWORDS["bob"])]
         with pytest.raises(pika.exceptions.ProbableAuthenticationError):

@@ -163,6 +163,15 @@ def test_rabbitmq_3_10_export_imports_and_works(tmp_path: Path) -> None:
             assert "colour ignored (unknown" in r.json()["ignored"][0]
             assert api.get("/api/policies/migrated/mixed").json()["definition"] == {
                 "max-length": 3}
+        # RabbitMQ's PUT and DELETE of one limit (rabbitmqadmin, set_vhost_limits)
+        with b.api() as api:
+            url = "/api/vhost-limits/migrated/max-queues"
+            assert api.put(url, json={"value": 7}).status_code == 204
+            assert api.get("/api/vhost-limits/migrated").json()[0]["value"] == {
+                "max-connections": 2, "max-queues": 7}
+            assert api.put(url, json={"value": "x"}).status_code == 400
+            assert api.delete(url).status_code == 204 and api.delete(url).status_code == 404
+            assert api.put(url, json={"value": 6}).status_code == 204
         # the CLI prints what it ignored
         r = b.cli("policies", "set", "cli-mixed", "^nothing$",
                   '{"message-ttl": 5, "queue-mode": "lazy"}', "--vhost", "migrated")

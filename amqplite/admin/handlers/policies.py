@@ -14,6 +14,7 @@ from amqplite.admin.validate import body_str
 from amqplite.broker.policy import (
     VHOST_LIMITS_COMPONENT,
     VHOST_LIMITS_NAME,
+    check_vhost_limits,
     make_policy,
     split_definition,
 )
@@ -67,6 +68,41 @@ class PolicyHandlers(HandlerBase):
             if limits:
                 out.append({"vhost": vh.name, "value": dict(limits)})
         return Response(out)
+
+    async def put_vhost_limit(self, req: Request) -> Response:
+        """RabbitMQ's ``PUT /api/vhost-limits/{vhost}/{name}`` with ``{"value": N}``:
+        kept in its ``vhost-limits`` parameter, as an import keeps them."""
+        vh = self._vhost(req.params["vhost"])
+        body = req.json()
+        if not isinstance(body, dict) or "value" not in body:
+            raise bad_request("value is required")
+        try:
+            one = check_vhost_limits({req.params["name"]: body["value"]})
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
+        params = self.broker.parameters
+        limits = {**(params.get(VHOST_LIMITS_COMPONENT, vh.name, VHOST_LIMITS_NAME) or {}),
+                  **one}
+        undo = self._journal()
+        undo.parameter(VHOST_LIMITS_COMPONENT, vh.name, VHOST_LIMITS_NAME)
+        await self._write(lambda: params.put(VHOST_LIMITS_COMPONENT, vh.name,
+                                             VHOST_LIMITS_NAME, limits), undo)
+        return Response(None, 204)
+
+    async def delete_vhost_limit(self, req: Request) -> Response:
+        vh = self._vhost(req.params["vhost"])
+        name = req.params["name"]
+        params = self.broker.parameters
+        limits = dict(params.get(VHOST_LIMITS_COMPONENT, vh.name, VHOST_LIMITS_NAME) or {})
+        if limits.pop(name, None) is None:
+            raise not_found(f"no limit '{name}' in vhost '{vh.name}'")
+        undo = self._journal()
+        undo.parameter(VHOST_LIMITS_COMPONENT, vh.name, VHOST_LIMITS_NAME)
+        await self._write(lambda: params.put(VHOST_LIMITS_COMPONENT, vh.name,
+                                             VHOST_LIMITS_NAME, limits) if limits else
+                          params.delete(VHOST_LIMITS_COMPONENT, vh.name, VHOST_LIMITS_NAME),
+                          undo)
+        return Response(None, 204)
 
     async def get_policy(self, req: Request) -> Response:
         vh = self._vhost(req.params["vhost"])

@@ -27,6 +27,7 @@ from amqplite.broker.errors import ChannelError
 from amqplite.broker.model import Message
 from amqplite.broker.policy import check_vhost_limits, make_policy, split_definition
 from tests.admin.conftest import start_admin_broker
+from tests.admin.test_admin_writes import restart
 from tests.broker.conftest import TRANSIENT, FakeClock, session_channel
 from tests.brokerproc import wait_for
 
@@ -203,11 +204,20 @@ def test_rabbitmq_3_10_export_imports_and_works(tmp_path: Path) -> None:
         ch.basic_publish("orders", "new", b"routed")
         assert ch.basic_get("orders-q", auto_ack=True)[2] == b"routed"
         # max-queues 6: the export has 5 queues
-        ch.queue_declare("sixth")
+        ch.queue_declare("sixth", durable=True)
         with pytest.raises(pika.exceptions.ChannelClosedByBroker) as qerr:
             ch.queue_declare("seventh")
         assert qerr.value.reply_code == 406 and "queue limit" in qerr.value.reply_text
         for c in conns:
             c.close()
+        restart(b)  # recovery: the policy's alternate exchange and the limits come back
+        c = _connect(b, "carol", PASSWORDS["carol"])
+        ch = c.channel()
+        ch.confirm_delivery()
+        ch.basic_publish("orders", "no-such-key", b"after restart", mandatory=True)
+        assert ch.basic_get("unrouted-q", auto_ack=True)[2] == b"after restart"
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker):
+            ch.queue_declare("seventh")
+        c.close()
     finally:
         b.proc.stop()

@@ -247,9 +247,13 @@ def policies_set(ctx: Ctx, name: str, pattern: str, definition: str, priority: i
                         json={"pattern": pattern, "definition": defn, "priority": priority,
                               "apply-to": apply_to})
     outcome = "added" if r.status_code == 201 else "updated"
+    answer = r.json() if r.content else None
+    ignored = answer.get("ignored", []) if isinstance(answer, dict) else []
     if ctx.as_json:
-        return ctx.emit_json({"set": name, "result": outcome})
+        return ctx.emit_json({"set": name, "result": outcome, "ignored": ignored})
     click.echo(f"Policy '{name}' set on vhost {ctx.vhost} ({outcome}).")
+    for line in ignored:  # keys without effect here (RabbitMQ's cluster keys, ...)
+        click.echo(f"ignored: {line}")
 
 
 @policies.command("clear")

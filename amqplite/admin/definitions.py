@@ -15,8 +15,8 @@ anything, then :func:`apply` carries it out in one synchronous step, which
 is one store submission and one commit, journalling an :class:`Undo` so a
 refusal half-way or a failed commit leaves memory as it was. What has no
 meaning in one process (mirroring policy keys, ...) is ``ignored`` and what
-is not supported (limits, parameters of components other than ``shovel``)
-is ``skipped``;
+is not supported (user limits, parameters of components other than the links'
+and ``vhost-limits``) is ``skipped``;
 both are listed in the answer, never dropped silently.
 """
 
@@ -32,13 +32,27 @@ from amqplite.admin import validate as V
 from amqplite.admin.views import jsonable
 from amqplite.admin.writes import Undo
 from amqplite.broker import topic_permissions as topics
-from amqplite.broker.auth import HASHING_ALGORITHM, hash_password, valid_hash
+from amqplite.broker.auth import (
+    HASHES,
+    HASHING_ALGORITHM,
+    hash_password,
+    hashing_algorithm,
+    valid_hash,
+)
 from amqplite.broker.core import Broker
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding
 from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.model import ChannelState
 from amqplite.broker.permissions import FULL, validate_pattern
-from amqplite.broker.policy import FEDERATION_KEYS, make_policy, validate_queue_args
+from amqplite.broker.policy import (
+    VHOST_LIMITS_COMPONENT,
+    VHOST_LIMITS_NAME,
+    check_vhost_limits,
+    ignored_reason,
+    make_policy,
+    split_definition,
+    validate_queue_args,
+)
 from amqplite.links.config import COMPONENTS
 from amqplite.protocol.errors import AMQPError
 
@@ -58,7 +72,7 @@ def export(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
     if vhost is None:
         out["users"] = [
             {"name": u.name, "password_hash": u.password_hash,
-             "hashing_algorithm": HASHING_ALGORITHM, "tags": list(u.tags), "limits": {}}
+             "hashing_algorithm": hashing_algorithm(u.password_hash), "tags": list(u.tags), "limits": {}}
             for u in sorted(broker.users.users.values(), key=lambda u: u.name)]
         out["vhosts"] = [
             {"name": n, "description": broker.vhosts[n].description, "tags": [],
@@ -115,25 +129,10 @@ def export(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
     return out
 
 
-#: policy keys that only mean something in a RabbitMQ cluster (mirroring, lazy
-#: queues, queue placement) or in plugins we do not have (shovel policies, federation
-#: keys other than the upstream ones):
-#: accepted, and named in the import's ``ignored`` list
-IGNORED_POLICY_KEYS = ("queue-mode", "queue-master-locator", "queue-version")
-IGNORED_POLICY_PREFIXES = ("ha-", "shovel-", "federation-")
-
-
-def ignored_policy_key(key: str) -> bool:
-    """Kept out of the policy (the federation keys are the federation plugin's, served)."""
-    if key in FEDERATION_KEYS:
-        return False
-    return key in IGNORED_POLICY_KEYS or key.startswith(IGNORED_POLICY_PREFIXES)
-
-
 def ignored_queue_arg(key: str) -> bool:
-    """``x-queue-mode`` and friends: the policy keys' twins as queue arguments (kept, so
-    an export gives them back, but without effect here)."""
-    return key.startswith("x-") and ignored_policy_key(key[2:])
+    """``x-queue-mode`` and friends: the ignored policy keys' twins as queue arguments
+    (kept, so an export gives them back, but without effect here)."""
+    return key.startswith("x-") and ignored_reason(key[2:]) is not None
 
 
 @attrs.frozen
@@ -211,12 +210,9 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
         apply_to = V.text(p.get("apply-to", "queues"), f"{path}.apply-to")
         priority = V.integer(p.get("priority", 0), f"{path}.priority")
         definition = V.arguments(_need(p, "definition", path), f"{path}.definition")
-        kept = {k: v for k, v in definition.items() if not ignored_policy_key(k)}
-        dropped = sorted(set(definition) - set(kept))
-        if dropped:
-            whole = "" if kept else " (nothing else in it: the policy is not created)"
-            out.ignored.append(f"{path}: policy '{name}' in vhost '{vh}': "
-                               f"{', '.join(dropped)}{whole}")
+        kept, notes = split_definition(definition)
+        if notes:
+            out.ignored.append(policy_note(f"{path}: ", name, vh, notes, bool(kept)))
         if not kept:
             continue
         try:
@@ -229,6 +225,16 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
     for i, p in enumerate(_items(data, "parameters")):
         path = f"parameters[{i}]"
         component = p.get("component")
+        if component == VHOST_LIMITS_COMPONENT:  # RabbitMQ keeps vhost limits as one
+            vh = where(p, path)
+            try:
+                limits = check_vhost_limits(_need(p, "value", path))
+            except ValueError as exc:
+                raise V.Invalid(f"{path}.value", f"is refused: {exc}") from None
+            out.parameters.append(_Step(path, vh, {"component": component,
+                                                   "name": VHOST_LIMITS_NAME, "value": limits,
+                                                   "defined_by": None}))
+            continue
         if component not in COMPONENTS:
             out.skipped.append(f"{path}: {component} '{p.get('name')}' in vhost "
                                f"'{p.get('vhost')}' (component {component!r} is not supported)")
@@ -300,6 +306,12 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
     return out
 
 
+def policy_note(where: str, name: str, vhost: str, notes: list[str], created: bool) -> str:
+    """One line of what a policy's definition has without effect here, and why."""
+    whole = "" if created else "; nothing else in it: the policy is not created"
+    return f"{where}policy '{name}' in vhost '{vhost}': {'; '.join(notes)}{whole}"
+
+
 def _user_in_vhost(item: dict[str, Any], path: str, users: set[str],
                    vhosts: set[str]) -> tuple[str, str]:
     """A (topic) permission's user and vhost, both existing or about to."""
@@ -320,9 +332,15 @@ def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set
         meta = V.obj(v.get("metadata"), f"{path}.metadata")
         desc = V.text(v.get("description", meta.get("description", "")) or "",
                       f"{path}.description")
-        if v.get("limits"):
-            out.skipped.append(f"{path}.limits: vhost limits of '{name}'")
         out.vhosts.append(_Step(path, name, {"description": desc}))
+        if isinstance(v.get("limits"), dict) and v["limits"]:  # newer exports' place
+            try:
+                limits = check_vhost_limits(v["limits"])
+            except ValueError as exc:
+                raise V.Invalid(f"{path}.limits", f"is refused: {exc}") from None
+            out.parameters.append(_Step(f"{path}.limits", name, {
+                "component": VHOST_LIMITS_COMPONENT, "name": VHOST_LIMITS_NAME,
+                "value": limits, "defined_by": None}))
         vhosts.add(name)
     for i, u in enumerate(_items(data, "users")):
         path = f"users[{i}]"
@@ -429,16 +447,18 @@ def apply(broker: Broker, p: Plan, channel_for: ChannelFor, undo: Undo,
 
 def user_hash(u: dict[str, Any], current: str = "") -> str:
     """The stored hash for a user object: ``password`` (hashed here) or ``password_hash``
-    in RabbitMQ's sha256 format; neither keeps ``current``."""
+    in one of RabbitMQ's formats (sha256, sha512, md5); neither keeps ``current``."""
     if isinstance(u.get("password"), str):
         return hash_password(u["password"])
     if "password_hash" in u:
         algo = u.get("hashing_algorithm") or HASHING_ALGORITHM
-        if algo != HASHING_ALGORITHM:
-            raise ValueError(f"unsupported hashing_algorithm '{algo}' (only {HASHING_ALGORITHM})")
+        if algo not in HASHES:
+            raise ValueError(f"unsupported hashing_algorithm '{algo}' "
+                             f"(known: {', '.join(HASHES)})")
         h = u["password_hash"]
-        if not isinstance(h, str) or not valid_hash(h):
-            raise ValueError("password_hash is not base64(salt + sha256) as RabbitMQ writes it")
+        if not isinstance(h, str) or not valid_hash(h, algo):
+            raise ValueError(f"password_hash is not base64(salt + {HASHES[algo]}) as "
+                             "RabbitMQ writes it")
         return h
     return current
 

@@ -227,6 +227,7 @@ SCHEMAS: dict[str, S] = {
         "properties_key"]),
     "BindingPost": _obj({"routing_key": STR, "arguments": ANYOBJ}),
     "VHostLimit": _obj({"vhost": STR, "value": ANYOBJ}, ["vhost", "value"]),
+    "VHostLimitPut": _obj({"value": INT}, ["value"]),
     "Policy": _obj({
         "vhost": STR, "name": STR, "pattern": STR,
         "apply-to": {"enum": ["queues", "exchanges", "all"]}, "priority": INT,

@@ -293,14 +293,18 @@ ROUTES: list[Route] = [
        tag="policies"),
     _r("GET", "/api/policies/{vhost}", "list_policies", "Policies of a vhost",
        response="[Policy]", tag="policies"),
-    *[_r("GET", path, handler, f"{what}: amqplite has none (always empty, "
-         "as RabbitMQ's on a node without any)", response=f"[{schema}]", tag="policies")
-      for handler, what, schema, paths in (
-          ("list_operator_policies", "Operator policies", "Policy",
-           ("/api/operator-policies", "/api/operator-policies/{vhost}")),
-          ("list_vhost_limits", "Virtual host limits", "VHostLimit",
-           ("/api/vhost-limits", "/api/vhost-limits/{vhost}")))
-      for path in paths],
+    *[_r("GET", path, "list_operator_policies", "Operator policies: amqplite has none "
+         "(always empty, as RabbitMQ's on a node without any)", response="[Policy]",
+         tag="policies")
+      for path in ("/api/operator-policies", "/api/operator-policies/{vhost}")],
+    *[_r("GET", path, "list_vhost_limits", "Virtual host limits (max-connections, "
+         "max-queues)", response="[VHostLimit]", tag="policies")
+      for path in ("/api/vhost-limits", "/api/vhost-limits/{vhost}")],
+    _r("PUT", "/api/vhost-limits/{vhost}/{name}", "put_vhost_limit",
+       "Set a vhost's max-connections or max-queues (negative: none)", write=True,
+       body="VHostLimitPut", status=204, tag="policies"),
+    _r("DELETE", "/api/vhost-limits/{vhost}/{name}", "delete_vhost_limit",
+       "Remove a vhost limit", write=True, status=204, tag="policies"),
     _r("GET", "/api/policies/{vhost}/{name}", "get_policy", "One policy", response="Policy",
        tag="policies"),
     _r("PUT", "/api/policies/{vhost}/{name}", "put_policy", "Create or replace a policy",

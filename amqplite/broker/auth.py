@@ -2,7 +2,10 @@
 
 The hash format is RabbitMQ's ``rabbit_password_hashing_sha256``:
 base64(4-byte salt + sha256(salt + password)), so a ``password_hash`` exported
-from RabbitMQ's definitions logs in here unchanged. Users named in
+from RabbitMQ's definitions logs in here unchanged. Its ``sha512`` and ``md5``
+hashes (other nodes' settings, old exports) are kept as they come and checked
+the same way; the digest's length tells the three apart, so a stored hash
+needs no algorithm beside it. Users named in
 ``loopback`` (the default ``guest``) are allowed from loopback addresses only,
 as in RabbitMQ, so an exposed broker does not accept the well-known password.
 """
@@ -18,8 +21,13 @@ import os
 
 import attrs
 
-#: the only hashing algorithm we write and accept (RabbitMQ's default since 3.6)
+#: the hashing algorithm we write (RabbitMQ's default since 3.6)
 HASHING_ALGORITHM = "rabbit_password_hashing_sha256"
+#: RabbitMQ's hashing algorithms we accept -> hashlib's name
+HASHES = {HASHING_ALGORITHM: "sha256", "rabbit_password_hashing_sha512": "sha512",
+          "rabbit_password_hashing_md5": "md5"}
+#: salt + digest length -> hashlib's name
+_BY_LENGTH = {4 + hashlib.new(h).digest_size: h for h in HASHES.values()}
 #: tags that give access to the HTTP API, in RabbitMQ's meaning
 MANAGEMENT_TAGS = frozenset({"administrator", "monitoring", "policymaker", "management"})
 #: characters of a client-sent name a log line keeps
@@ -92,20 +100,32 @@ def check_password(password: str, stored: str) -> bool:
         raw = base64.b64decode(stored, validate=True)
     except (binascii.Error, ValueError):
         return False
-    if len(raw) != 4 + 32:
+    algo = _BY_LENGTH.get(len(raw))
+    if algo is None:
         return False
     salt, digest = raw[:4], raw[4:]
-    return hmac.compare_digest(hashlib.sha256(salt + password.encode()).digest(), digest)
+    return hmac.compare_digest(hashlib.new(algo, salt + password.encode()).digest(), digest)
 
 
-def valid_hash(stored: str) -> bool:
-    """True for an empty hash (no password login) or a well-formed sha256 one."""
+def valid_hash(stored: str, algorithm: str = HASHING_ALGORITHM) -> bool:
+    """True for an empty hash (no password login) or a well-formed one of
+    ``algorithm`` (RabbitMQ's name)."""
     if stored == "":
         return True
     try:
-        return len(base64.b64decode(stored, validate=True)) == 36
+        raw = base64.b64decode(stored, validate=True)
     except (binascii.Error, ValueError):
         return False
+    return _BY_LENGTH.get(len(raw)) == HASHES.get(algorithm)
+
+
+def hashing_algorithm(stored: str) -> str:
+    """RabbitMQ's name of the algorithm of a stored hash (sha256 for an empty one)."""
+    try:
+        algo = _BY_LENGTH.get(len(base64.b64decode(stored, validate=True)), "sha256")
+    except (binascii.Error, ValueError):
+        algo = "sha256"
+    return next(name for name, h in HASHES.items() if h == algo)
 
 
 def parse_tags(tags: str | list[str] | tuple[str, ...]) -> list[str]:

@@ -41,8 +41,10 @@ class Exchanges:
     def __init__(self, *, vhosts: dict[str, VHost], outbox: Outbox, retained: RetainedStore,
                  topology: Topology, log: DeliveryLog, access: Access, queues: Queues,
                  enqueue: Callable[[Queue, Message], int], new_message_key: Callable[[], int],
-                 dispatch: Callable[[Queue], None]) -> None:
+                 dispatch: Callable[[Queue], None],
+                 refresh_exchange: Callable[[str, Exchange], None]) -> None:
         self.vhosts = vhosts
+        self._refresh_exchange = refresh_exchange  # the policy's alternate exchange
         self.outbox = outbox
         self.retained = retained
         self.topology = topology
@@ -107,6 +109,7 @@ class Exchanges:
 
     def add_exchange(self, vh: VHost, ex: Exchange, *, persist: bool = True) -> None:
         vh.exchanges[ex.name] = ex
+        self._refresh_exchange(vh.name, ex)
         if ex.durable and persist:
             self.outbox.emit(P.put_exchange(vh.name, ex))
         if self.topology.observers:

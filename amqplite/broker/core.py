@@ -147,7 +147,8 @@ class Broker:
         self._expiry = expiry = Expiry(now=now, vhosts=vhosts, stats=self.stats, log=dlog)
         self._policies = policies = Policies(vhosts=vhosts, outbox=outbox,
                                              topology=self.topology,
-                                             expiring_queues=expiry._expiring_queues)
+                                             expiring_queues=expiry._expiring_queues,
+                                             parameters=self.parameters)
         self._confirms = confirms = Confirms(outbox.effects)
         self._streams = streams = Streams(now=now, outbox=outbox, counters=counters, log=dlog)
         self._pager = pager = Pager(vhosts=vhosts, outbox=outbox, retained=self.retained,
@@ -170,7 +171,8 @@ class Broker:
         self._exchanges = exs = Exchanges(
             vhosts=vhosts, outbox=outbox, retained=self.retained, topology=self.topology,
             log=dlog, access=access, queues=queues, enqueue=pub.enqueue,
-            new_message_key=pub.new_message_key, dispatch=disp._dispatch)
+            new_message_key=pub.new_message_key, dispatch=disp._dispatch,
+            refresh_exchange=policies.refresh_exchange)
         self._sessions = sessions = Sessions(vhosts=vhosts, outbox=outbox, counters=counters,
                                              streams=streams, dispatcher=disp, queues=queues)
         self._vhosts = vhs = VHosts(vhosts=vhosts, outbox=outbox, retained=self.retained,
@@ -230,6 +232,7 @@ class Broker:
         self.queue_delete = queues.queue_delete
         # policies
         self.exchange_policy = policies.exchange_policy
+        self.vhost_limit = policies.vhost_limit
         self.set_policy = policies.set_policy
         self.clear_policy = policies.clear_policy
         self.effective_policy = policies.effective_policy

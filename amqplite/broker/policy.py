@@ -30,10 +30,39 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "max-age": ("x-max-age", "age"),
     "stream-max-segment-size-bytes": ("x-stream-max-segment-size-bytes", "stream-int"),
 }
+#: policy keys applied to exchanges (the ``alternate-exchange`` argument wins over it)
+EXCHANGE_SETTINGS: dict[str, str] = {"alternate-exchange": "str"}
 #: policy keys that federate the exchanges they match (RabbitMQ's federation plugin;
 #: ``links/`` acts on them): each names upstreams, at most one per policy
 FEDERATION_KEYS = ("federation-upstream", "federation-upstream-set",
                    "federation-upstream-pattern")
+_MIRRORING = "classic queue mirroring: one node has no mirrors"
+_PLACEMENT = "queue placement in a cluster: one node holds every queue"
+#: policy keys RabbitMQ 3.10-3.13 knows that have no effect here -> why
+IGNORED_KEYS: dict[str, str] = {
+    "ha-mode": _MIRRORING, "ha-params": _MIRRORING, "ha-sync-mode": _MIRRORING,
+    "ha-sync-batch-size": _MIRRORING, "ha-promote-on-shutdown": _MIRRORING,
+    "ha-promote-on-failure": _MIRRORING,
+    "queue-master-locator": _PLACEMENT, "queue-leader-locator": _PLACEMENT,
+    "initial-cluster-size": "replica count of quorum queues and streams: one node",
+    "queue-mode": "lazy queues: amqplite pages message bodies to disk anyway",
+    "queue-version": "classic queue storage format: amqplite keeps messages in SQLite",
+    "max-in-memory-length": "quorum queues' memory limit: amqplite pages bodies by its "
+                            "own window",
+    "max-in-memory-bytes": "quorum queues' memory limit: amqplite pages bodies by its "
+                           "own window",
+    "dead-letter-strategy": "at-least-once dead lettering (quorum queues) is not "
+                            "implemented: dead lettering is at-most-once",
+    "consumer-timeout": "amqplite has no consumer timeout: an unacked delivery never "
+                        "closes its channel",
+    "max-segment-size": "RabbitMQ 3.9's name: amqplite applies "
+                        "stream-max-segment-size-bytes",
+    "stream-filter-size-bytes": "stream filtering (3.13) is not implemented",
+}
+#: key prefixes of plugins we do not act on (other than the federation-upstream keys)
+IGNORED_PREFIXES: dict[str, str] = {
+    "ha-": _MIRRORING, "federation-": "a federation plugin key amqplite does not use",
+    "shovel-": "a shovel plugin key amqplite does not use"}
 ARG_KINDS: dict[str, str] = {arg: kind for arg, kind in SETTINGS.values()}
 ARG_KINDS["x-max-priority"] = "priority"
 ARG_KINDS["x-queue-type"] = "qtype"
@@ -44,6 +73,55 @@ ARG_KINDS["x-initial-cluster-size"] = "stream-int"
 NOT_FOR_STREAMS = ("x-max-priority", "x-message-ttl", "x-dead-letter-exchange",
                    "x-dead-letter-routing-key", "x-max-length", "x-overflow", "x-expires",
                    "x-delivery-limit", "x-single-active-consumer")
+
+
+def ignored_reason(key: str) -> str | None:
+    """Why a policy key RabbitMQ knows has no effect here, or None (applied or unknown)."""
+    if key in SETTINGS or key in EXCHANGE_SETTINGS or key in FEDERATION_KEYS:
+        return None
+    if key in IGNORED_KEYS:
+        return IGNORED_KEYS[key]
+    for prefix, why in IGNORED_PREFIXES.items():
+        if key.startswith(prefix):
+            return why
+    return None
+
+
+def split_definition(definition: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """(the keys applied here, a note per key that is not: ignored with its reason, or
+    unknown). The same rule for a declared and an imported policy: neither note is an
+    error, and the policy holds only what it applies."""
+    kept: dict[str, Any] = {}
+    notes: list[str] = []
+    for key, value in definition.items():
+        why = ignored_reason(key)
+        if why is not None:
+            notes.append(f"{key} ignored ({why})")
+        elif key in SETTINGS or key in EXCHANGE_SETTINGS or key in FEDERATION_KEYS:
+            kept[key] = value
+        else:
+            notes.append(f"{key} ignored (unknown policy key: neither RabbitMQ 3.10-3.13 "
+                         "nor amqplite has it)")
+    return kept, notes
+
+
+#: the vhost limits RabbitMQ has, kept as its ``vhost-limits`` runtime parameter
+VHOST_LIMITS = ("max-connections", "max-queues")
+VHOST_LIMITS_COMPONENT, VHOST_LIMITS_NAME = "vhost-limits", "limits"
+
+
+def check_vhost_limits(value: Any) -> dict[str, int]:
+    """A ``vhost-limits`` value as RabbitMQ takes it (a negative limit: none); ValueError."""
+    if not isinstance(value, dict):
+        raise ValueError("vhost limits must be a JSON object")
+    out: dict[str, int] = {}
+    for key, limit in value.items():
+        if key not in VHOST_LIMITS:
+            raise ValueError(f"unknown vhost limit '{key}' (known: {', '.join(VHOST_LIMITS)})")
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise ValueError(f"vhost limit '{key}' must be an integer; got {limit!r}")
+        out[key] = limit
+    return out
 
 
 def _plain(v: Any) -> Any:
@@ -148,11 +226,12 @@ def make_policy(vhost: str, name: str, pattern: str, definition: Mapping[str, An
         if key in FEDERATION_KEYS:
             clean[key] = _plain(value)
             continue
-        spec = SETTINGS.get(key)
-        if spec is None:
+        kind = SETTINGS[key][1] if key in SETTINGS else EXCHANGE_SETTINGS.get(key)
+        if kind is None:
+            known = sorted([*SETTINGS, *EXCHANGE_SETTINGS, *FEDERATION_KEYS])
             raise ValueError(f"unknown policy definition key {key!r} "
-                             f"(known: {', '.join(sorted([*SETTINGS, *FEDERATION_KEYS]))})")
-        reason = check_value(spec[1], value)
+                             f"(known: {', '.join(known)})")
+        reason = check_value(kind, value)
         if reason is not None:
             raise ValueError(f"invalid value {value!r} for policy key {key!r}: {reason}")
         clean[key] = _plain(value)

@@ -7,8 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 from amqplite.broker import persist as P
+from amqplite.broker.exchanges import Exchange
 from amqplite.broker.outbox import Outbox
-from amqplite.broker.policy import Policy, make_policy
+from amqplite.broker.parameters import RuntimeParameters
+from amqplite.broker.policy import VHOST_LIMITS_COMPONENT, VHOST_LIMITS_NAME, Policy, make_policy
 from amqplite.broker.queue import Queue
 from amqplite.broker.topology import Topology
 from amqplite.broker.vhost import VHost
@@ -24,8 +26,9 @@ class Policies:
     """
 
     def __init__(self, *, vhosts: dict[str, VHost], outbox: Outbox, topology: Topology,
-                 expiring_queues: dict[Queue, None]) -> None:
+                 expiring_queues: dict[Queue, None], parameters: RuntimeParameters) -> None:
         self.vhosts = vhosts
+        self.parameters = parameters
         self.outbox = outbox
         self.topology = topology
         self._expiring_queues = expiring_queues
@@ -52,6 +55,19 @@ class Policies:
             if matches(p) and (best is None or p.priority > best.priority):
                 best = p
         return best
+
+    def vhost_limit(self, vhost: str, key: str) -> int | None:
+        """A vhost's ``max-queues`` or ``max-connections`` (RabbitMQ's vhost-limits
+        parameter), None when it has none or a negative one."""
+        limits = self.parameters.get(VHOST_LIMITS_COMPONENT, vhost, VHOST_LIMITS_NAME)
+        limit = limits.get(key) if isinstance(limits, dict) else None
+        return limit if isinstance(limit, int) and limit >= 0 else None
+
+    def refresh_exchange(self, vhost: str, ex: Exchange) -> None:
+        """Take the ``alternate-exchange`` of the policy that now applies to ``ex``."""
+        pol = self.exchange_policy(vhost, ex.name)
+        ae = pol.definition.get("alternate-exchange") if pol is not None else None
+        ex.policy_ae = ae if isinstance(ae, str) and ae else None
 
     def set_policy(self, vhost: str, name: str, pattern: str, definition: dict[str, Any],
                    priority: int = 0, apply_to: str = "queues", *, persist: bool = True,
@@ -82,6 +98,8 @@ class Policies:
         vh = self.vhosts.get(vhost)
         if vh is None:
             return
+        for ex in vh.exchanges.values():
+            self.refresh_exchange(vhost, ex)
         for q in list(vh.queues.values()):
             q.policy = self._match_policy(vhost, q.name)
             q.refresh_settings()

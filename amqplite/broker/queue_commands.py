@@ -59,6 +59,7 @@ class Queues:
         self._authorize = access._authorize
         self._authorize_binding_key = access._authorize_binding_key
         self._match_policy = policies._match_policy
+        self._vhost_limit = policies.vhost_limit
         self.check_stream_declare = streams.check_stream_declare
         self._entry_done = dispatcher._entry_done
         self.dead_letter = dead_letterer.dead_letter
@@ -147,6 +148,10 @@ class Queues:
             self._authorize(ch, "read", "queue", name, cm)
             self._authorize(ch, "write", "exchange",
                             dlx.decode() if isinstance(dlx, bytes) else dlx, cm)
+        limit = self._vhost_limit(vh.name, "max-queues")
+        if limit is not None and len(vh.queues) >= limit:  # RabbitMQ's text
+            raise E.precondition(f"cannot declare queue '{name}': queue limit in vhost "
+                                 f"'{vh.name}' ({limit}) is reached", cm)
         q = Queue(
             self._queue_id(),
             vh.name,

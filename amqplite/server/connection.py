@@ -150,6 +150,14 @@ class AMQPConnection:
         do not count, so a flood of half-open sockets cannot lock clients out.
         """
         self.broker.check_vhost_access(username, vhost)  # 530 in RabbitMQ's words
+        vlimit = self.broker.vhost_limit(vhost, "max-connections")
+        if vlimit is not None and sum(c.admitted and c.session is not None
+                                      and c.session.vhost == vhost
+                                      for c in self.server.connections) >= vlimit:
+            log.warning("%s refused: vhost '%s' connection limit (%d) is reached",
+                        self.name, vhost, vlimit)
+            raise AMQPError(530, f"NOT_ALLOWED - access to vhost '{vhost}' refused for user "
+                                 f"'{username}': connection limit ({vlimit}) is reached", 10, 40)
         limit = self.server.settings.max_connections
         if self.server.at_connection_limit():  # MQTT clients count too
             log.warning("%s refused: connection limit (%d) is reached", self.name, limit)

@@ -133,6 +133,7 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
         "BindingPost": {"routing_key": "rk"},
         "PolicyPut": {"pattern": "^oap-none$", "definition": {"max-length": 100}},
         "MemoryPut": {"memory_high_watermark": "0.4"},
+        "VHostLimitPut": {"value": -1},  # a negative limit is none: "/" stays unlimited
         "VHostPut": {"description": "openapi"}, "UserPut": {"password": "y", "tags": ""},
         "PermissionPut": {"configure": "^oa", "write": "^oa", "read": "^oa"},
         "TopicPermissionPut": {"exchange": "amq.topic", "write": "^oa", "read": "^oa"},
@@ -159,6 +160,8 @@ def test_live_responses_match_the_document(admin_broker: AdminBroker, doc: dict[
             v["name"] = lvc
         elif r.path.startswith("/api/exchanges/"):
             v["name"] = x
+        elif r.path.startswith("/api/vhost-limits/"):
+            v["name"] = "max-queues"
         elif r.path.startswith("/api/channels/"):
             v["name"] = api.get("/api/channels").json()[0]["name"]
         elif r.path.startswith("/api/streams/"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from amqplite.admin import definitions as D
@@ -10,12 +11,15 @@ from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
 from amqplite.admin.plumbing import Request, Response, bad_request, not_found
 from amqplite.admin.writes import Undo, write
-from amqplite.broker.auth import HASHING_ALGORITHM, User
+from amqplite.broker.auth import User, hashing_algorithm
+
+log = logging.getLogger("amqplite.admin")
 
 
 def user_info(u: User) -> dict[str, Any]:
     return {"name": u.name, "password_hash": u.password_hash,
-            "hashing_algorithm": HASHING_ALGORITHM, "tags": list(u.tags), "limits": {}}
+            "hashing_algorithm": hashing_algorithm(u.password_hash), "tags": list(u.tags),
+            "limits": {}}
 
 
 def _permission(user: str, vhost: str, p: Any) -> dict[str, Any]:
@@ -179,6 +183,9 @@ class SecurityHandlers(HandlerBase):
 
         await write(self.server, run, undo)
         report = plan.report()
+        for key in ("ignored", "skipped"):
+            for line in report[key]:
+                log.warning("definitions import: %s: %s", key, line)
         if not report["ignored"] and not report["skipped"]:
             return Response(None, 204)
         return Response(report, 200)

@@ -98,13 +98,16 @@ class Exchange:
         self.selector_tokens: dict[Binding, str] = {}
         self.selected: dict[str, tuple[Destination, Selector]] = {}
         self._tokens = 0
+        #: the ``alternate-exchange`` of the policy that applies (broker/policy_commands.py)
+        self.policy_ae: str | None = None
 
     @property
     def alternate_exchange(self) -> str | None:
+        """The argument, else the policy's key (RabbitMQ: the argument wins)."""
         ae = self.arguments.get("alternate-exchange")
         if isinstance(ae, bytes):
             ae = ae.decode("utf-8", "replace")
-        return ae if isinstance(ae, str) and ae else None
+        return ae if isinstance(ae, str) and ae else self.policy_ae
 
     # retaining types only (``retains``): see exchanges/retaining.py
     def retained_set(self, store: RetainedStore, vhost: str) -> RetainedSet:

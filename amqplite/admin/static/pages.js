@@ -2,7 +2,7 @@
 // static parts once and returns a refresh function the app calls on a timer,
 // so forms keep what the user typed while the figures update.
 
-import { api, enc, hasTag } from "./api.js";
+import { api, enc, hasTag, may } from "./api.js";
 import { LineChart } from "./chart.js";
 import {
   bytes, clear, duration, flash, form, h, json, link, num, rate, section, table,
@@ -171,8 +171,18 @@ export function listPage(title, path, columns, opts = {}) {
   };
 }
 
+// Who is on the other end: an MQTT or STOMP client's id, else the name an AMQP
+// client gave its connection, else its library (product and version).
+export function clientOf(c) {
+  const cp = c.client_properties || {};
+  if (cp.client_id !== undefined) return String(cp.client_id);
+  return cp.connection_name ?? [cp.product, cp.version].filter(Boolean).join(" ");
+}
+
 export const connections = listPage("Connections", "/api/connections", (refresh) => [
-  { title: "Name", value: (c) => (c.user_provided_name ? `${c.name} (${c.user_provided_name})` : c.name) },
+  { title: "Name", value: (c) => c.name },
+  { title: "Protocol", value: (c) => c.protocol ?? "", cls: "protocol" },
+  { title: "Client", value: clientOf, cls: "client" },
   { title: "User", value: (c) => c.user ?? "" },
   { title: "Vhost", value: (c) => c.vhost ?? "" },
   { title: "State", value: (c) => c.state },
@@ -181,10 +191,12 @@ export const connections = listPage("Connections", "/api/connections", (refresh)
   { title: "Received", value: (c) => bytes(c.recv_oct), num: true },
   { title: "Sent", value: (c) => bytes(c.send_oct), num: true },
   { title: "Connected", value: (c) => new Date(c.connected_at).toLocaleString() },
-  { title: "", value: (c) => confirmButton("Close", () => attempt(
-    () => api(`/api/connections/${enc(c.name)}`, { method: "DELETE" }), "connection closed").then(refresh),
-  {}, `connection:${c.name}`) },
-], { empty: "No connections.", filterVhost: true });
+  // closing a connection needs the administrator tag (DELETE /api/connections/{name})
+  may("administrator") ? { title: "", value: (c) => confirmButton("Close", () => attempt(
+    () => api(`/api/connections/${enc(c.name)}`, { method: "DELETE" }), `connection ${c.name} closed`).then(refresh),
+  { class: "danger close" }, `connection:${c.name}`) } : null,
+].filter(Boolean), { empty: "No connections.", filterVhost: true,
+  rowAttrs: (c) => ({ dataset: { connection: c.name, protocol: c.protocol ?? "" } }) });
 
 export const channels = listPage("Channels", "/api/channels", () => [
   { title: "Channel", value: (c) => c.name },
@@ -199,13 +211,99 @@ export const channels = listPage("Channels", "/api/channels", () => [
   { title: "Ack", value: (c) => rate(c.message_stats, "ack"), num: true },
 ], { empty: "No channels.", filterVhost: true });
 
-export const exchanges = listPage("Exchanges", "/api/exchanges", () => [
+// A declare form's arguments: a JSON object, or key=value lines whose values
+// read as numbers, true/false or else strings (x-message-ttl=60000). Throws
+// with a message for the flash on anything else.
+export function parseArguments(text) {
+  const t = (text || "").trim();
+  if (!t) return {};
+  if (t.startsWith("{")) {
+    const v = JSON.parse(t);
+    if (!v || typeof v !== "object" || Array.isArray(v)) throw new Error("arguments: not a JSON object");
+    return v;
+  }
+  const out = {};
+  for (const line of t.split("\n")) {
+    if (!line.trim()) continue;
+    const eq = line.indexOf("=");
+    if (eq <= 0) throw new Error(`arguments: "${line.trim()}" is not key=value`);
+    const key = line.slice(0, eq).trim();
+    const raw = line.slice(eq + 1).trim();
+    out[key] = raw === "true" ? true : raw === "false" ? false
+      : raw !== "" && Number.isFinite(Number(raw)) ? Number(raw) : raw;
+  }
+  return out;
+}
+
+const checkbox = (name, label, checked = false) =>
+  h("label", {}, h("input", { type: "checkbox", name, value: "1", checked }), ` ${label}`);
+
+const argumentsBox = () => h("textarea", {
+  name: "arguments", rows: 2, cols: 30, class: "mono",
+  placeholder: "arguments: key=value lines or JSON", title: "e.g. x-message-ttl=60000" });
+
+// Sends a declare (PUT) built from a form; the flash says what happened.
+async function declare(path, v, body, done, refresh) {
+  try {
+    body.arguments = parseArguments(v.arguments);
+  } catch (err) {
+    flash(err.message, "error");
+    return;
+  }
+  if (await attempt(() => api(path, { method: "PUT", body }), done) !== undefined) await refresh();
+}
+
+export const EXCHANGE_TYPES = ["direct", "fanout", "topic", "headers", "x-recent-history", "x-lvc"];
+
+// PUT /api/exchanges/{vhost}/{name}: administrators only (the API's rule).
+function exchangeForm(refresh) {
+  if (!may("administrator")) return null;
+  return form("exchange-form", [
+    h("input", { name: "vhost", value: currentVhost() || "/", required: true, title: "vhost", size: 6 }),
+    h("input", { name: "name", required: true, placeholder: "exchange name" }),
+    h("select", { name: "type", title: "type" }, EXCHANGE_TYPES.map((t) => h("option", { value: t }, t))),
+    checkbox("durable", "durable", true), checkbox("auto_delete", "auto-delete"), checkbox("internal", "internal"),
+    argumentsBox(),
+    h("button", { type: "submit" }, "Add exchange"),
+  ], (v) => declare(`/api/exchanges/${enc(v.vhost)}/${enc(v.name)}`, v,
+    { type: v.type, durable: !!v.durable, auto_delete: !!v.auto_delete, internal: !!v.internal },
+    `exchange ${v.name} added`, refresh));
+}
+
+// The default exchange and the amq.* ones cannot be deleted (RabbitMQ's rule too).
+const deletable = (x) => x.name !== "" && !x.name.startsWith("amq.");
+
+export const exchanges = listPage("Exchanges", "/api/exchanges", (refresh) => [
   { title: "Vhost", value: (x) => x.vhost },
   { title: "Name", value: (x) => link(exchangeHref(x.vhost, x.name), exchangeName(x.name)) },
   { title: "Type", value: (x) => x.type },
   { title: "Features", value: (x) => features(x) },
   { title: "Arguments", value: (x) => json(x.arguments), cls: "mono" },
-], { rowAttrs: (x) => ({ dataset: { exchange: x.name } }) });
+  may("administrator") ? { title: "", value: (x) => (deletable(x) ? confirmButton("Delete", () => attempt(
+    () => api(`/api/exchanges/${exchangePath(x.vhost, x.name)}`, { method: "DELETE" }),
+    `exchange ${x.name} deleted`).then(refresh), { class: "danger delete" }, `exchange:${x.vhost}/${x.name}`) : "") }
+    : null,
+].filter(Boolean), { rowAttrs: (x) => ({ dataset: { exchange: x.name, vhost: x.vhost } }), above: exchangeForm });
+
+// PUT /api/queues/{vhost}/{name}: the type goes as x-queue-type, as RabbitMQ's UI sends it.
+function queueForm(refresh) {
+  if (!may("administrator")) return null;
+  return form("queue-form", [
+    h("input", { name: "vhost", value: currentVhost() || "/", required: true, title: "vhost", size: 6 }),
+    h("input", { name: "name", required: true, placeholder: "queue name" }),
+    h("select", { name: "type", title: "type" }, ["classic", "quorum", "stream"].map((t) => h("option", { value: t }, t))),
+    checkbox("durable", "durable", true), checkbox("auto_delete", "auto-delete"),
+    argumentsBox(),
+    h("button", { type: "submit" }, "Add queue"),
+  ], async (v) => {
+    const path = `/api/queues/${enc(v.vhost)}/${enc(v.name)}`;
+    const body = { durable: !!v.durable, auto_delete: !!v.auto_delete };
+    let args;
+    try { args = parseArguments(v.arguments); } catch (err) { flash(err.message, "error"); return; }
+    if (v.type !== "classic") args["x-queue-type"] = v.type;
+    await declare(path, { arguments: JSON.stringify(args) }, body, `queue ${v.name} added`, refresh);
+  });
+}
 
 export function features(o) {
   return [o.durable && "D", o.auto_delete && "AD", o.exclusive && "Excl", o.internal && "I",
@@ -243,13 +341,17 @@ export function queues(main) {
       { title: "Incoming", value: (x) => rate(x.message_stats, "publish"), num: true },
       { title: "Deliver / get", value: (x) => rate(x.message_stats, "deliver_get"), num: true },
       { title: "Ack", value: (x) => rate(x.message_stats, "ack"), num: true },
-    ], res.items, {
+      may("administrator") ? { title: "", value: (x) => confirmButton("Delete", () => attempt(
+        () => api(`/api/queues/${enc(x.vhost)}/${enc(x.name)}`, { method: "DELETE" }),
+        `queue ${x.name} deleted`).then(refresh), { class: "danger delete" }, `queue:${x.vhost}/${x.name}`) } : null,
+    ].filter(Boolean), res.items, {
       empty: filter.value ? "No queue matches." : "No queues.",
       rowAttrs: (x) => ({ dataset: { vhost: x.vhost, queue: x.name } }),
     }));
   };
   filter.addEventListener("input", () => { page = 1; refresh().catch((e) => flash(e.message, "error")); });
-  main.append(h("h1", {}, "Queues"), h("div", { class: "toolbar" }, filter, pager), body);
+  main.append(...[h("h1", {}, "Queues"), queueForm(() => refresh()), h("div", { class: "toolbar" }, filter, pager), body]
+    .filter(Boolean));
   return refresh;
 }
 

@@ -1,0 +1,149 @@
+"""The dashboard as an operator runs the broker from it (issue 36), in a real headless
+Chromium against a broker process with an MQTT listener: who is connected by
+protocol and client id, closing a connection, declaring and deleting queues and
+exchanges, and pages that show a user only what its tags allow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pika
+import pytest
+
+from tests.admin import browser
+from tests.admin.conftest import AdminBroker, qname, start_admin_broker
+from tests.brokerproc import free_port, wait_for
+from tests.server.mqttclient import V5, V311, Client, listening, new_id
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _start(data: Path) -> AdminBroker:
+    port = free_port()
+    b = start_admin_broker(data, "--mqtt-port", str(port))
+    b.mqtt_port = port  # type: ignore[attr-defined]
+    wait_for(lambda: listening(port), 30, what="the MQTT listener")
+    return b
+
+
+@pytest.fixture(scope="module")
+def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminBroker]:
+    b = _start(tmp_path_factory.mktemp("dashboard-build"))
+    yield b
+    b.proc.stop()
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[Any]:
+    why = browser.missing()
+    if why is not None:
+        pytest.skip(why)
+    d = browser.make_driver()
+    yield d
+    d.quit()
+
+
+@pytest.fixture
+def dash(driver: Any, mb: AdminBroker) -> Iterator[Any]:
+    """Logged in as the administrator; the test fails if the page logged an error."""
+    browser.log_in(driver, mb.admin_url)
+    yield driver
+    assert browser.console_errors(driver) == []
+
+
+def css(s: str) -> tuple[str, str]:
+    from selenium.webdriver.common.by import By
+
+    return (By.CSS_SELECTOR, s)
+
+
+def _connection_of(mb: AdminBroker, client: str) -> str:
+    """The name of the connection whose client id or connection name is ``client``."""
+    def find() -> str | None:
+        with mb.api() as api:
+            for c in api.get("/api/connections").json():
+                cp = c["client_properties"]
+                if client in (cp.get("client_id"), cp.get("connection_name")):
+                    return str(c["name"])
+        return None
+    return str(wait_for(find, 20, what=f"the connection of {client}"))
+
+
+def test_connections_show_protocol_and_client_and_close_from_the_page(
+        dash: Any, mb: AdminBroker) -> None:
+    mqtt_id, mqtt5_id, amqp_name = new_id(), new_id(), qname("dash-app")
+    m3 = Client(mb.mqtt_port, mqtt_id, V311)  # type: ignore[attr-defined]
+    m5 = Client(mb.mqtt_port, mqtt5_id, V5)  # type: ignore[attr-defined]
+    assert m3.connect()[0] == 0 and m5.connect()[0] == 0
+    params = pika.URLParameters(mb.amqp_url)
+    params.client_properties = {"connection_name": amqp_name}
+    amqp = pika.BlockingConnection(params)
+    try:
+        names = {k: _connection_of(mb, k) for k in (mqtt_id, mqtt5_id, amqp_name)}
+        browser.open_page(dash, "connections", "connections")
+        row = {k: f'tr[data-connection="{n}"]' for k, n in names.items()}
+        browser.wait(dash, lambda d: all(d.find_elements(*css(r)) for r in row.values()),
+                     "the three connections")
+        assert browser.text_of(f"{row[mqtt_id]} td.protocol")(dash) == "MQTT 3.1.1"
+        assert browser.text_of(f"{row[mqtt_id]} td.client")(dash) == mqtt_id
+        assert browser.text_of(f"{row[mqtt5_id]} td.protocol")(dash) == "MQTT 5.0"
+        assert browser.text_of(f"{row[amqp_name]} td.protocol")(dash) == "AMQP 0-9-1"
+        assert browser.text_of(f"{row[amqp_name]} td.client")(dash) == amqp_name
+
+        browser.click_twice(dash, f"{row[mqtt_id]} button.close")
+        browser.wait(dash, lambda d: not d.find_elements(*css(row[mqtt_id])), "the row to go")
+        assert m3.disconnected.wait(15), "the MQTT client was not disconnected"
+        with mb.api() as api:
+            assert api.get(f"/api/connections/{quote(names[mqtt_id], safe='')}").status_code == 404
+        assert dash.find_elements(*css(row[amqp_name]))  # the others stay
+    finally:
+        m3.c.loop_stop()
+        m5.close()
+        if amqp.is_open:
+            amqp.close()
+
+
+def test_queue_declared_and_deleted_through_the_page(dash: Any, mb: AdminBroker) -> None:
+    q = qname("dash-made")
+    browser.open_page(dash, "queues", "queues")
+    browser.fill(dash, "#queue-form", {"name": q, "arguments": "x-max-length=5\nx-note=kept"})
+    row = f'tr[data-queue="{q}"]'
+    browser.wait(dash, lambda d: d.find_elements(*css(row)), "the new queue")
+    with mb.api() as api:
+        got = api.get(f"/api/queues/%2F/{q}").json()
+    assert got["durable"] is True and got["arguments"] == {"x-max-length": 5, "x-note": "kept"}
+    browser.click_twice(dash, f"{row} button.delete")
+    browser.wait(dash, lambda d: not d.find_elements(*css(row)), "the queue to go")
+    with mb.api() as api:
+        assert api.get(f"/api/queues/%2F/{q}").status_code == 404
+
+
+def test_bad_arguments_are_refused_before_sending(dash: Any, mb: AdminBroker) -> None:
+    q = qname("dash-badargs")
+    browser.open_page(dash, "queues", "queues")
+    browser.fill(dash, "#queue-form", {"name": q, "arguments": "no equals sign"})
+    browser.wait(dash, lambda d: "not key=value" in browser.text_of("#flash")(d), "the refusal")
+    with mb.api() as api:
+        assert api.get(f"/api/queues/%2F/{q}").status_code == 404
+
+
+def test_exchange_declared_and_deleted_through_the_page(dash: Any, mb: AdminBroker) -> None:
+    x = qname("dash-x")
+    browser.open_page(dash, "exchanges", "exchanges")
+    browser.fill(dash, "#exchange-form", {"name": x, "type": "fanout",
+                                          "arguments": '{"alternate-exchange": "amq.fanout"}'})
+    row = f'tr[data-exchange="{x}"]'
+    browser.wait(dash, lambda d: "fanout" in browser.text_of(row)(d), "the new exchange")
+    with mb.api() as api:
+        got = api.get(f"/api/exchanges/%2F/{x}").json()
+    assert got["type"] == "fanout" and got["durable"] is True
+    assert got["arguments"] == {"alternate-exchange": "amq.fanout"}
+    # the built-in exchanges offer no delete
+    assert not dash.find_elements(*css('tr[data-exchange="amq.topic"] button.delete'))
+    browser.click_twice(dash, f"{row} button.delete")
+    browser.wait(dash, lambda d: not d.find_elements(*css(row)), "the exchange to go")
+    with mb.api() as api:
+        assert api.get(f"/api/exchanges/%2F/{x}").status_code == 404

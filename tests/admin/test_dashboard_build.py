@@ -14,7 +14,7 @@ import pika
 import pytest
 
 from tests.admin import browser
-from tests.admin.conftest import AdminBroker, qname, start_admin_broker
+from tests.admin.conftest import MONITOR, AdminBroker, qname, start_admin_broker
 from tests.brokerproc import free_port, wait_for
 from tests.server.mqttclient import V5, V311, Client, listening, new_id
 
@@ -147,3 +147,80 @@ def test_exchange_declared_and_deleted_through_the_page(dash: Any, mb: AdminBrok
     browser.wait(dash, lambda d: not d.find_elements(*css(row)), "the exchange to go")
     with mb.api() as api:
         assert api.get(f"/api/exchanges/%2F/{x}").status_code == 404
+
+
+def test_a_monitoring_user_sees_no_forms_it_may_not_use(driver: Any, mb: AdminBroker) -> None:
+    """monitoring reads everything but writes nothing: no declare, delete, close,
+    publish, get, policy or link forms, and no "not an administrator" flash."""
+    q, x = qname("dash-mon"), qname("dash-mon-x")
+    with mb.api() as api:
+        assert api.put("/api/permissions/%2F/monitor", json={
+            "configure": "", "write": "", "read": ".*"}).status_code in (201, 204)
+        assert api.put(f"/api/queues/%2F/{q}", json={"durable": True}).status_code == 201
+        assert api.put(f"/api/exchanges/%2F/{x}", json={"type": "x-lvc"}).status_code == 201
+        assert api.post(f"/api/exchanges/%2F/{x}/publish", json={
+            "routing_key": "eur", "payload": "1.08", "payload_encoding": "string",
+            "properties": {}}).status_code == 200
+    m = Client(mb.mqtt_port, new_id(), V311)  # type: ignore[attr-defined]
+    assert m.connect()[0] == 0
+    try:
+        browser.log_in(driver, mb.admin_url, *MONITOR)
+        forbidden = ("#queue-form", "#exchange-form", "#policy-form", "#shovel-form",
+                     "#upstream-form", "#publish-form", "#get-form", "#move-form",
+                     "#replay-form", "#purge", "#clear-retained", "button.close",
+                     "button.delete", "button.edit", "button.restart")
+        pages = [("connections", "connections"), ("channels", "channels"),
+                 ("exchanges", "exchanges"), ("queues", "queues"), ("bindings", "bindings"),
+                 ("policies", "policies"), ("shovels", "shovels"), ("federation", "federation"),
+                 (f"queue/%2F/{quote(q)}", "queue"), (f"exchange/%2F/{quote(x)}", "exchange"),
+                 ("", "overview")]
+        for page, loaded in pages:
+            browser.open_page(driver, page, loaded)
+            shown = [f for f in forbidden if driver.find_elements(*css(f))]
+            assert shown == [], (page, shown)
+        # what it may do, it still can: peek, and see the MQTT client
+        browser.open_page(driver, "connections", "connections")
+        assert browser.wait(driver, lambda d: browser.text_of('tr[data-protocol="MQTT 3.1.1"]')(d),
+                            "the MQTT client")
+        browser.open_page(driver, f"queue/%2F/{quote(q)}", "queue")
+        assert driver.find_elements(*css("#peek-form"))
+        flash = driver.find_element(*css("#flash"))
+        assert not (flash.is_displayed() and "error" in (flash.get_attribute("class") or ""))
+        assert browser.console_errors(driver) == []
+    finally:
+        m.close()
+        with mb.api() as api:
+            api.delete(f"/api/queues/%2F/{q}")
+            api.delete(f"/api/exchanges/%2F/{x}")
+            api.delete("/api/permissions/%2F/monitor")
+
+
+def test_one_retained_message_is_singular(dash: Any, mb: AdminBroker) -> None:
+    x = qname("dash-one")
+    with mb.api() as api:
+        assert api.put(f"/api/exchanges/%2F/{x}", json={"type": "x-lvc"}).status_code == 201
+        assert api.post(f"/api/exchanges/%2F/{x}/publish", json={
+            "routing_key": "eur", "payload": "1.08", "payload_encoding": "string",
+            "properties": {}}).status_code == 200
+    try:
+        browser.open_page(dash, f"exchange/%2F/{quote(x)}", "exchange")
+        text = browser.wait(dash, lambda d: browser.text_of("#x-retained")(d), "the count")
+        assert text.startswith("1 message,"), text
+    finally:
+        with mb.api() as api:
+            api.delete(f"/api/exchanges/%2F/{x}")
+
+
+def test_user_permissions_are_not_under_the_topic_permissions_heading(dash: Any) -> None:
+    browser.open_page(dash, "permissions", "permissions")
+    browser.wait(dash, lambda d: d.find_elements(*css("#topic-permissions-note")), "the page")
+    # the user permissions' table (its Configure column) comes before the topic
+    # section's heading and is not inside that section
+    before, inside = dash.execute_script("""
+        const th = [...document.querySelectorAll('#main th')].find(t => t.textContent === 'Configure');
+        const h2 = [...document.querySelectorAll('#main h2')]
+            .find(h => h.textContent === 'Topic permissions');
+        const table = th.closest('table');
+        return [!!(table.compareDocumentPosition(h2) & Node.DOCUMENT_POSITION_FOLLOWING),
+                h2.closest('section').contains(table)];""")
+    assert before and not inside

@@ -1,9 +1,9 @@
 // One queue and one exchange: details, charts, and the message operations
 // (publish; peek, get, purge, move, dead-letter replay).
 
-import { api, enc } from "./api.js";
+import { api, enc, may } from "./api.js";
 import { LineChart } from "./chart.js";
-import { clear, bytes, flash, form, h, json, link, num, rate, section, table } from "./dom.js";
+import { clear, bytes, flash, form, h, json, link, num, plural, rate, section, table } from "./dom.js";
 import {
   attempt, bindingTable, confirmButton, exchangeName, exchangePath, features, traceHref,
 } from "./pages.js";
@@ -116,7 +116,7 @@ export function queue(main, [vhost, name]) {
     }));
     if (rows) {
       clear(messages, h("h3", {}, `Got ${rows.length}`), messageTable(rows, false));
-      show(`got ${rows.length} message(s)`);
+      show(`got ${plural(rows.length, "message")}`);
       await refresh();
     }
   });
@@ -154,23 +154,26 @@ export function queue(main, [vhost, name]) {
 
   const purge = confirmButton("Purge", async () => {
     const r = await attempt(() => api(`${path}/contents`, { method: "DELETE" }));
-    if (r) { show(`purged ${r.purged} message(s)`); await refresh(); }
+    if (r) { show(`purged ${plural(r.purged, "message")}`); await refresh(); }
   }, { id: "purge" }, `purge:${vhost}/${name}`);
 
   // a stream keeps its entries after delivery: it is read from an offset, and
   // get, move, replay and purge do not apply to it (RabbitMQ refuses them too)
-  const ops = section("Messages", h("div", { class: "ops" }, peek, get, move, replay, h("div", { class: "inline" }, purge)),
-    result, messages);
+  // get, move, replay, purge and publish are writes: the administrator tag's (the API's
+  // rule); everyone who may read the queue may peek
+  const admin = may("administrator");
+  const ops = section("Messages", h("div", { class: "ops" }, peek,
+    admin ? [get, move, replay, h("div", { class: "inline" }, purge)] : null), result, messages);
   const [entries, readEntries] = streamEntries(vhost, name);
   ops.hidden = true;
   entries.hidden = true;
   let kind = null;
 
-  main.append(h("h1", {}, "Queue ", h("span", { class: "name" }, name), h("span", { class: "muted" }, ` in ${vhost}`)),
+  clear(main, h("h1", {}, "Queue ", h("span", { class: "name" }, name), h("span", { class: "muted" }, ` in ${vhost}`)),
     details,
     h("div", { class: "charts" }, section("Queued messages", depth.el), section("Message rates", rates.el)),
     ops, entries,
-    section("Publish a message", publishForm(`/api/exchanges/${exchangePath(vhost, "")}/publish`, name)),
+    admin ? section("Publish a message", publishForm(`/api/exchanges/${exchangePath(vhost, "")}/publish`, name)) : null,
     section("Consumers", consumers), section("Bindings", binds));
 
   refresh = async () => {
@@ -246,16 +249,16 @@ export function exchange(main, [vhost, name]) {
   const path = `/api/exchanges/${exchangePath(vhost, xname)}`;
   const details = h("div");
   const binds = h("div");
-  const publish = publishForm(`${path}/publish`);
+  const publish = may("administrator") ? section("Publish a message", publishForm(`${path}/publish`)) : null;
   // x-lvc and x-recent-history: what the exchange retains, and a way to clear it
   const retained = h("section", { id: "retained", hidden: true });
-  main.append(h("h1", {}, "Exchange ", h("span", { class: "name" }, exchangeName(xname)), h("span", { class: "muted" }, ` in ${vhost}`)),
-    details, retained, section("Publish a message", publish),
+  clear(main, h("h1", {}, "Exchange ", h("span", { class: "name" }, exchangeName(xname)), h("span", { class: "muted" }, ` in ${vhost}`)),
+    details, retained, publish,
     section("Bindings from this exchange", binds));
   return async () => {
     const [x, bs] = await Promise.all([api(path), api(`${path}/bindings/source`)]);
     const rows = [["Type", x.type], ["Features", features(x)], ["Arguments", json(x.arguments) || "none"]];
-    if (x.retained) rows.push(["Retained", `${num(x.retained.messages)} messages, ${bytes(x.retained.bytes)}`, "x-retained"]);
+    if (x.retained) rows.push(["Retained", `${plural(x.retained.messages, "message")}, ${bytes(x.retained.bytes)}`, "x-retained"]);
     clear(details, dl(rows));
     clear(binds, bindingTable(bs));
     retained.hidden = !x.retained;
@@ -269,7 +272,7 @@ async function retainedSection(path) {
   const items = paged.items;
   const clearAll = confirmButton("Clear retained", async () => {
     const r = await attempt(() => api(`${path}/retained`, { method: "DELETE" }));
-    if (r) flash(`cleared ${r.removed} retained messages`, "ok");
+    if (r) flash(`cleared ${plural(r.removed, "retained message")}`, "ok");
   }, { id: "clear-retained" });
   // the MQTT exchange (amq.topic) shows MQTT's retained messages: one per topic
   const mqtt = items.some((m) => m.topic !== undefined);
@@ -284,10 +287,10 @@ async function retainedSection(path) {
     { title: "Size", value: (m) => bytes(m.payload_bytes), num: true },
     { title: "Properties", value: propsSummary, cls: "mono small" },
     { title: "Payload", value: payload, cls: "payload mono" },
-    ...(mqtt ? [{ title: "", value: clearOne }] : []),
+    ...(mqtt && may("administrator") ? [{ title: "", value: clearOne }] : []),
   ], items, { empty: "Nothing retained.", rowAttrs: (m) => ({ dataset: { key: m.key } }) }),
   ...(paged.total_count > items.length
     ? [h("p", { class: "small" }, `showing the oldest ${num(items.length)} of ${num(paged.total_count)}; `
         + "amqplite retained list pages through them all")] : []),
-  h("p", {}, clearAll)];
+  may("administrator") ? h("p", {}, clearAll) : null];
 }

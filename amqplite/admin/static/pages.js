@@ -152,7 +152,7 @@ export function overview(main) {
 // A page that is one table of what an API list answers, for the vhost chosen
 // in the header; columns(refresh) lets a row's button refresh the page after it
 // acted. opts.above(refresh): nodes shown above the table (a form that adds a
-// row); opts.filterVhost: the API cannot narrow this list to a vhost, filter it
+// row); opts.below(refresh): nodes shown below it; opts.filterVhost: the API cannot narrow this list to a vhost, filter it
 // here; opts.unscoped: a list that is not per vhost (users, vhosts).
 export function listPage(title, path, columns, opts = {}) {
   return (main) => {
@@ -160,7 +160,8 @@ export function listPage(title, path, columns, opts = {}) {
     let refresh;
     let asked = 0;
     // h() drops a missing part; main.append() would print it as "null"
-    clear(main, h("h1", {}, title), opts.above ? opts.above(() => refresh()) : null, body);
+    clear(main, h("h1", {}, title), opts.above ? opts.above(() => refresh()) : null, body,
+      opts.below ? opts.below(() => refresh()) : null);
     refresh = async () => {
       // a button's refresh and the periodic one may overlap: the newest asked draws
       const mine = ++asked;
@@ -378,11 +379,12 @@ export const policies = listPage("Policies", "/api/policies", (refresh) => [
   { title: "Apply to", value: (p) => p["apply-to"] },
   { title: "Priority", value: (p) => num(p.priority), num: true },
   { title: "Definition", value: (p) => json(p.definition), cls: "mono" },
-  { title: "", value: (p) => [h("button", { type: "button", class: "edit", onclick: () => editPolicy(p) }, "Edit"), " ",
+  // setting and deleting policies needs the policymaker (or administrator) tag
+  may("policymaker") ? { title: "", value: (p) => [h("button", { type: "button", class: "edit", onclick: () => editPolicy(p) }, "Edit"), " ",
     confirmButton("Delete", () => attempt(
     () => api(`/api/policies/${enc(p.vhost)}/${enc(p.name)}`, { method: "DELETE" }),
-    `policy ${p.name} deleted`).then(refresh), { class: "danger delete" }, `policy:${p.vhost}/${p.name}`)] },
-], { empty: "No policies.", rowAttrs: (p) => ({ dataset: { policy: p.name } }), above: policyForm });
+    `policy ${p.name} deleted`).then(refresh), { class: "danger delete" }, `policy:${p.vhost}/${p.name}`)] } : null,
+].filter(Boolean), { empty: "No policies.", rowAttrs: (p) => ({ dataset: { policy: p.name } }), above: policyForm });
 
 // Puts a policy into the form above the table, to change and submit again.
 function editPolicy(p) {
@@ -395,6 +397,7 @@ function editPolicy(p) {
 
 // PUT /api/policies/{vhost}/{name}: adds a policy or replaces one of that name.
 function policyForm(refresh) {
+  if (!may("policymaker")) return null;
   return form("policy-form", [
     h("input", { name: "vhost", value: currentVhost() || "/", required: true, title: "vhost", size: 6 }),
     h("input", { name: "name", required: true, placeholder: "name" }),

@@ -224,3 +224,42 @@ def test_user_permissions_are_not_under_the_topic_permissions_heading(dash: Any)
         return [!!(table.compareDocumentPosition(h2) & Node.DOCUMENT_POSITION_FOLLOWING),
                 h2.closest('section').contains(table)];""")
     assert before and not inside
+
+
+def test_bind_and_unbind_on_the_queue_and_exchange_pages(dash: Any, mb: AdminBroker) -> None:
+    q, x = qname("dash-bq"), qname("dash-bx")
+    with mb.api() as api:
+        assert api.put(f"/api/queues/%2F/{q}", json={"durable": True}).status_code == 201
+        assert api.put(f"/api/exchanges/%2F/{x}", json={"type": "headers"}).status_code == 201
+    pair = f"/api/bindings/%2F/e/{x}/q/{q}"
+    try:
+        browser.open_page(dash, f"queue/%2F/{quote(q)}", "queue")
+        browser.fill(dash, "#bind-form", {"source": x, "routing_key": "k1",
+                                          "arguments": "x-match=any\nregion=eu"})
+        row = f'tr[data-source="{x}"][data-key="k1"]'
+        browser.wait(dash, lambda d: d.find_elements(*css(row)), "the new binding")
+        with mb.api() as api:
+            got = api.get(pair).json()
+        assert [(b["routing_key"], b["arguments"]) for b in got] == [
+            ("k1", {"x-match": "any", "region": "eu"})]
+        # the default exchange's binding has no unbind
+        assert not dash.find_elements(*css('tr[data-source=""] button.unbind'))
+        browser.click_twice(dash, f"{row} button.unbind")
+        browser.wait(dash, lambda d: not d.find_elements(*css(row)), "the binding to go")
+        with mb.api() as api:
+            assert api.get(pair).json() == []
+
+        browser.open_page(dash, f"exchange/%2F/{quote(x)}", "exchange")
+        browser.fill(dash, "#bind-form", {"type": "queue", "destination": q, "routing_key": "k2"})
+        row = f'tr[data-destination="{q}"][data-key="k2"]'
+        browser.wait(dash, lambda d: d.find_elements(*css(row)), "the binding from the exchange")
+        with mb.api() as api:
+            assert [b["routing_key"] for b in api.get(pair).json()] == ["k2"]
+        browser.click_twice(dash, f"{row} button.unbind")
+        browser.wait(dash, lambda d: not d.find_elements(*css(row)), "the binding to go")
+        with mb.api() as api:
+            assert api.get(pair).json() == []
+    finally:
+        with mb.api() as api:
+            api.delete(f"/api/queues/%2F/{q}")
+            api.delete(f"/api/exchanges/%2F/{x}")

@@ -5,7 +5,7 @@ import { api, enc, may } from "./api.js";
 import { LineChart } from "./chart.js";
 import { clear, bytes, flash, form, h, json, link, num, plural, rate, section, table } from "./dom.js";
 import {
-  attempt, bindingTable, confirmButton, exchangeName, exchangePath, features, traceHref,
+  attempt, bindForm, bindingTable, confirmButton, exchangeName, exchangePath, features, traceHref,
 } from "./pages.js";
 
 function dl(pairs) {
@@ -174,7 +174,7 @@ export function queue(main, [vhost, name]) {
     h("div", { class: "charts" }, section("Queued messages", depth.el), section("Message rates", rates.el)),
     ops, entries,
     admin ? section("Publish a message", publishForm(`/api/exchanges/${exchangePath(vhost, "")}/publish`, name)) : null,
-    section("Consumers", consumers), section("Bindings", binds));
+    section("Consumers", consumers), section("Bindings", bindForm(vhost, { queue: name }, () => refresh()), binds));
 
   refresh = async () => {
     const [q, cons, bs] = await Promise.all([
@@ -205,7 +205,7 @@ export function queue(main, [vhost, name]) {
       { title: "Unacked", value: (c) => num(c.messages_unacknowledged ?? 0), num: true },
       { title: "Active", value: (c) => (c.active === false ? "no" : "yes") },
     ], cons.filter((c) => c.queue.name === name), { empty: "No consumers." }));
-    clear(binds, bindingTable(bs));
+    clear(binds, bindingTable(bs, refresh));
   };
   return refresh;
 }
@@ -254,16 +254,17 @@ export function exchange(main, [vhost, name]) {
   const retained = h("section", { id: "retained", hidden: true });
   clear(main, h("h1", {}, "Exchange ", h("span", { class: "name" }, exchangeName(xname)), h("span", { class: "muted" }, ` in ${vhost}`)),
     details, retained, publish,
-    section("Bindings from this exchange", binds));
-  return async () => {
+    section("Bindings from this exchange", xname === "" ? null : bindForm(vhost, { source: xname }, () => refresh()), binds));
+  const refresh = async () => {
     const [x, bs] = await Promise.all([api(path), api(`${path}/bindings/source`)]);
     const rows = [["Type", x.type], ["Features", features(x)], ["Arguments", json(x.arguments) || "none"]];
     if (x.retained) rows.push(["Retained", `${plural(x.retained.messages, "message")}, ${bytes(x.retained.bytes)}`, "x-retained"]);
     clear(details, dl(rows));
-    clear(binds, bindingTable(bs));
+    clear(binds, bindingTable(bs, refresh));
     retained.hidden = !x.retained;
     if (x.retained) clear(retained, ...(await retainedSection(path)));
   };
+  return refresh;
 }
 
 async function retainedSection(path) {

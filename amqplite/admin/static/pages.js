@@ -367,10 +367,51 @@ const BINDING_COLUMNS = [
   { title: "Arguments", value: (b) => json(b.arguments), cls: "mono" },
 ];
 
-export const bindingTable = (rows) => table(BINDING_COLUMNS, rows, { empty: "No bindings." });
+// /api/bindings/{vhost}/e/{source}/q|e/{destination}: where a binding is added and,
+// with its properties_key, removed.
+export const bindingPath = (vhost, source, type, destination) =>
+  `/api/bindings/${enc(vhost)}/e/${enc(source)}/${type === "queue" ? "q" : "e"}/${enc(destination)}`;
 
-export const bindings = listPage("Bindings", "/api/bindings", () => BINDING_COLUMNS,
-  { empty: "No bindings." });
+// The binding columns, with an Unbind button for administrators when refresh is
+// given; the default exchange's implicit bindings cannot be removed.
+function bindingColumns(refresh) {
+  if (!refresh || !may("administrator")) return BINDING_COLUMNS;
+  return [...BINDING_COLUMNS, { title: "", value: (b) => (b.source === "" ? "" : confirmButton("Unbind", () => attempt(
+    () => api(`${bindingPath(b.vhost, b.source, b.destination_type, b.destination)}/${enc(b.properties_key)}`,
+      { method: "DELETE" }), "binding removed").then(refresh),
+  { class: "danger unbind" }, `unbind:${b.vhost}/${b.source}/${b.destination_type}/${b.destination}/${b.properties_key}`)) }];
+}
+
+const bindingRow = (b) => ({ dataset: { source: b.source, destination: b.destination, key: b.routing_key } });
+
+export const bindingTable = (rows, refresh) => table(bindingColumns(refresh), rows,
+  { empty: "No bindings.", rowAttrs: bindingRow });
+
+// POST a binding: on a queue's page from an exchange to it, on an exchange's page
+// from it to a queue or an exchange. Administrators only (the API's rule).
+export function bindForm(vhost, { source, queue }, refresh) {
+  if (!may("administrator")) return null;
+  const parts = queue !== undefined
+    ? [h("label", {}, "From exchange ", h("input", { name: "source", required: true, placeholder: "exchange" }))]
+    : [h("label", {}, "To ", h("select", { name: "type" }, h("option", { value: "queue" }, "queue"),
+      h("option", { value: "exchange" }, "exchange"))), h("input", { name: "destination", required: true, placeholder: "name" })];
+  return form("bind-form", [
+    ...parts,
+    h("label", {}, "routing key ", h("input", { name: "routing_key" })),
+    argumentsBox(),
+    h("button", { type: "submit" }, "Bind"),
+  ], async (v) => {
+    let args;
+    try { args = parseArguments(v.arguments); } catch (err) { flash(err.message, "error"); return; }
+    const path = queue !== undefined ? bindingPath(vhost, v.source, "queue", queue)
+      : bindingPath(vhost, source, v.type, v.destination);
+    if (await attempt(() => api(path, { method: "POST", body: { routing_key: v.routing_key || "", arguments: args } }),
+      "binding added") !== undefined) await refresh();
+  });
+}
+
+export const bindings = listPage("Bindings", "/api/bindings", bindingColumns,
+  { empty: "No bindings.", rowAttrs: bindingRow });
 
 export const policies = listPage("Policies", "/api/policies", (refresh) => [
   { title: "Vhost", value: (p) => p.vhost },

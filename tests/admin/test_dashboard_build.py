@@ -263,3 +263,46 @@ def test_bind_and_unbind_on_the_queue_and_exchange_pages(dash: Any, mb: AdminBro
         with mb.api() as api:
             api.delete(f"/api/queues/%2F/{q}")
             api.delete(f"/api/exchanges/%2F/{x}")
+
+
+def test_federation_links_show_forwarded_and_restart(dash: Any, mb: AdminBroker) -> None:
+    """A link from this broker to itself (upstream exchange ``up``, federated ``down``):
+    the Links table counts what it forwarded, and Restart reconnects it."""
+    up, down, q, name = qname("dash-up"), qname("dash-down"), qname("dash-fq"), qname("dash-u")
+    with mb.api() as api:
+        for x in (up, down):
+            assert api.put(f"/api/exchanges/%2F/{x}", json={"type": "fanout"}).status_code == 201
+        assert api.put(f"/api/queues/%2F/{q}", json={"durable": True}).status_code == 201
+        assert api.post(f"/api/bindings/%2F/e/{down}/q/{q}", json={}).status_code == 201
+        assert api.put(f"/api/parameters/federation-upstream/%2F/{name}", json={"value": {
+            "uri": mb.amqp_url, "exchange": up}}).status_code in (201, 204)
+        assert api.put(f"/api/policies/%2F/{name}", json={
+            "pattern": f"^{down}$", "apply-to": "exchanges",
+            "definition": {"federation-upstream": name}}).status_code in (201, 204)
+
+        def link() -> dict[str, Any] | None:
+            rows = [r for r in api.get("/api/federation-links").json() if r["exchange"] == down]
+            return rows[0] if rows and rows[0]["status"] == "running" else None
+        wait_for(link, 30, what="the federation link to run")
+        assert api.post(f"/api/exchanges/%2F/{up}/publish", json={
+            "routing_key": "", "payload": "over", "payload_encoding": "string",
+            "properties": {}}).status_code == 200
+        wait_for(lambda: api.get(f"/api/queues/%2F/{q}").json()["messages"] == 1, 30,
+                 what="the forwarded message")
+    try:
+        browser.open_page(dash, "federation", "federation")
+        row = f'#federation-links tr[data-exchange="{down}"]'
+        browser.wait(dash, lambda d: browser.text_of(f"{row} td.forwarded")(d) == "1",
+                     "the forwarded count")
+        dash.find_element(*css(f"{row} button.restart")).click()
+        browser.wait(dash, lambda d: "restarted" in browser.text_of("#flash")(d), "the restart")
+        # a restarted link counts from zero again
+        browser.wait(dash, lambda d: browser.text_of(f"{row} td.forwarded")(d) == "0",
+                     "the count to restart")
+    finally:
+        with mb.api() as api:
+            api.delete(f"/api/policies/%2F/{name}")
+            api.delete(f"/api/parameters/federation-upstream/%2F/{name}")
+            for x in (up, down):
+                api.delete(f"/api/exchanges/%2F/{x}")
+            api.delete(f"/api/queues/%2F/{q}")

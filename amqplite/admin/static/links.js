@@ -121,8 +121,14 @@ export function federation(main) {
     { title: "Exchange", value: (l) => l.exchange ?? "" },
     { title: "URI", value: (l) => l.uri ?? "", cls: "mono" },
     { title: "Status", value: (l) => stateOf(l.status, l.error), cls: "state" },
+    { title: "Forwarded", value: (l) => num(l.forwarded), num: true, cls: "forwarded" },
     { title: "Since", value: (l) => l.timestamp ?? "" },
-  ];
+    // a restart reconnects the link and rebinds upstream (the policymaker tag's)
+    may("policymaker") ? { title: "", value: (l) => h("button", { type: "button", class: "restart", onclick: async () => {
+      if (await attempt(() => api(`/api/federation-links/vhost/${enc(l.vhost)}/${enc(l.id)}/restart`,
+        { method: "DELETE" }), `federation link ${l.id} restarted`) !== undefined) await refresh();
+    } }, "Restart") } : null,
+  ].filter(Boolean);
   refresh = async () => {
     const [params, status] = await Promise.all([
       api(scoped("/api/parameters/federation-upstream")).catch((err) => {
@@ -139,7 +145,8 @@ export function federation(main) {
     clear(links, status === null
       ? h("p", { class: "empty", id: "federation-unavailable" },
         "This broker reports no federation links (/api/federation-links is not available).")
-      : table(linkColumns, status, { empty: "No federation links." }));
+      : table(linkColumns, status, { empty: "No federation links.",
+        rowAttrs: (l) => ({ dataset: { link: l.id, exchange: l.exchange ?? "", status: l.status } }) }));
   };
   return refresh;
 }

@@ -5,6 +5,7 @@ exchanges, and pages that show a user only what its tags allow."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,7 @@ def test_a_monitoring_user_sees_no_forms_it_may_not_use(driver: Any, mb: AdminBr
                  ("exchanges", "exchanges"), ("queues", "queues"), ("bindings", "bindings"),
                  ("policies", "policies"), ("shovels", "shovels"), ("federation", "federation"),
                  (f"queue/%2F/{quote(q)}", "queue"), (f"exchange/%2F/{quote(x)}", "exchange"),
-                 ("", "overview")]
+                 ("nodes", "nodes"), ("", "overview")]
         for page, loaded in pages:
             browser.open_page(driver, page, loaded)
             shown = [f for f in forbidden if driver.find_elements(*css(f))]
@@ -306,3 +307,43 @@ def test_federation_links_show_forwarded_and_restart(dash: Any, mb: AdminBroker)
             for x in (up, down):
                 api.delete(f"/api/exchanges/%2F/{x}")
             api.delete(f"/api/queues/%2F/{q}")
+
+
+def test_connection_page_shows_its_channels_and_closes_it(dash: Any, mb: AdminBroker) -> None:
+    app = qname("dash-detail")
+    params = pika.URLParameters(mb.amqp_url)
+    params.client_properties = {"connection_name": app}
+    amqp = pika.BlockingConnection(params)
+    amqp.channel().basic_qos(prefetch_count=7)
+    try:
+        name = _connection_of(mb, app)
+        browser.open_page(dash, "connections", "connections")
+        link = f'tr[data-connection="{name}"] a'
+        browser.wait(dash, lambda d: d.find_elements(*css(link)), "the connection's link")
+        dash.find_element(*css(link)).click()
+        browser.wait(dash, lambda d: d.find_element(*css("#main")).get_attribute("data-loaded")
+                     == "connection", "the connection page")
+        assert browser.text_of("#c-protocol")(dash) == "AMQP 0-9-1"
+        assert browser.text_of("#c-client")(dash) == app
+        browser.wait(dash, lambda d: "7" in browser.text_of("#connection-channels tbody")(d),
+                     "its channel")
+        browser.click_twice(dash, "#close-connection")
+        browser.wait(dash, lambda d: d.find_element(*css("#main")).get_attribute("data-loaded")
+                     == "connections", "back on the list")
+        with mb.api() as api:  # closing: the broker waits for pika's Close-Ok
+            r = api.get(f"/api/connections/{quote(name, safe='')}")
+            assert r.status_code == 404 or r.json()["state"] == "closing"
+        with pytest.raises(pika.exceptions.ConnectionClosedByBroker):
+            amqp.process_data_events(5)
+    finally:
+        if amqp.is_open:
+            with contextlib.suppress(pika.exceptions.AMQPError):
+                amqp.close()
+
+
+def test_node_page(dash: Any, mb: AdminBroker) -> None:
+    browser.open_page(dash, "nodes", "nodes")
+    with mb.api() as api:
+        node = api.get("/api/nodes").json()[0]
+    assert browser.text_of("#n-name")(dash) == node["name"]
+    assert " of " in browser.text_of("#n-memory")(dash)

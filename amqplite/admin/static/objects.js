@@ -3,9 +3,11 @@
 
 import { api, enc, may } from "./api.js";
 import { LineChart } from "./chart.js";
-import { clear, bytes, flash, form, h, json, link, num, plural, rate, section, table } from "./dom.js";
 import {
-  attempt, bindForm, bindingTable, confirmButton, exchangeName, exchangePath, features, traceHref,
+  bytes, clear, duration, flash, form, h, json, link, num, plural, rate, section, table,
+} from "./dom.js";
+import {
+  attempt, bindForm, bindingTable, clientOf, confirmButton, exchangeName, exchangePath, features, traceHref,
 } from "./pages.js";
 
 function dl(pairs) {
@@ -294,4 +296,64 @@ async function retainedSection(path) {
     ? [h("p", { class: "small" }, `showing the oldest ${num(items.length)} of ${num(paged.total_count)}; `
         + "amqplite retained list pages through them all")] : []),
   may("administrator") ? h("p", {}, clearAll) : null];
+}
+
+// One connection (AMQP, MQTT or STOMP): who, how, how much, and its channels;
+// administrators may close it from here.
+export function connection(main, [name]) {
+  const path = `/api/connections/${enc(name)}`;
+  const details = h("div");
+  const chans = h("div", { id: "connection-channels" });
+  const close = may("administrator") ? h("p", {}, confirmButton("Close connection", async () => {
+    if (await attempt(() => api(path, { method: "DELETE" }), `connection ${name} closed`) !== undefined) {
+      location.hash = "#/connections";
+    }
+  }, { id: "close-connection" }, `connection:${name}`)) : null;
+  clear(main, h("h1", {}, "Connection ", h("span", { class: "name" }, name)), details, close,
+    section("Channels", chans));
+  return async () => {
+    const [c, chs] = await Promise.all([api(path), api(`${path}/channels`)]);
+    clear(details, dl([
+      ["Protocol", c.protocol ?? "", "c-protocol"], ["Client", clientOf(c), "c-client"],
+      ["User", c.user ?? ""], ["Vhost", c.vhost ?? ""], ["State", c.state],
+      ["Peer", `${c.peer_host}:${c.peer_port}`], ["TLS", c.ssl ? "yes" : "no"],
+      ["Heartbeat / keep alive", c.timeout ? `${c.timeout} s` : "none"],
+      ["Received", bytes(c.recv_oct)], ["Sent", bytes(c.send_oct)],
+      ["Connected", new Date(c.connected_at).toLocaleString()],
+      ["Client properties", json(c.client_properties) || "none"],
+    ]));
+    clear(chans, table([
+      { title: "Channel", value: (ch) => ch.name },
+      { title: "Prefetch", value: (ch) => num(ch.prefetch_count), num: true },
+      { title: "Consumers", value: (ch) => num(ch.consumer_count), num: true },
+      { title: "Unacked", value: (ch) => num(ch.messages_unacknowledged), num: true },
+      { title: "Publish", value: (ch) => rate(ch.message_stats, "publish"), num: true },
+      { title: "Deliver", value: (ch) => rate(ch.message_stats, "deliver_get"), num: true },
+    ], chs, { empty: "No channels." }));
+  };
+}
+
+// #/nodes: this node's figures as /api/nodes has them (the monitoring tag's).
+export function nodes(main) {
+  const body = h("div", { id: "nodes" });
+  clear(main, h("h1", {}, "Node"), body);
+  if (!may("monitoring")) {
+    body.append(h("p", { class: "muted" }, "The node's figures need the monitoring tag."));
+    return undefined;
+  }
+  return async () => {
+    const [n] = await api("/api/nodes");
+    clear(body, dl([
+      ["Name", n.name, "n-name"], ["Running", n.running ? "yes" : "no"], ["Uptime", duration(n.uptime || 0)],
+      ["OS pid", n.os_pid], ["Processors", num(n.processors)],
+      ["Memory", `${bytes(n.mem_used)} of ${bytes(n.mem_limit)}${n.mem_alarm ? " — ALARM" : ""}`, "n-memory"],
+      ["Disk free", `${bytes(n.disk_free)} (limit ${bytes(n.disk_free_limit)})${n.disk_free_alarm ? " — ALARM" : ""}`],
+      ["File descriptors", `${num(n.fd_used)} / ${num(n.fd_total)}`],
+      ["Sockets", `${num(n.sockets_used)} / ${num(n.sockets_total)}`],
+      ["Exchange types", (n.exchange_types || []).map((t) => t.name).join(", ")],
+      ["Auth mechanisms", (n.auth_mechanisms || []).filter((m) => m.enabled !== false).map((m) => m.name).join(", ")],
+      ["Data directory", n.db_dir ?? ""],
+      ["Config files", (n.config_files || []).join(", ") || "none"],
+    ]));
+  };
 }

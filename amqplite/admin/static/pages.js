@@ -181,7 +181,7 @@ export function clientOf(c) {
 }
 
 export const connections = listPage("Connections", "/api/connections", (refresh) => [
-  { title: "Name", value: (c) => c.name },
+  { title: "Name", value: (c) => link(`#/connection/${enc(c.name)}`, c.name) },
   { title: "Protocol", value: (c) => c.protocol ?? "", cls: "protocol" },
   { title: "Client", value: clientOf, cls: "client" },
   { title: "User", value: (c) => c.user ?? "" },

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -15,50 +14,28 @@ import pika
 import pytest
 
 from tests.admin import browser
-from tests.admin.conftest import MONITOR, AdminBroker, qname, start_admin_broker
-from tests.brokerproc import free_port, wait_for
-from tests.server.mqttclient import V5, V311, Client, listening, new_id
+from tests.admin.conftest import MONITOR, AdminBroker, qname, start_mqtt_admin_broker
+from tests.admin.test_dashboard import by_css as css
+from tests.admin.test_dashboard import driver  # noqa: F401 (the module's browser)
+from tests.brokerproc import wait_for
+from tests.server.mqttclient import V5, V311, Client, new_id
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def _start(data: Path) -> AdminBroker:
-    port = free_port()
-    b = start_admin_broker(data, "--mqtt-port", str(port))
-    b.mqtt_port = port  # type: ignore[attr-defined]
-    wait_for(lambda: listening(port), 30, what="the MQTT listener")
-    return b
-
-
 @pytest.fixture(scope="module")
 def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminBroker]:
-    b = _start(tmp_path_factory.mktemp("dashboard-build"))
+    b = start_mqtt_admin_broker(tmp_path_factory.mktemp("dashboard-build"))
     yield b
     b.proc.stop()
 
 
-@pytest.fixture(scope="module")
-def driver() -> Iterator[Any]:
-    why = browser.missing()
-    if why is not None:
-        pytest.skip(why)
-    d = browser.make_driver()
-    yield d
-    d.quit()
-
-
 @pytest.fixture
-def dash(driver: Any, mb: AdminBroker) -> Iterator[Any]:
+def dash(driver: Any, mb: AdminBroker) -> Iterator[Any]:  # noqa: F811
     """Logged in as the administrator; the test fails if the page logged an error."""
     browser.log_in(driver, mb.admin_url)
     yield driver
     assert browser.console_errors(driver) == []
-
-
-def css(s: str) -> tuple[str, str]:
-    from selenium.webdriver.common.by import By
-
-    return (By.CSS_SELECTOR, s)
 
 
 def _connection_of(mb: AdminBroker, client: str) -> str:
@@ -150,7 +127,8 @@ def test_exchange_declared_and_deleted_through_the_page(dash: Any, mb: AdminBrok
         assert api.get(f"/api/exchanges/%2F/{x}").status_code == 404
 
 
-def test_a_monitoring_user_sees_no_forms_it_may_not_use(driver: Any, mb: AdminBroker) -> None:
+def test_a_monitoring_user_sees_no_forms_it_may_not_use(driver: Any,  # noqa: F811
+                                                         mb: AdminBroker) -> None:
     """monitoring reads everything but writes nothing: no declare, delete, close,
     publish, get, policy or link forms, and no "not an administrator" flash."""
     q, x = qname("dash-mon"), qname("dash-mon-x")

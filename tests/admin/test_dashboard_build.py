@@ -325,3 +325,30 @@ def test_node_page(dash: Any, mb: AdminBroker) -> None:
         node = api.get("/api/nodes").json()[0]
     assert browser.text_of("#n-name")(dash) == node["name"]
     assert " of " in browser.text_of("#n-memory")(dash)
+
+
+def test_channel_page_shows_its_consumers(dash: Any, mb: AdminBroker) -> None:
+    q = qname("dash-chq")
+    amqp = pika.BlockingConnection(pika.URLParameters(mb.amqp_url))
+    try:
+        ch = amqp.channel()
+        ch.queue_declare(q, auto_delete=True)
+        ch.basic_qos(prefetch_count=3)
+        ch.confirm_delivery()
+        tag = ch.basic_consume(q, lambda *_a: None)
+        amqp.process_data_events(0)
+        with mb.api() as api:
+            name = wait_for(lambda: next((c["channel_details"]["name"] for c in
+                                          api.get("/api/consumers").json()
+                                          if c["consumer_tag"] == tag), None),
+                            20, what="the consumer")
+        browser.open_page(dash, "channels", "channels")
+        link = f'tr[data-channel="{name}"] a'
+        browser.wait(dash, lambda d: d.find_elements(*css(link)), "the channel's link")
+        dash.find_element(*css(link)).click()
+        browser.wait(dash, lambda d: tag in browser.text_of("#channel-consumers")(d),
+                     "its consumer")
+        assert browser.text_of("#ch-prefetch")(dash) == "3"
+        assert browser.text_of("#ch-mode")(dash) == "confirm"
+    finally:
+        amqp.close()

@@ -323,7 +323,7 @@ export function connection(main, [name]) {
       ["Client properties", json(c.client_properties) || "none"],
     ]));
     clear(chans, table([
-      { title: "Channel", value: (ch) => ch.name },
+      { title: "Channel", value: (ch) => link(`#/channel/${enc(ch.name)}`, ch.name) },
       { title: "Prefetch", value: (ch) => num(ch.prefetch_count), num: true },
       { title: "Consumers", value: (ch) => num(ch.consumer_count), num: true },
       { title: "Unacked", value: (ch) => num(ch.messages_unacknowledged), num: true },
@@ -355,5 +355,31 @@ export function nodes(main) {
       ["Data directory", n.db_dir ?? ""],
       ["Config files", (n.config_files || []).join(", ") || "none"],
     ]));
+  };
+}
+
+// One AMQP channel: its mode, prefetch, counts and rates, and its consumers.
+export function channel(main, [name]) {
+  const details = h("div");
+  const consumers = h("div", { id: "channel-consumers" });
+  clear(main, h("h1", {}, "Channel ", h("span", { class: "name" }, name)), details, section("Consumers", consumers));
+  return async () => {
+    const [ch, cons] = await Promise.all([api(`/api/channels/${enc(name)}`), api("/api/consumers")]);
+    const ms = ch.message_stats || {};
+    clear(details, dl([
+      ["Connection", link(`#/connection/${enc(ch.connection_details.name)}`, ch.connection_details.name)],
+      ["User", ch.user ?? ""], ["Vhost", ch.vhost ?? ""], ["State", ch.state],
+      ["Mode", [ch.confirm && "confirm", ch.transactional && "transactional"].filter(Boolean).join(", ") || "plain", "ch-mode"],
+      ["Prefetch", num(ch.prefetch_count), "ch-prefetch"], ["Global prefetch", num(ch.global_prefetch_count)],
+      ["Unacked", num(ch.messages_unacknowledged)], ["Uncommitted", num(ch.messages_uncommitted ?? 0)],
+      ["Published", num(ms.publish ?? 0)], ["Publish rate", rate(ms, "publish")],
+      ["Delivered / got", num(ms.deliver_get ?? 0)], ["Deliver rate", rate(ms, "deliver_get")],
+    ]));
+    clear(consumers, table([
+      { title: "Tag", value: (c) => c.consumer_tag },
+      { title: "Queue", value: (c) => link(`#/queue/${enc(c.queue.vhost)}/${enc(c.queue.name)}`, c.queue.name) },
+      { title: "Ack", value: (c) => (c.ack_required ? "manual" : "auto") },
+      { title: "Prefetch", value: (c) => num(c.prefetch_count), num: true },
+    ], cons.filter((c) => c.channel_details.name === name), { empty: "No consumers." }));
   };
 }

@@ -200,7 +200,7 @@ export const connections = listPage("Connections", "/api/connections", (refresh)
   rowAttrs: (c) => ({ dataset: { connection: c.name, protocol: c.protocol ?? "" } }) });
 
 export const channels = listPage("Channels", "/api/channels", () => [
-  { title: "Channel", value: (c) => c.name },
+  { title: "Channel", value: (c) => link(`#/channel/${enc(c.name)}`, c.name) },
   { title: "User", value: (c) => c.user ?? "" },
   { title: "Vhost", value: (c) => c.vhost ?? "" },
   { title: "Mode", value: (c) => [c.confirm && "confirm", c.transactional && "tx"].filter(Boolean).join(" ") },
@@ -210,7 +210,7 @@ export const channels = listPage("Channels", "/api/channels", () => [
   { title: "Publish", value: (c) => rate(c.message_stats, "publish"), num: true },
   { title: "Deliver", value: (c) => rate(c.message_stats, "deliver_get"), num: true },
   { title: "Ack", value: (c) => rate(c.message_stats, "ack"), num: true },
-], { empty: "No channels.", filterVhost: true });
+], { empty: "No channels.", filterVhost: true, rowAttrs: (c) => ({ dataset: { channel: c.name } }) });
 
 // A declare form's arguments: a JSON object, or key=value lines whose values
 // read as numbers, true/false or else strings (x-message-ttl=60000). Throws

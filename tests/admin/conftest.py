@@ -75,6 +75,17 @@ def start_admin_broker(data_dir: Path, *extra: str,
     return AdminBroker(proc, url)
 
 
+def start_mqtt_admin_broker(data_dir: Path) -> AdminBroker:
+    """An admin broker with an MQTT listener too (``b.mqtt_port``)."""
+    from tests.server.mqttclient import listening
+
+    port = free_port()
+    b = start_admin_broker(data_dir, "--mqtt-port", str(port))
+    b.mqtt_port = port  # type: ignore[attr-defined]
+    wait_for(lambda: listening(port), 30, what="the MQTT listener")
+    return b
+
+
 @pytest.fixture(scope="session")
 def admin_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminBroker]:
     b = start_admin_broker(tmp_path_factory.mktemp("admin-broker"))

@@ -434,7 +434,7 @@ def test_vhost_selector_narrows_every_list(dash: Any, admin_broker: AdminBroker)
         # two this test made ("{vh}-root" in "/", "only-here" in vh)
         # set at once (typed key by key, "^(" would be a refused regex and a console error)
         dash.execute_script(
-            "const b = document.querySelector('#main input[name=\"name\"]');"
+            "const b = document.querySelector('#main .toolbar input[name=\"name\"]');"
             "b.value = arguments[0]; b.dispatchEvent(new Event('input'));",
             f"^({vh}-root|only-here)$")
         browser.wait(dash, lambda d: {r.get_attribute("data-vhost") for r in d.find_elements(
@@ -544,7 +544,7 @@ def test_a_late_answer_to_an_older_refresh_does_not_overwrite_a_newer_one(
     with admin_broker.api() as api:
         for q in (name, f"{name}-other"):
             assert api.put(f"/api/queues/%2F/{q}", json={"durable": False}).status_code == 201
-    set_filter = ("const b = document.querySelector('#main input[name=\"name\"]');"
+    set_filter = ("const b = document.querySelector('#main .toolbar input[name=\"name\"]');"
                   "b.value = arguments[0]; b.dispatchEvent(new Event('input'));")
     try:
         browser.open_page(dash, "queues", "queues")

@@ -16,24 +16,16 @@ from typing import Any
 import pytest
 
 from tests.admin import browser
-from tests.admin.conftest import AdminBroker, start_admin_broker
-from tests.brokerproc import free_port, wait_for
+from tests.admin.conftest import AdminBroker, start_mqtt_admin_broker
+from tests.brokerproc import wait_for
 from tests.server.mqttclient import V5, V311, Client, listening, new_id
 
 RETAINED = "/api/exchanges/%2F/amq.topic/retained"
 
 
-def _start(data: Path) -> AdminBroker:
-    port = free_port()
-    b = start_admin_broker(data, "--mqtt-port", str(port))
-    b.mqtt_port = port  # type: ignore[attr-defined]
-    wait_for(lambda: listening(port), 30, what="the MQTT listener")
-    return b
-
-
 @pytest.fixture(scope="module")
 def mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminBroker]:
-    b = _start(tmp_path_factory.mktemp("mqtt-retained-admin"))
+    b = start_mqtt_admin_broker(tmp_path_factory.mktemp("mqtt-retained-admin"))
     yield b
     b.proc.stop()
 
@@ -87,7 +79,7 @@ def test_api_lists_shows_and_clears_by_topic(mb: AdminBroker) -> None:
 
 def test_clear_is_durable(tmp_path: Path) -> None:
     """Cleared through the API, then kill -9: the stored message does not come back."""
-    b = _start(tmp_path / "data")
+    b = start_mqtt_admin_broker(tmp_path / "data")
     try:
         base = new_id()
         _retain(b, f"{base}/a", b"kept")

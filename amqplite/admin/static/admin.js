@@ -140,7 +140,7 @@ function permissionForm(refresh) {
   ], async (v) => {
     await put(`/api/permissions/${enc(v.vhost)}/${enc(v.user)}`,
       { configure: v.configure, write: v.write, read: v.read }, `permissions of ${v.user} in ${v.vhost} set`, refresh);
-  }), topicPermissions());
+  }));
 }
 
 export const permissions = (main) => listPage("Permissions",
@@ -154,5 +154,5 @@ export const permissions = (main) => listPage("Permissions",
       if (await attempt(() => api(`/api/permissions/${enc(p.vhost)}/${enc(p.user)}`, { method: "DELETE" }),
         `permissions of ${p.user} in ${p.vhost} cleared`) !== undefined) await refresh();
     }, { class: "danger delete" }, `perm:${p.vhost}/${p.user}`) },
-  ], { empty: "No permissions.", above: permissionForm, unscoped: true,
+  ], { empty: "No permissions.", above: permissionForm, below: topicPermissions, unscoped: true,
     rowAttrs: (p) => ({ dataset: { user: p.user, vhost: p.vhost } }) })(main);

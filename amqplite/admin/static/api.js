@@ -19,6 +19,13 @@ export const session = { name: "", tags: [] };
 
 export const hasTag = (...tags) => session.tags.some((t) => tags.includes(t));
 
+// Whether the user's tags allow what an API route needs (the server's rule,
+// http.py _authorize): a page shows only the forms and buttons the user may use.
+export const may = (needs) => hasTag("administrator")
+  || (needs === "policymaker" && hasTag("policymaker"))
+  || (needs === "monitoring" && hasTag("monitoring"))
+  || needs === "management";
+
 export function loggedIn() {
   return sessionStorage.getItem(KEY) !== null;
 }

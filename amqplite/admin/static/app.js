@@ -4,7 +4,7 @@ import { api, login, loggedIn, logout, session, setUnauthorisedHandler } from ".
 import { clear, flash, h } from "./dom.js";
 import { permissions, users, vhosts } from "./admin.js";
 import { federation, shovels } from "./links.js";
-import { exchange, queue } from "./objects.js";
+import { channel, connection, exchange, nodes, queue } from "./objects.js";
 import {
   bindings, channels, connections, exchanges, overview, policies, queues, trace,
 } from "./pages.js";
@@ -13,10 +13,10 @@ import { loadVhosts, watchVhost } from "./vhost.js";
 // ?refresh=<seconds> changes how often a page reloads its figures (default 5)
 const REFRESH_MS = Math.max(1, Number(new URLSearchParams(location.search).get("refresh")) || 5) * 1000;
 const ROUTES = {
-  "": overview, connections, channels, exchanges, exchange, queues, queue, bindings, policies, trace,
-  shovels, federation, users, vhosts, permissions,
+  "": overview, connections, connection, channels, channel, exchanges, exchange, queues, queue, bindings, policies, trace,
+  shovels, federation, users, vhosts, permissions, nodes,
 };
-const NAV = { exchange: "exchanges", queue: "queues", "": "overview" };
+const NAV = { exchange: "exchanges", queue: "queues", connection: "connections", channel: "channels", "": "overview" };
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");

@@ -43,6 +43,11 @@ export function num(n) {
   return typeof n === "number" ? n.toLocaleString("en") : "";
 }
 
+// "1 message", "2 messages"
+export function plural(n, word, many = `${word}s`) {
+  return `${num(n)} ${n === 1 ? word : many}`;
+}
+
 export function rate(stats, key) {
   const d = stats && stats[`${key}_details`];
   return d ? `${d.rate.toFixed(1)}/s` : "";

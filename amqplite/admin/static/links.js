@@ -3,7 +3,7 @@
 // URIs come back from the API masked (password ***); the add forms send what
 // the user typed, once, in the PUT.
 
-import { api, enc } from "./api.js";
+import { api, enc, may } from "./api.js";
 import { clear, form, h, json, num, section, table } from "./dom.js";
 import { attempt, confirmButton, listPage } from "./pages.js";
 import { currentVhost, scoped } from "./vhost.js";
@@ -34,6 +34,7 @@ function valueOf(v, numbers) {
 
 // PUT /api/parameters/shovel/{vhost}/{name}: a queue or exchange at each end.
 function shovelForm(refresh) {
+  if (!may("policymaker")) return null;  // shovels are parameters: the policymaker tag's
   const input = (name, placeholder, extra = {}) => h("input", { name, placeholder, ...extra });
   return form("shovel-form", [
     input("vhost", "vhost", { value: currentVhost() || "/", required: true, size: 6 }),
@@ -63,7 +64,7 @@ export const shovels = listPage("Shovels", "/api/shovels", (refresh) => [
   { title: "Destination", value: (s) => end(s.dest_uri, s.dest_queue, s.dest_exchange), cls: "destination" },
   { title: "Forwarded", value: (s) => num(s.forwarded), num: true, cls: "forwarded" },
   { title: "Since", value: (s) => s.timestamp },
-  { title: "", value: (s) => [
+  may("policymaker") ? { title: "", value: (s) => [
     h("button", { type: "button", class: "restart", onclick: async () => {
       if (await attempt(() => api(`/api/shovels/vhost/${enc(s.vhost)}/${enc(s.name)}/restart`,
         { method: "DELETE" }), `shovel ${s.name} restarted`) !== undefined) await refresh();
@@ -71,12 +72,13 @@ export const shovels = listPage("Shovels", "/api/shovels", (refresh) => [
     confirmButton("Delete", async () => {
       if (await attempt(() => api(paramPath("shovel", s.vhost, s.name), { method: "DELETE" }),
         `shovel ${s.name} deleted`) !== undefined) await refresh();
-    }, { class: "danger delete" }, `shovel:${s.vhost}/${s.name}`)] },
-], { empty: "No shovels.", above: shovelForm,
+    }, { class: "danger delete" }, `shovel:${s.vhost}/${s.name}`)] } : null,
+].filter(Boolean), { empty: "No shovels.", above: shovelForm,
   rowAttrs: (s) => ({ dataset: { shovel: s.name, vhost: s.vhost, state: s.state } }) });
 
 // PUT /api/parameters/federation-upstream/{vhost}/{name}
 function upstreamForm(refresh) {
+  if (!may("policymaker")) return null;
   return form("upstream-form", [
     h("input", { name: "vhost", value: currentVhost() || "/", required: true, size: 6, title: "vhost" }),
     h("input", { name: "name", required: true, placeholder: "upstream name" }),
@@ -108,19 +110,25 @@ export function federation(main) {
     { title: "Name", value: (p) => p.name },
     { title: "URI", value: (p) => [].concat(p.value.uri ?? []).join(" "), cls: "mono" },
     { title: "Definition", value: (p) => json(Object.fromEntries(Object.entries(p.value).filter(([k]) => k !== "uri"))), cls: "mono" },
-    { title: "", value: (p) => confirmButton("Delete", async () => {
+    may("policymaker") ? { title: "", value: (p) => confirmButton("Delete", async () => {
       if (await attempt(() => api(paramPath("federation-upstream", p.vhost, p.name), { method: "DELETE" }),
         `upstream ${p.name} deleted`) !== undefined) await refresh();
-    }, { class: "danger delete" }, `upstream:${p.vhost}/${p.name}`) },
-  ];
+    }, { class: "danger delete" }, `upstream:${p.vhost}/${p.name}`) } : null,
+  ].filter(Boolean);
   const linkColumns = [
     { title: "Vhost", value: (l) => l.vhost },
     { title: "Upstream", value: (l) => l.upstream },
     { title: "Exchange", value: (l) => l.exchange ?? "" },
     { title: "URI", value: (l) => l.uri ?? "", cls: "mono" },
     { title: "Status", value: (l) => stateOf(l.status, l.error), cls: "state" },
+    { title: "Forwarded", value: (l) => num(l.forwarded), num: true, cls: "forwarded" },
     { title: "Since", value: (l) => l.timestamp ?? "" },
-  ];
+    // a restart reconnects the link and rebinds upstream (the policymaker tag's)
+    may("policymaker") ? { title: "", value: (l) => h("button", { type: "button", class: "restart", onclick: async () => {
+      if (await attempt(() => api(`/api/federation-links/vhost/${enc(l.vhost)}/${enc(l.id)}/restart`,
+        { method: "DELETE" }), `federation link ${l.id} restarted`) !== undefined) await refresh();
+    } }, "Restart") } : null,
+  ].filter(Boolean);
   refresh = async () => {
     const [params, status] = await Promise.all([
       api(scoped("/api/parameters/federation-upstream")).catch((err) => {
@@ -137,7 +145,8 @@ export function federation(main) {
     clear(links, status === null
       ? h("p", { class: "empty", id: "federation-unavailable" },
         "This broker reports no federation links (/api/federation-links is not available).")
-      : table(linkColumns, status, { empty: "No federation links." }));
+      : table(linkColumns, status, { empty: "No federation links.",
+        rowAttrs: (l) => ({ dataset: { link: l.id, exchange: l.exchange ?? "", status: l.status } }) }));
   };
   return refresh;
 }

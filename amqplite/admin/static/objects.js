@@ -1,11 +1,13 @@
 // One queue and one exchange: details, charts, and the message operations
 // (publish; peek, get, purge, move, dead-letter replay).
 
-import { api, enc } from "./api.js";
+import { api, enc, may } from "./api.js";
 import { LineChart } from "./chart.js";
-import { clear, bytes, flash, form, h, json, link, num, rate, section, table } from "./dom.js";
 import {
-  attempt, bindingTable, confirmButton, exchangeName, exchangePath, features, traceHref,
+  bytes, clear, duration, flash, form, h, json, link, num, plural, rate, section, table,
+} from "./dom.js";
+import {
+  attempt, bindForm, bindingTable, clientOf, confirmButton, exchangeName, exchangePath, features, traceHref,
 } from "./pages.js";
 
 function dl(pairs) {
@@ -116,7 +118,7 @@ export function queue(main, [vhost, name]) {
     }));
     if (rows) {
       clear(messages, h("h3", {}, `Got ${rows.length}`), messageTable(rows, false));
-      show(`got ${rows.length} message(s)`);
+      show(`got ${plural(rows.length, "message")}`);
       await refresh();
     }
   });
@@ -154,24 +156,27 @@ export function queue(main, [vhost, name]) {
 
   const purge = confirmButton("Purge", async () => {
     const r = await attempt(() => api(`${path}/contents`, { method: "DELETE" }));
-    if (r) { show(`purged ${r.purged} message(s)`); await refresh(); }
+    if (r) { show(`purged ${plural(r.purged, "message")}`); await refresh(); }
   }, { id: "purge" }, `purge:${vhost}/${name}`);
 
   // a stream keeps its entries after delivery: it is read from an offset, and
   // get, move, replay and purge do not apply to it (RabbitMQ refuses them too)
-  const ops = section("Messages", h("div", { class: "ops" }, peek, get, move, replay, h("div", { class: "inline" }, purge)),
-    result, messages);
+  // get, move, replay, purge and publish are writes: the administrator tag's (the API's
+  // rule); everyone who may read the queue may peek
+  const admin = may("administrator");
+  const ops = section("Messages", h("div", { class: "ops" }, peek,
+    admin ? [get, move, replay, h("div", { class: "inline" }, purge)] : null), result, messages);
   const [entries, readEntries] = streamEntries(vhost, name);
   ops.hidden = true;
   entries.hidden = true;
   let kind = null;
 
-  main.append(h("h1", {}, "Queue ", h("span", { class: "name" }, name), h("span", { class: "muted" }, ` in ${vhost}`)),
+  clear(main, h("h1", {}, "Queue ", h("span", { class: "name" }, name), h("span", { class: "muted" }, ` in ${vhost}`)),
     details,
     h("div", { class: "charts" }, section("Queued messages", depth.el), section("Message rates", rates.el)),
     ops, entries,
-    section("Publish a message", publishForm(`/api/exchanges/${exchangePath(vhost, "")}/publish`, name)),
-    section("Consumers", consumers), section("Bindings", binds));
+    admin ? section("Publish a message", publishForm(`/api/exchanges/${exchangePath(vhost, "")}/publish`, name)) : null,
+    section("Consumers", consumers), section("Bindings", bindForm(vhost, { queue: name }, () => refresh()), binds));
 
   refresh = async () => {
     const [q, cons, bs] = await Promise.all([
@@ -202,7 +207,7 @@ export function queue(main, [vhost, name]) {
       { title: "Unacked", value: (c) => num(c.messages_unacknowledged ?? 0), num: true },
       { title: "Active", value: (c) => (c.active === false ? "no" : "yes") },
     ], cons.filter((c) => c.queue.name === name), { empty: "No consumers." }));
-    clear(binds, bindingTable(bs));
+    clear(binds, bindingTable(bs, refresh));
   };
   return refresh;
 }
@@ -246,21 +251,22 @@ export function exchange(main, [vhost, name]) {
   const path = `/api/exchanges/${exchangePath(vhost, xname)}`;
   const details = h("div");
   const binds = h("div");
-  const publish = publishForm(`${path}/publish`);
+  const publish = may("administrator") ? section("Publish a message", publishForm(`${path}/publish`)) : null;
   // x-lvc and x-recent-history: what the exchange retains, and a way to clear it
   const retained = h("section", { id: "retained", hidden: true });
-  main.append(h("h1", {}, "Exchange ", h("span", { class: "name" }, exchangeName(xname)), h("span", { class: "muted" }, ` in ${vhost}`)),
-    details, retained, section("Publish a message", publish),
-    section("Bindings from this exchange", binds));
-  return async () => {
+  clear(main, h("h1", {}, "Exchange ", h("span", { class: "name" }, exchangeName(xname)), h("span", { class: "muted" }, ` in ${vhost}`)),
+    details, retained, publish,
+    section("Bindings from this exchange", xname === "" ? null : bindForm(vhost, { source: xname }, () => refresh()), binds));
+  const refresh = async () => {
     const [x, bs] = await Promise.all([api(path), api(`${path}/bindings/source`)]);
     const rows = [["Type", x.type], ["Features", features(x)], ["Arguments", json(x.arguments) || "none"]];
-    if (x.retained) rows.push(["Retained", `${num(x.retained.messages)} messages, ${bytes(x.retained.bytes)}`, "x-retained"]);
+    if (x.retained) rows.push(["Retained", `${plural(x.retained.messages, "message")}, ${bytes(x.retained.bytes)}`, "x-retained"]);
     clear(details, dl(rows));
-    clear(binds, bindingTable(bs));
+    clear(binds, bindingTable(bs, refresh));
     retained.hidden = !x.retained;
     if (x.retained) clear(retained, ...(await retainedSection(path)));
   };
+  return refresh;
 }
 
 async function retainedSection(path) {
@@ -269,7 +275,7 @@ async function retainedSection(path) {
   const items = paged.items;
   const clearAll = confirmButton("Clear retained", async () => {
     const r = await attempt(() => api(`${path}/retained`, { method: "DELETE" }));
-    if (r) flash(`cleared ${r.removed} retained messages`, "ok");
+    if (r) flash(`cleared ${plural(r.removed, "retained message")}`, "ok");
   }, { id: "clear-retained" });
   // the MQTT exchange (amq.topic) shows MQTT's retained messages: one per topic
   const mqtt = items.some((m) => m.topic !== undefined);
@@ -284,10 +290,96 @@ async function retainedSection(path) {
     { title: "Size", value: (m) => bytes(m.payload_bytes), num: true },
     { title: "Properties", value: propsSummary, cls: "mono small" },
     { title: "Payload", value: payload, cls: "payload mono" },
-    ...(mqtt ? [{ title: "", value: clearOne }] : []),
+    ...(mqtt && may("administrator") ? [{ title: "", value: clearOne }] : []),
   ], items, { empty: "Nothing retained.", rowAttrs: (m) => ({ dataset: { key: m.key } }) }),
   ...(paged.total_count > items.length
     ? [h("p", { class: "small" }, `showing the oldest ${num(items.length)} of ${num(paged.total_count)}; `
         + "amqplite retained list pages through them all")] : []),
-  h("p", {}, clearAll)];
+  may("administrator") ? h("p", {}, clearAll) : null];
+}
+
+// One connection (AMQP, MQTT or STOMP): who, how, how much, and its channels;
+// administrators may close it from here.
+export function connection(main, [name]) {
+  const path = `/api/connections/${enc(name)}`;
+  const details = h("div");
+  const chans = h("div", { id: "connection-channels" });
+  const close = may("administrator") ? h("p", {}, confirmButton("Close connection", async () => {
+    if (await attempt(() => api(path, { method: "DELETE" }), `connection ${name} closed`) !== undefined) {
+      location.hash = "#/connections";
+    }
+  }, { id: "close-connection" }, `connection:${name}`)) : null;
+  clear(main, h("h1", {}, "Connection ", h("span", { class: "name" }, name)), details, close,
+    section("Channels", chans));
+  return async () => {
+    const [c, chs] = await Promise.all([api(path), api(`${path}/channels`)]);
+    clear(details, dl([
+      ["Protocol", c.protocol ?? "", "c-protocol"], ["Client", clientOf(c), "c-client"],
+      ["User", c.user ?? ""], ["Vhost", c.vhost ?? ""], ["State", c.state],
+      ["Peer", `${c.peer_host}:${c.peer_port}`], ["TLS", c.ssl ? "yes" : "no"],
+      ["Heartbeat / keep alive", c.timeout ? `${c.timeout} s` : "none"],
+      ["Received", bytes(c.recv_oct)], ["Sent", bytes(c.send_oct)],
+      ["Connected", new Date(c.connected_at).toLocaleString()],
+      ["Client properties", json(c.client_properties) || "none"],
+    ]));
+    clear(chans, table([
+      { title: "Channel", value: (ch) => link(`#/channel/${enc(ch.name)}`, ch.name) },
+      { title: "Prefetch", value: (ch) => num(ch.prefetch_count), num: true },
+      { title: "Consumers", value: (ch) => num(ch.consumer_count), num: true },
+      { title: "Unacked", value: (ch) => num(ch.messages_unacknowledged), num: true },
+      { title: "Publish", value: (ch) => rate(ch.message_stats, "publish"), num: true },
+      { title: "Deliver", value: (ch) => rate(ch.message_stats, "deliver_get"), num: true },
+    ], chs, { empty: "No channels." }));
+  };
+}
+
+// #/nodes: this node's figures as /api/nodes has them (the monitoring tag's).
+export function nodes(main) {
+  const body = h("div", { id: "nodes" });
+  clear(main, h("h1", {}, "Node"), body);
+  if (!may("monitoring")) {
+    body.append(h("p", { class: "muted" }, "The node's figures need the monitoring tag."));
+    return undefined;
+  }
+  return async () => {
+    const [n] = await api("/api/nodes");
+    clear(body, dl([
+      ["Name", n.name, "n-name"], ["Running", n.running ? "yes" : "no"], ["Uptime", duration(n.uptime || 0)],
+      ["OS pid", n.os_pid], ["Processors", num(n.processors)],
+      ["Memory", `${bytes(n.mem_used)} of ${bytes(n.mem_limit)}${n.mem_alarm ? " — ALARM" : ""}`, "n-memory"],
+      ["Disk free", `${bytes(n.disk_free)} (limit ${bytes(n.disk_free_limit)})${n.disk_free_alarm ? " — ALARM" : ""}`],
+      ["File descriptors", `${num(n.fd_used)} / ${num(n.fd_total)}`],
+      ["Sockets", `${num(n.sockets_used)} / ${num(n.sockets_total)}`],
+      ["Exchange types", (n.exchange_types || []).map((t) => t.name).join(", ")],
+      ["Auth mechanisms", (n.auth_mechanisms || []).filter((m) => m.enabled !== false).map((m) => m.name).join(", ")],
+      ["Data directory", n.db_dir ?? ""],
+      ["Config files", (n.config_files || []).join(", ") || "none"],
+    ]));
+  };
+}
+
+// One AMQP channel: its mode, prefetch, counts and rates, and its consumers.
+export function channel(main, [name]) {
+  const details = h("div");
+  const consumers = h("div", { id: "channel-consumers" });
+  clear(main, h("h1", {}, "Channel ", h("span", { class: "name" }, name)), details, section("Consumers", consumers));
+  return async () => {
+    const [ch, cons] = await Promise.all([api(`/api/channels/${enc(name)}`), api("/api/consumers")]);
+    const ms = ch.message_stats || {};
+    clear(details, dl([
+      ["Connection", link(`#/connection/${enc(ch.connection_details.name)}`, ch.connection_details.name)],
+      ["User", ch.user ?? ""], ["Vhost", ch.vhost ?? ""], ["State", ch.state],
+      ["Mode", [ch.confirm && "confirm", ch.transactional && "transactional"].filter(Boolean).join(", ") || "plain", "ch-mode"],
+      ["Prefetch", num(ch.prefetch_count), "ch-prefetch"], ["Global prefetch", num(ch.global_prefetch_count)],
+      ["Unacked", num(ch.messages_unacknowledged)], ["Uncommitted", num(ch.messages_uncommitted ?? 0)],
+      ["Published", num(ms.publish ?? 0)], ["Publish rate", rate(ms, "publish")],
+      ["Delivered / got", num(ms.deliver_get ?? 0)], ["Deliver rate", rate(ms, "deliver_get")],
+    ]));
+    clear(consumers, table([
+      { title: "Tag", value: (c) => c.consumer_tag },
+      { title: "Queue", value: (c) => link(`#/queue/${enc(c.queue.vhost)}/${enc(c.queue.name)}`, c.queue.name) },
+      { title: "Ack", value: (c) => (c.ack_required ? "manual" : "auto") },
+      { title: "Prefetch", value: (c) => num(c.prefetch_count), num: true },
+    ], cons.filter((c) => c.channel_details.name === name), { empty: "No consumers." }));
+  };
 }

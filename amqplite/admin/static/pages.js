@@ -2,7 +2,7 @@
 // static parts once and returns a refresh function the app calls on a timer,
 // so forms keep what the user typed while the figures update.
 
-import { api, enc, hasTag } from "./api.js";
+import { api, enc, hasTag, may } from "./api.js";
 import { LineChart } from "./chart.js";
 import {
   bytes, clear, duration, flash, form, h, json, link, num, rate, section, table,
@@ -152,7 +152,7 @@ export function overview(main) {
 // A page that is one table of what an API list answers, for the vhost chosen
 // in the header; columns(refresh) lets a row's button refresh the page after it
 // acted. opts.above(refresh): nodes shown above the table (a form that adds a
-// row); opts.filterVhost: the API cannot narrow this list to a vhost, filter it
+// row); opts.below(refresh): nodes shown below it; opts.filterVhost: the API cannot narrow this list to a vhost, filter it
 // here; opts.unscoped: a list that is not per vhost (users, vhosts).
 export function listPage(title, path, columns, opts = {}) {
   return (main) => {
@@ -160,7 +160,8 @@ export function listPage(title, path, columns, opts = {}) {
     let refresh;
     let asked = 0;
     // h() drops a missing part; main.append() would print it as "null"
-    clear(main, h("h1", {}, title), opts.above ? opts.above(() => refresh()) : null, body);
+    clear(main, h("h1", {}, title), opts.above ? opts.above(() => refresh()) : null, body,
+      opts.below ? opts.below(() => refresh()) : null);
     refresh = async () => {
       // a button's refresh and the periodic one may overlap: the newest asked draws
       const mine = ++asked;
@@ -171,8 +172,18 @@ export function listPage(title, path, columns, opts = {}) {
   };
 }
 
+// Who is on the other end: an MQTT or STOMP client's id, else the name an AMQP
+// client gave its connection, else its library (product and version).
+export function clientOf(c) {
+  const cp = c.client_properties || {};
+  if (cp.client_id !== undefined) return String(cp.client_id);
+  return cp.connection_name ?? [cp.product, cp.version].filter(Boolean).join(" ");
+}
+
 export const connections = listPage("Connections", "/api/connections", (refresh) => [
-  { title: "Name", value: (c) => (c.user_provided_name ? `${c.name} (${c.user_provided_name})` : c.name) },
+  { title: "Name", value: (c) => link(`#/connection/${enc(c.name)}`, c.name) },
+  { title: "Protocol", value: (c) => c.protocol ?? "", cls: "protocol" },
+  { title: "Client", value: clientOf, cls: "client" },
   { title: "User", value: (c) => c.user ?? "" },
   { title: "Vhost", value: (c) => c.vhost ?? "" },
   { title: "State", value: (c) => c.state },
@@ -181,13 +192,15 @@ export const connections = listPage("Connections", "/api/connections", (refresh)
   { title: "Received", value: (c) => bytes(c.recv_oct), num: true },
   { title: "Sent", value: (c) => bytes(c.send_oct), num: true },
   { title: "Connected", value: (c) => new Date(c.connected_at).toLocaleString() },
-  { title: "", value: (c) => confirmButton("Close", () => attempt(
-    () => api(`/api/connections/${enc(c.name)}`, { method: "DELETE" }), "connection closed").then(refresh),
-  {}, `connection:${c.name}`) },
-], { empty: "No connections.", filterVhost: true });
+  // closing a connection needs the administrator tag (DELETE /api/connections/{name})
+  may("administrator") ? { title: "", value: (c) => confirmButton("Close", () => attempt(
+    () => api(`/api/connections/${enc(c.name)}`, { method: "DELETE" }), `connection ${c.name} closed`).then(refresh),
+  { class: "danger close" }, `connection:${c.name}`) } : null,
+].filter(Boolean), { empty: "No connections.", filterVhost: true,
+  rowAttrs: (c) => ({ dataset: { connection: c.name, protocol: c.protocol ?? "" } }) });
 
 export const channels = listPage("Channels", "/api/channels", () => [
-  { title: "Channel", value: (c) => c.name },
+  { title: "Channel", value: (c) => link(`#/channel/${enc(c.name)}`, c.name) },
   { title: "User", value: (c) => c.user ?? "" },
   { title: "Vhost", value: (c) => c.vhost ?? "" },
   { title: "Mode", value: (c) => [c.confirm && "confirm", c.transactional && "tx"].filter(Boolean).join(" ") },
@@ -197,15 +210,101 @@ export const channels = listPage("Channels", "/api/channels", () => [
   { title: "Publish", value: (c) => rate(c.message_stats, "publish"), num: true },
   { title: "Deliver", value: (c) => rate(c.message_stats, "deliver_get"), num: true },
   { title: "Ack", value: (c) => rate(c.message_stats, "ack"), num: true },
-], { empty: "No channels.", filterVhost: true });
+], { empty: "No channels.", filterVhost: true, rowAttrs: (c) => ({ dataset: { channel: c.name } }) });
 
-export const exchanges = listPage("Exchanges", "/api/exchanges", () => [
+// A declare form's arguments: a JSON object, or key=value lines whose values
+// read as numbers, true/false or else strings (x-message-ttl=60000). Throws
+// with a message for the flash on anything else.
+export function parseArguments(text) {
+  const t = (text || "").trim();
+  if (!t) return {};
+  if (t.startsWith("{")) {
+    const v = JSON.parse(t);
+    if (!v || typeof v !== "object" || Array.isArray(v)) throw new Error("arguments: not a JSON object");
+    return v;
+  }
+  const out = {};
+  for (const line of t.split("\n")) {
+    if (!line.trim()) continue;
+    const eq = line.indexOf("=");
+    if (eq <= 0) throw new Error(`arguments: "${line.trim()}" is not key=value`);
+    const key = line.slice(0, eq).trim();
+    const raw = line.slice(eq + 1).trim();
+    out[key] = raw === "true" ? true : raw === "false" ? false
+      : raw !== "" && Number.isFinite(Number(raw)) ? Number(raw) : raw;
+  }
+  return out;
+}
+
+const checkbox = (name, label, checked = false) =>
+  h("label", {}, h("input", { type: "checkbox", name, value: "1", checked }), ` ${label}`);
+
+const argumentsBox = () => h("textarea", {
+  name: "arguments", rows: 2, cols: 30, class: "mono",
+  placeholder: "arguments: key=value lines or JSON", title: "e.g. x-message-ttl=60000" });
+
+// Sends a declare (PUT) built from a form; the flash says what happened.
+async function declare(path, v, body, done, refresh) {
+  try {
+    body.arguments = parseArguments(v.arguments);
+  } catch (err) {
+    flash(err.message, "error");
+    return;
+  }
+  if (await attempt(() => api(path, { method: "PUT", body }), done) !== undefined) await refresh();
+}
+
+export const EXCHANGE_TYPES = ["direct", "fanout", "topic", "headers", "x-recent-history", "x-lvc"];
+
+// PUT /api/exchanges/{vhost}/{name}: administrators only (the API's rule).
+function exchangeForm(refresh) {
+  if (!may("administrator")) return null;
+  return form("exchange-form", [
+    h("input", { name: "vhost", value: currentVhost() || "/", required: true, title: "vhost", size: 6 }),
+    h("input", { name: "name", required: true, placeholder: "exchange name" }),
+    h("select", { name: "type", title: "type" }, EXCHANGE_TYPES.map((t) => h("option", { value: t }, t))),
+    checkbox("durable", "durable", true), checkbox("auto_delete", "auto-delete"), checkbox("internal", "internal"),
+    argumentsBox(),
+    h("button", { type: "submit" }, "Add exchange"),
+  ], (v) => declare(`/api/exchanges/${enc(v.vhost)}/${enc(v.name)}`, v,
+    { type: v.type, durable: !!v.durable, auto_delete: !!v.auto_delete, internal: !!v.internal },
+    `exchange ${v.name} added`, refresh));
+}
+
+// The default exchange and the amq.* ones cannot be deleted (RabbitMQ's rule too).
+const deletable = (x) => x.name !== "" && !x.name.startsWith("amq.");
+
+export const exchanges = listPage("Exchanges", "/api/exchanges", (refresh) => [
   { title: "Vhost", value: (x) => x.vhost },
   { title: "Name", value: (x) => link(exchangeHref(x.vhost, x.name), exchangeName(x.name)) },
   { title: "Type", value: (x) => x.type },
   { title: "Features", value: (x) => features(x) },
   { title: "Arguments", value: (x) => json(x.arguments), cls: "mono" },
-], { rowAttrs: (x) => ({ dataset: { exchange: x.name } }) });
+  may("administrator") ? { title: "", value: (x) => (deletable(x) ? confirmButton("Delete", () => attempt(
+    () => api(`/api/exchanges/${exchangePath(x.vhost, x.name)}`, { method: "DELETE" }),
+    `exchange ${x.name} deleted`).then(refresh), { class: "danger delete" }, `exchange:${x.vhost}/${x.name}`) : "") }
+    : null,
+].filter(Boolean), { rowAttrs: (x) => ({ dataset: { exchange: x.name, vhost: x.vhost } }), above: exchangeForm });
+
+// PUT /api/queues/{vhost}/{name}: the type goes as x-queue-type, as RabbitMQ's UI sends it.
+function queueForm(refresh) {
+  if (!may("administrator")) return null;
+  return form("queue-form", [
+    h("input", { name: "vhost", value: currentVhost() || "/", required: true, title: "vhost", size: 6 }),
+    h("input", { name: "name", required: true, placeholder: "queue name" }),
+    h("select", { name: "type", title: "type" }, ["classic", "quorum", "stream"].map((t) => h("option", { value: t }, t))),
+    checkbox("durable", "durable", true), checkbox("auto_delete", "auto-delete"),
+    argumentsBox(),
+    h("button", { type: "submit" }, "Add queue"),
+  ], async (v) => {
+    const path = `/api/queues/${enc(v.vhost)}/${enc(v.name)}`;
+    const body = { durable: !!v.durable, auto_delete: !!v.auto_delete };
+    let args;
+    try { args = parseArguments(v.arguments); } catch (err) { flash(err.message, "error"); return; }
+    if (v.type !== "classic") args["x-queue-type"] = v.type;
+    await declare(path, { arguments: JSON.stringify(args) }, body, `queue ${v.name} added`, refresh);
+  });
+}
 
 export function features(o) {
   return [o.durable && "D", o.auto_delete && "AD", o.exclusive && "Excl", o.internal && "I",
@@ -243,13 +342,17 @@ export function queues(main) {
       { title: "Incoming", value: (x) => rate(x.message_stats, "publish"), num: true },
       { title: "Deliver / get", value: (x) => rate(x.message_stats, "deliver_get"), num: true },
       { title: "Ack", value: (x) => rate(x.message_stats, "ack"), num: true },
-    ], res.items, {
+      may("administrator") ? { title: "", value: (x) => confirmButton("Delete", () => attempt(
+        () => api(`/api/queues/${enc(x.vhost)}/${enc(x.name)}`, { method: "DELETE" }),
+        `queue ${x.name} deleted`).then(refresh), { class: "danger delete" }, `queue:${x.vhost}/${x.name}`) } : null,
+    ].filter(Boolean), res.items, {
       empty: filter.value ? "No queue matches." : "No queues.",
       rowAttrs: (x) => ({ dataset: { vhost: x.vhost, queue: x.name } }),
     }));
   };
   filter.addEventListener("input", () => { page = 1; refresh().catch((e) => flash(e.message, "error")); });
-  main.append(h("h1", {}, "Queues"), h("div", { class: "toolbar" }, filter, pager), body);
+  main.append(...[h("h1", {}, "Queues"), queueForm(() => refresh()), h("div", { class: "toolbar" }, filter, pager), body]
+    .filter(Boolean));
   return refresh;
 }
 
@@ -264,10 +367,51 @@ const BINDING_COLUMNS = [
   { title: "Arguments", value: (b) => json(b.arguments), cls: "mono" },
 ];
 
-export const bindingTable = (rows) => table(BINDING_COLUMNS, rows, { empty: "No bindings." });
+// /api/bindings/{vhost}/e/{source}/q|e/{destination}: where a binding is added and,
+// with its properties_key, removed.
+export const bindingPath = (vhost, source, type, destination) =>
+  `/api/bindings/${enc(vhost)}/e/${enc(source)}/${type === "queue" ? "q" : "e"}/${enc(destination)}`;
 
-export const bindings = listPage("Bindings", "/api/bindings", () => BINDING_COLUMNS,
-  { empty: "No bindings." });
+// The binding columns, with an Unbind button for administrators when refresh is
+// given; the default exchange's implicit bindings cannot be removed.
+function bindingColumns(refresh) {
+  if (!refresh || !may("administrator")) return BINDING_COLUMNS;
+  return [...BINDING_COLUMNS, { title: "", value: (b) => (b.source === "" ? "" : confirmButton("Unbind", () => attempt(
+    () => api(`${bindingPath(b.vhost, b.source, b.destination_type, b.destination)}/${enc(b.properties_key)}`,
+      { method: "DELETE" }), "binding removed").then(refresh),
+  { class: "danger unbind" }, `unbind:${b.vhost}/${b.source}/${b.destination_type}/${b.destination}/${b.properties_key}`)) }];
+}
+
+const bindingRow = (b) => ({ dataset: { source: b.source, destination: b.destination, key: b.routing_key } });
+
+export const bindingTable = (rows, refresh) => table(bindingColumns(refresh), rows,
+  { empty: "No bindings.", rowAttrs: bindingRow });
+
+// POST a binding: on a queue's page from an exchange to it, on an exchange's page
+// from it to a queue or an exchange. Administrators only (the API's rule).
+export function bindForm(vhost, { source, queue }, refresh) {
+  if (!may("administrator")) return null;
+  const parts = queue !== undefined
+    ? [h("label", {}, "From exchange ", h("input", { name: "source", required: true, placeholder: "exchange" }))]
+    : [h("label", {}, "To ", h("select", { name: "type" }, h("option", { value: "queue" }, "queue"),
+      h("option", { value: "exchange" }, "exchange"))), h("input", { name: "destination", required: true, placeholder: "name" })];
+  return form("bind-form", [
+    ...parts,
+    h("label", {}, "routing key ", h("input", { name: "routing_key" })),
+    argumentsBox(),
+    h("button", { type: "submit" }, "Bind"),
+  ], async (v) => {
+    let args;
+    try { args = parseArguments(v.arguments); } catch (err) { flash(err.message, "error"); return; }
+    const path = queue !== undefined ? bindingPath(vhost, v.source, "queue", queue)
+      : bindingPath(vhost, source, v.type, v.destination);
+    if (await attempt(() => api(path, { method: "POST", body: { routing_key: v.routing_key || "", arguments: args } }),
+      "binding added") !== undefined) await refresh();
+  });
+}
+
+export const bindings = listPage("Bindings", "/api/bindings", bindingColumns,
+  { empty: "No bindings.", rowAttrs: bindingRow });
 
 export const policies = listPage("Policies", "/api/policies", (refresh) => [
   { title: "Vhost", value: (p) => p.vhost },
@@ -276,11 +420,12 @@ export const policies = listPage("Policies", "/api/policies", (refresh) => [
   { title: "Apply to", value: (p) => p["apply-to"] },
   { title: "Priority", value: (p) => num(p.priority), num: true },
   { title: "Definition", value: (p) => json(p.definition), cls: "mono" },
-  { title: "", value: (p) => [h("button", { type: "button", class: "edit", onclick: () => editPolicy(p) }, "Edit"), " ",
+  // setting and deleting policies needs the policymaker (or administrator) tag
+  may("policymaker") ? { title: "", value: (p) => [h("button", { type: "button", class: "edit", onclick: () => editPolicy(p) }, "Edit"), " ",
     confirmButton("Delete", () => attempt(
     () => api(`/api/policies/${enc(p.vhost)}/${enc(p.name)}`, { method: "DELETE" }),
-    `policy ${p.name} deleted`).then(refresh), { class: "danger delete" }, `policy:${p.vhost}/${p.name}`)] },
-], { empty: "No policies.", rowAttrs: (p) => ({ dataset: { policy: p.name } }), above: policyForm });
+    `policy ${p.name} deleted`).then(refresh), { class: "danger delete" }, `policy:${p.vhost}/${p.name}`)] } : null,
+].filter(Boolean), { empty: "No policies.", rowAttrs: (p) => ({ dataset: { policy: p.name } }), above: policyForm });
 
 // Puts a policy into the form above the table, to change and submit again.
 function editPolicy(p) {
@@ -293,6 +438,7 @@ function editPolicy(p) {
 
 // PUT /api/policies/{vhost}/{name}: adds a policy or replaces one of that name.
 function policyForm(refresh) {
+  if (!may("policymaker")) return null;
   return form("policy-form", [
     h("input", { name: "vhost", value: currentVhost() || "/", required: true, title: "vhost", size: 6 }),
     h("input", { name: "name", required: true, placeholder: "name" }),

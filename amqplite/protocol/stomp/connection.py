@@ -56,6 +56,8 @@ from amqplite.protocol.stomp.frames import (
 )
 
 _VERSION_HEADER = ",".join(SUPPORTED_VERSIONS)
+#: how many SEND destinations a connection keeps parsed
+_SEND_DESTINATIONS_KEPT = 256
 #: the names a MESSAGE's own headers cannot override, by (subscription?, ack?)
 _MESSAGE_RESERVED = {
     (sub, ack): frozenset(("destination", "message-id", "redelivered", "content-length")
@@ -155,6 +157,9 @@ class StompConnection:
         self._login_deadline: float | None = now + self.limits.login_timeout
         self.send_interval = 0.0  # seconds between our heart-beats (0: none)
         self.receive_interval = 0.0  # seconds the client promised between its own
+        #: SEND destinations parsed so far (a publisher sends to few): one dict
+        #: lookup per SEND instead of a parse
+        self._send_destinations: dict[str, Destination] = {}
 
     # ------------------------------------------------------------ plumbing
 
@@ -394,7 +399,12 @@ class StompConnection:
         h = frame.headers
         if "message-id" in h:
             raise StompError("Invalid header", "'message-id' is not allowed on 'SEND'.\n")
-        destination = _destination(frame)
+        known = self._send_destinations
+        destination = known.get(h.get("destination", ""))
+        if destination is None:
+            destination = _destination(frame)  # raises on a bad one: never cached
+            if len(known) < _SEND_DESTINATIONS_KEPT:
+                known[h["destination"]] = destination
         return SendReceived(destination, h, frame.body, h.get("transaction"), h.get("receipt"))
 
     def _on_subscribe(self, frame: Frame) -> SubscribeReceived:

@@ -197,8 +197,11 @@ class StompClient(ConnectionShell):
         self.finish()
 
     def flush(self) -> None:
-        self._wake.set()
         s = self.session
-        if s is not None and s.writable and self.proto.pending_bytes() > WRITE_HIGH_WATER:
+        if s is not None and not s.writable:
+            self._wake.set()  # the writer drains, then makes the session writable again
+            return
+        self.send_now()
+        if s is not None and self.proto.pending_bytes() > WRITE_HIGH_WATER:
             # a slow reader: its consumers wait until the writer drains (as for AMQP)
             self.broker.set_writable(s, False)

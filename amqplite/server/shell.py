@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, MutableSet
 from typing import Any, Protocol
@@ -76,6 +77,11 @@ class ConnectionShell:
         self._wake = trio.Event()
         self._finishing = False
         self._cancel: trio.CancelScope | None = None
+        #: the socket's fd for ``send_now`` (-1: TLS, WebSocket: the writer sends all)
+        self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
+        #: what ``send_now`` could not write, sent first by the writer task
+        self._carry: memoryview | None = None
+        self._writer_busy = False
 
     # ------------------------------------------------------------ for subclasses
     async def _handle_events(self) -> None:
@@ -171,13 +177,47 @@ class ConnectionShell:
         finally:
             self.finish()
 
+    def send_now(self) -> None:
+        """Send what is queued now, from the task that queued it, when the socket
+        takes it (as the AMQP connection's flush): a RECEIPT released by a commit,
+        or a batch of MESSAGEs, then costs one send() and no scheduling round of
+        the writer task, and with a window of receipts latency is throughput. The
+        writer takes over what is left (a full socket, TLS, closing)."""
+        fd = self._fd
+        if (fd < 0 or self._writer_busy or self._carry is not None or self._finishing
+                or not self.alive):  # a closed fd may be reused: never write to it
+            self._wake.set()
+            return
+        data = self._outgoing()
+        if not data:
+            if data is None:  # held until a commit: the writer waits for it
+                self._wake.set()
+            return
+        try:
+            n = os.write(fd, data)
+        except OSError:  # would block, or gone: the writer's send finds out which
+            n = 0
+        self.bytes_out += n
+        if n < len(data):
+            self._carry = memoryview(data)[n:]  # no copy of what is left
+            self._wake.set()
+
+    def _take(self) -> bytes | memoryview | None:
+        """What ``send_now`` left first, then the next bytes (None: held, see _outgoing)."""
+        carry = self._carry
+        if carry is not None:
+            self._carry = None
+            return carry
+        return self._outgoing()
+
     async def _writer(self) -> None:
         while True:
             if not self._finishing:
                 await self._wake.wait()
             self._wake = trio.Event()
+            self._writer_busy = True
             while True:
-                data = self._outgoing()
+                data = self._take()
                 if not data:
                     if data is None:  # held: nothing awaited between commit and take
                         await self._committed()
@@ -189,6 +229,7 @@ class ConnectionShell:
                     self._finishing = True
                     break
                 self.bytes_out += len(data)
+            self._writer_busy = False
             if not self._finishing:
                 self._drained()
                 continue

@@ -79,15 +79,21 @@ class WebSocketStream(trio.abc.HalfCloseableStream):
             raise trio.ClosedResourceError("the WebSocket stream was closed")
         if self._sent_close or self._ended:
             raise trio.BrokenResourceError("the WebSocket is closed")
-        if data and self._text_peer:
-            try:
-                await self._send({"type": "websocket.send", "text": bytes(data).decode()})
-            except UnicodeDecodeError:
+        try:
+            if data and self._text_peer:
+                try:
+                    await self._send({"type": "websocket.send",
+                                      "text": bytes(data).decode()})
+                except UnicodeDecodeError:
+                    await self._send({"type": "websocket.send", "bytes": bytes(data)})
+            elif data:
                 await self._send({"type": "websocket.send", "bytes": bytes(data)})
-        elif data:
-            await self._send({"type": "websocket.send", "bytes": bytes(data)})
-        else:
-            await trio.lowlevel.checkpoint()
+            else:
+                await trio.lowlevel.checkpoint()
+        except trio.BusyResourceError:
+            # hypercorn serialises its sends, but its close path (send_eof when
+            # the peer goes) does not take that lock: the socket is closing
+            raise trio.BrokenResourceError("the WebSocket is closing") from None
 
     async def wait_send_all_might_not_block(self) -> None:
         await trio.lowlevel.checkpoint()

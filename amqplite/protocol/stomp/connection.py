@@ -51,10 +51,18 @@ from amqplite.protocol.stomp.frames import (
     Frame,
     FrameParser,
     ParserLimits,
+    header_tables,
     serialize,
 )
 
 _VERSION_HEADER = ",".join(SUPPORTED_VERSIONS)
+#: how many SEND destinations a connection keeps parsed
+_SEND_DESTINATIONS_KEPT = 256
+#: the names a MESSAGE's own headers cannot override, by (subscription?, ack?)
+_MESSAGE_RESERVED = {
+    (sub, ack): frozenset(("destination", "message-id", "redelivered", "content-length")
+                          + (("subscription",) if sub else ()) + (("ack",) if ack else ()))
+    for sub in (False, True) for ack in (False, True)}
 _TRUE = ("true", "True")
 _FALSE = ("false", "False")
 _ACK_MODES = {m.value: m for m in AckMode}
@@ -149,6 +157,9 @@ class StompConnection:
         self._login_deadline: float | None = now + self.limits.login_timeout
         self.send_interval = 0.0  # seconds between our heart-beats (0: none)
         self.receive_interval = 0.0  # seconds the client promised between its own
+        #: SEND destinations parsed so far (a publisher sends to few): one dict
+        #: lookup per SEND instead of a parse
+        self._send_destinations: dict[str, Destination] = {}
 
     # ------------------------------------------------------------ plumbing
 
@@ -281,17 +292,32 @@ class StompConnection:
         """Queue a MESSAGE; returns its size. Headers come in RabbitMQ's order:
         subscription, destination, message-id, redelivered, ack (1.2 only,
         for client ack modes), then ``headers`` (the mapped properties)."""
-        head: list[tuple[str, str]] = []
+        start = len(self._out)
+        # the MESSAGE frame built here in one pass (serialize()'s rules, inlined):
+        # this is the consumer's hot path
+        name_tr, tr = header_tables("MESSAGE", self.version)
+        parts = ["MESSAGE\n"]
         if subscription is not None:
-            head.append(("subscription", subscription))
-        head += [("destination", destination), ("message-id", message_id),
-                 ("redelivered", "true" if redelivered else "false")]
+            parts.append(f"subscription:{subscription.translate(tr)}\n")
+        parts.append(f"destination:{destination.translate(tr)}\n"
+                     f"message-id:{message_id.translate(tr)}\n"
+                     f"redelivered:{'true' if redelivered else 'false'}\n")
+        with_ack = False
         if ack is not None and self.version == V12:
-            head.append(("ack", ack))
-        reserved = {name for name, _ in head}
+            with_ack = True
+            parts.append(f"ack:{ack.translate(tr)}\n")
+        # the headers already written win over the message's own; content-length is ours
+        reserved = _MESSAGE_RESERVED[subscription is not None, with_ack]
         items = headers.items() if isinstance(headers, Mapping) else headers
-        head += [(k, v) for k, v in items if k not in reserved]
-        return self._write("MESSAGE", head, body)
+        for k, v in items:
+            if k not in reserved:
+                parts.append(f"{k.translate(name_tr)}:{v.translate(tr)}\n")
+        parts.append(f"content-length:{len(body)}\n\n")
+        out = self._out
+        out += "".join(parts).encode()
+        out += body
+        out += b"\x00\n" if self.limits.trailing_lf else b"\x00"
+        return len(out) - start
 
     def send_receipt(self, receipt_id: str) -> None:
         if self.state is State.CLOSED:
@@ -373,7 +399,12 @@ class StompConnection:
         h = frame.headers
         if "message-id" in h:
             raise StompError("Invalid header", "'message-id' is not allowed on 'SEND'.\n")
-        destination = _destination(frame)
+        known = self._send_destinations
+        destination = known.get(h.get("destination", ""))
+        if destination is None:
+            destination = _destination(frame)  # raises on a bad one: never cached
+            if len(known) < _SEND_DESTINATIONS_KEPT:
+                known[h["destination"]] = destination
         return SendReceived(destination, h, frame.body, h.get("transaction"), h.get("receipt"))
 
     def _on_subscribe(self, frame: Frame) -> SubscribeReceived:

@@ -121,6 +121,18 @@ def unescape(raw: str) -> str:
 
 # ------------------------------------------------------------------ serializing
 
+_NO_ESCAPES: dict[int, str] = {}
+
+
+def header_tables(command: str, version: str | None) -> tuple[dict[int, str], dict[int, str]]:
+    """The ``str.translate`` tables for header names and values of ``command`` in
+    ``version``: one C call per string, no Python call per header on the hot path."""
+    if escapes(command, version):
+        return _ESCAPES, _ESCAPES
+    if version == V10:
+        return _V10_NAME, _V10_VALUE
+    return _NO_ESCAPES, _NO_ESCAPES
+
 
 def serialize(
     command: str,
@@ -137,18 +149,12 @@ def serialize(
     EOL after the NUL as RabbitMQ does by default (``stomp.trailing_lf``).
     """
     items = headers.items() if isinstance(headers, Mapping) else headers
-    if escapes(command, version):
-        lines = [f"{escape(k)}:{escape(v)}" for k, v in items if k != "content-length"]
-    elif version == V10:
-        lines = [
-            f"{k.translate(_V10_NAME)}:{v.translate(_V10_VALUE)}"
-            for k, v in items if k != "content-length"
-        ]
-    else:
-        lines = [f"{k}:{v}" for k, v in items if k != "content-length"]
+    name_tr, value_tr = header_tables(command, version)
+    lines = [f"{k.translate(name_tr)}:{v.translate(value_tr)}"
+             for k, v in items if k != "content-length"]
     if body or command == "MESSAGE":
         lines.append(f"content-length:{len(body)}")
-    head = command + "\n" + "".join(line + "\n" for line in lines) + "\n"
+    head = "\n".join((command, *lines, "", ""))
     return b"".join((head.encode(), body, b"\x00\n" if trailing_lf else b"\x00"))
 
 

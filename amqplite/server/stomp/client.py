@@ -17,7 +17,7 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.stomp import errors as stomp_errors
 from amqplite.protocol.stomp.connection import StompConnection
 from amqplite.protocol.stomp.events import ConnectRequested, DisconnectReceived, ProtocolError
-from amqplite.server.shell import ConnectionShell
+from amqplite.server.shell import WRITE_HIGH_WATER, ConnectionShell
 from amqplite.sessions.stomp.session import StompSession
 
 if TYPE_CHECKING:
@@ -178,3 +178,15 @@ class StompClient(ConnectionShell):
             self.rules.force_close(code, text)
             self._end()
         self.finish()
+
+    def flush(self) -> None:
+        """Send from this task when the socket takes it (``send_now``): a RECEIPT
+        leaves as its commit lands, without a writer wake-up."""
+        s = self.session
+        if s is not None and not s.writable:
+            self._wake.set()  # the writer drains, then makes the session writable again
+            return
+        self.send_now()
+        if s is not None and self.proto.pending_bytes() > WRITE_HIGH_WATER:
+            # a slow reader: its consumers wait until the writer drains (as for AMQP)
+            self.broker.set_writable(s, False)

@@ -106,3 +106,11 @@ def pg_db(pg_server: PgServer) -> Iterator[str]:
 def pg_url(pg_server: PgServer, pg_db: str) -> str:
     """The URL of a fresh, empty PostgreSQL database."""
     return pg_server.url(pg_db)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Escape lone surrogates in captured output before xdist sends the report: some tests
+    log names SQLite cannot store on purpose, and execnet carries only valid UTF-8."""
+    report.sections = [(title, text.encode("utf-8", "backslashreplace").decode("utf-8"))
+                       for title, text in report.sections]

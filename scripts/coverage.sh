@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Line and branch coverage of the tests/ run, the broker subprocesses (and their store
 # writer children) included, then the total. Extra arguments go to pytest instead of
-# the default, which is scripts/test.sh's run: "-n 3 --dist loadgroup --no-loadscope-reorder
+# the default, which is scripts/test.sh's run: "-n 3 --dist load --no-loadscope-reorder
 # tests" (e.g. `bash scripts/coverage.sh tests/broker`).
 #
 # Configuration is [tool.coverage.*] in pyproject.toml: `patch = ["subprocess", "_exit"]`
@@ -18,7 +18,7 @@ mkdir -p "$DATA_DIR"
 export COVERAGE_FILE=$DATA_DIR/.coverage
 export AMQPLITE_PG_REQUIRED=${AMQPLITE_PG_REQUIRED:-1}
 status=0
-[ $# -gt 0 ] || set -- -n "${PYTEST_WORKERS:-3}" --dist loadgroup --no-loadscope-reorder tests
+[ $# -gt 0 ] || set -- -n "${PYTEST_WORKERS:-3}" --dist load --no-loadscope-reorder tests
 "$PY" -m coverage run -m pytest -q -p no:cacheprovider "$@" || status=$?
 # a process killed while saving leaves an unreadable file: combine skips it and says so
 "$PY" -m coverage combine -q "$DATA_DIR" || [ -f "$COVERAGE_FILE" ]

@@ -62,7 +62,7 @@ export AMQPLITE_PG_REQUIRED=1
 # JVM or a socket rather than compute. tests/conftest.py groups the work (one module,
 # all Spark tests, all PostgreSQL tests: one worker each) and puts slow groups first.
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-3}" \
-  --dist loadgroup --no-loadscope-reorder tests
+  --dist load --no-loadscope-reorder tests
 
 # The conformance runs below share one cleanup: whatever was started is
 # stopped on any exit, success or not.

@@ -1,10 +1,11 @@
 """Test-wide settings (hypothesis must not fail on timing on a shared, loaded machine),
 the PostgreSQL fixtures (tests/pg_server.py), and how the suite is marked and split
-across pytest-xdist workers (scripts/test.sh runs ``-n 3 --dist loadgroup``)."""
+across pytest-xdist workers (scripts/test.sh runs ``-n 3``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -41,46 +42,65 @@ BROWSER_MODULES = frozenset({
 })
 
 
-def _uses_postgresql(item: pytest.Item) -> bool:
-    callspec = getattr(item, "callspec", None)
-    return ("pg_server" in getattr(item, "fixturenames", ())
-            or (callspec is not None and callspec.params.get("backend") == "postgresql"))
+SPARK_MODULES = frozenset({
+    "tests/audit/test_job_spark.py",
+    "tests/audit/test_link_hops.py",
+    "tests/audit/test_protocol_audit.py",
+    "tests/audit/test_real_broker.py",
+})
 
 
-def _group(item: pytest.Item) -> tuple[str, bool]:
-    """The item's xdist group and whether it is slow.
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to under xdist: one worker runs a whole unit.
 
-    One JVM and one PostgreSQL cluster serve all their tests (a session fixture per
-    worker would start one per worker); every other module is one unit of work, so
-    its module-scoped brokers start once.
+    All Spark tests share one JVM and all PostgreSQL tests one cluster (session fixtures,
+    which each worker would otherwise start for itself); every other module is its own
+    unit, so its module-scoped brokers start once.
     """
+    module = nodeid.split("::", 1)[0]
+    if module in SPARK_MODULES:
+        return "spark"
+    if "[postgresql" in nodeid or module == "tests/server/test_postgresql.py":
+        return "postgresql"
+    return module
+
+
+def _is_slow(item: pytest.Item) -> bool:
     module = item.nodeid.split("::", 1)[0]
-    if item.get_closest_marker("spark"):
-        return "spark", True
-    if _uses_postgresql(item):
-        return "postgresql", True
-    slow = (module in SLOW_MODULES or module in BROWSER_MODULES or "kill" in item.name
-            or "dashboard" in item.name
-            or item.get_closest_marker("slow") is not None)
-    return module, slow
+    return (unit_of(item.nodeid) in ("spark", "postgresql") or module in SLOW_MODULES
+            or module in BROWSER_MODULES or "kill" in item.name or "dashboard" in item.name)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if _is_slow(item):
+        item.add_marker(pytest.mark.slow)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    groups: dict[str, bool] = {}
-    for item in items:
-        group, slow = _group(item)
-        if slow:
-            item.add_marker(pytest.mark.slow)
-        item.add_marker(pytest.mark.xdist_group(group))
-        groups[group] = groups.get(group, False) or slow
-    # the longest units, then groups with slow tests go first: under xdist the last unit
+    slow_units: set[str] = {unit_of(item.nodeid) for item in items
+                            if item.get_closest_marker("slow") is not None}
+
+    # the longest units, then units with slow tests go first: under xdist the last unit
     # handed out is the run's tail (scripts/test.sh passes --no-loadscope-reorder to keep
     # this order); the sort is stable, so tests keep their order within a module
     def rank(item: pytest.Item) -> tuple[int, bool]:
-        group = _group(item)[0]
-        return (FIRST.index(group) if group in FIRST else len(FIRST), not groups[group])
+        unit = unit_of(item.nodeid)
+        return (FIRST.index(unit) if unit in FIRST else len(FIRST), unit not in slow_units)
 
     items.sort(key=rank)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Schedule by ``unit_of``: xdist's own ``loadgroup`` marks do not reach the node ids
+    under pytest 9 (pytest-xdist 3.8 rewrites ``item._nodeid``, which pytest 9 no longer
+    reads)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return UnitScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -71,7 +71,11 @@ def start_admin_broker(data_dir: Path, *extra: str,
         except httpx.HTTPError:
             return False
 
-    wait_for(up, 30, what="admin API to answer")
+    try:
+        wait_for(up, 30, what="admin API to answer")
+    except BaseException:
+        proc.kill()  # no fixture will stop a broker whose start failed
+        raise
     return AdminBroker(proc, url)
 
 

@@ -236,9 +236,11 @@ class Settings:
     mqtt_vhost: str = "/"
     #: the topic exchange MQTT publishes go to and subscriptions bind to
     mqtt_exchange: str = "amq.topic"
-    #: MQTT CONNECT without a user name logs in as default_user (RabbitMQ's
-    #: mqtt.allow_anonymous); refused with CONNACK "not authorized" otherwise
-    mqtt_allow_anonymous: bool = False
+    #: MQTT CONNECT without a user name (or a zero-length one) logs in as
+    #: default_user (RabbitMQ's mqtt.allow_anonymous, on by default there too): guest
+    #: is loopback-only, so out of the box anonymous works from this host alone, as
+    #: Mosquitto 2's local-only listener; refused with CONNACK "not authorized" when off
+    mqtt_allow_anonymous: bool = True
     #: whom an anonymous MQTT client acts as (RabbitMQ's mqtt.default_user); loopback
     #: rules apply to it as to any user
     mqtt_default_user: str = "guest"

@@ -181,6 +181,30 @@ def test_keepalive_expiry_closes_and_publishes_the_will(mb: BrokerProcess,
     watcher.close()
 
 
+def test_max_keepalive_is_told_to_and_held_against_mqtt5(tmp_path: Path) -> None:
+    """Mosquitto's max_keepalive (``--mqtt-max-keepalive``): an MQTT 5 client asking
+    for 60 s is told 1 s (CONNACK Server Keep Alive) and dropped 1.5 s into silence
+    (0x8D); a 3.1.1 client keeps its own (no packet can tell it otherwise)."""
+    b = mqtt_broker(tmp_path / "data", "--mqtt-max-keepalive", "1")
+    try:
+        old = RawClient(_port(b), V311)
+        old.send(Connect(new_id(), keep_alive=60, username="guest", password=b"guest"))
+        assert _accepted(old.recv())
+        raw = RawClient(_port(b), V5)
+        raw.send(Connect(new_id(), protocol_level=V5, keep_alive=60, username="guest",
+                         password=b"guest"))
+        ack = raw.recv()
+        assert _accepted(ack) and ack.properties.server_keep_alive == 1  # type: ignore[union-attr]
+        answer = raw.recv()  # silence: the broker gives up
+        assert isinstance(answer, Disconnect)
+        assert answer.reason_code == ReasonCode.KEEP_ALIVE_TIMEOUT
+        old.send(PingReq())  # the 3.1.1 client, as silent, is still there
+        assert old.recv() == PingResp()
+        old.drop()
+    finally:
+        b.stop()
+
+
 def test_pingreq_gets_pingresp(mb: BrokerProcess) -> None:
     raw = RawClient(_port(mb))
     raw.send(Connect(new_id(), keep_alive=30, username="guest", password=b"guest"))

@@ -55,7 +55,8 @@ class MQTTListener:
         self.limits = attrs.evolve(
             LIMITS, max_packet_size=parse_size(settings.mqtt_max_packet_size),
             max_packet_size_unauthenticated=parse_size(
-                settings.mqtt_max_packet_size_unauthenticated))
+                settings.mqtt_max_packet_size_unauthenticated),
+            server_keep_alive=settings.mqtt_max_keepalive or None)
         self.execute = execute
         self.interpret = interpret
         self.committed = committed

@@ -205,6 +205,16 @@ def test_max_keepalive_is_told_to_and_held_against_mqtt5(tmp_path: Path) -> None
         b.stop()
 
 
+def test_a_connect_that_never_comes_is_logged_as_that(mb: BrokerProcess) -> None:
+    """A socket that sends nothing is closed after connect_timeout (10 s), and the
+    log says so rather than "keep alive expired"."""
+    raw = RawClient(_port(mb))
+    port = raw.sock.getsockname()[1]
+    assert raw.closed_by_broker()
+    wait_for(lambda: f":{port}: no CONNECT within 10 s" in mb.log(), what="the log line")
+    assert f":{port} (): keep alive expired" not in mb.log()
+
+
 def test_pingreq_gets_pingresp(mb: BrokerProcess) -> None:
     raw = RawClient(_port(mb))
     raw.send(Connect(new_id(), keep_alive=30, username="guest", password=b"guest"))

@@ -110,7 +110,11 @@ def main(**admin_options: Any) -> None:
 @click.option("--mqtt-vhost", help="Vhost of MQTT users who name none (default /).")
 @click.option("--mqtt-exchange", help="Exchange MQTT publishes go to (default amq.topic).")
 @click.option("--mqtt-allow-anonymous/--no-mqtt-allow-anonymous", default=None,
-              help="Let MQTT clients without a user name in as the default user.")
+              help="Let MQTT clients without a user name in as the default user "
+                   "(default on; guest, the default user, only from loopback).")
+@click.option("--mqtt-max-keepalive", type=click.IntRange(0, 65535),
+              help="MQTT 5 keep alive cap in seconds, told as Server Keep Alive "
+                   "(Mosquitto's max_keepalive; default 0, off).")
 @click.option("--mqtt-retained-max-messages", type=int,
               help="Retained MQTT messages a vhost keeps (default 100000).")
 @click.option("--mqtt-retained-max-bytes",

@@ -38,6 +38,11 @@ def _positive(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         raise ConfigError(f"{attr.name} must not be negative; got {value!r}")
 
 
+def _u16(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    if not 0 <= value <= 65_535:
+        raise ConfigError(f"{attr.name} must be from 0 to 65535; got {value!r}")
+
+
 _UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2,
           "g": 1024**3, "gib": 1024**3, "t": 1024**4, "tib": 1024**4,
           "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
@@ -236,9 +241,11 @@ class Settings:
     mqtt_vhost: str = "/"
     #: the topic exchange MQTT publishes go to and subscriptions bind to
     mqtt_exchange: str = "amq.topic"
-    #: MQTT CONNECT without a user name logs in as default_user (RabbitMQ's
-    #: mqtt.allow_anonymous); refused with CONNACK "not authorized" otherwise
-    mqtt_allow_anonymous: bool = False
+    #: MQTT CONNECT without a user name (or a zero-length one) logs in as
+    #: default_user (RabbitMQ's mqtt.allow_anonymous, on by default there too): guest
+    #: is loopback-only, so out of the box anonymous works from this host alone, as
+    #: Mosquitto 2's local-only listener; refused with CONNACK "not authorized" when off
+    mqtt_allow_anonymous: bool = True
     #: whom an anonymous MQTT client acts as (RabbitMQ's mqtt.default_user); loopback
     #: rules apply to it as to any user
     mqtt_default_user: str = "guest"
@@ -246,6 +253,10 @@ class Settings:
     #: of its vhost (Mosquitto's rule); "user", only the user who opened it
     #: (another gets CONNACK "identifier rejected")
     mqtt_takeover: str = attrs.field(default="vhost", validator=_choice(("vhost", "user")))
+    #: Mosquitto's max_keepalive: an MQTT 5 client asking for a keep alive of 0 or
+    #: above this many seconds is told to use this (CONNACK Server Keep Alive) and
+    #: held to it; 3.1.1 clients keep theirs (as Mosquitto, v5 only). 0: off
+    mqtt_max_keepalive: int = attrs.field(default=0, validator=_u16)
     #: the largest MQTT packet a logged-in client may send (MQTT 5 clients are told
     #: in the CONNACK); bigger: DISCONNECT 0x95 / the connection closed
     mqtt_max_packet_size: str = attrs.field(default="16MiB", validator=_size)

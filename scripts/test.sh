@@ -184,7 +184,7 @@ PORT=${CONFORMANCE_PORT:-25720}
 ADMIN_PORT=${CONFORMANCE_ADMIN_PORT:-25721}
 AMQPLITE_MQTT=${CONFORMANCE_MQTT_PORT:-25722}
 .venv/bin/amqplite serve --host 127.0.0.1 --port "$PORT" --data-dir "$DATA" \
-  --admin-port "$ADMIN_PORT" --mqtt-port "$AMQPLITE_MQTT" --stomp-port 0 --log-level warning \
+  --admin-port "$ADMIN_PORT" --mqtt-port "$AMQPLITE_MQTT" --no-mqtt-allow-anonymous --stomp-port 0 --log-level warning \
   >"$DATA/broker.log" 2>&1 &
 BROKER=$!
 wait_listening "$PORT" "amqplite"

@@ -9,7 +9,8 @@ authorized"). amqplite sends 4 / 0x86, as RabbitMQ's plugin does; Mosquitto 2.0.
 sends 5 / 0x87 for a password that does not match its password file. Both pass.
 
 The listener is ``MQTT_AUTH_PORT`` (default ``MQTT_PORT``: amqplite checks passwords
-on its one MQTT listener, anonymous logins being off by default). CI points it at a
+on its one MQTT listener when started with ``--no-mqtt-allow-anonymous``, as CI
+starts it: anonymous logins from loopback are on by default). CI points it at a
 second Mosquitto listener with ``allow_anonymous false`` and a password file that
 holds ``MQTT_USERNAME`` / ``MQTT_PASSWORD``.
 """

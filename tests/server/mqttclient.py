@@ -156,8 +156,8 @@ class Client:
 class RawClient:
     """A plain socket speaking packets we encode: for what paho will not do."""
 
-    def __init__(self, port: int, version: int = V311) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    def __init__(self, port: int, version: int = V311, host: str = "127.0.0.1") -> None:
+        self.sock = socket.create_connection((host, port), timeout=TIMEOUT)
         self.version = version
         self.decoder = Decoder(version)
 

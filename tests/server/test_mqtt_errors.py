@@ -38,10 +38,8 @@ def _port(b: BrokerProcess) -> int:
 @pytest.mark.parametrize(("version", "user", "password", "code"), [
     (V311, "guest", b"wrong", 4),  # bad user name or password
     (V311, "nobody", b"guest", 4),
-    (V311, None, None, 5),  # not authorized: anonymous logins are off
     (V311, "no-such-vhost:guest", b"guest", 5),
     (V5, "guest", b"wrong", ReasonCode.BAD_USER_NAME_OR_PASSWORD),
-    (V5, None, None, ReasonCode.NOT_AUTHORIZED),
 ])
 def test_refused_login_gets_connack_code(mb: BrokerProcess, version: int, user: str | None,
                                          password: bytes | None, code: int) -> None:
@@ -59,13 +57,52 @@ def test_vhost_in_user_name(mb: BrokerProcess) -> None:
     raw.drop()
 
 
-def test_anonymous_login_when_allowed(tmp_path: Path) -> None:
-    b = mqtt_broker(tmp_path / "data", "--mqtt-allow-anonymous")
+def _remote_host() -> str | None:
+    """One of this machine's own addresses that is not loopback, if it has one."""
     try:
-        raw = RawClient(_port(b))
-        raw.send(Connect(new_id()))
-        assert _accepted(raw.recv())
-        raw.drop()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet leaves: it only picks a route
+            addr = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if addr.startswith("127.") else addr
+
+
+def test_anonymous_is_guest_from_loopback_by_default(tmp_path: Path) -> None:
+    """RabbitMQ 3.x's mqtt.allow_anonymous (default user guest) and Mosquitto 2's
+    local-only listener: no user name, or a zero-length one (gmqtt's), is guest from
+    loopback; from another address guest's loopback rule refuses it (5 / 0x87), and
+    --no-mqtt-allow-anonymous refuses it everywhere."""
+    remote = _remote_host()
+    b = mqtt_broker(tmp_path / "data", *(("--host", remote) if remote else ()))
+    try:
+        for version, user in ((V311, None), (V5, None), (V311, ""), (V5, "")):
+            raw = RawClient(_port(b), version)
+            raw.send(Connect(new_id(), protocol_level=version, username=user))
+            assert _accepted(raw.recv())
+            raw.drop()
+        if remote is not None:
+            for version, code, bad in ((V311, 5, 4), (V5, ReasonCode.NOT_AUTHORIZED,
+                                                     ReasonCode.BAD_USER_NAME_OR_PASSWORD)):
+                raw = RawClient(_port(b), version, host=remote)
+                raw.send(Connect(new_id(), protocol_level=version))
+                answer = raw.recv()
+                assert isinstance(answer, ConnAck) and answer.reason_code == code
+                raw = RawClient(_port(b), version, host=remote)  # a password login works
+                raw.send(Connect(new_id(), protocol_level=version, username="guest",
+                                 password=b"guest"))
+                answer = raw.recv()
+                assert isinstance(answer, ConnAck) and answer.reason_code == bad  # loopback-only
+    finally:
+        b.stop()
+    b = mqtt_broker(tmp_path / "off", "--no-mqtt-allow-anonymous")
+    try:
+        for version, user, code in ((V311, None, 5), (V5, "", ReasonCode.NOT_AUTHORIZED)):
+            raw = RawClient(_port(b), version)
+            raw.send(Connect(new_id(), protocol_level=version, username=user))
+            answer = raw.recv()
+            assert isinstance(answer, ConnAck) and answer.reason_code == code
+            assert raw.closed_by_broker()
     finally:
         b.stop()
 
@@ -142,6 +179,40 @@ def test_keepalive_expiry_closes_and_publishes_the_will(mb: BrokerProcess,
     assert raw.closed_by_broker()
     assert watcher.get().payload == b"silent"
     watcher.close()
+
+
+def test_max_keepalive_is_told_to_and_held_against_mqtt5(tmp_path: Path) -> None:
+    """Mosquitto's max_keepalive (``--mqtt-max-keepalive``): an MQTT 5 client asking
+    for 60 s is told 1 s (CONNACK Server Keep Alive) and dropped 1.5 s into silence
+    (0x8D); a 3.1.1 client keeps its own (no packet can tell it otherwise)."""
+    b = mqtt_broker(tmp_path / "data", "--mqtt-max-keepalive", "1")
+    try:
+        old = RawClient(_port(b), V311)
+        old.send(Connect(new_id(), keep_alive=60, username="guest", password=b"guest"))
+        assert _accepted(old.recv())
+        raw = RawClient(_port(b), V5)
+        raw.send(Connect(new_id(), protocol_level=V5, keep_alive=60, username="guest",
+                         password=b"guest"))
+        ack = raw.recv()
+        assert _accepted(ack) and ack.properties.server_keep_alive == 1  # type: ignore[union-attr]
+        answer = raw.recv()  # silence: the broker gives up
+        assert isinstance(answer, Disconnect)
+        assert answer.reason_code == ReasonCode.KEEP_ALIVE_TIMEOUT
+        old.send(PingReq())  # the 3.1.1 client, as silent, is still there
+        assert old.recv() == PingResp()
+        old.drop()
+    finally:
+        b.stop()
+
+
+def test_a_connect_that_never_comes_is_logged_as_that(mb: BrokerProcess) -> None:
+    """A socket that sends nothing is closed after connect_timeout (10 s), and the
+    log says so rather than "keep alive expired"."""
+    raw = RawClient(_port(mb))
+    port = raw.sock.getsockname()[1]
+    assert raw.closed_by_broker()
+    wait_for(lambda: f":{port}: no CONNECT within 10 s" in mb.log(), what="the log line")
+    assert f":{port} (): keep alive expired" not in mb.log()
 
 
 def test_pingreq_gets_pingresp(mb: BrokerProcess) -> None:

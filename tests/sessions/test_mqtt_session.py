@@ -287,6 +287,26 @@ def test_qos1_publish_is_acknowledged_after_the_confirm() -> None:
     assert [type(p) for p in c.received()] == [pk.PubAck]
 
 
+def test_v5_publish_matching_no_subscription_is_acked_with_0x10() -> None:
+    """MQTT 5 3.4.2.1, as Mosquitto 2.0.11: PUBACK/PUBREC 0x10 No matching subscribers
+    when nothing matched; 0 once a subscription does; 3.1.1 has no reason code."""
+    node = Node()
+    c, _ = node.connect("pub")
+    c.send(pk.Publish("none/1", b"x", qos=1, packet_id=1))
+    c.send(pk.Publish("none/2", b"x", qos=2, packet_id=2))
+    assert [(type(p), p.reason_code) for p in c.received()] == [  # type: ignore[attr-defined]
+        (pk.PubAck, ReasonCode.NO_MATCHING_SUBSCRIBERS),
+        (pk.PubRec, ReasonCode.NO_MATCHING_SUBSCRIBERS)]
+    c.send(pk.PubRel(2))
+    assert [type(p) for p in c.received()] == [pk.PubComp]  # 0x10 is a success
+    _watch(node, "some/#")
+    c.send(pk.Publish("some/1", b"x", qos=1, packet_id=3))
+    assert [p.reason_code for p in c.received()] == [0]  # type: ignore[attr-defined]
+    old, _ = node.connect("old", MQTT_311)
+    old.send(pk.Publish("none/3", b"x", qos=1, packet_id=4))
+    assert [type(p) for p in old.received()] == [pk.PubAck]
+
+
 def test_qos2_publish_keeps_its_packet_id_until_pubrel() -> None:
     node = Node()
     c, _ = node.connect("pub", MQTT_311, clean=False)

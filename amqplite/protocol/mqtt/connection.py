@@ -97,7 +97,9 @@ class ServerLimits:
     wildcard_subscription_available: bool = True
     subscription_identifier_available: bool = True
     shared_subscription_available: bool = True
-    server_keep_alive: int | None = None  # MQTT 5: overrides the client's keep alive
+    # MQTT 5 (Mosquitto's max_keepalive): a keep alive of 0 or above this is replaced
+    # by it, told in the CONNACK's Server Keep Alive; 3.1.1 clients keep theirs
+    server_keep_alive: int | None = None
     connect_timeout: float = 10.0  # seconds from the socket to a CONNECT
     # client ids and filters whose queue names and binding keys fit AMQP's 255 bytes,
     # so what MQTT creates always exports and imports back (definitions)
@@ -534,8 +536,9 @@ class MQTTConnection:
             extra: dict[str, object] = {}
             if self.client_id != c.client_id:
                 extra["assigned_client_identifier"] = self.client_id
-            if limits.server_keep_alive is not None:
-                keep_alive = limits.server_keep_alive
+            cap = limits.server_keep_alive
+            if cap is not None and (keep_alive == 0 or keep_alive > cap):
+                keep_alive = cap
                 extra["server_keep_alive"] = keep_alive
             if limits.receive_maximum != MAX_PACKET_ID:
                 extra["receive_maximum"] = limits.receive_maximum

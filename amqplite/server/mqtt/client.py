@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from amqplite.broker.model import ChannelState, Session
-from amqplite.protocol.mqtt.connection import MQTTConnection
+from amqplite.protocol.mqtt.connection import MQTTConnection, State
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.events import (
     ConnectReceived,
@@ -132,8 +132,14 @@ class MQTTClient(ConnectionShell):
             if self._reading_paused:
                 await self._ka_wake.wait()  # set when reading resumes
                 continue
+            state = proto.state  # the check closes it: what was it waiting for?
             if proto.check_deadline(trio.current_time()):
-                log.info("MQTT %s (%s): keep alive expired", self.name, self.client_id)
+                if state is State.CONNECTED:
+                    log.info("MQTT %s (%s): keep alive expired", self.name, self.client_id)
+                else:  # a port scanner, a health check, a client on the wrong port
+                    log.info("MQTT %s: %s within %g s", self.name,
+                             "CONNECT not accepted" if state is State.CONNECTING
+                             else "no CONNECT", proto.limits.connect_timeout)
                 self.finish()
                 return
 

@@ -55,7 +55,8 @@ class MQTTListener:
         self.limits = attrs.evolve(
             LIMITS, max_packet_size=parse_size(settings.mqtt_max_packet_size),
             max_packet_size_unauthenticated=parse_size(
-                settings.mqtt_max_packet_size_unauthenticated))
+                settings.mqtt_max_packet_size_unauthenticated),
+            server_keep_alive=settings.mqtt_max_keepalive or None)
         self.execute = execute
         self.interpret = interpret
         self.committed = committed
@@ -142,14 +143,17 @@ class MQTTListener:
         await MQTTClient(self, stream, peer, cert_user).run()
 
     def login(self, username: str | None, password: bytes | None, peer_host: str) -> Login:
-        """``vhost:user`` names a vhost, else ``mqtt_vhost``; no user name is the
-        default user when anonymous logins are allowed (RabbitMQ's rules)."""
+        """``vhost:user`` names a vhost, else ``mqtt_vhost``. No user name, or a
+        zero-length one (gmqtt sends it; Mosquitto takes it as none), is the default
+        user when anonymous logins are allowed, bound by its loopback rule: guest
+        from elsewhere is refused (RabbitMQ's rules)."""
         s = self.settings
-        if username is None:
+        if not username:
             if not s.mqtt_allow_anonymous:
                 return Login(refused=ReasonCode.NOT_AUTHORIZED)
             name, vhost = s.mqtt_default_user, s.mqtt_vhost
-            user = self.users.identify(name, peer_host)
+            if self.users.identify(name, peer_host) is None:
+                return Login(refused=ReasonCode.NOT_AUTHORIZED)
         else:
             vhost, sep, name = username.partition(":")
             if not sep:
@@ -158,9 +162,8 @@ class MQTTListener:
                 secret = (password or b"").decode()
             except UnicodeDecodeError:
                 return Login(refused=ReasonCode.BAD_USER_NAME_OR_PASSWORD)
-            user = self.users.authenticate(name, secret, peer_host)
-        if user is None:
-            return Login(refused=ReasonCode.BAD_USER_NAME_OR_PASSWORD)
+            if self.users.authenticate(name, secret, peer_host) is None:
+                return Login(refused=ReasonCode.BAD_USER_NAME_OR_PASSWORD)
         try:
             self.broker.check_vhost_access(name, vhost)
         except AMQPError:

@@ -111,6 +111,9 @@ class MQTTSession:
         self.connected_at_ms = 0
         #: publisher-confirm seq -> inbound packet id (None: QoS 0)
         self.confirms: dict[int, int | None] = {}
+        #: MQTT 5: confirm seqs of QoS 1/2 publishes that reached no queue (their
+        #: PUBACK/PUBREC says 0x10 No matching subscribers, as Mosquitto's does)
+        self.unmatched: set[int] = set()
         #: outbound packet id -> delivery tag on the qos1 channel
         self.tags: dict[int, int] = {}
         #: the session's QoS 2 packet ids (the registry keeps them across connections)
@@ -321,8 +324,8 @@ class MQTTSession:
                                 "not retained", vhost)
                 rs = None
         try:
-            self.broker.basic_publish(ch, reg.exchange, topic_to_routing_key(topic), props,
-                                      payload)
+            res = self.broker.basic_publish(ch, reg.exchange, topic_to_routing_key(topic),
+                                            props, payload)
         except AMQPError as exc:
             log.info("MQTT %s: publish to %r refused: %s", self.name, topic, exc)
             self._refuse_publish(packet_id, ReasonCode.NOT_AUTHORIZED if refused(exc)
@@ -340,6 +343,8 @@ class MQTTSession:
             self.broker.confirm_after_commit(ch)
         if packet_id is not None:
             self.confirms[seq] = packet_id
+            if not res.routed and self.proto.version >= MQTT_5:
+                self.unmatched.add(seq)
 
     def _refuse_publish(self, packet_id: int | None, code: int) -> None:
         """MQTT 5: PUBACK/PUBREC ``code`` (a QoS 0 publish is dropped); 3.1.1 has no
@@ -397,8 +402,13 @@ class MQTTSession:
             if pid is None:
                 continue
             if not nack:
-                self.proto.ack_publish(pid)
+                if self.unmatched and seq in self.unmatched:
+                    self.unmatched.discard(seq)
+                    self.proto.ack_publish(pid, ReasonCode.NO_MATCHING_SUBSCRIBERS)
+                else:
+                    self.proto.ack_publish(pid)
                 continue
+            self.unmatched.discard(seq)
             if pid in self.ids.inbound:  # refused: a retransmission is a new attempt
                 self.ids.forget_inbound(pid)
             if self.proto.version >= MQTT_5:

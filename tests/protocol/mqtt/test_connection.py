@@ -279,6 +279,19 @@ def test_server_keep_alive_overrides() -> None:
     assert conn.deadline == 6
 
 
+def test_server_keep_alive_caps_only_a_longer_or_zero_keep_alive_of_mqtt5() -> None:
+    """Mosquitto's max_keepalive: within the cap the client's own stands (no property);
+    above it the cap is told and held; 3.1.1 clients keep theirs."""
+    for version, asked, held, told in ((5, 2, 2, None), (5, 100, 4, 4), (4, 100, 100, None),
+                                       (4, 0, 0, None)):
+        conn = MQTTConnection(ServerLimits(server_keep_alive=4))
+        feed(conn, pk.Connect("c", version, keep_alive=asked), version=version)
+        conn.accept()
+        (connack,) = sent(conn, version)
+        assert isinstance(connack, pk.ConnAck)
+        assert (conn.keep_alive, connack.properties.server_keep_alive) == (held, told)
+
+
 def test_outbound_qos_flows_and_window() -> None:
     conn = connected(receive_maximum=2)
     a = conn.send_publish("t", b"1", 1)

@@ -3,7 +3,8 @@
 # Spark audit job, RabbitMQ and Mosquitto for the conformance references) and run
 # every suite: lint, unit/integration, Spark, and the conformance suite against a
 # throwaway RabbitMQ node (AMQP part) and a throwaway Mosquitto (MQTT part, in
-# conformance/mqtt/), then both parts against a freshly started amqplite.
+# conformance/mqtt/), with conformance/stomp against RabbitMQ's STOMP plugin, then
+# every part against a freshly started amqplite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -126,13 +127,15 @@ RABBIT_OUT=$(mktemp)
 RABBIT_PORT=${CONFORMANCE_RABBIT_PORT:-25730}
 # its management API: conformance sets topic permissions through it
 RABBIT_MGMT_PORT=${CONFORMANCE_RABBIT_MGMT_PORT:-25731}
+# its STOMP plugin (rabbitmq_stomp): the reference for conformance/stomp
+export RABBITMQ_STOMP_PORT=${CONFORMANCE_RABBIT_STOMP_PORT:-25732}
 (
   started=$(date +%s)
   bash scripts/rabbitmq.sh start "$RABBIT_DIR" "$RABBIT_PORT" "$RABBIT_MGMT_PORT"
   echo "   RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null) up on port" \
     "$RABBIT_PORT after $(( $(date +%s) - started )) s"
   AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBIT_PORT/%2F" \
-  MANAGEMENT_URL="http://127.0.0.1:$RABBIT_MGMT_PORT" \
+  MANAGEMENT_URL="http://127.0.0.1:$RABBIT_MGMT_PORT" STOMP_PORT=$RABBITMQ_STOMP_PORT \
     timeout 900 .venv/bin/python -m pytest -q -p no:cacheprovider conformance \
     --ignore=conformance/mqtt \
     || { echo "--- RabbitMQ log"; tail -50 "$RABBIT_DIR/log/node.log" || true; exit 1; }
@@ -183,14 +186,17 @@ DATA=$(mktemp -d)
 PORT=${CONFORMANCE_PORT:-25720}
 ADMIN_PORT=${CONFORMANCE_ADMIN_PORT:-25721}
 AMQPLITE_MQTT=${CONFORMANCE_MQTT_PORT:-25722}
+AMQPLITE_STOMP=${CONFORMANCE_STOMP_PORT:-25723}
 .venv/bin/amqplite serve --host 127.0.0.1 --port "$PORT" --data-dir "$DATA" \
-  --admin-port "$ADMIN_PORT" --mqtt-port "$AMQPLITE_MQTT" --no-mqtt-allow-anonymous --stomp-port 0 --log-level warning \
+  --admin-port "$ADMIN_PORT" --mqtt-port "$AMQPLITE_MQTT" --no-mqtt-allow-anonymous \
+  --stomp-port "$AMQPLITE_STOMP" --log-level warning \
   >"$DATA/broker.log" 2>&1 &
 BROKER=$!
 wait_listening "$PORT" "amqplite"
 wait_listening "$AMQPLITE_MQTT" "amqplite's MQTT listener"
+wait_listening "$AMQPLITE_STOMP" "amqplite's STOMP listener"
 AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F" \
-MANAGEMENT_URL="http://127.0.0.1:$ADMIN_PORT" \
+MANAGEMENT_URL="http://127.0.0.1:$ADMIN_PORT" STOMP_PORT=$AMQPLITE_STOMP \
   timeout 900 .venv/bin/python -m pytest -q -p no:cacheprovider conformance \
   --ignore=conformance/mqtt \
   || { echo "--- broker log"; tail -50 "$DATA/broker.log"; exit 1; }

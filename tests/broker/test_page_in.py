@@ -19,6 +19,7 @@ from sqlalchemy import text
 from amqplite import storeops as ops
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import NEED_PAGE_IN, Deliver, PageIn
+from amqplite.broker.paging import PAGE_IN_BATCH
 from amqplite.broker.queue import Queue
 from amqplite.store.engine import Store
 from tests.broker.conftest import PERSISTENT, FakeClock, session_channel
@@ -92,7 +93,7 @@ def _paged_out(q: Queue) -> list[int]:
 def test_bodies_beyond_the_window_page_out_and_come_back_in_order(store: Store) -> None:
     b = Broker(now=FakeClock(), body_window=WINDOW)
     shell = Shell(b, store)
-    n = 40
+    n = WINDOW + PAGE_IN_BATCH + 20  # two reads: one PageIn asks for at most a batch
     ch, q = _fill(b, shell, "deep", n)
     assert _paged_out(q) == list(range(WINDOW, n)), "committed bodies past the window leave RAM"
     assert q.ready.disk_count == 0  # a length-limited queue keeps its entries
@@ -103,11 +104,14 @@ def test_bodies_beyond_the_window_page_out_and_come_back_in_order(store: Store) 
     assert len(shell.page_ins) == 1 and q.paging
     asked = shell.page_ins[0]
     assert asked.queue is q
-    assert [e.message.body for e in asked.entries] == [None] * (n - WINDOW)
+    assert [e.message.body for e in asked.entries] == [None] * PAGE_IN_BATCH
     # a basic.get while the read is out waits on it too, and asks for nothing more
     assert b.basic_get(ch, "deep", no_ack=True) is NEED_PAGE_IN
     shell.settle()
     assert len(shell.page_ins) == 1
+    shell.answer()
+    assert shell.delivered == [b"m%04d" % i for i in range(WINDOW + PAGE_IN_BATCH)]
+    assert [len(e.entries) for e in shell.page_ins] == [20]
     shell.drain()
     assert not q.paging
     assert shell.delivered == [b"m%04d" % i for i in range(n)]
@@ -237,3 +241,28 @@ def test_purge_or_delete_while_a_page_in_is_out(store: Store, how: str) -> None:
         b.basic_publish(ch, "", "gone", PERSISTENT, b"after")
         shell.settle()
         assert shell.delivered[-1] == b"after"
+
+
+def test_a_message_shared_by_two_queues_is_read_once_and_kept(store: Store) -> None:
+    """A fanout copy shares one Message: the first queue's read restores the body
+    the second queue's read also asked for; that one keeps it."""
+    b = Broker(now=FakeClock(), body_window=1)
+    shell = Shell(b, store)
+    _, ch = session_channel(b)
+    b.exchange_declare(ch, "fan", "fanout", durable=True)
+    for name in ("a", "b"):
+        b.queue_declare(ch, name, durable=True, arguments=NO_SPILL)
+        b.queue_bind(ch, name, "fan", "")
+    for i in range(4):
+        b.basic_publish(ch, "fan", "", PERSISTENT, b"m%04d" % i)
+        shell.settle()
+    qa, qb = (b.vhost("/").queues[n] for n in ("a", "b"))
+    assert list(qa.ready)[1].message is list(qb.ready)[1].message
+    for name in ("a", "b"):
+        b.basic_consume(ch, name, name, no_ack=True)
+        b.start_consumer(ch, name)
+    shell.settle()
+    assert [e.queue.name for e in shell.page_ins] == ["a", "b"]
+    shell.drain()
+    assert sorted(shell.delivered) == sorted(b"m%04d" % i for i in range(4) for _ in "ab")
+    assert qa.message_count == qb.message_count == 0

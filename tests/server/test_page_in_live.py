@@ -1,5 +1,6 @@
 """Page-in end to end: a server inside a trio nursery with a tiny body window
-takes persistent messages beyond it, and pika consumes them all back.
+takes persistent messages beyond it, and pika consumes them all back (a
+consumer, then basic.get).
 
 A queue with a length limit keeps its entries in RAM and pages only their
 bodies, so delivery goes through ``PageIn`` and the server's ``_page_in``
@@ -46,13 +47,13 @@ def _body(i: int) -> bytes:
     return b"%05d:" % i + bytes([i % 251]) * (100 + i % 37)
 
 
-def _publish(port: int) -> None:
+def _publish(port: int, first: int = 0) -> None:
     conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
     try:
         ch = conn.channel()
         ch.confirm_delivery()
         ch.queue_declare(QUEUE, durable=True, arguments={"x-max-length": 1_000_000})
-        for i in range(N):
+        for i in range(first, first + N):
             ch.basic_publish("", QUEUE, _body(i), pika.BasicProperties(delivery_mode=2))
     finally:
         conn.close()
@@ -76,6 +77,21 @@ def _consume(port: int) -> list[bytes]:
         conn.close()
 
 
+def _get_all(port: int) -> list[bytes]:
+    """basic.get until empty: a get whose head is paged out waits for the read."""
+    conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+    try:
+        ch = conn.channel()
+        got: list[bytes] = []
+        while True:
+            method, _props, body = ch.basic_get(QUEUE, auto_ack=True)
+            if method is None:
+                return got
+            got.append(body)
+    finally:
+        conn.close()
+
+
 async def test_bodies_paged_out_arrive_intact_and_in_order(tmp_path: Path) -> None:
     settings = Settings(host=["127.0.0.1"], port=0, data_dir=str(tmp_path),
                         body_window=WINDOW, admin_port=_free_port())
@@ -95,4 +111,9 @@ async def test_bodies_paged_out_arrive_intact_and_in_order(tmp_path: Path) -> No
         assert got == [_body(i) for i in range(N)]
         after = await trio.to_thread.run_sync(_page_ins, server.admin_url)
         assert after > before
+        # basic.get too: the head's body is read back before get-ok
+        await trio.to_thread.run_sync(_publish, port, N)
+        got = await trio.to_thread.run_sync(_get_all, port)
+        assert got == [_body(i) for i in range(N, 2 * N)]
+        assert await trio.to_thread.run_sync(_page_ins, server.admin_url) > after
         server.stop()

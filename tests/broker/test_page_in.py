@@ -18,11 +18,12 @@ from sqlalchemy import text
 
 from amqplite import storeops as ops
 from amqplite.broker.core import Broker
-from amqplite.broker.effects import NEED_PAGE_IN, Deliver, PageIn
+from amqplite.broker.effects import NEED_PAGE_IN, PageIn
 from amqplite.broker.paging import PAGE_IN_BATCH
 from amqplite.broker.queue import Queue
 from amqplite.store.engine import Store
 from tests.broker.conftest import PERSISTENT, FakeClock, session_channel
+from tests.broker.test_spill import Shell as SpillShell
 
 WINDOW = 5
 #: a limit never reached: keeps the queue from spilling entries, so bodies page
@@ -38,31 +39,8 @@ def store(tmp_path: Path) -> Iterator[Store]:
     st.close()
 
 
-class Shell:
-    """Commits and reports commits; keeps PageIn requests for the test to answer."""
-
-    def __init__(self, b: Broker, store: Store) -> None:
-        self.b = b
-        self.store = store
-        self.delivered: list[bytes] = []
-        self.page_ins: list[PageIn] = []
-        self.log: list[dict[str, Any]] = []
-
-    def settle(self) -> None:
-        while True:
-            out = self.b.take_outcome()
-            if not out:
-                return
-            self.store.submit(out.store_ops)
-            self.store.flush()
-            self.log += [dict(zip(ops.LOG_FIELDS, row, strict=True)) for row in out.log]
-            self.b.commit_done(out.evictable)
-            for e in out.effects:
-                if isinstance(e, Deliver):
-                    assert e.message.body is not None
-                    self.delivered.append(e.message.body)
-                elif isinstance(e, PageIn):
-                    self.page_ins.append(e)
+class Shell(SpillShell):
+    """test_spill's shell; answers the PageIn requests it keeps when told to."""
 
     def answer(self) -> PageIn:
         """The oldest PageIn, answered as the server's ``_page_in`` does."""
@@ -76,6 +54,10 @@ class Shell:
         while self.page_ins:
             self.answer()
 
+    def dropped(self) -> list[dict[str, Any]]:
+        rows = (dict(zip(ops.LOG_FIELDS, r, strict=True)) for r in self.log)
+        return [r for r in rows if r["event"] == "dropped"]
+
 
 def _fill(b: Broker, shell: Shell, queue: str, n: int, **args: Any) -> tuple[Any, Queue]:
     _, ch = session_channel(b)
@@ -84,6 +66,17 @@ def _fill(b: Broker, shell: Shell, queue: str, n: int, **args: Any) -> tuple[Any
         b.basic_publish(ch, "", queue, PERSISTENT, b"m%04d" % i)
         shell.settle()  # one commit each: every entry beyond the window pages out
     return ch, b.vhost("/").queues[queue]
+
+
+def _consuming(store: Store, queue: str, n: int, no_ack: bool = True,
+               ) -> tuple[Shell, Any, Queue]:
+    """A queue of ``n`` messages, WINDOW bodies in RAM, and a consumer on it."""
+    shell = Shell(Broker(now=FakeClock(), body_window=WINDOW), store)
+    ch, q = _fill(shell.b, shell, queue, n)
+    shell.b.basic_consume(ch, queue, "c", no_ack=no_ack)
+    shell.b.start_consumer(ch, "c")
+    shell.settle()
+    return shell, ch, q
 
 
 def _paged_out(q: Queue) -> list[int]:
@@ -121,12 +114,8 @@ def test_bodies_beyond_the_window_page_out_and_come_back_in_order(store: Store) 
 def test_a_failed_read_is_asked_for_again(store: Store) -> None:
     """The shell reports a failed read as ``paged_in(q, {}, ())``: nothing is lost,
     and the next dispatch asks again."""
-    b = Broker(now=FakeClock(), body_window=WINDOW)
-    shell = Shell(b, store)
-    ch, q = _fill(b, shell, "retry", 12)
-    b.basic_consume(ch, "retry", "c", no_ack=True)
-    b.start_consumer(ch, "c")
-    shell.settle()
+    shell, _, q = _consuming(store, "retry", 12)
+    b = shell.b
     first = shell.page_ins.pop()
     b.paged_in(q, {}, ())
     shell.settle()
@@ -167,7 +156,7 @@ def test_a_body_gone_from_the_store_is_dropped_with_a_log_row(store: Store) -> N
     shell.drain()
     assert shell.delivered == [b"m%04d" % i for i in range(n) if i != WINDOW + 2]
     assert q.message_count == 0 and not q.paging
-    dropped = [r for r in shell.log if r["event"] == "dropped"]
+    dropped = shell.dropped()
     assert [(r["message_key"], r["reason"], r["queue"]) for r in dropped] == [
         (lost.message.key, "body_missing", "lossy")]
 
@@ -214,18 +203,14 @@ def test_a_parked_dead_letter_whose_body_is_gone_is_dropped(store: Store) -> Non
         conn.execute(text("DELETE FROM messages WHERE id = :k"), {"k": parked.message.key})
     shell.drain()
     assert q.awaiting_body == []
-    assert [r["reason"] for r in shell.log if r["event"] == "dropped"] == ["body_missing"]
+    assert [r["reason"] for r in shell.dropped()] == ["body_missing"]
     assert b.vhost("/").queues["dlq"].message_count == 1  # m0000 only
 
 
 @pytest.mark.parametrize("how", ["purge", "delete"])
 def test_purge_or_delete_while_a_page_in_is_out(store: Store, how: str) -> None:
-    b = Broker(now=FakeClock(), body_window=WINDOW)
-    shell = Shell(b, store)
-    ch, q = _fill(b, shell, "gone", 20)
-    b.basic_consume(ch, "gone", "c", no_ack=False)
-    b.start_consumer(ch, "c")
-    shell.settle()
+    shell, ch, q = _consuming(store, "gone", 20, no_ack=False)
+    b = shell.b
     assert len(shell.page_ins) == 1
     if how == "purge":
         assert b.queue_purge(ch, "gone") == 20 - WINDOW

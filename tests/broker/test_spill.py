@@ -15,7 +15,7 @@ import pytest
 
 from amqplite import storeops as ops
 from amqplite.broker.core import Broker
-from amqplite.broker.effects import Deliver, LoadEntries, ReadStream, StreamDeliver
+from amqplite.broker.effects import Deliver, LoadEntries, PageIn, ReadStream, StreamDeliver
 from amqplite.broker.model import Message
 from amqplite.protocol import streamrecord
 from amqplite.server.recovery import restore
@@ -63,6 +63,10 @@ class Shell:
         self.read_entries = 0
         self.loads = 0
         self.ops: list[Any] = []
+        #: PageIn requests, left for the test to answer (tests/broker/test_page_in.py)
+        self.page_ins: list[PageIn] = []
+        #: delivery-log rows
+        self.log: list[tuple[Any, ...]] = []
 
     def settle(self) -> None:
         while True:
@@ -70,6 +74,7 @@ class Shell:
             if not out:
                 return
             self.ops.extend(out.store_ops)
+            self.log.extend(out.log)
             self.store.submit(out.store_ops)
             self.store.flush()
             self.b.commit_done(out.evictable)
@@ -89,6 +94,8 @@ class Shell:
                         self.deliveries.append(Deliver(e.channel, e.consumer_tag,
                                                        e.first_tag + i, False,
                                                        Message(key, ex, rk, props, body)))
+                elif isinstance(e, PageIn):
+                    self.page_ins.append(e)
                 elif isinstance(e, ReadStream):
                     self.reads += 1
                     chunks = self.store.fetch_stream(e.queue.id, e.lo, e.limit)

@@ -140,6 +140,16 @@ class Server:
         admitted += 0 if self.stomp is None else len(self.stomp.clients)
         return admitted + (0 if self.mqtt is None else len(self.mqtt.clients)) >= limit
 
+    def vhost_connection_limit(self, vhost: str) -> int | None:
+        """The vhost's ``max-connections`` when the AMQP clients admitted to it have
+        reached it (None: room left, or no limit)."""
+        limit = self.broker.vhost_limit(vhost, "max-connections")
+        if limit is None:
+            return None
+        n = sum(c.admitted and c.session is not None and c.session.vhost == vhost
+                for c in self.connections)
+        return limit if n >= limit else None
+
     def interpret(self, *, flush: bool = True) -> None:
         """Carry out what the broker's commands since the last call asked for.
 

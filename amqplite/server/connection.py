@@ -143,17 +143,11 @@ class AMQPConnection:
         return user is not None
 
     def _check_vhost(self, username: str, vhost: str) -> bool:
-        """Grant the vhost, within the node's connection limit.
-
-        RabbitMQ checks ``connection_max`` at connection.open and answers with
-        connection.close 530 and this very text; connections in their handshake
-        do not count, so a flood of half-open sockets cannot lock clients out.
-        """
+        """Grant the vhost within its and the node's connection limits, at
+        connection.open as RabbitMQ (530, its texts): connections still in their
+        handshake do not count, so half-open sockets cannot lock clients out."""
         self.broker.check_vhost_access(username, vhost)  # 530 in RabbitMQ's words
-        vlimit = self.broker.vhost_limit(vhost, "max-connections")
-        if vlimit is not None and sum(c.admitted and c.session is not None
-                                      and c.session.vhost == vhost
-                                      for c in self.server.connections) >= vlimit:
+        if (vlimit := self.server.vhost_connection_limit(vhost)) is not None:
             log.warning("%s refused: vhost '%s' connection limit (%d) is reached",
                         self.name, vhost, vlimit)
             raise AMQPError(530, f"NOT_ALLOWED - access to vhost '{vhost}' refused for user "

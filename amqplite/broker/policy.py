@@ -36,6 +36,8 @@ EXCHANGE_SETTINGS: dict[str, str] = {"alternate-exchange": "str"}
 #: ``links/`` acts on them): each names upstreams, at most one per policy
 FEDERATION_KEYS = ("federation-upstream", "federation-upstream-set",
                    "federation-upstream-pattern")
+#: every policy key applied here (to queues, exchanges or federation links)
+APPLIED_KEYS = frozenset((*SETTINGS, *EXCHANGE_SETTINGS, *FEDERATION_KEYS))
 _MIRRORING = "classic queue mirroring: one node has no mirrors"
 _PLACEMENT = "queue placement in a cluster: one node holds every queue"
 #: policy keys RabbitMQ 3.10-3.13 knows that have no effect here -> why
@@ -77,7 +79,7 @@ NOT_FOR_STREAMS = ("x-max-priority", "x-message-ttl", "x-dead-letter-exchange",
 
 def ignored_reason(key: str) -> str | None:
     """Why a policy key RabbitMQ knows has no effect here, or None (applied or unknown)."""
-    if key in SETTINGS or key in EXCHANGE_SETTINGS or key in FEDERATION_KEYS:
+    if key in APPLIED_KEYS:
         return None
     if key in IGNORED_KEYS:
         return IGNORED_KEYS[key]
@@ -97,7 +99,7 @@ def split_definition(definition: Mapping[str, Any]) -> tuple[dict[str, Any], lis
         why = ignored_reason(key)
         if why is not None:
             notes.append(f"{key} ignored ({why})")
-        elif key in SETTINGS or key in EXCHANGE_SETTINGS or key in FEDERATION_KEYS:
+        elif key in APPLIED_KEYS:
             kept[key] = value
         else:
             notes.append(f"{key} ignored (unknown policy key: neither RabbitMQ 3.10-3.13 "
@@ -228,9 +230,8 @@ def make_policy(vhost: str, name: str, pattern: str, definition: Mapping[str, An
             continue
         kind = SETTINGS[key][1] if key in SETTINGS else EXCHANGE_SETTINGS.get(key)
         if kind is None:
-            known = sorted([*SETTINGS, *EXCHANGE_SETTINGS, *FEDERATION_KEYS])
             raise ValueError(f"unknown policy definition key {key!r} "
-                             f"(known: {', '.join(known)})")
+                             f"(known: {', '.join(sorted(APPLIED_KEYS))})")
         reason = check_value(kind, value)
         if reason is not None:
             raise ValueError(f"invalid value {value!r} for policy key {key!r}: {reason}")

@@ -60,15 +60,17 @@ def like_matcher(pattern: str, escape: str | None = None) -> Callable[[str], boo
             only = middle[0]
             return lambda s: only in s
 
-    head, tail, mids = segments[0], segments[-1], segments[1:-1]
+    head, tail = segments[0], segments[-1]
+    # a middle segment without '_' is found by str.find, its text joined here once
+    mids = [(seg, texts[k] if plain[k] else None) for k, seg in enumerate(segments[1:-1], 1)]
 
     def match(s: str) -> bool:
         end = len(s) - len(tail)
         if end < len(head) or not _seg_at(head, s, 0) or not _seg_at(tail, s, end):
             return False
         pos = len(head)
-        for seg in mids:
-            found = _seg_find(seg, s, pos, end)
+        for seg, text in mids:
+            found = s.find(text, pos, end) if text is not None else _seg_find(seg, s, pos, end)
             if found < 0:
                 return False
             pos = found + len(seg)
@@ -85,8 +87,6 @@ def _seg_at(seg: list[str | None], s: str, at: int) -> bool:
 def _seg_find(seg: list[str | None], s: str, start: int, end: int) -> int:
     """Leftmost offset in [start, end - len(seg)] where the segment matches, or -1."""
     n = len(seg)
-    if None not in seg:
-        return s.find("".join(seg), start, end)  # type: ignore[arg-type]
     for at in range(start, end - n + 1):
         if _seg_at(seg, s, at):
             return at

@@ -35,6 +35,7 @@ from amqplite.broker import topic_permissions as topics
 from amqplite.broker.auth import (
     HASHES,
     HASHING_ALGORITHM,
+    User,
     hash_password,
     hashing_algorithm,
     valid_hash,
@@ -60,6 +61,13 @@ from amqplite.protocol.errors import AMQPError
 ChannelFor = Callable[[str], ChannelState]
 
 
+def user_info(u: User) -> dict[str, Any]:
+    """A user as RabbitMQ's API and its definitions export show one."""
+    return {"name": u.name, "password_hash": u.password_hash,
+            "hashing_algorithm": hashing_algorithm(u.password_hash), "tags": list(u.tags),
+            "limits": {}}
+
+
 def _builtin(name: str) -> bool:
     return name == "" or name.startswith("amq.")
 
@@ -70,10 +78,8 @@ def export(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"rabbit_version": "3.13.0", "rabbitmq_version": "3.13.0",
                            "product_name": "amqplite", "product_version": __version__}
     if vhost is None:
-        out["users"] = [
-            {"name": u.name, "password_hash": u.password_hash,
-             "hashing_algorithm": hashing_algorithm(u.password_hash), "tags": list(u.tags), "limits": {}}
-            for u in sorted(broker.users.users.values(), key=lambda u: u.name)]
+        out["users"] = [user_info(u) for u in
+                        sorted(broker.users.users.values(), key=lambda u: u.name)]
         out["vhosts"] = [
             {"name": n, "description": broker.vhosts[n].description, "tags": [],
              "metadata": {"description": broker.vhosts[n].description, "tags": []}}

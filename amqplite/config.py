@@ -362,7 +362,8 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
-def _bool(value: Any) -> bool:
+def parse_bool(value: Any) -> bool:
+    """The boolean words the config file, the environment and the CLI take; ValueError."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -440,7 +441,7 @@ def _coerce(name: str, value: Any) -> Any:
         if t == "int | None":
             return None if value in (None, "", "none") else int(value)
         if t == "bool":
-            return _bool(value)
+            return parse_bool(value)
         if t == "float":
             return float(value)
         if t == "list[str]":

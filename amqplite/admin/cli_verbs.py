@@ -20,6 +20,7 @@ import click
 from amqplite.admin.cli_common import Ctx, _table, common, given_vhost
 from amqplite.admin.cli_security import vhost_description
 from amqplite.admin.client import AdminError, path
+from amqplite.config import parse_bool
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,6 @@ DELETE: dict[str, Spec] = {
     "policy": Spec(("name",)),
 }
 
-_TRUE = {"true", "yes", "1", "on"}
-_FALSE = {"false", "no", "0", "off"}
-
-
 def parse(verb: str, kind: str, spec: Spec, args: tuple[str, ...]) -> dict[str, Any]:
     """``key=value`` arguments checked against ``spec``; a lone bare word is the name."""
     if len(args) == 1 and "=" not in args[0] and "name" in spec.names():
@@ -94,11 +91,11 @@ def parse(verb: str, kind: str, spec: Spec, args: tuple[str, ...]) -> dict[str, 
 
 def _convert(verb: str, kind: str, spec: Spec, key: str, raw: str) -> Any:
     if key in spec.bools:
-        if raw.lower() in _TRUE:
-            return True
-        if raw.lower() in _FALSE:
-            return False
-        raise AdminError(f"{verb} {kind}: {key}={raw!r} is not a boolean (true or false)")
+        try:
+            return parse_bool(raw)
+        except ValueError:
+            raise AdminError(f"{verb} {kind}: {key}={raw!r} is not a boolean (true or false)") \
+                from None
     if key in spec.ints:
         try:
             return int(raw)

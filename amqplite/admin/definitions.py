@@ -35,6 +35,7 @@ from amqplite.broker import topic_permissions as topics
 from amqplite.broker.auth import (
     HASHES,
     HASHING_ALGORITHM,
+    User,
     hash_password,
     hashing_algorithm,
     valid_hash,
@@ -60,6 +61,24 @@ from amqplite.protocol.errors import AMQPError
 ChannelFor = Callable[[str], ChannelState]
 
 
+def user_info(u: User) -> dict[str, Any]:
+    """A user as RabbitMQ's API and its definitions export show one."""
+    return {"name": u.name, "password_hash": u.password_hash,
+            "hashing_algorithm": hashing_algorithm(u.password_hash), "tags": list(u.tags),
+            "limits": {}}
+
+
+def _limits_step(path: str, vhost: str, raw: Any, at: str) -> _Step:
+    """A vhost's limits, from either place an export keeps them, as the
+    ``vhost-limits`` parameter they are kept in; ``at`` names them in an error."""
+    try:
+        limits = check_vhost_limits(raw)
+    except ValueError as exc:
+        raise V.Invalid(at, f"is refused: {exc}") from None
+    return _Step(path, vhost, {"component": VHOST_LIMITS_COMPONENT, "name": VHOST_LIMITS_NAME,
+                               "value": limits, "defined_by": None})
+
+
 def _builtin(name: str) -> bool:
     return name == "" or name.startswith("amq.")
 
@@ -70,10 +89,8 @@ def export(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"rabbit_version": "3.13.0", "rabbitmq_version": "3.13.0",
                            "product_name": "amqplite", "product_version": __version__}
     if vhost is None:
-        out["users"] = [
-            {"name": u.name, "password_hash": u.password_hash,
-             "hashing_algorithm": hashing_algorithm(u.password_hash), "tags": list(u.tags), "limits": {}}
-            for u in sorted(broker.users.users.values(), key=lambda u: u.name)]
+        out["users"] = [user_info(u) for u in
+                        sorted(broker.users.users.values(), key=lambda u: u.name)]
         out["vhosts"] = [
             {"name": n, "description": broker.vhosts[n].description, "tags": [],
              "metadata": {"description": broker.vhosts[n].description, "tags": []}}
@@ -226,14 +243,8 @@ def plan(broker: Broker, data: dict[str, Any], vhost: str | None = None) -> Plan
         path = f"parameters[{i}]"
         component = p.get("component")
         if component == VHOST_LIMITS_COMPONENT:  # RabbitMQ keeps vhost limits as one
-            vh = where(p, path)
-            try:
-                limits = check_vhost_limits(_need(p, "value", path))
-            except ValueError as exc:
-                raise V.Invalid(f"{path}.value", f"is refused: {exc}") from None
-            out.parameters.append(_Step(path, vh, {"component": component,
-                                                   "name": VHOST_LIMITS_NAME, "value": limits,
-                                                   "defined_by": None}))
+            out.parameters.append(_limits_step(path, where(p, path),
+                                               _need(p, "value", path), f"{path}.value"))
             continue
         if component not in COMPONENTS:
             out.skipped.append(f"{path}: {component} '{p.get('name')}' in vhost "
@@ -334,13 +345,8 @@ def _plan_security(data: dict[str, Any], out: Plan, vhosts: set[str], users: set
                       f"{path}.description")
         out.vhosts.append(_Step(path, name, {"description": desc}))
         if isinstance(v.get("limits"), dict) and v["limits"]:  # newer exports' place
-            try:
-                limits = check_vhost_limits(v["limits"])
-            except ValueError as exc:
-                raise V.Invalid(f"{path}.limits", f"is refused: {exc}") from None
-            out.parameters.append(_Step(f"{path}.limits", name, {
-                "component": VHOST_LIMITS_COMPONENT, "name": VHOST_LIMITS_NAME,
-                "value": limits, "defined_by": None}))
+            out.parameters.append(_limits_step(f"{path}.limits", name, v["limits"],
+                                               f"{path}.limits"))
         vhosts.add(name)
     for i, u in enumerate(_items(data, "users")):
         path = f"users[{i}]"

@@ -11,15 +11,9 @@ from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
 from amqplite.admin.plumbing import Request, Response, bad_request, not_found
 from amqplite.admin.writes import Undo, write
-from amqplite.broker.auth import User, hashing_algorithm
+from amqplite.broker.auth import User
 
 log = logging.getLogger("amqplite.admin")
-
-
-def user_info(u: User) -> dict[str, Any]:
-    return {"name": u.name, "password_hash": u.password_hash,
-            "hashing_algorithm": hashing_algorithm(u.password_hash), "tags": list(u.tags),
-            "limits": {}}
 
 
 def _permission(user: str, vhost: str, p: Any) -> dict[str, Any]:
@@ -82,11 +76,11 @@ class SecurityHandlers(HandlerBase):
         return u
 
     async def list_users(self, req: Request) -> Response:
-        return Response([user_info(u) for u in
+        return Response([D.user_info(u) for u in
                          sorted(self.broker.users.users.values(), key=lambda u: u.name)])
 
     async def get_user(self, req: Request) -> Response:
-        return Response(user_info(self._user(req.params["user"])))
+        return Response(D.user_info(self._user(req.params["user"])))
 
     async def put_user(self, req: Request) -> Response:
         name = V.text(req.params["user"], "name", allow_empty=False)

@@ -90,12 +90,8 @@ class ConnectionShell:
 
     def _outgoing(self) -> bytes | None:
         """The bytes to send next (empty: none); None when they may leave only once
-        the store has committed (the writer awaits ``_committed``, then asks again)."""
+        the store has committed (the writer awaits the listener's ``committed``, then asks again)."""
         raise NotImplementedError
-
-    async def _committed(self) -> None:
-        """Wait until what was given to the store is committed."""
-        await self.listener.committed()
 
     async def _timers(self) -> None:
         raise NotImplementedError
@@ -220,7 +216,7 @@ class ConnectionShell:
                 data = self._take()
                 if not data:
                     if data is None:  # held: nothing awaited between commit and take
-                        await self._committed()
+                        await self.listener.committed()
                         continue
                     break
                 try:

@@ -242,5 +242,3 @@ class MQTTClient(ConnectionShell):
             self.proto.disconnect(reason, text)
             self.rules.end(time.time())
             self.finish()
-
-    wake = ConnectionShell.flush

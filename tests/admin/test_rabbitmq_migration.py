@@ -32,6 +32,20 @@ from tests.broker.conftest import TRANSIENT, FakeClock, session_channel
 from tests.brokerproc import wait_for
 
 EXPORT = Path(__file__).parent / "data" / "rabbitmq-3.10.8-migration-export.json"
+#: amqplite's own export after importing EXPORT: conformance/test_definitions.py
+#: imports it into RabbitMQ (the way back), so it must stay what amqplite writes
+OUR_EXPORT = Path(__file__).parent / "data" / "amqplite-export-of-rabbitmq-3.10.8.json"
+SECTIONS = ("users", "vhosts", "permissions", "topic_permissions", "parameters",
+            "policies", "queues", "exchanges", "bindings")
+
+
+def sections(definitions: dict[str, Any]) -> dict[str, list[str]]:
+    """The migrated objects of an export (vhost 'migrated' and its users; guest's
+    salt differs per broker), each as canonical JSON, sorted, by section."""
+    def ours(x: dict[str, Any]) -> bool:
+        return x.get("vhost", x.get("name")) == "migrated" or x.get("name") in PASSWORDS
+    return {k: sorted(json.dumps(x, sort_keys=True) for x in definitions.get(k, [])
+                      if ours(x)) for k in SECTIONS}
 #: the passwords the export's users were created with on RabbitMQ
 PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
 
@@ -149,6 +163,8 @@ def test_rabbitmq_3_10_export_imports_and_works(tmp_path: Path) -> None:
             assert api.get("/api/topic-permissions/migrated/alice").json()[0]["write"] \
                 == "^alice\\."
             export = api.get("/api/definitions").json()
+            golden = sections(json.loads(OUR_EXPORT.read_text()))
+            assert all(golden.values()) and sections(export) == golden
             limits = [p for p in export["parameters"] if p["component"] == "vhost-limits"]
             assert [(p["vhost"], p["name"], p["value"]) for p in limits] == [
                 ("migrated", "limits", {"max-connections": 2, "max-queues": 6})]

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 from typing import Any
+from urllib.parse import quote
 
 import httpx
+import pika
 import pytest
 from pika.exceptions import ConnectionClosedByBroker
 
@@ -46,24 +49,74 @@ def test_openapi_document_is_public(admin_broker: AdminBroker) -> None:
     assert r.json()["openapi"].startswith("3.1")
 
 
-def test_non_admin_reads_but_cannot_write(admin_broker: AdminBroker, api: httpx.Client) -> None:
+def test_non_admin_writes_only_what_its_permissions_allow(admin_broker: AdminBroker,
+                                                          api: httpx.Client) -> None:
+    """RabbitMQ 3.10.8 (checked): any management-ish tag may declare, delete, bind,
+    publish, get and purge through the API, acting as itself, so its AMQP
+    permissions decide (401 when they refuse); policies still need policymaker."""
     q = qname()
     assert api.put(f"/api/queues/%2F/{q}", json={"durable": False}).status_code == 201
-    with admin_broker.api(auth=MONITOR) as mon:
-        assert mon.get("/api/queues").status_code == 200
-        assert mon.get("/api/whoami").json() == {
-            "name": "monitor", "tags": ["monitoring"], "is_admin": False}
-        for method, url, body in [
-            ("PUT", f"/api/queues/%2F/{qname()}", {}),
-            ("DELETE", f"/api/queues/%2F/{q}", None),
-            ("DELETE", f"/api/queues/%2F/{q}/contents", None),
-            ("POST", f"/api/queues/%2F/{q}/get", {"count": 1}),
-            ("POST", "/api/exchanges/%2F/amq.default/publish",
-             {"routing_key": q, "payload": "x"}),
-            ("PUT", "/api/policies/%2F/p", {"pattern": ".", "definition": {"max-length": 1}}),
-        ]:
-            is_error(mon.request(method, url, json=body), 403)
-    assert api.get(f"/api/queues/%2F/{q}").status_code == 200
+    perms = "/api/permissions/%2F/monitor"
+    assert api.put(perms, json={"configure": "", "write": "", "read": "^$"}).status_code \
+        in (201, 204)
+    try:
+        with admin_broker.api(auth=MONITOR) as mon:
+            assert mon.get("/api/queues").status_code == 200
+            assert mon.get("/api/whoami").json() == {
+                "name": "monitor", "tags": ["monitoring"], "is_admin": False,
+                "permitted": []}
+            for method, url, body in [
+                ("PUT", f"/api/queues/%2F/{qname()}", {}),
+                ("DELETE", f"/api/queues/%2F/{q}", None),
+                ("DELETE", f"/api/queues/%2F/{q}/contents", None),
+                ("POST", f"/api/queues/%2F/{q}/get", {"count": 1}),
+                ("POST", f"/api/bindings/%2F/e/amq.direct/q/{q}", {"routing_key": "k"}),
+            ]:
+                is_error(mon.request(method, url, json=body), 401)
+            r = mon.post("/api/exchanges/%2F/amq.default/publish",
+                         json={"routing_key": q, "payload": "x"})
+            assert r.status_code == 400 and "ACCESS_REFUSED" in r.text
+            is_error(mon.put("/api/policies/%2F/p", json={
+                "pattern": ".", "definition": {"max-length": 1}}), 403)
+        assert api.get(f"/api/queues/%2F/{q}").status_code == 200
+        mine = qname()
+        assert api.put(perms, json={"configure": "^mon-", "write": ".*", "read": ".*"}
+                       ).status_code in (201, 204)
+        with admin_broker.api(auth=MONITOR) as mon:
+            assert mon.get("/api/whoami").json()["permitted"] == ["configure", "write", "read"]
+            is_error(mon.put(f"/api/queues/%2F/{mine}", json={}), 401)
+            assert mon.put(f"/api/queues/%2F/mon-{mine}", json={}).status_code == 201
+            assert mon.post(f"/api/bindings/%2F/e/amq.direct/q/mon-{mine}",
+                            json={"routing_key": "k"}).status_code == 201
+            assert mon.post("/api/exchanges/%2F/amq.direct/publish", json={
+                "routing_key": "k", "payload": "hi", "payload_encoding": "string",
+                "properties": {}}).json() == {"routed": True}
+            got = mon.post(f"/api/queues/%2F/mon-{mine}/get", json={
+                "count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"}).json()
+            assert [m["payload"] for m in got] == ["hi"]
+            assert mon.delete(f"/api/queues/%2F/mon-{mine}").status_code == 204
+        # it closes its own connection, not another user's (monitoring sees both)
+        own = pika.BlockingConnection(pika.URLParameters(
+            admin_broker.amqp_url.replace("guest:guest@", "monitor:monitor-secret@")))
+        other = admin_broker.connect()
+        try:
+            with admin_broker.api(auth=MONITOR) as mon:
+                def names() -> dict[str, str]:
+                    return {c["user"]: c["name"] for c in mon.get("/api/connections").json()}
+                found = wait_for(lambda: {"monitor", "guest"} <= names().keys() and names(),
+                                 what="both connections listed")
+                is_error(mon.delete(f"/api/connections/{quote(found['guest'], safe='')}"), 401)
+                assert mon.delete(f"/api/connections/{quote(found['monitor'], safe='')}"
+                                  ).status_code == 204
+                wait_for(lambda: "monitor" not in names(), what="its connection closed")
+                assert "guest" in names()
+        finally:
+            other.close()
+            with contextlib.suppress(Exception):
+                own.close()
+    finally:
+        assert api.put(perms, json={"configure": ".*", "write": ".*", "read": ".*"}
+                       ).status_code in (201, 204)
 
 
 # ---------------------------------------------------------------- routing

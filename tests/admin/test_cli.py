@@ -141,7 +141,7 @@ def test_publish_get_purge_delete(admin_broker: AdminBroker, channel: Any) -> No
 def test_errors_are_one_line(admin_broker: AdminBroker) -> None:
     fails(admin_broker.cli("queues", "--password", "wrong"), "wrong credentials for user 'guest'")
     fails(admin_broker.cli("queues", env={"AMQPLITE_USER": "nobody"}), "wrong credentials")
-    fails(admin_broker.cli("purge", "q", "--user", "monitor", "--password", "monitor-secret"),
+    fails(admin_broker.cli("vhosts", "add", "v-mon", "--user", "monitor", "--password", "monitor-secret"),
           "permission denied")
     url = f"http://127.0.0.1:{free_port()}"
     fails(admin_broker.cli("queues", "--admin-url", url),

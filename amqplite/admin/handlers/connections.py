@@ -6,7 +6,7 @@ from typing import Any
 
 from amqplite.admin import views
 from amqplite.admin.handlers.base import HandlerBase
-from amqplite.admin.plumbing import Request, Response, not_found
+from amqplite.admin.plumbing import HTTPError, Request, Response, not_found
 
 FORCED_TEXT = "CONNECTION_FORCED - Closed via management plugin"
 
@@ -43,7 +43,13 @@ class ConnectionHandlers(HandlerBase):
                         else views.connection_info(c))
 
     async def close_connection(self, req: Request) -> Response:
+        """A user closes its own connections; another user's needs the administrator
+        tag, monitoring or not (RabbitMQ 3.10.8: 401, checked)."""
         c = self._connection(req.params["name"], req)
+        assert req.user is not None
+        owner = c.session.username if c.session is not None else None
+        if not req.user.is_admin and owner != req.user.name:
+            raise HTTPError(401, "not_authorised", "User not authorised to access object")
         c.force_close(320, FORCED_TEXT)
         return Response(None, 204)
 

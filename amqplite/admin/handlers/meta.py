@@ -40,9 +40,16 @@ class MetaHandlers(HandlerBase):
         return Response(views.memory(self.server))
 
     async def whoami(self, req: Request) -> Response:
+        """RabbitMQ's fields, and (amqplite) which AMQP permissions the user holds in
+        some vhost, so the dashboard offers only forms its writes can pass."""
         assert req.user is not None
-        return Response({"name": req.user.name, "tags": list(req.user.tags),
-                         "is_admin": req.user.is_admin})
+        b, name = self.broker, req.user.name
+        held = [p for (u, _vh), p in b.permissions.items() if u == name]
+        permitted = [kind for kind in ("configure", "write", "read")
+                     if not b.access_control
+                     or any(getattr(p, kind) not in ("", "^$") for p in held)]
+        return Response({"name": name, "tags": list(req.user.tags),
+                         "is_admin": req.user.is_admin, "permitted": permitted})
 
     async def list_vhosts(self, req: Request) -> Response:
         return Response([views.vhost_info(vh) for vh in self.broker.vhosts.values()])

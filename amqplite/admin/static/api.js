@@ -15,7 +15,7 @@ export class ApiError extends Error {
 }
 
 // Who is logged in (/api/whoami), so pages skip what the user's tags cannot read.
-export const session = { name: "", tags: [] };
+export const session = { name: "", tags: [], permitted: [] };
 
 export const hasTag = (...tags) => session.tags.some((t) => tags.includes(t));
 
@@ -25,6 +25,14 @@ export const may = (needs) => hasTag("administrator")
   || (needs === "policymaker" && hasTag("policymaker"))
   || (needs === "monitoring" && hasTag("monitoring"))
   || needs === "management";
+
+// Whether the user holds AMQP permission ``kind`` (configure, write, read) in some
+// vhost (/api/whoami's "permitted"): writes through the API act as the user, so a
+// form the permissions refuse everywhere is not offered.
+export const mayDo = (...kinds) => kinds.every((k) => session.permitted.includes(k));
+
+// A connection may be closed by an administrator, or by the user it belongs to.
+export const mayClose = (c) => hasTag("administrator") || c.user === session.name;
 
 export function loggedIn() {
   return sessionStorage.getItem(KEY) !== null;

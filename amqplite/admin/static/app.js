@@ -45,11 +45,12 @@ function showLogin(message) {
 
 async function start() {
   const me = await api("/api/whoami");
-  Object.assign(session, { name: me.name, tags: me.tags });
+  Object.assign(session, { name: me.name, tags: me.tags, permitted: me.permitted || [] });
   loginForm.hidden = true;
   nav.hidden = false;
   document.getElementById("logout").hidden = false;
-  document.getElementById("who").textContent = `${me.name}${me.is_admin ? "" : " (read-only)"}`;
+  const readOnly = !me.is_admin && !(me.permitted || []).length;
+  document.getElementById("who").textContent = `${me.name}${readOnly ? " (read-only)" : ""}`;
   // the administration pages need the administrator tag
   for (const a of nav.querySelectorAll("a.admin")) a.hidden = !me.is_admin;
   await loadVhosts();

@@ -1,7 +1,7 @@
 // One queue and one exchange: details, charts, and the message operations
 // (publish; peek, get, purge, move, dead-letter replay).
 
-import { api, enc, may } from "./api.js";
+import { api, enc, may, mayClose, mayDo } from "./api.js";
 import { LineChart } from "./chart.js";
 import {
   bytes, clear, duration, flash, form, h, json, link, num, plural, rate, section, table,
@@ -161,11 +161,11 @@ export function queue(main, [vhost, name]) {
 
   // a stream keeps its entries after delivery: it is read from an offset, and
   // get, move, replay and purge do not apply to it (RabbitMQ refuses them too)
-  // get, move, replay, purge and publish are writes: the administrator tag's (the API's
-  // rule); everyone who may read the queue may peek
-  const admin = may("administrator");
+  // get and purge act as the user (its read permission decides, as RabbitMQ's);
+  // move and replay are the administrator tag's; everyone who may read may peek
   const ops = section("Messages", h("div", { class: "ops" }, peek,
-    admin ? [get, move, replay, h("div", { class: "inline" }, purge)] : null), result, messages);
+    mayDo("read") ? get : null, may("administrator") ? [move, replay] : null,
+    mayDo("read") ? h("div", { class: "inline" }, purge) : null), result, messages);
   const [entries, readEntries] = streamEntries(vhost, name);
   ops.hidden = true;
   entries.hidden = true;
@@ -175,7 +175,7 @@ export function queue(main, [vhost, name]) {
     details,
     h("div", { class: "charts" }, section("Queued messages", depth.el), section("Message rates", rates.el)),
     ops, entries,
-    admin ? section("Publish a message", publishForm(`/api/exchanges/${exchangePath(vhost, "")}/publish`, name)) : null,
+    mayDo("write") ? section("Publish a message", publishForm(`/api/exchanges/${exchangePath(vhost, "")}/publish`, name)) : null,
     section("Consumers", consumers), section("Bindings", bindForm(vhost, { queue: name }, () => refresh()), binds));
 
   refresh = async () => {
@@ -251,7 +251,7 @@ export function exchange(main, [vhost, name]) {
   const path = `/api/exchanges/${exchangePath(vhost, xname)}`;
   const details = h("div");
   const binds = h("div");
-  const publish = may("administrator") ? section("Publish a message", publishForm(`${path}/publish`)) : null;
+  const publish = mayDo("write") ? section("Publish a message", publishForm(`${path}/publish`)) : null;
   // x-lvc and x-recent-history: what the exchange retains, and a way to clear it
   const retained = h("section", { id: "retained", hidden: true });
   clear(main, h("h1", {}, "Exchange ", h("span", { class: "name" }, exchangeName(xname)), h("span", { class: "muted" }, ` in ${vhost}`)),
@@ -299,20 +299,21 @@ async function retainedSection(path) {
 }
 
 // One connection (AMQP, MQTT or STOMP): who, how, how much, and its channels;
-// administrators may close it from here.
+// administrators may close it from here, and a user its own (the API's rule).
 export function connection(main, [name]) {
   const path = `/api/connections/${enc(name)}`;
   const details = h("div");
   const chans = h("div", { id: "connection-channels" });
-  const close = may("administrator") ? h("p", {}, confirmButton("Close connection", async () => {
+  const close = h("p", { hidden: true }, confirmButton("Close connection", async () => {
     if (await attempt(() => api(path, { method: "DELETE" }), `connection ${name} closed`) !== undefined) {
       location.hash = "#/connections";
     }
-  }, { id: "close-connection" }, `connection:${name}`)) : null;
+  }, { id: "close-connection" }, `connection:${name}`));
   clear(main, h("h1", {}, "Connection ", h("span", { class: "name" }, name)), details, close,
     section("Channels", chans));
   return async () => {
     const [c, chs] = await Promise.all([api(path), api(`${path}/channels`)]);
+    close.hidden = !mayClose(c);
     clear(details, dl([
       ["Protocol", c.protocol ?? "", "c-protocol"], ["Client", clientOf(c), "c-client"],
       ["User", c.user ?? ""], ["Vhost", c.vhost ?? ""], ["State", c.state],

@@ -2,7 +2,7 @@
 // static parts once and returns a refresh function the app calls on a timer,
 // so forms keep what the user typed while the figures update.
 
-import { api, enc, hasTag, may } from "./api.js";
+import { api, enc, hasTag, may, mayClose, mayDo } from "./api.js";
 import { LineChart } from "./chart.js";
 import {
   bytes, clear, duration, flash, form, h, json, link, num, rate, section, table,
@@ -192,10 +192,10 @@ export const connections = listPage("Connections", "/api/connections", (refresh)
   { title: "Received", value: (c) => bytes(c.recv_oct), num: true },
   { title: "Sent", value: (c) => bytes(c.send_oct), num: true },
   { title: "Connected", value: (c) => new Date(c.connected_at).toLocaleString() },
-  // closing a connection needs the administrator tag (DELETE /api/connections/{name})
-  may("administrator") ? { title: "", value: (c) => confirmButton("Close", () => attempt(
+  // an administrator closes any connection, a user its own (the API's rule)
+  { title: "", value: (c) => (!mayClose(c) ? "" : confirmButton("Close", () => attempt(
     () => api(`/api/connections/${enc(c.name)}`, { method: "DELETE" }), `connection ${c.name} closed`).then(refresh),
-  { class: "danger close" }, `connection:${c.name}`) } : null,
+  { class: "danger close" }, `connection:${c.name}`)) },
 ].filter(Boolean), { empty: "No connections.", filterVhost: true,
   rowAttrs: (c) => ({ dataset: { connection: c.name, protocol: c.protocol ?? "" } }) });
 
@@ -256,9 +256,10 @@ async function declare(path, v, body, done, refresh) {
 
 export const EXCHANGE_TYPES = ["direct", "fanout", "topic", "headers", "x-recent-history", "x-lvc"];
 
-// PUT /api/exchanges/{vhost}/{name}: administrators only (the API's rule).
+// PUT /api/exchanges/{vhost}/{name}: any management tag; the user's configure
+// permission decides (the API's rule, as RabbitMQ's).
 function exchangeForm(refresh) {
-  if (!may("administrator")) return null;
+  if (!mayDo("configure")) return null;
   return form("exchange-form", [
     h("input", { name: "vhost", value: currentVhost() || "/", required: true, title: "vhost", size: 6 }),
     h("input", { name: "name", required: true, placeholder: "exchange name" }),
@@ -280,7 +281,7 @@ export const exchanges = listPage("Exchanges", "/api/exchanges", (refresh) => [
   { title: "Type", value: (x) => x.type },
   { title: "Features", value: (x) => features(x) },
   { title: "Arguments", value: (x) => json(x.arguments), cls: "mono" },
-  may("administrator") ? { title: "", value: (x) => (deletable(x) ? confirmButton("Delete", () => attempt(
+  mayDo("configure") ? { title: "", value: (x) => (deletable(x) ? confirmButton("Delete", () => attempt(
     () => api(`/api/exchanges/${exchangePath(x.vhost, x.name)}`, { method: "DELETE" }),
     `exchange ${x.name} deleted`).then(refresh), { class: "danger delete" }, `exchange:${x.vhost}/${x.name}`) : "") }
     : null,
@@ -288,7 +289,7 @@ export const exchanges = listPage("Exchanges", "/api/exchanges", (refresh) => [
 
 // PUT /api/queues/{vhost}/{name}: the type goes as x-queue-type, as RabbitMQ's UI sends it.
 function queueForm(refresh) {
-  if (!may("administrator")) return null;
+  if (!mayDo("configure")) return null;
   return form("queue-form", [
     h("input", { name: "vhost", value: currentVhost() || "/", required: true, title: "vhost", size: 6 }),
     h("input", { name: "name", required: true, placeholder: "queue name" }),
@@ -342,7 +343,7 @@ export function queues(main) {
       { title: "Incoming", value: (x) => rate(x.message_stats, "publish"), num: true },
       { title: "Deliver / get", value: (x) => rate(x.message_stats, "deliver_get"), num: true },
       { title: "Ack", value: (x) => rate(x.message_stats, "ack"), num: true },
-      may("administrator") ? { title: "", value: (x) => confirmButton("Delete", () => attempt(
+      mayDo("configure") ? { title: "", value: (x) => confirmButton("Delete", () => attempt(
         () => api(`/api/queues/${enc(x.vhost)}/${enc(x.name)}`, { method: "DELETE" }),
         `queue ${x.name} deleted`).then(refresh), { class: "danger delete" }, `queue:${x.vhost}/${x.name}`) } : null,
     ].filter(Boolean), res.items, {
@@ -375,7 +376,7 @@ export const bindingPath = (vhost, source, type, destination) =>
 // The binding columns, with an Unbind button for administrators when refresh is
 // given; the default exchange's implicit bindings cannot be removed.
 function bindingColumns(refresh) {
-  if (!refresh || !may("administrator")) return BINDING_COLUMNS;
+  if (!refresh || !mayDo("write", "read")) return BINDING_COLUMNS;
   return [...BINDING_COLUMNS, { title: "", value: (b) => (b.source === "" ? "" : confirmButton("Unbind", () => attempt(
     () => api(`${bindingPath(b.vhost, b.source, b.destination_type, b.destination)}/${enc(b.properties_key)}`,
       { method: "DELETE" }), "binding removed").then(refresh),
@@ -388,9 +389,10 @@ export const bindingTable = (rows, refresh) => table(bindingColumns(refresh), ro
   { empty: "No bindings.", rowAttrs: bindingRow });
 
 // POST a binding: on a queue's page from an exchange to it, on an exchange's page
-// from it to a queue or an exchange. Administrators only (the API's rule).
+// from it to a queue or an exchange. Any management tag; the user's permissions
+// decide (the API's rule).
 export function bindForm(vhost, { source, queue }, refresh) {
-  if (!may("administrator")) return null;
+  if (!mayDo("write", "read")) return null;
   const parts = queue !== undefined
     ? [h("label", {}, "From exchange ", h("input", { name: "source", required: true, placeholder: "exchange" }))]
     : [h("label", {}, "To ", h("select", { name: "type" }, h("option", { value: "queue" }, "queue"),

@@ -46,3 +46,13 @@ def lone_member(c: GroupCoordinator, now: float = 0.0, name: str = "a",
                {ans.member_id: assignment})
     assert got[name + "-sync"] == SyncAnswer(ErrorCode.NONE, assignment, "consumer", "range")
     return ans.member_id, ans.generation_id
+
+
+def second_joins(c: GroupCoordinator) -> tuple[str, JoinAnswer]:
+    """A lone member "a", then "b" joins and "a" rejoins: a's id and b's join answer
+    (generation 2, a leads; neither has synced)."""
+    a, _gen = lone_member(c)
+    join(c, 1, "b")
+    jb = join(c, 1, "a2", a)["b"]
+    assert isinstance(jb, JoinAnswer) and jb.error is ErrorCode.NONE
+    return a, jb

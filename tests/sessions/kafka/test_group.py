@@ -7,7 +7,7 @@ from __future__ import annotations
 from amqplite.protocol.kafka.errors import RETRIABLE, ErrorCode
 from amqplite.sessions.kafka.answers import JoinAnswer, JoinMember, LeftMember, Listed, SyncAnswer
 from amqplite.sessions.kafka.coordinator import GroupCoordinator
-from tests.sessions.kafka.helpers import RANGE, G, V, join, lone_member, sync
+from tests.sessions.kafka.helpers import RANGE, G, V, join, lone_member, second_joins, sync
 
 E = ErrorCode
 
@@ -60,11 +60,7 @@ def test_a_second_member_rebalances_and_followers_wait_for_the_leader() -> None:
 
 def test_a_member_left_out_of_the_assignment_gets_an_empty_one() -> None:
     c = GroupCoordinator()
-    a, _ = lone_member(c)
-    join(c, 1, "b")
-    got = join(c, 1, "a2", a)
-    jb = got["b"]
-    assert isinstance(jb, JoinAnswer)
+    a, jb = second_joins(c)
     sync(c, 2, "b-sync", jb.generation_id, jb.member_id)
     got = sync(c, 2, "a-sync", jb.generation_id, a, {a: b"everything"})
     assert got["b-sync"] == SyncAnswer(E.NONE, b"", "consumer", "range")
@@ -172,11 +168,7 @@ def test_a_pending_member_id_is_forgotten_after_the_session_timeout() -> None:
 
 def test_leave_group_v3_batch() -> None:
     c = GroupCoordinator()
-    a, _ = lone_member(c)
-    join(c, 1, "b")
-    got = join(c, 1, "a2", a)
-    jb = got["b"]
-    assert isinstance(jb, JoinAnswer)
+    a, jb = second_joins(c)
     b = jb.member_id
     answer, out = c.leave_group(2, V, G, [(a, None), (b, None), ("ghost", None)])
     assert answer.members == (LeftMember(a, None, E.NONE), LeftMember(b, None, E.NONE),

@@ -336,7 +336,8 @@ class Group:
                     and self.all_joined():
                 self.complete_join(out, now)
         for m in [m for m in self.members.values() if not m.satisfied() and m.deadline <= now]:
-            if m.member_id in self.members:
+            # (re-checked: removing one may have ended a join phase and answered another)
+            if m.member_id in self.members and not m.satisfied() and m.deadline <= now:
                 self.remove(m, out, now, "session timeout expired")
         if self.join_deadline is not None and self.join_deadline <= now \
                 and self.state == PREPARING_REBALANCE:

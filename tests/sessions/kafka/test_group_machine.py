@@ -33,6 +33,8 @@ PARTITIONS = 6
 PROTOCOLS = {"a": [("range", b"a"), ("roundrobin", b"a")],
              "b": [("roundrobin", b"b"), ("range", b"b")],
              "c": [("range", b"c")]}
+#: "c" is a static member (group.instance.id): a restart replaces its old self
+INSTANCE = {"c": "pod-c"}
 
 
 @attrs.define
@@ -103,7 +105,7 @@ class GroupMachine(RuleBasedStateMachine):
                     self._reset(name)
             elif ans.error is E.NONE:
                 cl.synced = True
-            elif ans.error is E.UNKNOWN_MEMBER_ID:
+            elif ans.error in (E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID):
                 self._reset(name)
             else:
                 cl.joined = None
@@ -130,7 +132,8 @@ class GroupMachine(RuleBasedStateMachine):
         h = self._handle(name)
         self._take(self.c.join_group(self.now, h, V, G, cl.member_id, "consumer",
                                      PROTOCOLS[name], 10_000, 20_000,
-                                     require_known_member_id=v4))
+                                     require_known_member_id=v4,
+                                     instance_id=INSTANCE.get(name)))
 
     @rule(name=st.sampled_from(NAMES))
     def sync(self, name: str) -> None:
@@ -147,7 +150,7 @@ class GroupMachine(RuleBasedStateMachine):
             self.leader_sent.setdefault(j.generation_id, assignments)
         h = self._handle(name, j.generation_id)
         self._take(self.c.sync_group(self.now, h, V, G, j.generation_id, cl.member_id,
-                                     list(assignments.items())))
+                                     list(assignments.items()), instance_id=INSTANCE.get(name)))
 
     @rule(name=st.sampled_from(NAMES))
     def behave(self, name: str) -> None:
@@ -167,14 +170,16 @@ class GroupMachine(RuleBasedStateMachine):
         cl = self.clients[name]
         if not cl.member_id:
             return
-        error = self.c.heartbeat(self.now, V, G, cl.generation, cl.member_id)
+        error = self.c.heartbeat(self.now, V, G, cl.generation, cl.member_id,
+                                 INSTANCE.get(name))
         if error is E.NONE:
             assert cl.member_id not in self.removed, "a removed member's heartbeat succeeded"
             assert cl.generation == self._group_gen() == self.max_gen
         elif error is E.REBALANCE_IN_PROGRESS and not cl.busy:
             cl.joined = None
-        elif error in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION) and not cl.busy:
-            if error is E.UNKNOWN_MEMBER_ID:
+        elif error in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION, E.FENCED_INSTANCE_ID) \
+                and not cl.busy:
+            if error is not E.ILLEGAL_GENERATION:
                 self._reset(name)
             else:
                 cl.joined = None
@@ -184,7 +189,7 @@ class GroupMachine(RuleBasedStateMachine):
         cl = self.clients[name]
         if not cl.member_id:
             return
-        answer, out = self.c.leave_group(self.now, V, G, [(cl.member_id, None)])
+        answer, out = self.c.leave_group(self.now, V, G, [(cl.member_id, INSTANCE.get(name))])
         [left] = answer.members
         if left.error is E.NONE:
             self.removed.add(cl.member_id)
@@ -218,7 +223,8 @@ class GroupMachine(RuleBasedStateMachine):
         g = self.c.groups.get((V, G))
         empty = g is None or g.state == EMPTY
         errors, ops = self.c.commit_offsets(self.now, V, G, cl.generation, cl.member_id,
-                                            [(T, partition, offset, name)])
+                                            [(T, partition, offset, name)],
+                                            instance_id=INSTANCE.get(name))
         [(_t, _p, error)] = errors
         if error is E.NONE:
             # Kafka takes generation -1 in an Empty group whatever the member id says

@@ -243,3 +243,64 @@ def test_groups_are_per_vhost() -> None:
     assert [lg.group_id for lg in c.list_groups("tenant")] == [G]
     out = c.delete_vhost("tenant")
     assert out.replies == [] and c.list_groups("tenant") == [] and c.list_groups(V) != []
+
+
+def test_sync_group_errors() -> None:
+    c = GroupCoordinator()
+    assert sync(c, 0, "s", 1, "nobody")["s"].error is E.UNKNOWN_MEMBER_ID  # no such group
+    a, jb = second_joins(c)
+    gen = jb.generation_id
+    assert sync(c, 2, "s", gen - 1, a)["s"].error is E.ILLEGAL_GENERATION
+    assert sync(c, 2, "s", gen, a, protocol_name="roundrobin")["s"].error \
+        is E.INCONSISTENT_GROUP_PROTOCOL
+    assert sync(c, 2, "s", gen, a, protocol_type="connect")["s"].error \
+        is E.INCONSISTENT_GROUP_PROTOCOL
+    join(c, 2, "c")  # a third member: PreparingRebalance again
+    assert sync(c, 3, "s", gen, a)["s"].error is E.REBALANCE_IN_PROGRESS
+
+
+def test_a_rebalance_tells_a_waiting_follower_to_rejoin() -> None:
+    c = GroupCoordinator()
+    _a, jb = second_joins(c)
+    assert sync(c, 2, "b-sync", jb.generation_id, jb.member_id) == {}
+    got = join(c, 3, "c")  # before the leader synced
+    assert got == {"b-sync": SyncAnswer(E.REBALANCE_IN_PROGRESS)}
+
+
+def test_who_rejoins_a_stable_group_and_what_it_costs() -> None:
+    c = GroupCoordinator()
+    a, jb = second_joins(c)
+    gen, b = jb.generation_id, jb.member_id
+    sync(c, 2, "b-sync", gen, b)
+    sync(c, 2, "a-sync", gen, a, {a: b"0", b: b"1"})
+    # a follower with the same protocols learns the current generation: no rebalance
+    same = join(c, 3, "b-again", b)["b-again"]
+    assert isinstance(same, JoinAnswer) and same.generation_id == gen and same.members == ()
+    assert c.describe_group(V, G).state == "Stable"
+    # new metadata from a follower, or any join of the leader, rebalances
+    assert join(c, 4, "b-new", b, protocols=[("range", b"new")]) == {}
+    assert c.describe_group(V, G).state == "PreparingRebalance"
+    got = join(c, 5, "a-again", a)
+    assert {ans.generation_id for ans in got.values()} == {gen + 1}  # type: ignore[union-attr]
+
+
+def test_a_pending_member_that_leaves_no_longer_holds_up_the_join() -> None:
+    c = GroupCoordinator()
+    a, gen = lone_member(c)
+    pending = join(c, 1, "p", require_known_member_id=True)["p"].member_id  # type: ignore[union-attr]
+    join(c, 1, "b")  # PreparingRebalance; a rejoins, the pending id is still awaited
+    assert join(c, 2, "a2", a) == {}
+    answer, out = c.leave_group(3, V, G, [(pending, None)])
+    assert answer.members == (LeftMember(pending, None, E.NONE),)
+    assert {r.handle for r in out.replies} == {"a2", "b"}
+    assert {r.answer.generation_id for r in out.replies} == {gen + 1}  # type: ignore[union-attr]
+
+
+def test_deleting_the_vhost_answers_whoever_waits() -> None:
+    c = GroupCoordinator()
+    a, _ = lone_member(c)
+    join(c, 1, "b")
+    out = c.delete_vhost(V)
+    assert [(r.handle, r.answer.error) for r in out.replies] == [("b", E.COORDINATOR_NOT_AVAILABLE)]
+    assert {e.member_id for e in out.evicted} >= {a}
+    assert c.list_groups(V) == [] and c.next_deadline() is None

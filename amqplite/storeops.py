@@ -346,6 +346,31 @@ class DeleteMQTTWill:
 
 
 @attrs.frozen
+class PutKafkaOffset:
+    """A Kafka consumer group's committed offset of one topic-partition
+    (``sessions/kafka``): OffsetCommit stores whatever the client commits, a lower
+    offset too, as Kafka does. ``committed_at``: wall-clock microseconds."""
+
+    vhost: str
+    group_id: str
+    topic: str
+    partition: int
+    offset: int
+    metadata: str = ""
+    committed_at: int = 0
+
+
+@attrs.frozen
+class DeleteKafkaOffsets:
+    """A group's committed offsets go (the group is deleted: ``topic`` None), or one
+    topic's in every group of the vhost (its stream is deleted: ``group_id`` None)."""
+
+    vhost: str
+    group_id: str | None = None
+    topic: str | None = None
+
+
+@attrs.frozen
 class PutMeta:
     """Set a key in the ``meta`` table (e.g. the audit watermark mirror)."""
 
@@ -562,7 +587,7 @@ REPLAYABLE: frozenset[type] = frozenset({
     DeleteVHost, PutUser, DeleteUser,
     PutPermission, DeletePermission, PutMeta, PutStreamSegment, DeleteStreamSegments,
     PutMQTTSession, DeleteMQTTSession, PutMQTTPacketId, DeleteMQTTPacketId, PutMQTTWill,
-    DeleteMQTTWill,
+    DeleteMQTTWill, PutKafkaOffset, DeleteKafkaOffsets,
     PutTopicPermission, DeleteTopicPermission,
     # removals of retained messages; a PutRetained is message data (its message row
     # is not written again): ``RetainedStore.commit_failed`` withdraws it instead
@@ -613,6 +638,8 @@ Op = (
     | DeleteMQTTPacketId
     | PutMQTTWill
     | DeleteMQTTWill
+    | PutKafkaOffset
+    | DeleteKafkaOffsets
     | PutMessage
     | PutEntry
     | DeleteEntry

@@ -13,6 +13,7 @@ CASES = {
     "amqplite.protocol.connection": ("trio", "sqlalchemy", "pyspark", "amqplite.broker"),
     "amqplite.protocol.stomp.connection": ("trio", "sqlalchemy", "pyspark", "amqplite.broker",
                                            "amqplite.protocol.mqtt"),
+    "amqplite.protocol.kafka.errors": ("trio", "sqlalchemy", "pyspark", "amqplite.broker"),
     "amqplite.broker.core": ("trio", "sqlalchemy", "pyspark", "amqplite.store"),
     "amqplite.storeops": ("trio", "sqlalchemy", "pyspark", "amqplite.protocol", "amqplite.broker",
                           "amqplite.store"),
@@ -27,7 +28,7 @@ CASES = {
 #: no SQL; ``session`` and ``registry`` between them import every module of sessions/mqtt
 SESSION_MODULES = ("amqplite.sessions", "amqplite.sessions.mqtt",
                    "amqplite.sessions.mqtt.session", "amqplite.sessions.mqtt.registry",
-                   "amqplite.sessions.stomp.session")
+                   "amqplite.sessions.stomp.session", "amqplite.sessions.kafka.coordinator")
 for _name in SESSION_MODULES:
     CASES[_name] = ("trio", "sqlalchemy", "pyspark", "amqplite.server", "amqplite.store",
                     "amqplite.admin")

@@ -42,7 +42,7 @@ drawing. Who receives what:
   parameters, access, topic permissions; wired: ``close_sessions``,
   ``_delete_queue``;
 - ``Transactions`` (tx.py): vhosts, publisher, dispatcher;
-- ``MQTTRows`` (mqtt_rows.py): outbox.
+- ``MQTTRows`` (mqtt_rows.py), ``KafkaRows`` (kafka_rows.py): outbox.
 
 The façade binds the parts' bound methods to its own attributes once, so a
 command costs what it did when the parts were mixins: no extra call per
@@ -74,6 +74,7 @@ from amqplite.broker.dispatch import Dispatcher
 from amqplite.broker.effects import NEED_PAGE_IN, Outcome, PublishResult
 from amqplite.broker.exchanges import Binding, Exchange
 from amqplite.broker.expiry import Expiry, parse_expiration
+from amqplite.broker.kafka_rows import KafkaRows
 from amqplite.broker.model import ChannelState, Entry, Message
 from amqplite.broker.mqtt_rows import MQTTRows
 from amqplite.broker.outbox import Outbox, Transaction
@@ -180,6 +181,7 @@ class Broker:
                                     access=access, topic_permissions=self.topic_permissions)
         self._tx = tx = Transactions(vhosts=vhosts, publisher=pub, dispatcher=disp)
         self._mqtt = mqtt = MQTTRows(outbox)
+        self._kafka = KafkaRows(outbox)
 
         # ------------------- the calls back into parts built later (one each)
         access.wire(close_sessions=sessions.close_sessions)
@@ -303,6 +305,8 @@ class Broker:
         self.mqtt_packet_id_put = mqtt.mqtt_packet_id_put
         self.mqtt_packet_id_delete = mqtt.mqtt_packet_id_delete
         self.confirm_after_commit = mqtt.confirm_after_commit
+        # the Kafka shell's rows (committed offsets)
+        self.kafka_offsets_write = self._kafka.kafka_offsets_write
         self.log_event = dlog.log_event
 
     # ------------------------------------------------- the parts' own state

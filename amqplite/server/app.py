@@ -108,6 +108,9 @@ class Server:
         self.stomp: Any = None
         #: persistent MQTT sessions read back by recovery, for the MQTT listener
         self.mqtt_sessions: list[Any] = []
+        #: Kafka groups' committed offsets read at start (PutKafkaOffset), for the Kafka
+        #: listener's coordinator to restore
+        self.kafka_offsets: list[Any] = []
         #: base URL of the admin HTTP API once it listens (None when disabled)
         self.admin_url: str | None = None
         #: the links supervisor once it runs (``links/supervisor.py`` sets it), for the
@@ -322,6 +325,7 @@ class Server:
         restore(self.broker, recovered, unclean=unclean, fetch=store.fetch_entries)
         seed_security(self.broker, recovered, s)
         self.mqtt_sessions = recovered.mqtt_sessions
+        self.kafka_offsets = recovered.kafka_offsets
         del recovered
         _tune_gc()
         await trio.to_thread.run_sync(store.mark_open)

@@ -45,6 +45,7 @@ from amqplite.storeops import (
     DeleteEntries,
     DeleteEntry,
     DeleteExchange,
+    DeleteKafkaOffsets,
     DeleteMQTTPacketId,
     DeleteMQTTSession,
     DeleteMQTTWill,
@@ -62,6 +63,7 @@ from amqplite.storeops import (
     PutBinding,
     PutEntry,
     PutExchange,
+    PutKafkaOffset,
     PutMessage,
     PutMeta,
     PutMQTTPacketId,
@@ -602,6 +604,19 @@ class Applier:
             mw = s.mqtt_wills
             conn.execute(delete(mw).where(mw.c.vhost == op.vhost,
                                           mw.c.client_id == op.client_id))
+        elif t is PutKafkaOffset:
+            upsert(conn, s.kafka_offsets, {"vhost": op.vhost, "group_id": op.group_id,
+                                           "topic": op.topic, "partition": op.partition},
+                   {"offset": op.offset, "metadata": op.metadata,
+                    "committed_at": op.committed_at})
+        elif t is DeleteKafkaOffsets:
+            ko = s.kafka_offsets
+            of = [ko.c.vhost == op.vhost]
+            if op.group_id is not None:
+                of.append(ko.c.group_id == op.group_id)
+            if op.topic is not None:
+                of.append(ko.c.topic == op.topic)
+            conn.execute(delete(ko).where(and_(*of)))
         elif t is PutMeta:
             upsert(conn, s.meta, {"key": op.key}, {"value": op.value})
         elif t is PutVHost:
@@ -668,7 +683,7 @@ class Applier:
                 cls._delete_queue(conn, qid)
         for table in (s.bindings, s.exchanges, s.policies, s.parameters, s.permissions,
                       s.retained, s.mqtt_wills, s.mqtt_sessions, s.mqtt_packet_ids,
-                      s.topic_permissions):
+                      s.topic_permissions, s.kafka_offsets):
             conn.execute(delete(table).where(table.c.vhost == name))
         conn.execute(delete(s.vhosts).where(s.vhosts.c.name == name))
 

@@ -13,6 +13,7 @@ from amqplite.storeops import (
     TRANSIENT_KEY,
     PutBinding,
     PutExchange,
+    PutKafkaOffset,
     PutMQTTPacketId,
     PutMQTTSession,
     PutMQTTWill,
@@ -58,6 +59,8 @@ class Recovered:
     parameters: list[PutParameter] = attrs.Factory(list)
     #: the MQTT listener's state as the ops that wrote it: sessions, packet ids, wills
     mqtt_sessions: list[PutMQTTSession | PutMQTTPacketId | PutMQTTWill] = attrs.Factory(list)
+    #: Kafka consumer groups' committed offsets, by vhost, group, topic, partition
+    kafka_offsets: list[PutKafkaOffset] = attrs.Factory(list)
     exchanges: list[PutExchange] = attrs.Factory(list)
     queues: list[PutQueue] = attrs.Factory(list)
     bindings: list[PutBinding] = attrs.Factory(list)
@@ -175,6 +178,12 @@ def load(conn: Connection, body_window: int = 1000) -> Recovered:
         for r in conn.execute(select(s.mqtt_wills).order_by(s.mqtt_wills.c.vhost,
                                                             s.mqtt_wills.c.client_id))
     ]
+    ko = s.kafka_offsets
+    rec.kafka_offsets = [
+        PutKafkaOffset(r.vhost, r.group_id, r.topic, r.partition, r.offset, r.metadata,
+                       r.committed_at)
+        for r in conn.execute(select(ko).order_by(ko.c.vhost, ko.c.group_id, ko.c.topic,
+                                                  ko.c.partition))]
     rec.exchanges = [
         PutExchange(
             r.vhost, r.name, r.type, r.durable, r.auto_delete, r.internal,

@@ -159,6 +159,22 @@ mqtt_wills = Table(
     Column("due_at", Float, nullable=True),
 )
 
+#: Kafka consumer groups' committed offsets (``PutKafkaOffset``): the group state
+#: itself is not stored (Kafka's clients rejoin after a restart), the offsets are.
+#: ``create_all`` adds the table to an older database (nothing moves: no version).
+kafka_offsets = Table(
+    "kafka_offsets",
+    metadata,
+    Column("vhost", String(255), nullable=False),
+    Column("group_id", String(255), nullable=False),
+    Column("topic", String(255), nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("offset", BigInteger, nullable=False),
+    Column("metadata", String, nullable=False),
+    Column("committed_at", BigInteger, nullable=False),  # wall-clock microseconds
+    PrimaryKeyConstraint("vhost", "group_id", "topic", "partition"),
+)
+
 exchanges = Table(
     "exchanges",
     metadata,

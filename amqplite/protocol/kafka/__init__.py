@@ -1,0 +1,1 @@
+"""Kafka wire protocol: framing, API codecs and record batches, sans-I/O."""

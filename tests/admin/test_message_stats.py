@@ -14,11 +14,25 @@ import pika
 import pytest
 
 from tests.admin.conftest import AdminBroker, qname
+from tests.admin.test_metrics import scrape, value
 from tests.brokerproc import wait_for
 
 CHANNEL = ("publish", "confirm", "return_unroutable", "drop_unroutable", "deliver",
            "deliver_no_ack", "get", "get_no_ack", "get_empty", "deliver_get", "ack",
            "redeliver")
+#: rabbitmq_prometheus's per-channel counters and the message_stats field feeding each
+METRICS = {
+    "rabbitmq_channel_messages_confirmed_total": "confirm",
+    "rabbitmq_channel_messages_unroutable_returned_total": "return_unroutable",
+    "rabbitmq_channel_messages_unroutable_dropped_total": "drop_unroutable",
+    "rabbitmq_channel_messages_delivered_ack_total": "deliver",
+    "rabbitmq_channel_messages_delivered_total": "deliver_no_ack",
+    "rabbitmq_channel_get_ack_total": "get",
+    "rabbitmq_channel_get_total": "get_no_ack",
+    "rabbitmq_channel_get_empty_total": "get_empty",
+    "rabbitmq_channel_messages_acked_total": "ack",
+    "rabbitmq_channel_messages_redelivered_total": "redeliver",
+}
 QUEUE = ("publish", "deliver", "deliver_no_ack", "get", "get_no_ack", "get_empty",
          "deliver_get", "ack", "redeliver")
 
@@ -73,7 +87,7 @@ def test_counts_per_channel_queue_and_vhost(admin_broker: AdminBroker, api: http
         con.cancel()
         assert seen == [(b"m2", False), (b"m2", True), (b"m3", False)]
         pub.basic_publish("", q, b"m4")
-        for method, _, body in con.consume(q, auto_ack=True, inactivity_timeout=20):
+        for _m, _, body in con.consume(q, auto_ack=True, inactivity_timeout=20):
             assert body == b"m4"
             break
         con.cancel()
@@ -104,6 +118,11 @@ def test_counts_per_channel_queue_and_vhost(admin_broker: AdminBroker, api: http
             "get_empty": 1, "deliver_get": 6, "ack": 3, "redeliver": 1}
         (listed,) = [x for x in api.get(f"/api/queues/{vhost}").json() if x["name"] == q]
         assert counts(listed["message_stats"], QUEUE) == counts(qstats, QUEUE)
+        # /metrics sums the same counters over the open channels (these two among them)
+        _, samples = scrape(admin_broker.admin_url)
+        mine = {k: want[pub.channel_number][k] + want[con.channel_number][k] for k in CHANNEL}
+        for metric, field in METRICS.items():
+            assert value(samples, metric) >= mine[field] > 0, metric
     finally:
         conn.close()
 

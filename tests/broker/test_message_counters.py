@@ -60,7 +60,7 @@ def test_no_ack_consumers_count_deliver_no_ack(broker: Broker) -> None:
 
 
 def test_a_closed_channel_keeps_its_counts_in_its_vhost(broker: Broker) -> None:
-    s, ch = session_channel(broker)
+    _, ch = session_channel(broker)
     broker.queue_declare(ch, "q")
     broker.basic_publish(ch, "", "q", TRANSIENT, b"x")
     broker.basic_get(ch, "q", no_ack=True)

@@ -13,9 +13,10 @@ import httpx
 import pika
 import pytest
 
-from tests.admin.conftest import AdminBroker, qname
+from tests.admin.conftest import AdminBroker, qname, start_mqtt_admin_broker
 from tests.admin.test_metrics import scrape, value
 from tests.brokerproc import wait_for
+from tests.server.mqttclient import Client, new_id
 
 CHANNEL = ("publish", "confirm", "return_unroutable", "drop_unroutable", "deliver",
            "deliver_no_ack", "get", "get_no_ack", "get_empty", "deliver_get", "ack",
@@ -138,3 +139,41 @@ def test_counts_per_channel_queue_and_vhost(admin_broker: AdminBroker, api: http
     for k in ("disk_reads", "disk_writes"):
         assert isinstance(node[k], int) and "rate" in node[f"{k}_details"]
     assert node["disk_writes"] >= 4  # the four persistent messages in a durable queue
+
+
+@pytest.fixture(scope="module")
+def mqtt_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminBroker]:
+    b = start_mqtt_admin_broker(tmp_path_factory.mktemp("ms-mqtt"))
+    yield b
+    b.proc.stop()
+
+
+def test_mqtt_deliveries_and_pubacks_count_on_the_subscription_queue(
+        mqtt_broker: AdminBroker) -> None:
+    """An MQTT client's channels are internal (not in /api/channels): its QoS 1
+    deliveries and PUBACKs show on its subscription queue and its vhost."""
+    sub_id = new_id()
+    sub, pub = Client(mqtt_broker.mqtt_port, sub_id), Client(  # type: ignore[attr-defined]
+        mqtt_broker.mqtt_port, new_id())  # type: ignore[attr-defined]
+    try:
+        sub.connect()
+        pub.connect()
+        assert sub.subscribe("ms/t", 1) == [1]
+        for i in range(3):
+            pub.publish("ms/t", b"%d" % i, 1)
+        assert [sub.get().payload for _ in range(3)] == [b"0", b"1", b"2"]  # paho PUBACKs
+
+        with mqtt_broker.api() as api:
+            def queue() -> dict[str, Any] | None:
+                for x in api.get("/api/queues/%2F").json():
+                    if sub_id in x["name"] and x["message_stats"]["ack"] == 3:
+                        return x  # type: ignore[no-any-return]
+                return None
+            q = wait_for(queue, 20, what="three PUBACKs on the subscription queue")
+            assert counts(q["message_stats"], QUEUE) == dict.fromkeys(
+                QUEUE, 0) | {"publish": 3, "deliver": 3, "deliver_get": 3, "ack": 3}
+            vh = api.get("/api/vhosts/%2F").json()["message_stats"]
+            assert vh["publish"] >= 3 and vh["deliver"] >= 3 and vh["ack"] >= 3
+    finally:
+        sub.close()
+        pub.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -13,22 +12,15 @@ import pytest
 from tests.admin import browser
 from tests.admin.conftest import AdminBroker, qname
 from tests.admin.test_dashboard import by_css as css
-from tests.admin.test_dashboard import driver  # noqa: F401 (the module's browser)
+from tests.admin.test_dashboard import dash, driver  # noqa: F401 (its browser, logged in)
 from tests.brokerproc import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 RATE = re.compile(r"^\d+\.\d/s$")
 
 
-@pytest.fixture
-def dash(driver: Any, admin_broker: AdminBroker) -> Iterator[Any]:  # noqa: F811
-    """Logged in as the administrator; the test fails if the page logged an error."""
-    browser.log_in(driver, admin_broker.admin_url)
-    yield driver
-    assert browser.console_errors(driver) == []
-
-
-def test_channels_page_shows_ack_redeliver_and_get(dash: Any, admin_broker: AdminBroker) -> None:
+def test_channels_page_shows_ack_redeliver_and_get(dash: Any,  # noqa: F811
+                                                   admin_broker: AdminBroker) -> None:
     app, q = qname("dash-stats"), qname("dash-stats-q")
     params = pika.URLParameters(admin_broker.amqp_url)
     params.client_properties = {"connection_name": app}

@@ -39,6 +39,7 @@ from amqplite import __version__
 from amqplite.admin.nodes import CLUSTER_NAME, NODE
 from amqplite.admin.views import RABBITMQ_VERSION
 from amqplite.broker.base import MESSAGE_SIZE_BUCKETS
+from amqplite.broker.model import CHANNEL_STATS, channel_counts
 from amqplite.server.counters import DEAD_LETTER_REASONS, Histogram
 
 if TYPE_CHECKING:
@@ -79,6 +80,34 @@ BROKER_COUNTERS = {
                   "basic.get operations on an empty queue"),
     "delivered_redelivered": ("rabbitmq_global_messages_redelivered",
                               "Messages redelivered to consumers (redelivered flag set)"),
+}
+
+#: RabbitMQ's per-channel message counters (channel_queue_metrics and
+#: channel_exchange_metrics) -> (the CHANNEL_STATS name that feeds them, help); /metrics
+#: sums them over the open channels, as RabbitMQ's aggregated endpoint does
+CHANNEL_COUNTERS = {
+    "rabbitmq_channel_messages_confirmed_total": (
+        "confirm", "Messages published into an exchange and confirmed on the channel"),
+    "rabbitmq_channel_messages_unroutable_returned_total": (
+        "return_unroutable", "Messages published as mandatory into an exchange and returned "
+        "to the publisher as unroutable"),
+    "rabbitmq_channel_messages_unroutable_dropped_total": (
+        "drop_unroutable", "Messages published as non-mandatory into an exchange and dropped "
+        "as unroutable"),
+    "rabbitmq_channel_get_ack_total": (
+        "get", "Messages fetched with basic.get in manual acknowledgement mode"),
+    "rabbitmq_channel_get_total": (
+        "get_no_ack", "Messages fetched with basic.get in automatic acknowledgement mode"),
+    "rabbitmq_channel_messages_delivered_ack_total": (
+        "deliver", "Messages delivered to consumers in manual acknowledgement mode"),
+    "rabbitmq_channel_messages_delivered_total": (
+        "deliver_no_ack", "Messages delivered to consumers in automatic acknowledgement mode"),
+    "rabbitmq_channel_messages_redelivered_total": (
+        "redeliver", "Messages redelivered to consumers"),
+    "rabbitmq_channel_messages_acked_total": (
+        "ack", "Messages acknowledged by consumers"),
+    "rabbitmq_channel_get_empty_total": (
+        "get_empty", "Times basic.get fetched no message"),
 }
 
 #: broker-core stats key -> (RabbitMQ queue/channel lifecycle counter, help); no labels
@@ -206,6 +235,8 @@ def snapshot(server: NodeView) -> Snapshot:
                                              q.ready.bytes)))
     conns = list(server.connections)
     channels = [ch for x in conns if x.session is not None for ch in x.session.channels.values()]
+    ch_totals = [sum(col) for col in zip(*map(channel_counts, channels), strict=True)] \
+        or [0] * len(CHANNEL_STATS)
     c = server.counters
     mqtt = _mqtt_figures(server)
     stomp: dict[str, int] = {}
@@ -246,6 +277,8 @@ def snapshot(server: NodeView) -> Snapshot:
                 sum(c.prefetch for ch in channels for c in ch.consumers.values())),
             "rabbitmq_channel_messages_published_total": (
                 "Messages published into a channel", sum(ch.publishes for ch in channels)),
+            **{name: (doc, ch_totals[CHANNEL_STATS.index(field)])
+               for name, (field, doc) in CHANNEL_COUNTERS.items()},
             "rabbitmq_connection_incoming_bytes_total": (
                 "Bytes received on a connection", sum(x.bytes_in for x in conns)),
             "rabbitmq_connection_outgoing_bytes_total": (

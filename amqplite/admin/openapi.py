@@ -14,6 +14,8 @@ from typing import Any
 from amqplite import __version__
 from amqplite.admin.listing import LIST_QUERY, MAX_PAGE_SIZE
 from amqplite.admin.routes import ROUTES, Route, is_list
+from amqplite.admin.views import OVERVIEW_STATS, QUEUE_FIELDS, SHELL_STATS
+from amqplite.broker.model import CHANNEL_STATS
 
 S = dict[str, Any]
 
@@ -45,7 +47,24 @@ RATE: S = _obj({"rate": NUM}, ["rate"])
 CONTEXTS: S = {"type": "array", "items": _obj(
     {"node": STR, "description": STR, "path": STR, "ip": STR, "port": STR,
      "ssl_opts": {"type": "array"}}, ["node", "description", "path", "port"])}
-STATS: S = {"type": "object", "additionalProperties": {"anyOf": [INT, RATE]}}
+
+
+def _stats(names: tuple[str, ...], optional: tuple[str, ...] = ()) -> S:
+    """message_stats: each count and its ``<name>_details`` rate, as RabbitMQ's."""
+    props: S = {}
+    for k in (*names, *optional):
+        props[k], props[k + "_details"] = INT, RATE
+    return _obj(props, [*names, *(k + "_details" for k in names)])
+
+
+#: what every channel, vhost and overview message_stats has (RabbitMQ's channel fields)
+_CHANNEL_FIELDS = (*CHANNEL_STATS, "deliver_get")
+CHANNEL_MSG_STATS = _stats(_CHANNEL_FIELDS)
+QUEUE_MSG_STATS = _stats((*QUEUE_FIELDS, "deliver_get"))
+#: the node's adds disk reads and writes, dead-lettered and expired (a management
+#: user's overview has its vhosts' channel fields only)
+OVERVIEW_MSG_STATS = _stats(_CHANNEL_FIELDS, tuple(
+    k for k in (*OVERVIEW_STATS, *SHELL_STATS) if k not in _CHANNEL_FIELDS))
 FILTER: S = {
     "description": "Field -> shell-style glob; all must match. Fields: reason, queue, "
                    "origin_queue, exchange, routing_key, message_id, content_type, type, "
@@ -80,7 +99,7 @@ SCHEMAS: dict[str, S] = {
         "rabbitmq_version": STR, "erlang_version": STR, "node": STR, "cluster_name": STR,
         "statistics_db_node": STR, "rates_mode": STR, "exchange_types": {"type": "array"},
         "uptime": INT,
-        "message_stats": STATS,
+        "message_stats": OVERVIEW_MSG_STATS,
         "queue_totals": _obj({"messages": INT, "messages_ready": INT,
                               "messages_unacknowledged": INT},
                              ["messages", "messages_ready", "messages_unacknowledged"]),
@@ -110,7 +129,8 @@ SCHEMAS: dict[str, S] = {
                    "metadata": _obj({"description": STR, "tags": {"type": "array"}}),
                    "tracing": BOOL, "default_queue_type": STR,
                    "messages": INT, "messages_ready": INT,
-                   "messages_unacknowledged": INT}, ["name", "tracing"]),
+                   "messages_unacknowledged": INT, "message_stats": CHANNEL_MSG_STATS},
+                  ["name", "tracing"]),
     "VHostPut": _obj({"description": STR, "tracing": {"anyOf": [BOOL, STR],
                                                        "description": "false only"},
                       "tags": {"anyOf": [STR, {"type": "array"}]}}),
@@ -148,7 +168,7 @@ SCHEMAS: dict[str, S] = {
         "consumer_count": INT, "messages_unacknowledged": INT, "prefetch_count": INT,
         "global_prefetch_count": INT, "confirm": BOOL, "transactional": BOOL, "state": STR,
         "node": STR, "messages_uncommitted": INT, "acks_uncommitted": INT,
-        "message_stats": STATS,
+        "message_stats": CHANNEL_MSG_STATS,
     }, ["name", "node", "number", "connection_details", "consumer_count",
         "messages_unacknowledged", "prefetch_count", "state", "message_stats"]),
     "Consumer": _obj({
@@ -176,7 +196,8 @@ SCHEMAS: dict[str, S] = {
         "messages": INT,
         "messages_ready": INT, "messages_unacknowledged": INT, "consumers": INT,
         "message_bytes": INT, "message_bytes_ready": INT, "message_bytes_unacknowledged": INT,
-        "policy": NSTR, "effective_policy_definition": ANYOBJ, "message_stats": STATS,
+        "policy": NSTR, "effective_policy_definition": ANYOBJ,
+        "message_stats": QUEUE_MSG_STATS,
         "stream": _obj({"first_offset": INT, "last_offset": INT, "messages": INT,
                         "segments": INT, "size_bytes": INT,
                         "consumer_groups": {"type": "array", "items": _obj(

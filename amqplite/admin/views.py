@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from amqplite import __version__
 from amqplite.admin.messages import death_summary, encode_payload, iso, jsonable
 from amqplite.admin.nodes import EXCHANGE_TYPES, NODE
+from amqplite.broker.model import CHANNEL_STATS, channel_counts
+from amqplite.broker.queue import QUEUE_STATS, queue_counts
 from amqplite.broker.streamlog import StreamEntry
 
 if TYPE_CHECKING:
@@ -35,31 +37,51 @@ SAMPLE_INTERVAL = 5.0
 RATE_WINDOW = 2 * SAMPLE_INTERVAL
 
 
+#: the overview's message_stats: RabbitMQ's name -> the core's global counter
+#: (``Broker.stats``); dead_letter and expire are amqplite's own
+OVERVIEW_STATS = {
+    "publish": "published", "return_unroutable": "unroutable_returned",
+    "drop_unroutable": "unroutable_dropped", "deliver": "delivered_consume_manual_ack",
+    "deliver_no_ack": "delivered_consume_auto_ack", "get": "delivered_get_manual_ack",
+    "get_no_ack": "delivered_get_auto_ack", "get_empty": "get_empty",
+    "deliver_get": "delivered", "ack": "acked", "redeliver": "delivered_redelivered",
+    "disk_writes": "disk_writes", "dead_letter": "dead_lettered", "expire": "expired",
+}
+#: ... and the ones only the shell counts (``Server.counters``)
+SHELL_STATS = {"confirm": "confirmed", "disk_reads": "paged_in_messages"}
+#: a queue's message_stats, in the order of the sampled tuple (deliver_get is summed)
+QUEUE_FIELDS = ("publish", *QUEUE_STATS)
+#: the parts of deliver_get (RabbitMQ: deliveries and get-oks in either ack mode)
+_DELIVER_GET = ("deliver", "deliver_no_ack", "get", "get_no_ack")
+
+
 class Rates:
     """Samples counters every SAMPLE_INTERVAL; rates are per second over the last
-    one or two intervals."""
+    one or two intervals. A sample keeps one tuple of counts per object (the
+    broker, each vhost, queue and channel), so it costs a few reads per object."""
 
     def __init__(self) -> None:
-        self.samples: deque[tuple[float, dict[str, int]]] = deque(maxlen=16)
+        self.samples: deque[tuple[float, dict[str, tuple[int, ...]]]] = deque(maxlen=16)
 
     def sample(self, server: NodeView) -> None:
-        counters = {f"broker.{k}": int(v) for k, v in server.broker.stats.items()}
+        st, c = server.broker.stats, server.counters
+        counters: dict[str, tuple[int, ...]] = {
+            "broker": (*(int(st.get(k, 0)) for k in OVERVIEW_STATS.values()),
+                       *(int(getattr(c, k)) for k in SHELL_STATS.values()))}
+        for name, counts in vhost_counts(server).items():
+            counters["vh." + name] = tuple(counts)
         for vh in server.broker.vhosts.values():
             for q in vh.queues.values():
-                key = f"q.{vh.name}.{q.id}"
                 # every enqueue takes a position, so this counts messages routed to the queue
-                counters[key + ".publish"] = q.next_position - 1
-                for k, v in (getattr(q, "stats", None) or {}).items():
-                    counters[f"{key}.{k}"] = int(v)
+                counters[f"q.{vh.name}.{q.id}"] = (q.next_position - 1, *queue_counts(q))
         for conn, ch in channels(server):
-            key = _channel_key(conn, ch)
-            for k, v in _channel_counts(conn, ch).items():
-                counters[f"{key}.{k}"] = v
+            counters[_channel_key(conn, ch)] = channel_counts(ch)
         self.samples.append((time.monotonic(), counters))
 
-    def rate(self, key: str) -> float:
+    def rates(self, key: str, n: int) -> tuple[float, ...]:
+        """The ``n`` rates of object ``key``'s counters (zeros until two samples)."""
         if len(self.samples) < 2:
-            return 0.0
+            return (0.0,) * n
         t1, last = self.samples[-1]
         base = self.samples[0]
         for s in self.samples:
@@ -67,21 +89,46 @@ class Rates:
                 base = s
                 break
         t0, first = base
-        if t1 <= t0 or key not in last or key not in first:
-            return 0.0
-        return round(max(0, last[key] - first[key]) / (t1 - t0), 2)
+        a, b = first.get(key), last.get(key)
+        if t1 <= t0 or a is None or b is None or len(a) != n:
+            return (0.0,) * n
+        return tuple(round(max(0, y - x) / (t1 - t0), 2) for x, y in zip(a, b, strict=True))
 
 
-def _stat(count: int, rate: float) -> tuple[int, dict[str, float]]:
-    return count, {"rate": rate}
-
-
-def message_stats(counts: dict[str, int], rates: dict[str, float]) -> dict[str, Any]:
+def message_stats(names: Sequence[str], counts: Sequence[int], rates: Sequence[float],
+                  ) -> dict[str, Any]:
+    """RabbitMQ's shape: each count and its ``<name>_details.rate``; deliver_get added
+    as the sum of its parts where they are there."""
     out: dict[str, Any] = {}
-    for k, v in counts.items():
-        out[k] = v
-        out[k + "_details"] = {"rate": rates.get(k, 0.0)}
+    for k, v, r in zip(names, counts, rates, strict=True):
+        out[k] = int(v)
+        out[k + "_details"] = {"rate": r}
+    if "deliver_get" not in out and all(k in out for k in _DELIVER_GET):
+        out["deliver_get"] = sum(out[k] for k in _DELIVER_GET)
+        out["deliver_get_details"] = {
+            "rate": round(sum(out[k + "_details"]["rate"] for k in _DELIVER_GET), 2)}
     return out
+
+
+def vhost_counts(server: NodeView) -> dict[str, list[int]]:
+    """Each vhost's CHANNEL_STATS: its closed channels' counts plus its open ones'
+    (every session's, the MQTT and STOMP fronts' included)."""
+    out = {name: list(vh.closed_stats) for name, vh in server.broker.vhosts.items()}
+    for sess in server.broker.sessions.values():
+        acc = out.get(sess.vhost)
+        if acc is None:
+            continue
+        for ch in sess.channels.values():
+            for i, v in enumerate(channel_counts(ch)):
+                acc[i] += v
+    return out
+
+
+def vhost_message_stats(server: NodeView, rates: Rates) -> dict[str, dict[str, Any]]:
+    """vhost name -> its message_stats (as /api/vhosts has them)."""
+    n = len(CHANNEL_STATS)
+    return {name: message_stats(CHANNEL_STATS, counts, rates.rates("vh." + name, n))
+            for name, counts in vhost_counts(server).items()}
 
 
 # ------------------------------------------------------------------ overview
@@ -110,8 +157,6 @@ def overview(server: NodeView, rates: Rates, user: str | None = None,
     b = server.broker
     queues = exchanges = consumers = 0
     counted: list[Queue] = []
-    qcounts: dict[str, int] = {}
-    qrates: dict[str, float] = {}
     for vh in b.vhosts.values():
         if vhosts is not None and vh.name not in vhosts:
             continue
@@ -120,25 +165,26 @@ def overview(server: NodeView, rates: Rates, user: str | None = None,
             queues += 1
             counted.append(q)
             consumers += len(q.consumers)
-            if vhosts is not None:  # the user's message stats: its queues' counters
-                qstats = {"publish": q.next_position - 1, **(getattr(q, "stats", None) or {})}
-                for k, v in qstats.items():
-                    qcounts[k] = qcounts.get(k, 0) + int(v)
-                    qrates[k] = qrates.get(k, 0.0) + rates.rate(f"q.{vh.name}.{q.id}.{k}")
     conns = [c for c in server.connections
              if vhosts is None or (c.session is not None and c.session.username == user)]
     channels = sum(len(c.session.channels) for c in conns if c.session is not None)
     # MQTT clients are connections too (their broker channels are internal, not counted)
     mqtt = [c for c in mqtt_connections(server) if c.session is not None
             and (vhosts is None or c.session.username == user)]
-    st = b.stats
-    stat_names = {"publish": "published", "deliver_get": "delivered", "ack": "acked",
-                  "redeliver": "redelivered", "dead_letter": "dead_lettered",
-                  "expire": "expired"}
-    counts = {k: int(st.get(v, 0)) for k, v in stat_names.items() if v in st}
-    rts = {k: rates.rate(f"broker.{v}") for k, v in stat_names.items()}
-    if vhosts is not None:
-        counts, rts = qcounts, {k: round(v, 2) for k, v in qrates.items()}
+    if vhosts is None:  # the node's counters
+        st, sc = b.stats, server.counters
+        counts = [*(int(st.get(k, 0)) for k in OVERVIEW_STATS.values()),
+                  *(int(getattr(sc, k)) for k in SHELL_STATS.values())]
+        names: tuple[str, ...] = (*OVERVIEW_STATS, *SHELL_STATS)
+        stats = message_stats(names, counts, rates.rates("broker", len(names)))
+    else:  # the user's message stats: its vhosts' (what their channels counted)
+        n = len(CHANNEL_STATS)
+        total, rts = [0] * n, [0.0] * n
+        for name, vcounts in vhost_counts(server).items():
+            if name in vhosts:
+                total = [a + b for a, b in zip(total, vcounts, strict=True)]
+                rts = [a + b for a, b in zip(rts, rates.rates("vh." + name, n), strict=True)]
+        stats = message_stats(CHANNEL_STATS, total, [round(r, 2) for r in rts])
     s = server.settings
     listeners = [{"node": NODE, "protocol": proto, "ip_address": h, "port": p}
                  for proto, ports in (("amqp", server.listen_ports), ("amqp/ssl", server.tls_ports),
@@ -161,7 +207,7 @@ def overview(server: NodeView, rates: Rates, user: str | None = None,
         "rates_mode": "basic",
         "exchange_types": EXCHANGE_TYPES,
         "uptime": int((time.time() - server.started_at) * 1000),
-        "message_stats": message_stats(counts, rts),
+        "message_stats": stats,
         "queue_totals": queue_totals(counted),
         "object_totals": {
             "connections": len(conns) + len(mqtt),
@@ -305,8 +351,6 @@ def _channel_name(conn: AMQPConnection, ch: ChannelState) -> str:
 
 def channel_info(conn: AMQPConnection, ch: ChannelState, rates: Rates) -> dict[str, Any]:
     s = conn.session
-    counts = _channel_counts(conn, ch)
-    key = _channel_key(conn, ch)
     return {
         "name": _channel_name(conn, ch),
         "node": NODE,
@@ -324,19 +368,14 @@ def channel_info(conn: AMQPConnection, ch: ChannelState, rates: Rates) -> dict[s
         "messages_uncommitted": len(ch.tx_publishes),
         "acks_uncommitted": len(ch.tx_acks),
         "state": "running" if ch.flow else "flow",
-        "message_stats": message_stats(counts, {k: rates.rate(f"{key}.{k}") for k in counts}),
+        "message_stats": message_stats(
+            CHANNEL_STATS, channel_counts(ch),
+            rates.rates(_channel_key(conn, ch), len(CHANNEL_STATS))),
     }
 
 
 def _channel_key(conn: AMQPConnection, ch: ChannelState) -> str:
     return f"ch.{conn.name}.{ch.number}.{id(ch)}"
-
-
-def _channel_counts(conn: AMQPConnection, ch: ChannelState) -> dict[str, int]:
-    """publish: basic.publish frames taken; deliver_get: deliveries and gets (each took a
-    delivery tag)."""
-    return {"publish": ch.publishes,
-            "deliver_get": ch.next_tag - 1}
 
 
 def channels(server: NodeView) -> Iterable[tuple[AMQPConnection, ChannelState]]:
@@ -415,13 +454,15 @@ def unacked_bytes(server: NodeView) -> dict[int, int]:
     return out
 
 
-def vhost_info(vh: VHost) -> dict[str, Any]:
+def vhost_info(vh: VHost, stats: dict[str, Any] | None = None) -> dict[str, Any]:
     """A virtual host as RabbitMQ's /api/vhosts shows it (no tracing in amqplite: the
-    firehose is off; every queue is classic unless declared otherwise)."""
+    firehose is off; every queue is classic unless declared otherwise), with its
+    message_stats (``vhost_message_stats``) when given."""
     return {"name": vh.name, "description": vh.description, "tags": [],
             "metadata": {"description": vh.description, "tags": []},
             "tracing": False, "default_queue_type": "classic",
-            **queue_totals(vh.queues.values())}
+            **queue_totals(vh.queues.values()),
+            **({"message_stats": stats} if stats is not None else {})}
 
 
 def contexts(server: NodeView) -> list[dict[str, Any]]:
@@ -446,11 +487,8 @@ def queue_info(server: NodeView, q: Queue, rates: Rates, ubytes: dict[int, int])
         pol = eff(q)
     ready_bytes = q.ready.bytes
     un_bytes = ubytes.get(q.id, 0)
-    key = f"q.{q.vhost}.{q.id}"
-    qstats = dict(getattr(q, "stats", None) or {})
-    qstats.setdefault("publish", q.next_position - 1)
-    counts = {k: int(v) for k, v in qstats.items()}
-    rts = {k: rates.rate(f"{key}.{k}") for k in counts}
+    stats = message_stats(QUEUE_FIELDS, (q.next_position - 1, *queue_counts(q)),
+                          rates.rates(f"q.{q.vhost}.{q.id}", len(QUEUE_FIELDS)))
     qtype = "quorum" if getattr(q, "quorum", False) else "classic"
     info: dict[str, Any] = {
         "name": q.name,
@@ -478,7 +516,7 @@ def queue_info(server: NodeView, q: Queue, rates: Rates, ubytes: dict[int, int])
         "message_bytes_ram": ready_bytes - q.ready.disk_bytes + un_bytes,
         "policy": pol.name if pol is not None else None,
         "effective_policy_definition": jsonable(pol.definition) if pol is not None else {},
-        "message_stats": message_stats(counts, rts),
+        "message_stats": stats,
     }
     stream = server.broker.stream_info(q)
     if stream is not None:

@@ -114,7 +114,10 @@ class Counters:
                       "delivered_get_auto_ack": 0, "delivered_get_manual_ack": 0,
                       "get_empty": 0, "delivered_redelivered": 0,
                       "queues_declared": 0, "queues_created": 0, "queues_deleted": 0,
-                      "channels_opened": 0, "channels_closed": 0}
+                      "channels_opened": 0, "channels_closed": 0,
+                      # queue entries written to the store (persistent or spilled):
+                      # RabbitMQ's disk_writes
+                      "disk_writes": 0}
         #: published body sizes: counts per MESSAGE_SIZE_BUCKETS bucket (+Inf last), sum;
         #: a publish only appends its size to ``new_sizes``, folded in once a batch
         self.message_sizes = [0] * (len(MESSAGE_SIZE_BUCKETS) + 1)

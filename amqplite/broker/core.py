@@ -153,7 +153,7 @@ class Broker:
         self._confirms = confirms = Confirms(outbox.effects)
         self._streams = streams = Streams(now=now, outbox=outbox, counters=counters, log=dlog)
         self._pager = pager = Pager(vhosts=vhosts, outbox=outbox, retained=self.retained,
-                                    log=dlog, body_window=body_window)
+                                    log=dlog, body_window=body_window, counters=counters)
         self._dead_letterer = dl = DeadLetterer(now=now, vhosts=vhosts, counters=counters,
                                                 log=dlog)
         self._publisher = pub = Publisher(

@@ -192,6 +192,8 @@ class Dispatcher:
         self._expire_head(q)
         if not q.ready:
             self.stats["get_empty"] += 1
+            q.n_get_empty += 1
+            ch.n_get_empty += 1
             return None
         if q.ready.needs_load:
             self._request_load(q)
@@ -213,14 +215,19 @@ class Dispatcher:
                            attempt=entry.delivery_count + 1, protocol=proto)
             self._entry_done(q, entry)
             stats["delivered_get_auto_ack"] += 1
+            q.n_get_no_ack += 1
+            ch.n_get_no_ack += 1
         else:
             ch.unacked[tag] = Delivery(tag, q, entry, None)
             q.unacked += 1
             stats["delivered_get_manual_ack"] += 1
+            q.n_get += 1
+            ch.n_get += 1
         stats["delivered"] += 1
         if redelivered:
             stats["delivered_redelivered"] += 1
-        q.stats["deliver_get"] += 1
+            q.n_redeliver += 1
+            ch.n_redeliver += 1
         return GetOk(tag, redelivered, entry.message, q.message_count,
                      self._delivery_props(q, entry))
 
@@ -299,16 +306,21 @@ class Dispatcher:
             else:
                 msg.pinned -= 1
             stats["delivered_consume_auto_ack"] += 1
+            q.n_deliver_no_ack += 1
+            ch.n_deliver_no_ack += 1
         else:
             ch.unacked[tag] = Delivery(tag, q, entry, c)
             c.unacked += 1
             q.unacked += 1
             # no "delivered" row: see _requeue_deliveries for where that is written
             stats["delivered_consume_manual_ack"] += 1
+            q.n_deliver += 1
+            ch.n_deliver += 1
         stats["delivered"] += 1
         if entry.redelivered:
             stats["delivered_redelivered"] += 1
-        q.stats["deliver_get"] += 1
+            q.n_redeliver += 1
+            ch.n_redeliver += 1
         self.effects.append(Deliver(ch, c.tag, tag, entry.redelivered, msg,
                                     self._delivery_props(q, entry)
                                     if entry.delivery_count or q.quorum else None))
@@ -363,11 +375,12 @@ class Dispatcher:
                         store_ops.append(P.delete_entry(q, e))
                     else:
                         e.message.pinned -= 1
-                q.stats["ack"] += 1
+                q.n_ack += 1
                 if q is not last:
                     touched[q] = None
                     last = q
         self.stats["acked"] += len(ds)
+        ch.n_ack += len(ds)
         for q in touched:
             self._dispatch(q)
 
@@ -448,7 +461,6 @@ class Dispatcher:
                 continue
             e.redelivered = True
             e.delivery_count += 1
-            q.stats["redeliver"] += 1
             if q.delivery_limit is not None and e.delivery_count > q.delivery_limit:
                 self.dead_letter(q, e, "delivery_limit")
                 touched[q] = None

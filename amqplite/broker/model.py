@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from amqplite.protocol.errors import FrameSyntaxError
@@ -251,6 +252,16 @@ class ChannelState:
         "last_props",
         "last_queue",
         "last_table",
+        "n_ack",
+        "n_confirm",
+        "n_deliver",
+        "n_deliver_no_ack",
+        "n_drop_unroutable",
+        "n_get",
+        "n_get_empty",
+        "n_get_no_ack",
+        "n_redeliver",
+        "n_return_unroutable",
         "next_tag",
         "number",
         "open",
@@ -276,6 +287,11 @@ class ChannelState:
         self.next_tag = 1
         #: messages published on this channel (its message_stats)
         self.publishes = 0
+        #: the rest of its message_stats (CHANNEL_STATS): plain ints, one add where the
+        #: event happens; the admin's sampler reads them, nothing else does
+        self.n_confirm = self.n_return_unroutable = self.n_drop_unroutable = 0
+        self.n_deliver = self.n_deliver_no_ack = self.n_get = self.n_get_no_ack = 0
+        self.n_get_empty = self.n_ack = self.n_redeliver = 0
         #: basic.qos global=false: the limit given to consumers created afterwards.
         self.prefetch = 0
         #: basic.qos global=true: one limit shared by all consumers of the channel.
@@ -306,6 +322,14 @@ class ChannelState:
 
     def can_deliver_no_ack(self) -> bool:
         return self.flow and self.session.writable
+
+
+#: a channel's message counters as RabbitMQ's channel message_stats names them, and
+#: the attributes that hold them (read together by ``channel_counts``)
+CHANNEL_STATS = ("publish", "confirm", "return_unroutable", "drop_unroutable", "deliver",
+                 "deliver_no_ack", "get", "get_no_ack", "get_empty", "ack", "redeliver")
+channel_counts: Callable[[ChannelState], tuple[int, ...]] = attrgetter(
+    "publishes", *(f"n_{k}" for k in CHANNEL_STATS[1:]))
 
 
 class ReadyList:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from amqplite.broker import persist as P
-from amqplite.broker.base import DeliveryLog
+from amqplite.broker.base import Counters, DeliveryLog
 from amqplite.broker.effects import LoadEntries, PageIn
 from amqplite.broker.model import Entry, Message, PriorityReadyList, ReadyList
 from amqplite.broker.outbox import Outbox
@@ -76,8 +76,9 @@ class Pager:
     """
 
     def __init__(self, *, vhosts: dict[str, VHost], outbox: Outbox, retained: RetainedStore,
-                 log: DeliveryLog, body_window: int) -> None:
+                 log: DeliveryLog, body_window: int, counters: Counters) -> None:
         self.vhosts = vhosts
+        self.stats = counters.stats
         self.outbox = outbox
         self.effects = outbox.effects
         self.evictable = outbox.evictable
@@ -207,6 +208,7 @@ class Pager:
             self._transient_written = True
             self.outbox._ops.append(P.ops.PutMeta(P.ops.TRANSIENT_KEY, "1"))
         self.outbox._ops.append(P.put_entry(q, e))
+        self.stats["disk_writes"] += 1
         self.evictable.append((q, e))
 
     def _spill(self, q: Queue) -> None:

@@ -164,8 +164,10 @@ class Publisher:
             stats["routed"] += 1
         elif mandatory:
             stats["unroutable_returned"] += 1
+            ch.n_return_unroutable += 1
         else:
             stats["unroutable_dropped"] += 1
+            ch.n_drop_unroutable += 1
         if ch.confirm:
             stats["received_confirm"] += 1
             self._confirm_published(ch, res)
@@ -309,6 +311,7 @@ class Publisher:
         ch.next_tag = tag + 1
         self.stats["delivered"] += 1
         self.stats["delivered_consume_auto_ack"] += 1
+        ch.n_deliver_no_ack += 1
         self.log_event("delivered", ch.session.vhost, msg, REPLY_TO, consumer_tag=ch.reply_consumer)
         self.effects.append(Deliver(ch, ch.reply_consumer, tag, False, msg))
 
@@ -347,6 +350,7 @@ class Publisher:
                 self.outbox._ops.append(P.put_message(msg))
             e.stored = True
             self.outbox._ops.append(P.put_entry(q, e))
+            self.stats["disk_writes"] += 1
             if len(ready) >= self.body_window:
                 self.evictable.append((q, e))
         else:

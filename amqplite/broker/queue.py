@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from amqplite.broker.model import Consumer, PriorityReadyList, ReadyList
@@ -32,6 +34,13 @@ class Queue:
         "max_age",
         "max_bytes",
         "max_length",
+        "n_ack",
+        "n_deliver",
+        "n_deliver_no_ack",
+        "n_get",
+        "n_get_empty",
+        "n_get_no_ack",
+        "n_redeliver",
         "name",
         "next_position",
         "overflow",
@@ -46,7 +55,6 @@ class Queue:
         "served",
         "single_active",
         "spilled",
-        "stats",
         "stream",
         "ttl",
         "unacked",
@@ -101,8 +109,10 @@ class Queue:
         self.policy: Any = None
         #: when a consumer, get or declare last touched it (for x-expires)
         self.last_used = 0.0
-        #: counters the admin API turns into rates
-        self.stats = {"deliver_get": 0, "ack": 0, "redeliver": 0}
+        #: message counters (QUEUE_STATS; publish is next_position): plain ints, one
+        #: add where the event happens; the admin API turns them into rates
+        self.n_deliver = self.n_deliver_no_ack = self.n_get = self.n_get_no_ack = 0
+        self.n_get_empty = self.n_ack = self.n_redeliver = 0
         qt = self.arguments.get("x-queue-type")
         self.quorum = qt in ("quorum", b"quorum")
         #: x-queue-type stream: an append-only log read through cursors (streams.py)
@@ -136,6 +146,11 @@ class Queue:
     @property
     def message_count(self) -> int:
         return len(self.ready)
+
+    @property
+    def deliver_get(self) -> int:
+        """Messages handed out: consumer deliveries and basic.get-oks, either ack mode."""
+        return self.n_deliver + self.n_deliver_no_ack + self.n_get + self.n_get_no_ack
 
     def take_position(self) -> int:
         p = self.next_position
@@ -194,3 +209,11 @@ class Queue:
                 self.rr = (start + i + 1) % n
                 return c
         return None
+
+
+#: a queue's message counters as RabbitMQ's queue message_stats names them (besides
+#: publish and deliver_get), and the attributes ``queue_counts`` reads them from
+QUEUE_STATS = ("deliver", "deliver_no_ack", "get", "get_no_ack", "get_empty", "ack",
+               "redeliver")
+queue_counts: Callable[[Queue], tuple[int, ...]] = attrgetter(
+    *(f"n_{k}" for k in QUEUE_STATS))

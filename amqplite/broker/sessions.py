@@ -97,6 +97,9 @@ class Sessions:
         if ch.session.transport is not None:
             self.stats["channels_closed"] += 1
         ch.session.channels.pop(ch.number, None)
+        vh = self.vhosts.get(ch.session.vhost)
+        if vh is not None:
+            vh.channel_closed(ch)
         self.stream_channel_closing(ch)
         touched = self._requeue_deliveries(ch, list(ch.unacked.values()))
         ch.unacked.clear()

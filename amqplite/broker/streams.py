@@ -355,7 +355,8 @@ class Streams:
         q.unacked += n
         self.stats["delivered"] += n
         self.stats["delivered_consume_manual_ack"] += n  # stream consumers must ack
-        q.stats["deliver_get"] += n
+        q.n_deliver += n
+        ch.n_deliver += n
         self.effects.append(StreamDeliver(ch, c.tag, first, batch))
 
     def stream_loaded(self, q: Queue, cur: Cursor, chunks: list[tuple[int, int, bytes]],

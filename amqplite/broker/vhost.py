@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding, DirectExchange, Exchange
 from amqplite.broker.exchanges.base import Destination
 from amqplite.broker.exchanges.selected import SELECTED, message_headers
+from amqplite.broker.model import CHANNEL_STATS, ChannelState, channel_counts
 
 if TYPE_CHECKING:
     from amqplite.broker.model import Message
@@ -60,6 +61,10 @@ class VHost:
         self.queues: dict[str, Queue] = {}
         #: bindings by destination, so deleting a queue finds its bindings fast
         self.bindings_to: dict[Destination, set[Binding]] = {}
+        #: the message counters (CHANNEL_STATS) of its channels that have closed: the
+        #: vhost's message_stats are these plus its open channels' (channels count;
+        #: a closing one hands its counts over once, nothing per message)
+        self.closed_stats = [0] * len(CHANNEL_STATS)
         for name_, kind in (
             ("amq.direct", "direct"),
             ("amq.fanout", "fanout"),
@@ -68,6 +73,11 @@ class VHost:
             ("amq.match", "headers"),
         ):
             self.exchanges[name_] = EXCHANGE_TYPES[kind](name_, durable=True)
+
+    def channel_closed(self, ch: ChannelState) -> None:
+        """Keep a closing channel's counts in the vhost's totals."""
+        self.closed_stats = [a + b for a, b in zip(self.closed_stats, channel_counts(ch),
+                                                   strict=True)]
 
     def bound(self, b: Binding) -> bool:
         src = self.exchanges.get(b.source)

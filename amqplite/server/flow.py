@@ -68,7 +68,7 @@ class Flow:
             if self._exempt.get(q, 0.0) > now:
                 return
             self._exempt = {k: t for k, t in self._exempt.items() if t > now}
-        start, taken = now, q.stats["deliver_get"]
+        start, taken = now, q.deliver_get
         while backlogged(q):
             event = self.waiting.get(q)
             if event is None:
@@ -78,7 +78,7 @@ class Flow:
             elapsed = time.monotonic() - start
             if elapsed > MAX_PAUSE_S:
                 return
-            done = q.stats["deliver_get"] - taken
+            done = q.deliver_get - taken
             if elapsed >= JUDGE_AFTER_S and (
                     (len(q.ready) - RESUME_READY) * elapsed > MAX_DRAIN_S * done):
                 self._exempt[q] = time.monotonic() + EXEMPT_S

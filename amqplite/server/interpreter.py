@@ -83,6 +83,7 @@ class Interpreter:
                         written[tr] = last = tr
                     if not e.nack:
                         self.counters.confirmed += e.covered
+                        e.channel.n_confirm += e.covered
             elif t is Return:
                 tr = e.channel.session.transport
                 if tr is not None:
@@ -127,6 +128,7 @@ class Interpreter:
             self._confirmed[tr] = None
         if not nack:
             self.counters.confirmed += c.covered
+            c.channel.n_confirm += c.covered
 
     def flush_confirmed(self) -> None:
         """Write the confirms the commits just acknowledged, one write per connection.

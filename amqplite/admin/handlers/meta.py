@@ -52,4 +52,6 @@ class MetaHandlers(HandlerBase):
                          "is_admin": req.user.is_admin, "permitted": permitted})
 
     async def list_vhosts(self, req: Request) -> Response:
-        return Response([views.vhost_info(vh) for vh in self.broker.vhosts.values()])
+        stats = views.vhost_message_stats(self.server, self.rates)
+        return Response([views.vhost_info(vh, stats.get(vh.name))
+                         for vh in self.broker.vhosts.values()])

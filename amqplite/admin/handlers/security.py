@@ -26,7 +26,9 @@ class SecurityHandlers(HandlerBase):
 
     # ---------------------------------------------------------------- vhosts
     async def get_vhost(self, req: Request) -> Response:
-        return Response(views.vhost_info(self._vhost(req.params["vhost"])))
+        vh = self._vhost(req.params["vhost"])
+        return Response(views.vhost_info(
+            vh, views.vhost_message_stats(self.server, self.rates).get(vh.name)))
 
     async def put_vhost(self, req: Request) -> Response:
         name = V.shortstr(req.params["vhost"], "name", allow_empty=False)

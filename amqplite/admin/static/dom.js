@@ -48,9 +48,16 @@ export function plural(n, word, many = `${word}s`) {
   return `${num(n)} ${n === 1 ? word : many}`;
 }
 
-export function rate(stats, key) {
-  const d = stats && stats[`${key}_details`];
-  return d ? `${d.rate.toFixed(1)}/s` : "";
+// The rate of one message_stats field, or the sum of several ("get", "get_no_ack").
+export function rate(stats, ...keys) {
+  const ds = keys.map((k) => stats && stats[`${k}_details`]).filter(Boolean);
+  return ds.length ? `${ds.reduce((a, d) => a + d.rate, 0).toFixed(1)}/s` : "";
+}
+
+// A count and its rate, "12 (0.4/s)": the fields summed when several are named.
+export function counted(stats, ...keys) {
+  if (!stats || !keys.some((k) => typeof stats[k] === "number")) return "";
+  return `${num(keys.reduce((a, k) => a + (stats[k] ?? 0), 0))} (${rate(stats, ...keys)})`;
 }
 
 export function bytes(n) {

@@ -4,7 +4,7 @@
 import { api, enc, may, mayClose, mayDo } from "./api.js";
 import { LineChart } from "./chart.js";
 import {
-  bytes, clear, duration, flash, form, h, json, link, num, plural, rate, section, table,
+  bytes, clear, counted, duration, flash, form, h, json, link, num, plural, rate, section, table,
 } from "./dom.js";
 import {
   attempt, bindForm, bindingTable, clientOf, confirmButton, exchangeName, exchangePath, features, traceHref,
@@ -195,7 +195,9 @@ export function queue(main, [vhost, name]) {
       ["Ready", num(q.messages_ready), "q-ready"], ["Unacked", num(q.messages_unacknowledged), "q-unacked"],
       ["Total", num(q.messages), "q-messages"], ["Paged out", num(q.messages_paged_out ?? 0), "q-paged-out"],
       ["Bytes", bytes(q.message_bytes)], ["Consumers", num(q.consumers), "q-consumers"],
-      ["Incoming", rate(ms, "publish")], ["Deliver / get", rate(ms, "deliver_get")], ["Ack", rate(ms, "ack")],
+      ["Incoming", rate(ms, "publish")], ["Deliver / get", rate(ms, "deliver_get")],
+      ["Acked", counted(ms, "ack"), "q-ack"], ["Redelivered", counted(ms, "redeliver"), "q-redeliver"],
+      ["Got (basic.get)", counted(ms, "get", "get_no_ack"), "q-get"], ["Get empty", counted(ms, "get_empty")],
       ["Policy", q.policy ?? "none"], ["Effective policy", json(q.effective_policy_definition) || "none"],
       ["Arguments", json(q.arguments) || "none"],
     ]));
@@ -375,6 +377,10 @@ export function channel(main, [name]) {
       ["Unacked", num(ch.messages_unacknowledged)], ["Uncommitted", num(ch.messages_uncommitted ?? 0)],
       ["Published", num(ms.publish ?? 0)], ["Publish rate", rate(ms, "publish")],
       ["Delivered / got", num(ms.deliver_get ?? 0)], ["Deliver rate", rate(ms, "deliver_get")],
+      ["Acked", counted(ms, "ack"), "ch-ack"], ["Redelivered", counted(ms, "redeliver"), "ch-redeliver"],
+      ["Got (basic.get)", counted(ms, "get", "get_no_ack"), "ch-get"], ["Get empty", counted(ms, "get_empty")],
+      ["Confirmed", counted(ms, "confirm")],
+      ["Unroutable", `${num(ms.return_unroutable ?? 0)} returned, ${num(ms.drop_unroutable ?? 0)} dropped`],
     ]));
     clear(consumers, table([
       { title: "Tag", value: (c) => c.consumer_tag },

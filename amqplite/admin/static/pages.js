@@ -209,7 +209,9 @@ export const channels = listPage("Channels", "/api/channels", () => [
   { title: "Unacked", value: (c) => num(c.messages_unacknowledged), num: true },
   { title: "Publish", value: (c) => rate(c.message_stats, "publish"), num: true },
   { title: "Deliver", value: (c) => rate(c.message_stats, "deliver_get"), num: true },
-  { title: "Ack", value: (c) => rate(c.message_stats, "ack"), num: true },
+  { title: "Ack", value: (c) => rate(c.message_stats, "ack"), num: true, cls: "ack" },
+  { title: "Redeliver", value: (c) => rate(c.message_stats, "redeliver"), num: true, cls: "redeliver" },
+  { title: "Get", value: (c) => rate(c.message_stats, "get", "get_no_ack"), num: true, cls: "get" },
 ], { empty: "No channels.", filterVhost: true, rowAttrs: (c) => ({ dataset: { channel: c.name } }) });
 
 // A declare form's arguments: a JSON object, or key=value lines whose values

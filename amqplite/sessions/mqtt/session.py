@@ -54,6 +54,7 @@ from amqplite.sessions.mqtt.common import (
 from amqplite.sessions.mqtt.inflight import PacketIds
 from amqplite.sessions.mqtt.registry import SessionRegistry
 from amqplite.sessions.mqtt.subscriptions import Subscriptions
+from amqplite.sessions.mqtt.systree import is_sys
 from amqplite.storeops import NEVER_EXPIRES, PutMQTTWill
 
 log = logging.getLogger("amqplite.mqtt")
@@ -159,7 +160,7 @@ class MQTTSession:
         b.confirm_select(self.channels[PUBLISH_CH])
         subs = self.subs = Subscriptions(b, self.proto, s, self.channels, ev.client_id,
                                          self.persistent, reg.exchange, self.name,
-                                         self.flush, reg.groups)
+                                         self.flush, reg.groups, sys_values=reg.sys_values)
         cid = ev.client_id
         self.will = c.will
         will = None
@@ -299,6 +300,14 @@ class MQTTSession:
             # its routing key would not fit an AMQP consumer's basic.deliver
             log.info("MQTT %s: publish to a topic of over %d bytes refused", self.name, limit)
             self._refuse_publish(packet_id, ReasonCode.TOPIC_NAME_INVALID)
+            return
+        if topic.startswith("$SYS") and is_sys(topic):
+            # the broker's own tree: MQTT 5 hears 0x87; 3.1.1 has no negative ack, so the
+            # message is acknowledged and dropped ([MQTT-3.3.5-2]), as Mosquitto does
+            log.info("MQTT %s: publish to %r dropped: $SYS is the broker's", self.name, topic)
+            if packet_id is not None:
+                self.proto.ack_publish(packet_id, ReasonCode.NOT_AUTHORIZED
+                                       if self.proto.version >= MQTT_5 else 0)
             return
         st = ch.confirms
         assert st is not None

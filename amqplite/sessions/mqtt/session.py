@@ -263,11 +263,8 @@ class MQTTSession:
         key = self.key
         if reg.clients.get(key) is self:
             del reg.clients[key]
-        if self.persistent:
-            expiry = self.expiry()
-            self.broker.mqtt_session_put(s.vhost, self.client_id, expiry, now, user=s.username)
-            if reg.clients.get(key) is None:
-                reg.expire_later(s.vhost, self.client_id, expiry)
+        if self.persistent and reg.clients.get(key) is None:
+            reg.expire_later(s.vhost, self.client_id, self.expiry())
         if self.will is None:
             reg.wills.cancel(key)
         else:
@@ -283,9 +280,19 @@ class MQTTSession:
         self.tags.clear()
         if not self.persistent and reg.packet_ids.get(key) is self.ids:
             del reg.packet_ids[key]
-        self.execute(self.broker.close_session, s)
+        self.execute(self._close, s, now)
         if self.last:  # the resumed session's queues and row go too
             self.execute(reg.drop_session, s.vhost, self.client_id, now)
+
+    def _close(self, s: Session, now: float) -> None:
+        """The broker session closes (its unacked deliveries requeued, flagged), then a
+        persistent session's row says "disconnected": in one submission, after the
+        flags, so recovery may trust them for this session's queues
+        (server/recovery.py ``settled_queues``)."""
+        self.broker.close_session(s)
+        if self.persistent:
+            self.broker.mqtt_session_put(s.vhost, self.client_id, self.expiry(), now,
+                                         user=s.username)
 
     # ------------------------------------------------------------ client -> broker
     def publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None,

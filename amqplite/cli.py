@@ -115,6 +115,9 @@ def main(**admin_options: Any) -> None:
 @click.option("--mqtt-max-keepalive", type=click.IntRange(0, 65535),
               help="MQTT 5 keep alive cap in seconds, told as Server Keep Alive "
                    "(Mosquitto's max_keepalive; default 0, off).")
+@click.option("--mqtt-sys-interval", type=click.IntRange(0, 65535),
+              help="Seconds between $SYS/broker/... updates to MQTT subscribers "
+                   "(Mosquitto's sys_interval; default 10, 0 off).")
 @click.option("--mqtt-retained-max-messages", type=int,
               help="Retained MQTT messages a vhost keeps (default 100000).")
 @click.option("--mqtt-retained-max-bytes",

@@ -257,6 +257,9 @@ class Settings:
     #: above this many seconds is told to use this (CONNACK Server Keep Alive) and
     #: held to it; 3.1.1 clients keep theirs (as Mosquitto, v5 only). 0: off
     mqtt_max_keepalive: int = attrs.field(default=0, validator=_u16)
+    #: Mosquitto's sys_interval: every this many seconds the ``$SYS/broker/...`` figures
+    #: go to the MQTT clients subscribed to them (docs/mqtt.md, "$SYS"). 0: no $SYS tree
+    mqtt_sys_interval: int = attrs.field(default=10, validator=_u16)
     #: the largest MQTT packet a logged-in client may send (MQTT 5 clients are told
     #: in the CONNACK); bigger: DISCONNECT 0x95 / the connection closed
     mqtt_max_packet_size: str = attrs.field(default="16MiB", validator=_size)

@@ -39,7 +39,7 @@ from amqplite.server.interpreter import Interpreter
 from amqplite.server.memory import MemoryMonitor
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
-from amqplite.server.recovery import restore, seed_security
+from amqplite.server.recovery import restore, seed_security, settled_queues
 from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
 from amqplite.store.apply import PruneRange
@@ -317,7 +317,7 @@ class Server:
         self.store = ProcessStore(s.db_url, durability=s.durability, log_linger_s=0)
         store = self.store
         await trio.to_thread.run_sync(store.create)
-        recovered = await trio.to_thread.run_sync(store.load, s.body_window)
+        recovered = await trio.to_thread.run_sync(store.load, s.body_window, settled_queues)
         unclean = recovered.meta.get(CLEAN_KEY) != "1"
         if unclean and recovered.entries:
             log.warning("the last run did not stop cleanly: recovered messages are marked "

@@ -16,8 +16,9 @@ from amqplite.broker.permissions import FULL
 from amqplite.broker.queue import Queue
 from amqplite.config import Settings
 from amqplite.protocol.errors import FrameSyntaxError
+from amqplite.protocol.mqtt.subscriptions import session_queue_name
 from amqplite.protocol.properties import check_properties, priority_of
-from amqplite.storeops import SEEDED_KEY
+from amqplite.storeops import SEEDED_KEY, PutMQTTSession
 
 log = logging.getLogger("amqplite.server")
 
@@ -104,6 +105,25 @@ def restore_retained(broker: Broker, rows: list[Any]) -> dict[int, Message]:
     return kept
 
 
+def settled_queues(rec: Any) -> set[int]:
+    """Queue ids whose stored redelivered flags hold even after an unclean stop: the
+    subscription queues of MQTT sessions that were disconnected at the crash.
+
+    A session's row says "disconnected" only once its end was written, and that
+    end requeues its unacked deliveries, flagged, in the same submission; a
+    session is delivered to only after its "connected" row committed. So an
+    entry of such a queue with no flag was never sent since, and goes out
+    without DUP (MQTT 3.1.1 3.3.1.1: DUP 1 is for a possible re-delivery).
+    Queues of sessions connected at the crash, shared queues and every other
+    queue keep RabbitMQ's rule: all redelivered."""
+    gone = {(r.vhost, r.client_id) for r in rec.mqtt_sessions
+            if isinstance(r, PutMQTTSession) and r.disconnected_at is not None}
+    if not gone:
+        return set()
+    names = {(vhost, session_queue_name(cid, qos)) for vhost, cid in gone for qos in (0, 1)}
+    return {q.queue_id for q in rec.queues if (q.vhost, q.name) in names}
+
+
 def restore(broker: Broker, rec: Any, *, unclean: bool = False,
             fetch: Callable[[int, int, int, int], list[tuple[Any, ...]]] | None = None) -> None:
     """Durable exchanges, queues and bindings come back, then every stored entry.
@@ -112,10 +132,11 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
     comes back redelivered, one never delivered does not. After an unclean
     stop (``kill -9``, power loss) every entry comes back redelivered, as in
     RabbitMQ: a delivery may have reached a client before its "delivered"
-    mark committed. TTLs start again from the restart (enqueue times are not
-    stored). A message whose properties do not decode (stored by a version
-    that did not check them at publish) is dropped with an error instead:
-    nothing later may trip on it.
+    mark committed; except in :func:`settled_queues`, whose flags hold. TTLs
+    start again from the restart (enqueue times are not stored). A message
+    whose properties do not decode (stored by a version that did not check
+    them at publish) is dropped with an error instead: nothing later may trip
+    on it.
 
     Streams get their segments back (their entries stay in the store).
 
@@ -171,10 +192,12 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
         stream = by_id.get(qid)
         if stream is not None:
             broker.restore_stream(stream, segments)
+    settled = settled_queues(rec) if unclean else set()
     for qid, entries in rec.entries.items():
         target = by_id.get(qid)
         if target is None:
             continue
+        maybe_sent = unclean and qid not in settled
         for re in entries:
             m = messages.get(re.message_id)
             if m is None:
@@ -193,7 +216,7 @@ def restore(broker: Broker, rec: Any, *, unclean: bool = False,
                 broker.drop_malformed(target, e, detail)
                 continue
             e.delivery_count = re.delivery_count
-            e.redelivered = unclean or bool(re.redelivered or re.delivery_count)
+            e.redelivered = maybe_sent or bool(re.redelivered or re.delivery_count)
             if type(target.ready) is PriorityReadyList:
                 e.priority = priority_of(re.properties) or 0
             broker.arm_ttl(target, e)

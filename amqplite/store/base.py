@@ -9,7 +9,7 @@ inherits the other's way of writing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from sqlalchemy import bindparam, select
 
@@ -58,9 +58,11 @@ class StoreBase(StoreReads):
         """Record that a broker runs on this database (call after ``load``)."""
         lifecycle.mark_open(self.engine)
 
-    def load(self, body_window: int = 1000) -> Recovered:
-        """Clean up orphans and read everything durable back (call before ``start``)."""
-        return lifecycle.load(self.engine, body_window)
+    def load(self, body_window: int = 1000,
+             settled: Callable[[Recovered], Collection[int]] | None = None) -> Recovered:
+        """Clean up orphans and read everything durable back (call before ``start``);
+        ``settled``: lifecycle.load's."""
+        return lifecycle.load(self.engine, body_window, settled)
 
     def prune_range(self, lo: int, max_id: int, older_than_us: int,
                     batch_size: int = 5000) -> int | None:

@@ -8,6 +8,8 @@ does. Plain functions of an engine, so any store (and tools) can call them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+
 from sqlalchemy import Engine, insert, select, update
 
 from . import recovery
@@ -78,11 +80,15 @@ def mark_clean(engine: Engine) -> None:
         upsert(conn, s.meta, {"key": CLEAN_KEY}, {"value": "1"})
 
 
-def load(engine: Engine, body_window: int = 1000) -> Recovered:
-    """Clean up orphans and read everything durable back (before the writer starts)."""
+def load(engine: Engine, body_window: int = 1000,
+         settled: Callable[[Recovered], Collection[int]] | None = None) -> Recovered:
+    """Clean up orphans and read everything durable back (before the writer starts).
+    After an unclean stop the spilled entries are marked redelivered, except in the
+    queues ``settled`` names (ids whose stored flags hold: server/recovery.py)."""
     with engine.begin() as conn:
         recovery.clean_up(conn)
         rec = recovery.load(conn, body_window)
         if rec.spilled and rec.meta.get(CLEAN_KEY) != "1":
-            recovery.mark_redelivered(conn, list(rec.spilled))
+            keep = settled(rec) if settled is not None else ()
+            recovery.mark_redelivered(conn, [q for q in rec.spilled if q not in keep])
         return rec

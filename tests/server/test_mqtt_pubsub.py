@@ -238,7 +238,8 @@ def test_slow_qos0_subscriber_leaves_messages_in_its_queue(mb: BrokerProcess) ->
 
 
 def test_dollar_topics_skip_filters_starting_with_a_wildcard(mb: BrokerProcess) -> None:
-    """[MQTT-4.7.2-1]: ``#`` does not match ``$SYS/...``; ``$SYS/+`` does."""
+    """[MQTT-4.7.2-1]: ``#`` does not match ``$app/...``; ``$app/+`` does (clients may
+    not publish into ``$SYS``, the broker's own: test_mqtt_sys.py)."""
     port = mb.mqtt_port  # type: ignore[attr-defined]
     tag = new_id()
     everything = Client(port, new_id())
@@ -246,12 +247,12 @@ def test_dollar_topics_skip_filters_starting_with_a_wildcard(mb: BrokerProcess) 
     everything.subscribe("#", 1)
     system = Client(port, new_id())
     system.connect()
-    system.subscribe(f"$SYS/{tag}/+", 1)
+    system.subscribe(f"$app/{tag}/+", 1)
     pub = Client(port, new_id())
     pub.connect()
-    pub.publish(f"$SYS/{tag}/uptime", b"42", 1)
+    pub.publish(f"$app/{tag}/uptime", b"42", 1)
     pub.publish(f"marker/{tag}", b"after", 1)
-    assert system.get().topic == f"$SYS/{tag}/uptime"
-    assert everything.get().topic == f"marker/{tag}"  # the $SYS message was skipped
+    assert system.get().topic == f"$app/{tag}/uptime"
+    assert everything.get().topic == f"marker/{tag}"  # the $app message was skipped
     for c in (pub, system, everything):
         c.close()

@@ -19,6 +19,9 @@ from amqplite.protocol.mqtt.packets import (
     Publish,
     PubRec,
     PubRel,
+    SubAck,
+    Subscribe,
+    Subscription,
 )
 from tests.brokerproc import BrokerProcess, wait_for
 from tests.server.mqttclient import (
@@ -355,3 +358,62 @@ def test_resuming_with_expiry_0_ends_the_session(mb: BrokerProcess) -> None:
     late = Client(port, cid, V5, clean=False)
     assert late.connect() == (0, False)
     late.close()
+
+
+def _raw_session(port: int, cid: str, present: bool) -> RawClient:
+    raw = RawClient(port, V311)
+    raw.send(Connect(cid, clean_start=False, username="guest", password=b"guest"))
+    assert raw.recv() == ConnAck(session_present=present)
+    return raw
+
+
+def _publish(got: object, topic: str, payload: bytes) -> Publish:
+    assert isinstance(got, Publish) and (got.topic, got.payload) == (topic, payload), got
+    return got
+
+
+def test_recovered_messages_never_sent_go_without_dup(tmp_path: Path) -> None:
+    """After a kill -9, a persistent session's messages that were never sent arrive
+    with DUP 0; the one sent and not acknowledged before its client left arrives
+    with DUP 1 (3.1.1 3.3.1.1), as does one sent to a session still connected at
+    the kill (nothing says whether it left: RabbitMQ's rule)."""
+    b = mqtt_broker(tmp_path / "data")
+    port = b.mqtt_port  # type: ignore[attr-defined]
+    cid, live, topic = new_id(), new_id(), f"dup/{new_id()}"
+    try:
+        for c in (cid, live):
+            raw = _raw_session(port, c, False)
+            raw.send(Subscribe(1, (Subscription(f"{topic}/{c}", qos=1),)))
+            assert isinstance(raw.recv(), SubAck)
+            if c == cid:
+                away = raw
+            else:
+                still = raw
+        pub = Client(port, new_id())
+        pub.connect()
+        pub.publish(f"{topic}/{cid}", b"sent", 1)
+        pub.publish(f"{topic}/{live}", b"sent-live", 1)
+        assert not _publish(away.recv(), f"{topic}/{cid}", b"sent").dup  # no PUBACK
+        assert not _publish(still.recv(), f"{topic}/{live}", b"sent-live").dup
+        away.drop()
+        with httpx.Client(base_url=b.admin_url or "", auth=("guest", "guest")) as api:
+            wait_for(lambda: all(c.get("client_properties", {}).get("client_id") != cid
+                                 for c in api.get("/api/connections").json()),
+                     what="the session to end")
+        for i in range(3):
+            pub.publish(f"{topic}/{cid}", b"offline %d" % i, 1)  # PUBACKed: committed
+        b.kill()
+        still.sock.close()
+        b.start()
+        wait_for(lambda: listening(port), 30, what="MQTT after restart")
+        again = _raw_session(port, cid, True)
+        got = [again.recv() for _ in range(4)]
+        assert [(p.payload, p.dup) for p in got if isinstance(p, Publish)] == [
+            (b"sent", True), (b"offline 0", False), (b"offline 1", False),
+            (b"offline 2", False)]
+        back = _raw_session(port, live, True)
+        assert _publish(back.recv(), f"{topic}/{live}", b"sent-live").dup
+        for r in (again, back):
+            r.send(Disconnect())
+    finally:
+        b.kill()

@@ -260,3 +260,25 @@ def test_a_database_from_before_messages_persistent_is_upgraded(db_url, make_sto
     rec = make_store().load()  # Store.create adds the column, then load drops transient
     assert [e.position for e in rec.entries[1]] == [1, 3, 5]
     assert [e.body for e in rec.entries[1]] == [b"m1", b"m3", b"m5"]
+
+
+@both_backends
+def test_unclean_stop_marks_spilled_entries_except_in_settled_queues(make_store) -> None:
+    """After an unclean stop every spilled entry is marked redelivered on disk, except
+    in the queues ``settled`` names (MQTT sessions disconnected at the crash)."""
+    store = make_store()
+    store.start()
+    ops: list = [PutQueue(1, "/", "settled"), PutQueue(2, "/", "other")]
+    for mid in range(1, 7):
+        ops += [PutMessage(mid, "", "q", PERSISTENT_PROPS, b"x"), PutEntry(1 + mid % 2, mid, mid)]
+    store.submit(ops)
+    store.close(10)
+    make_store().mark_open()  # a broker ran and never stopped cleanly
+    seen: list[Recovered] = []
+    rec = make_store().load(body_window=0,
+                            settled=lambda r: seen.append(r) or {1})  # type: ignore[func-returns-value]
+    assert seen and set(rec.spilled) == {1, 2}
+    again = make_store()
+    flags = {qid: [RecoveredEntry(*r).redelivered for r in again.fetch_entries(qid, 1, 6, 10)]
+             for qid in (1, 2)}
+    assert flags == {1: [False, False, False], 2: [True, True, True]}

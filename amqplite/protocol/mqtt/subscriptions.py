@@ -166,10 +166,15 @@ class SubscriptionTable:
 
     def __init__(self) -> None:
         self._queues: dict[str, _Queue] = {}
+        #: (queue, filter) of the filters that start with ``$`` (``$SYS/#``): the
+        #: ``$SYS`` tick looks for sessions with some, without walking every filter
+        self.dollar: set[tuple[str, str]] = set()
 
     def set(self, queue: str, topic_filter: str, opts: SubOptions) -> SubOptions | None:
         """Add or replace; returns the options it replaced."""
         q = self._queues.setdefault(queue, _Queue())
+        if topic_filter.startswith("$"):
+            self.dollar.add((queue, topic_filter))
         old = q.filters.get(topic_filter)
         q.filters[topic_filter] = opts
         q.refresh()
@@ -180,6 +185,7 @@ class SubscriptionTable:
         if q is None:
             return None
         old = q.filters.pop(topic_filter, None)
+        self.dollar.discard((queue, topic_filter))
         if q.filters:
             q.refresh()
         else:
@@ -188,6 +194,7 @@ class SubscriptionTable:
 
     def drop_queue(self, queue: str) -> None:
         self._queues.pop(queue, None)
+        self.dollar = {d for d in self.dollar if d[0] != queue}
 
     def queues(self) -> list[str]:
         return list(self._queues)

@@ -119,6 +119,9 @@ class MQTTClient(ConnectionShell):
         return self.proto.data_to_send()
 
     def _end(self) -> None:
+        stats = self.listener.stats
+        stats.bytes_received += self.bytes_in
+        stats.bytes_sent += self.bytes_out
         self.rules.end(time.time())
 
     async def _timers(self) -> None:

@@ -19,6 +19,7 @@ from amqplite.config import Settings, parse_size
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.server.mqtt.client import MQTTClient
+from amqplite.server.mqtt.systree import SysTicker
 from amqplite.server.mqtt.timers import KeyTimers
 from amqplite.server.mqtt.transports import open_tls, tls_handler
 from amqplite.server.persistence import Persistence
@@ -74,6 +75,11 @@ class MQTTListener:
         self.tls_ports: list[int] = []
         #: is max_connections reached, AMQP and MQTT clients together (the server's rule)
         self.at_connection_limit = at_limit
+        #: the $SYS tree (None: mqtt_sys_interval 0); run_mqtt sets the server's start
+        self.sys: SysTicker | None = None
+        if settings.mqtt_sys_interval:
+            self.sys = SysTicker(self, time.time())
+            self.registry.sys_values = self.sys.values
 
     @property
     def clients(self) -> dict[Key, MQTTSession]:
@@ -113,6 +119,8 @@ class MQTTListener:
             if tls is not None:
                 nursery.start_soon(trio.serve_listeners, tls_handler(self, tls[1]),
                                    tls[0])
+            if self.sys is not None:
+                nursery.start_soon(self.sys.run, s.mqtt_sys_interval)
             task_status.started(self.ports)
             await trio.sleep_forever()
 
@@ -179,6 +187,8 @@ async def run_mqtt(server: Server,
                             server.mqtt_sessions,
                             server.at_connection_limit)
     server.mqtt = listener
+    if listener.sys is not None:
+        listener.sys.started_at = server.started_at
     async with trio.open_nursery() as nursery:
         await nursery.start(listener.serve)
         task_status.started()

@@ -40,3 +40,7 @@ class MQTTStats:
     closed: int = 0
     #: CONNECTs refused because the node's ``max_connections`` was reached
     refused_at_limit: int = 0
+    #: bytes read from and written to MQTT connections that have ended (the live
+    #: ones keep their own counts; ``$SYS/broker/bytes/...`` adds the two)
+    bytes_received: int = 0
+    bytes_sent: int = 0

@@ -15,6 +15,7 @@ when one runs out the shell asks :meth:`SessionRegistry.expired`, then runs
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from amqplite.broker import mqtt_retained
@@ -61,6 +62,8 @@ class SessionRegistry:
         self.stats = MQTTStats()
         #: the expiry countdowns, once the shell runs them
         self.timers: Timers | None = None
+        #: the ``$SYS`` tree's current values, when the shell runs it (server/mqtt/systree.py)
+        self.sys_values: Callable[[], dict[str, str]] | None = None
 
     def ids(self, key: Key) -> PacketIds:
         """The session's QoS 2 packet ids (new ones for a new session)."""

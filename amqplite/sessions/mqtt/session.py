@@ -54,6 +54,7 @@ from amqplite.sessions.mqtt.common import (
 from amqplite.sessions.mqtt.inflight import PacketIds
 from amqplite.sessions.mqtt.registry import SessionRegistry
 from amqplite.sessions.mqtt.subscriptions import Subscriptions
+from amqplite.sessions.mqtt.systree import is_sys
 from amqplite.storeops import NEVER_EXPIRES, PutMQTTWill
 
 log = logging.getLogger("amqplite.mqtt")
@@ -159,7 +160,7 @@ class MQTTSession:
         b.confirm_select(self.channels[PUBLISH_CH])
         subs = self.subs = Subscriptions(b, self.proto, s, self.channels, ev.client_id,
                                          self.persistent, reg.exchange, self.name,
-                                         self.flush, reg.groups)
+                                         self.flush, reg.groups, sys_values=reg.sys_values)
         cid = ev.client_id
         self.will = c.will
         will = None
@@ -262,11 +263,8 @@ class MQTTSession:
         key = self.key
         if reg.clients.get(key) is self:
             del reg.clients[key]
-        if self.persistent:
-            expiry = self.expiry()
-            self.broker.mqtt_session_put(s.vhost, self.client_id, expiry, now, user=s.username)
-            if reg.clients.get(key) is None:
-                reg.expire_later(s.vhost, self.client_id, expiry)
+        if self.persistent and reg.clients.get(key) is None:
+            reg.expire_later(s.vhost, self.client_id, self.expiry())
         if self.will is None:
             reg.wills.cancel(key)
         else:
@@ -282,9 +280,19 @@ class MQTTSession:
         self.tags.clear()
         if not self.persistent and reg.packet_ids.get(key) is self.ids:
             del reg.packet_ids[key]
-        self.execute(self.broker.close_session, s)
+        self.execute(self._close, s, now)
         if self.last:  # the resumed session's queues and row go too
             self.execute(reg.drop_session, s.vhost, self.client_id, now)
+
+    def _close(self, s: Session, now: float) -> None:
+        """The broker session closes (its unacked deliveries requeued, flagged), then a
+        persistent session's row says "disconnected": in one submission, after the
+        flags, so recovery may trust them for this session's queues
+        (server/recovery.py ``settled_queues``)."""
+        self.broker.close_session(s)
+        if self.persistent:
+            self.broker.mqtt_session_put(s.vhost, self.client_id, self.expiry(), now,
+                                         user=s.username)
 
     # ------------------------------------------------------------ client -> broker
     def publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None,
@@ -299,6 +307,14 @@ class MQTTSession:
             # its routing key would not fit an AMQP consumer's basic.deliver
             log.info("MQTT %s: publish to a topic of over %d bytes refused", self.name, limit)
             self._refuse_publish(packet_id, ReasonCode.TOPIC_NAME_INVALID)
+            return
+        if topic.startswith("$SYS") and is_sys(topic):
+            # the broker's own tree: MQTT 5 hears 0x87; 3.1.1 has no negative ack, so the
+            # message is acknowledged and dropped ([MQTT-3.3.5-2]), as Mosquitto does
+            log.info("MQTT %s: publish to %r dropped: $SYS is the broker's", self.name, topic)
+            if packet_id is not None:
+                self.proto.ack_publish(packet_id, ReasonCode.NOT_AUTHORIZED
+                                       if self.proto.version >= MQTT_5 else 0)
             return
         st = ch.confirms
         assert st is not None

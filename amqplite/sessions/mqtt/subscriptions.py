@@ -27,6 +27,7 @@ from amqplite.protocol.mqtt.subscriptions import Admission, SubOptions, Subscrip
 from amqplite.protocol.mqtt.topics import filter_to_binding_key
 from amqplite.sessions.mqtt.common import QOS0_CH, QOS1_CH, queue_name, refused
 from amqplite.sessions.mqtt.shared import SharedGroups
+from amqplite.sessions.mqtt.systree import matching as sys_matching
 
 log = logging.getLogger("amqplite.mqtt")
 
@@ -58,6 +59,9 @@ class Subscriptions:
     table: SubscriptionTable = attrs.Factory(SubscriptionTable)
     #: consumer tag -> shared queue this session consumes
     shared_tags: dict[str, str] = attrs.Factory(dict)
+    #: the ``$SYS`` tree's current values (None: ``mqtt_sys_interval`` 0, no tree);
+    #: a new ``$SYS`` subscription gets them as retained messages
+    sys_values: Callable[[], dict[str, str]] | None = None
 
     def _bindings(self, key: str) -> list[tuple[int, Binding]]:
         """Our queues' bindings of ``key`` from ``mqtt_exchange``."""
@@ -129,6 +133,8 @@ class Subscriptions:
             except AMQPError as exc:
                 log.info("MQTT %s: subscription to %r refused: %s", self.name,
                          req.topic_filter, exc)
+                if owed and owed[-1][0] == topic_filter:  # nothing retained for a refusal
+                    owed.pop()
                 codes.append(ReasonCode.NOT_AUTHORIZED if refused(exc)
                              else ReasonCode.UNSPECIFIED_ERROR)
                 continue
@@ -170,6 +176,10 @@ class Subscriptions:
             except FlowControlError:
                 log.info("MQTT %s: retained %r not sent: receive maximum reached",
                          self.name, r.key)
+        if self.sys_values is not None and topic_filter.startswith("$"):
+            # $SYS values are the tree's, never the retained store's: nothing stored
+            for topic, value in sys_matching(self.sys_values(), (topic_filter,)):
+                self.proto.send_publish(topic, value.encode(), 0, retain=True)
         self.flush()
 
     def unsubscribe(self, ev: UnsubscribeReceived) -> list[int]:

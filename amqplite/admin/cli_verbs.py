@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import click
 
@@ -32,6 +33,8 @@ class Spec:
     json_keys: tuple[str, ...] = ()
     bools: tuple[str, ...] = ()
     ints: tuple[str, ...] = ()
+    #: JSON values of any type (a vhost limit's number), not only objects
+    json_any: tuple[str, ...] = ()
 
     def names(self) -> list[str]:
         flat = [k for m in self.mandatory for k in ((m,) if isinstance(m, str) else m)]
@@ -54,6 +57,10 @@ DECLARE: dict[str, Spec] = {
     "permission": Spec(("vhost", "user", "configure", "write", "read")),
     "policy": Spec(("name", "pattern", "definition"), {"priority": 0, "apply-to": None},
                    json_keys=("definition",), ints=("priority",)),
+    "parameter": Spec(("component", "name", "value"), json_keys=("value",)),
+    "vhost_limit": Spec(("vhost", "name", "value"), json_any=("value",)),
+    # not in rabbitmqadmin 3.10 (rabbitmqctl set_topic_permissions), same key=value style
+    "topic_permission": Spec(("vhost", "user", "exchange", "write", "read")),
 }
 
 DELETE: dict[str, Spec] = {
@@ -65,6 +72,9 @@ DELETE: dict[str, Spec] = {
     "user": Spec(("name",)),
     "permission": Spec(("vhost", "user")),
     "policy": Spec(("name",)),
+    "parameter": Spec(("component", "name")),
+    "vhost_limit": Spec(("vhost", "name")),
+    "topic_permission": Spec(("vhost", "user"), {"exchange": None}),
 }
 
 def parse(verb: str, kind: str, spec: Spec, args: tuple[str, ...]) -> dict[str, Any]:
@@ -101,12 +111,12 @@ def _convert(verb: str, kind: str, spec: Spec, key: str, raw: str) -> Any:
             return int(raw)
         except ValueError:
             raise AdminError(f"{verb} {kind}: {key}={raw!r} is not an integer") from None
-    if key in spec.json_keys:
+    if key in spec.json_keys or key in spec.json_any:
         try:
             value = json.loads(raw)
         except ValueError as exc:
             raise AdminError(f"{verb} {kind}: {key} is not valid JSON ({exc})") from None
-        if not isinstance(value, dict):
+        if key in spec.json_keys and not isinstance(value, dict):
             raise AdminError(f"{verb} {kind}: {key} must be a JSON object")
         return value
     return raw
@@ -190,10 +200,32 @@ def _declare_policy(ctx: Ctx, v: dict[str, Any]) -> tuple[str, str]:
             _put(ctx, path("policies", ctx.vhost, v["name"]), body))
 
 
+def _declare_parameter(ctx: Ctx, v: dict[str, Any]) -> tuple[str, str]:
+    return (f"{v['component']} '{v['name']}' in vhost {ctx.vhost}",
+            _put(ctx, path("parameters", v["component"], ctx.vhost, v["name"]),
+                 {"value": v["value"]}))
+
+
+def _declare_vhost_limit(ctx: Ctx, v: dict[str, Any]) -> tuple[str, str]:
+    """The API answers 204 either way: whether the limit was set before tells."""
+    rows = ctx.client.get(path("vhost-limits", v["vhost"]))
+    had = any(v["name"] in (r.get("value") or {}) for r in rows)
+    ctx.client.call("PUT", path("vhost-limits", v["vhost"], v["name"]),
+                    json={"value": v["value"]})
+    return f"{v['name']} of vhost {v['vhost']}", "updated" if had else "added"
+
+
+def _declare_topic_permission(ctx: Ctx, v: dict[str, Any]) -> tuple[str, str]:
+    body = {k: v[k] for k in ("exchange", "write", "read")}
+    return (f"of '{v['user']}' on exchange '{v['exchange']}' in vhost {v['vhost']}",
+            _put(ctx, path("topic-permissions", v["vhost"], v["user"]), body))
+
+
 DECLARERS: dict[str, Callable[[Ctx, dict[str, Any]], tuple[str, str]]] = {
     "queue": _declare_queue, "exchange": _declare_exchange, "binding": _declare_binding,
     "vhost": _declare_vhost, "user": _declare_user, "permission": _declare_permission,
-    "policy": _declare_policy,
+    "policy": _declare_policy, "parameter": _declare_parameter,
+    "vhost_limit": _declare_vhost_limit, "topic_permission": _declare_topic_permission,
 }
 
 
@@ -287,6 +319,15 @@ _DELETE_URLS: dict[str, Callable[[Ctx, dict[str, Any]], tuple[str, str]]] = {
                                   f"of '{v['user']}' in vhost {v['vhost']}"),
     "policy": lambda ctx, v: (path("policies", ctx.vhost, v["name"]),
                               f"'{v['name']}' in vhost {ctx.vhost}"),
+    "parameter": lambda ctx, v: (path("parameters", v["component"], ctx.vhost, v["name"]),
+                                 f"{v['component']} '{v['name']}' in vhost {ctx.vhost}"),
+    "vhost_limit": lambda ctx, v: (path("vhost-limits", v["vhost"], v["name"]),
+                                   f"{v['name']} of vhost {v['vhost']}"),
+    "topic_permission": lambda ctx, v: (
+        path("topic-permissions", v["vhost"], v["user"])
+        + (f"?exchange={quote(v['exchange'], safe='')}" if "exchange" in v else ""),
+        f"of '{v['user']}' in vhost {v['vhost']}"
+        + (f" on exchange '{v['exchange']}'" if "exchange" in v else "")),
 }
 
 
@@ -321,7 +362,13 @@ LISTABLE: dict[str, tuple[bool, tuple[str, ...]]] = {
     "vhosts": (False, ("name", "messages")),
     "permissions": (False, ()),
     "policies": (False, ()),
+    "parameters": (False, ()),
+    "vhost_limits": (True, ()),
+    "topic_permissions": (False, ()),
+    "nodes": (False, ("name", "type", "mem_used")),
 }
+#: the API path of a listing whose name differs from it
+LIST_PATHS = {"vhost_limits": "vhost-limits", "topic_permissions": "topic-permissions"}
 #: columns first when all are shown, as rabbitmqadmin orders them
 PROMOTE = ("vhost", "name", "type", "source", "destination", "destination_type",
            "routing_key")
@@ -353,7 +400,8 @@ def list_(ctx: Ctx, what: str, fields: tuple[str, ...]) -> None:
     """List objects as rabbitmqadmin does: WHAT, then the FIELDS to show (dotted for
     nested ones, e.g. message_stats.publish). Every vhost's unless -V is given."""
     per_vhost, default_cols = LISTABLE[what]
-    url = path(what, ctx.vhost) if per_vhost and given_vhost() else path(what)
+    where = LIST_PATHS.get(what, what)
+    url = path(where, ctx.vhost) if per_vhost and given_vhost() else path(where)
     data = ctx.client.get(url)
     if ctx.as_json:
         if fields:

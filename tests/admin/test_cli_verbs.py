@@ -181,3 +181,52 @@ def test_added_and_updated_told_apart(admin_broker: AdminBroker) -> None:
                                           "tags=", "-f", "json")))["result"] == "updated"
     ok(admin_broker.cli("users", "delete", user))
     ok(admin_broker.cli("vhosts", "delete", v))
+
+
+def test_parameter_vhost_limit_and_topic_permission(admin_broker: AdminBroker) -> None:
+    """rabbitmqadmin's declare/delete parameter and vhost_limit, and list parameters,
+    vhost_limits and nodes; topic_permission in the same style."""
+    vh = f"cli-lim-{uuid.uuid4().hex[:6]}"
+    ok(admin_broker.cli("declare", "vhost", f"name={vh}"))
+    try:
+        out = ok(admin_broker.cli("declare", "vhost_limit", f"vhost={vh}",
+                                  "name=max-queues", "value=3"))
+        assert out.strip() == f"Added vhost_limit max-queues of vhost {vh}."
+        out = ok(admin_broker.cli("declare", "vhost_limit", f"vhost={vh}",
+                                  "name=max-queues", "value=4"))
+        assert out.startswith("Updated vhost_limit")
+        fails(admin_broker.cli("declare", "vhost_limit", f"vhost={vh}", "name=max-queues",
+                               "value=four"), "value is not valid JSON")
+        rows = json.loads(ok(admin_broker.cli("-V", vh, "-f", "json", "list", "vhost_limits")))
+        assert rows == [{"vhost": vh, "value": {"max-queues": 4}}]
+        ok(admin_broker.cli("delete", "vhost_limit", f"vhost={vh}", "name=max-queues"))
+        assert json.loads(ok(admin_broker.cli("-V", vh, "-f", "json", "list",
+                                              "vhost_limits"))) == []
+
+        shovel = {"src-uri": "amqp://", "src-queue": "cli-src", "dest-uri": "amqp://",
+                  "dest-queue": "cli-dst"}
+        out = ok(admin_broker.cli("-V", vh, "declare", "parameter", "component=shovel",
+                                  "name=mover", f"value={json.dumps(shovel)}"))
+        assert out.strip() == f"Added parameter shovel 'mover' in vhost {vh}."
+        listed = json.loads(ok(admin_broker.cli("-f", "json", "list", "parameters")))
+        assert any(p["name"] == "mover" and p["vhost"] == vh and p["component"] == "shovel"
+                   for p in listed)
+        ok(admin_broker.cli("-V", vh, "delete", "parameter", "component=shovel", "name=mover"))
+        listed = json.loads(ok(admin_broker.cli("-f", "json", "list", "parameters")))
+        assert not any(p["name"] == "mover" and p["vhost"] == vh for p in listed)
+
+        out = ok(admin_broker.cli("declare", "topic_permission", f"vhost={vh}", "user=guest",
+                                  "exchange=amq.topic", "write=^a\\.", "read=.*"))
+        assert out.startswith("Added topic_permission of 'guest' on exchange 'amq.topic'")
+        tp = json.loads(ok(admin_broker.cli("-f", "json", "list", "topic_permissions")))
+        assert {"user": "guest", "vhost": vh, "exchange": "amq.topic", "write": "^a\\.",
+                "read": ".*"} in tp
+        ok(admin_broker.cli("delete", "topic_permission", f"vhost={vh}", "user=guest",
+                            "exchange=amq.topic"))
+        tp = json.loads(ok(admin_broker.cli("-f", "json", "list", "topic_permissions")))
+        assert not [t for t in tp if t["vhost"] == vh]
+        nodes = json.loads(ok(admin_broker.cli("-f", "json", "list", "nodes", "name",
+                                               "running")))
+        assert len(nodes) == 1 and nodes[0]["running"] is True and "@" in nodes[0]["name"]
+    finally:
+        admin_broker.cli("delete", "vhost", f"name={vh}")

@@ -144,9 +144,9 @@ def test_list_every_object_type(rmq: Admin, admin_broker: AdminBroker, api: http
         assert [(p["name"], p["pattern"], json.loads(p["definition"])) for p in pols] == [
             ("cap", "^rq", {"max-length": 5})]
         assert [r["name"] for r in rmq.table("list", "nodes")] == [node]
-        # amqplite has none of these: empty lists, as RabbitMQ's without any
+        # none set here: empty lists, as RabbitMQ's without any
         for kind in ("operator_policies", "vhost_limits"):
-            assert rmq.table("list", kind) == []
+            assert rmq.table("list", kind, vhost=vhost) == []
         assert isinstance(rmq.table("list", "parameters"), list)  # shovels, if any
         # every format rabbitmqadmin offers, all columns included
         for fmt in ("long", "tsv", "kvp", "bash", "raw_json", "pretty_json"):
@@ -233,6 +233,25 @@ def test_declare_and_delete_user_vhost_permission_policy(rmq: Admin,
         assert (pol["priority"], pol["apply-to"], pol["definition"]) == (
             7, "queues", {"max-length": 3})
 
+        assert rmq.ok("declare", "vhost_limit", f"vhost={vh}", "name=max-queues",
+                      "value=5").strip() == "vhost_limit declared"
+        assert api.get(f"/api/vhost-limits/{vh}").json() == [
+            {"vhost": vh, "value": {"max-queues": 5}}]
+        assert rmq.table("list", "vhost_limits", vhost=vh) == [
+            {"vhost": vh, "value": '{"max-queues": 5}'}]
+        assert rmq.ok("delete", "vhost_limit", f"vhost={vh}",
+                      "name=max-queues").strip() == "vhost_limit deleted"
+        assert api.get(f"/api/vhost-limits/{vh}").json() == []
+        shovel = {"src-uri": "amqp://", "src-queue": "rmq-src", "dest-uri": "amqp://",
+                  "dest-queue": "rmq-dst"}
+        assert rmq.ok("declare", "parameter", "component=shovel", "name=mv",
+                      f"value={json.dumps(shovel)}", vhost=vh).strip() == \
+            "parameter declared"
+        assert api.get(f"/api/parameters/shovel/{vh}/mv").json()["value"]["src-queue"] == \
+            "rmq-src"
+        assert rmq.ok("delete", "parameter", "component=shovel", "name=mv",
+                      vhost=vh).strip() == "parameter deleted"
+        assert api.get(f"/api/parameters/shovel/{vh}/mv").status_code == 404
         assert rmq.ok("delete", "policy", "name=lim", vhost=vh).strip() == "policy deleted"
         assert api.get(f"/api/policies/{vh}/lim").status_code == 404
         assert rmq.ok("delete", "permission", f"vhost={vh}",

@@ -322,7 +322,7 @@ def _write_tags(d: dict, out: list[bytes], order: list) -> None:
     present = []
     for tag, (name, default, _r, w) in order:
         value = d.get(name, default)
-        if value is not None and value != default:
+        if value is not None and value != default and value != []:  # empty arrays: default
             body: list[bytes] = []
             w(value, body)
             present.append((tag, b"".join(body)))

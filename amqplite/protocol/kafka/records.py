@@ -275,7 +275,10 @@ def decompress(codec: int, data: Any, limit: int = DEFAULT_MAX_UNCOMPRESSED) -> 
 
 
 def _snappy_raw(data: bytes, limit: int) -> bytes:
-    declared, _pos = read_uvarint(data, 0)
+    try:
+        declared, _pos = read_uvarint(data, 0)
+    except IndexError:
+        raise CodecError("truncated snappy block length") from None
     if declared > limit:
         raise CodecError(f"snappy block declares {declared} bytes, over {limit}")
     out = bytearray(declared)

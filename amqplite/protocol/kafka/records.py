@@ -192,36 +192,49 @@ def decode_batch(buf: Any, *, check_crc: bool = True,
     return batch
 
 
-def _read_records(buf: Any, count: int) -> list[Record]:
-    records = []
-    pos = 0
+def _read_records(data: Any, count: int) -> list[Record]:
+    """The records section. One copy to ``bytes`` first: indexing and slicing bytes is
+    cheaper than a memoryview, and the slices are the keys and values handed out.
+    One-byte varints (most lengths, deltas and counts) are decoded inline."""
+    buf = bytes(data)
     n = len(buf)
     if count > n:  # every record takes at least 7 bytes; refuse before looping
         raise CodecError(f"record count {count} exceeds the {n} bytes of records")
+    records = []
+    append = records.append
+    pos = 0
     try:
         for _ in range(count):
-            length, pos = read_varint(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, pos = read_varint(buf, pos)
             end = pos + length
             if length < 6 or end > n:
                 raise CodecError(f"record length {length} disagrees with the batch")
             attributes = buf[pos]
-            ts, pos = read_varint(buf, pos + 1)
-            off, pos = read_varint(buf, pos)
+            b = buf[pos + 1]
+            if b < 0x80:
+                ts, pos = (b >> 1) ^ -(b & 1), pos + 2
+            else:
+                ts, pos = read_varint(buf, pos + 1)
+            b = buf[pos]
+            if b < 0x80:
+                off, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                off, pos = read_varint(buf, pos)
             key, pos = _read_blob(buf, pos, end)
             value, pos = _read_blob(buf, pos, end)
-            hcount, pos = read_varint(buf, pos)
-            if hcount < 0 or hcount > end - pos:
-                raise CodecError(f"record header count {hcount}")
-            headers = []
-            for _h in range(hcount):
-                hkey, pos = _read_blob(buf, pos, end)
-                if hkey is None:
-                    raise CodecError("record header with a null key")
-                hval, pos = _read_blob(buf, pos, end)
-                headers.append((str(hkey, "utf-8"), hval))
+            b = buf[pos]
+            if b == 0:
+                headers: list[tuple[str, bytes | None]] = []
+                pos += 1
+            else:
+                headers, pos = _read_headers(buf, pos, end)
             if pos != end:
                 raise CodecError(f"record length {length} disagrees with its fields")
-            records.append(Record(off, ts, key, value, headers, attributes))
+            append(Record(off, ts, key, value, headers, attributes))
     except (IndexError, UnicodeDecodeError) as e:
         raise CodecError(f"record: {e}") from None
     if pos != n:
@@ -229,8 +242,26 @@ def _read_records(buf: Any, count: int) -> list[Record]:
     return records
 
 
-def _read_blob(buf: Any, pos: int, end: int) -> tuple[bytes | None, int]:
-    size, pos = read_varint(buf, pos)
+def _read_headers(buf: bytes, pos: int, end: int) -> tuple[list, int]:
+    hcount, pos = read_varint(buf, pos)
+    if hcount < 0 or hcount > end - pos:
+        raise CodecError(f"record header count {hcount}")
+    headers = []
+    for _h in range(hcount):
+        hkey, pos = _read_blob(buf, pos, end)
+        if hkey is None:
+            raise CodecError("record header with a null key")
+        hval, pos = _read_blob(buf, pos, end)
+        headers.append((str(hkey, "utf-8"), hval))
+    return headers, pos
+
+
+def _read_blob(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    b = buf[pos]
+    if b < 0x80:
+        size, pos = (b >> 1) ^ -(b & 1), pos + 1
+    else:
+        size, pos = read_varint(buf, pos)
     if size < 0:
         if size != -1:
             raise CodecError(f"record field length {size}")
@@ -238,7 +269,7 @@ def _read_blob(buf: Any, pos: int, end: int) -> tuple[bytes | None, int]:
     stop = pos + size
     if stop > end:
         raise CodecError("record field runs past its record")
-    return bytes(buf[pos:stop]), stop
+    return buf[pos:stop], stop
 
 
 # ---- compression ----------------------------------------------------------------------

@@ -200,7 +200,7 @@ def _read_records(data: Any, count: int) -> list[Record]:
     n = len(buf)
     if count > n:  # every record takes at least 7 bytes; refuse before looping
         raise CodecError(f"record count {count} exceeds the {n} bytes of records")
-    records = []
+    records: list[Record] = []
     append = records.append
     pos = 0
     try:

@@ -100,7 +100,7 @@ def read_request_header(frame: Any, header_version: int) -> tuple[RequestHeader,
     The client id is a nullable *non-compact* string even in v2 (KIP-482 kept it so
     that a broker can always read it, whatever the API version).
     """
-    try:
+    with p.reading("request header"):
         key, version, corr = _REQ_HEAD.unpack_from(frame, 0)
         pos = 8
         client_id: str | None = None
@@ -108,10 +108,6 @@ def read_request_header(frame: Any, header_version: int) -> tuple[RequestHeader,
             client_id, pos = p.read_nullable_string(frame, pos)
         if header_version >= 2:
             pos = p.skip_tagged_fields(frame, pos)
-    except p.CodecError:
-        raise
-    except (IndexError, ValueError, struct.error) as e:
-        raise p.CodecError(f"request header: {e}") from None
     return RequestHeader(key, version, corr, client_id), pos
 
 
@@ -141,15 +137,11 @@ def response_header_bytes(correlation_id: int, header_version: int) -> bytes:
 
 def read_response_header(frame: Any, header_version: int) -> tuple[int, int]:
     """``(correlation_id, body offset)`` of a response frame."""
-    try:
+    with p.reading("response header"):
         corr = _HEAD.unpack_from(frame, 0)[0]
         pos = 4
         if header_version >= 1:
             pos = p.skip_tagged_fields(frame, pos)
-    except p.CodecError:
-        raise
-    except (IndexError, ValueError, struct.error) as e:
-        raise p.CodecError(f"response header: {e}") from None
     return corr, pos
 
 

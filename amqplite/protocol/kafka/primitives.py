@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 Buf = Any  # bytes | bytearray | memoryview: what ``struct.unpack_from`` accepts
 Reader = Callable[[Buf, int], "tuple[Any, int]"]
@@ -25,13 +25,32 @@ class CodecError(ValueError):
     """Malformed Kafka input: the one error the codec raises for bytes it cannot read."""
 
 
+class reading:
+    """Within it, the errors short or garbled input raises in ``struct``, indexing,
+    UTF-8 or UUID decoding come out as one :class:`CodecError` naming ``what``."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, *what: object) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type | None, exc: BaseException | None, _tb: object) -> Literal[False]:
+        if kind is not None and kind is not CodecError and issubclass(
+                kind, (struct.error, IndexError, ValueError, OverflowError)):
+            raise CodecError(" ".join(map(str, self.what)) + f": {exc}") from None
+        return False
+
+
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
 INT64 = struct.Struct(">q")
 UINT16 = struct.Struct(">H")
 UINT32 = struct.Struct(">I")
-#: fixed widths by schema type name; bool rides on int8 with a conversion
+#: struct codes of the fixed-width schema types (``?`` reads any non-zero byte as True)
 FIXED: dict[str, str] = {"int8": "b", "int16": "h", "int32": "i", "int64": "q",
                          "uint16": "H", "uint32": "I", "bool": "?"}
 NIL_UUID = uuid.UUID(int=0)
@@ -130,131 +149,101 @@ def _take(buf: Buf, pos: int, n: int) -> Buf:
     return buf[pos:end]
 
 
-def read_string(buf: Buf, pos: int) -> tuple[str, int]:
-    n = INT16.unpack_from(buf, pos)[0]
-    return str(_take(buf, pos + 2, n), "utf-8"), pos + 2 + n
+def _len16(buf: Buf, pos: int) -> tuple[int, int]:
+    return INT16.unpack_from(buf, pos)[0], pos + 2
 
 
-def read_nullable_string(buf: Buf, pos: int) -> tuple[str | None, int]:
-    n = INT16.unpack_from(buf, pos)[0]
-    if n == -1:
-        return None, pos + 2
-    return str(_take(buf, pos + 2, n), "utf-8"), pos + 2 + n
+def _len32(buf: Buf, pos: int) -> tuple[int, int]:
+    return _U32(buf, pos)[0], pos + 4
 
 
-def read_compact_string(buf: Buf, pos: int) -> tuple[str, int]:
+def _len_compact(buf: Buf, pos: int) -> tuple[int, int]:
     n, pos = read_uvarint(buf, pos)
-    if n == 0:
-        raise CodecError("null compact string where the field is not nullable")
-    return str(_take(buf, pos, n - 1), "utf-8"), pos + n - 1
+    return n - 1, pos
 
 
-def read_compact_nullable_string(buf: Buf, pos: int) -> tuple[str | None, int]:
-    n, pos = read_uvarint(buf, pos)
-    if n == 0:
-        return None, pos
-    return str(_take(buf, pos, n - 1), "utf-8"), pos + n - 1
+def _nullable_reader(length: Callable[[Buf, int], tuple[int, int]],
+                     convert: Callable[[Buf], Any]) -> Reader:
+    """A length-prefixed value (-1: null) read by ``length``, then ``convert``-ed."""
+    def read(buf: Buf, pos: int) -> tuple[Any, int]:
+        n, pos = length(buf, pos)
+        if n == -1:
+            return None, pos
+        return convert(_take(buf, pos, n)), pos + n
+    return read
 
 
-def read_bytes(buf: Buf, pos: int) -> tuple[bytes, int]:
-    n = _U32(buf, pos)[0]
-    return bytes(_take(buf, pos + 4, n)), pos + 4 + n
+def _required(reader: Reader) -> Reader:
+    def read(buf: Buf, pos: int) -> tuple[Any, int]:
+        value, pos = reader(buf, pos)
+        if value is None:
+            raise CodecError("null where the field is not nullable")
+        return value, pos
+    return read
 
 
-def read_nullable_bytes(buf: Buf, pos: int) -> tuple[bytes | None, int]:
-    n = _U32(buf, pos)[0]
-    if n == -1:
-        return None, pos + 4
-    return bytes(_take(buf, pos + 4, n)), pos + 4 + n
+def _text(raw: Buf) -> str:
+    return str(raw, "utf-8")
 
 
-def read_compact_bytes(buf: Buf, pos: int) -> tuple[bytes, int]:
-    n, pos = read_uvarint(buf, pos)
-    if n == 0:
-        raise CodecError("null compact bytes where the field is not nullable")
-    return bytes(_take(buf, pos, n - 1)), pos + n - 1
-
-
-def read_compact_nullable_bytes(buf: Buf, pos: int) -> tuple[bytes | None, int]:
-    n, pos = read_uvarint(buf, pos)
-    if n == 0:
-        return None, pos
-    return bytes(_take(buf, pos, n - 1)), pos + n - 1
-
-
-def read_records(buf: Buf, pos: int) -> tuple[memoryview | None, int]:
-    """Record batches as a zero-copy view of the frame (int32 length, -1 is null)."""
-    n = _U32(buf, pos)[0]
-    if n == -1:
-        return None, pos + 4
-    return memoryview(_take(buf, pos + 4, n)), pos + 4 + n
-
-
-def read_compact_records(buf: Buf, pos: int) -> tuple[memoryview | None, int]:
-    n, pos = read_uvarint(buf, pos)
-    if n == 0:
-        return None, pos
-    return memoryview(_take(buf, pos, n - 1)), pos + n - 1
+read_nullable_string = _nullable_reader(_len16, _text)
+read_string = _required(read_nullable_string)
+read_compact_nullable_string = _nullable_reader(_len_compact, _text)
+read_compact_string = _required(read_compact_nullable_string)
+read_nullable_bytes = _nullable_reader(_len32, bytes)
+read_bytes = _required(read_nullable_bytes)
+read_compact_nullable_bytes = _nullable_reader(_len_compact, bytes)
+read_compact_bytes = _required(read_compact_nullable_bytes)
+#: record batches stay a zero-copy view of the frame
+read_records = _nullable_reader(_len32, memoryview)
+read_compact_records = _nullable_reader(_len_compact, memoryview)
 
 
 def read_uuid(buf: Buf, pos: int) -> tuple[uuid.UUID, int]:
     return uuid.UUID(bytes=bytes(_take(buf, pos, 16))), pos + 16
 
 
+def _prefix16(n: int) -> bytes:
+    if n > 0x7FFF:
+        raise ValueError("string longer than 32767 bytes")
+    return INT16.pack(n)
+
+
+def _prefix_compact(n: int) -> bytes:
+    return uvarint(n + 1)
+
+
+def _writer(prefix: Callable[[int], bytes], null: bytes | None,
+            convert: Callable[[Any], Any]) -> Writer:
+    """A writer of length-prefixed values; ``null`` is None where null is not allowed."""
+    def write(value: Any, out: list[bytes]) -> None:
+        if value is None:
+            if null is None:
+                raise ValueError("null where the field is not nullable")
+            out.append(null)
+            return
+        raw = convert(value)
+        out.append(prefix(len(raw)))
+        out.append(raw)
+    return write
+
+
 def _utf8(value: str) -> bytes:
     return value.encode("utf-8")
 
 
-def write_string(value: str, out: list[bytes]) -> None:
-    raw = _utf8(value)
-    if len(raw) > 0x7FFF:
-        raise ValueError("string longer than 32767 bytes")
-    out.append(INT16.pack(len(raw)))
-    out.append(raw)
+def _same(value: Buf) -> Buf:
+    return value
 
 
-def write_nullable_string(value: str | None, out: list[bytes]) -> None:
-    if value is None:
-        out.append(b"\xff\xff")
-    else:
-        write_string(value, out)
-
-
-def write_compact_string(value: str, out: list[bytes]) -> None:
-    raw = _utf8(value)
-    out.append(uvarint(len(raw) + 1))
-    out.append(raw)
-
-
-def write_compact_nullable_string(value: str | None, out: list[bytes]) -> None:
-    if value is None:
-        out.append(b"\x00")
-    else:
-        write_compact_string(value, out)
-
-
-def write_bytes(value: Buf, out: list[bytes]) -> None:
-    out.append(INT32.pack(len(value)))
-    out.append(value)
-
-
-def write_nullable_bytes(value: Buf | None, out: list[bytes]) -> None:
-    if value is None:
-        out.append(b"\xff\xff\xff\xff")
-    else:
-        write_bytes(value, out)
-
-
-def write_compact_bytes(value: Buf, out: list[bytes]) -> None:
-    out.append(uvarint(len(value) + 1))
-    out.append(value)
-
-
-def write_compact_nullable_bytes(value: Buf | None, out: list[bytes]) -> None:
-    if value is None:
-        out.append(b"\x00")
-    else:
-        write_compact_bytes(value, out)
+write_string = _writer(_prefix16, None, _utf8)
+write_nullable_string = _writer(_prefix16, b"\xff\xff", _utf8)
+write_compact_string = _writer(_prefix_compact, None, _utf8)
+write_compact_nullable_string = _writer(_prefix_compact, b"\x00", _utf8)
+write_bytes = _writer(INT32.pack, None, _same)
+write_nullable_bytes = _writer(INT32.pack, b"\xff\xff\xff\xff", _same)
+write_compact_bytes = _writer(_prefix_compact, None, _same)
+write_compact_nullable_bytes = _writer(_prefix_compact, b"\x00", _same)
 
 
 def _pieces(value: Any) -> tuple[int, list[Buf]]:
@@ -311,19 +300,17 @@ for _flex in (False, True):
         WRITERS["uuid", _null, _flex] = write_uuid
         READERS["records", _null, _flex] = read_compact_records if _flex else read_records
         WRITERS["records", _null, _flex] = write_compact_records if _flex else write_records
-READERS.update({
-    ("string", False, False): read_string, ("string", True, False): read_nullable_string,
-    ("string", False, True): read_compact_string,
-    ("string", True, True): read_compact_nullable_string,
-    ("bytes", False, False): read_bytes, ("bytes", True, False): read_nullable_bytes,
-    ("bytes", False, True): read_compact_bytes,
-    ("bytes", True, True): read_compact_nullable_bytes,
-})
-WRITERS.update({
-    ("string", False, False): write_string, ("string", True, False): write_nullable_string,
-    ("string", False, True): write_compact_string,
-    ("string", True, True): write_compact_nullable_string,
-    ("bytes", False, False): write_bytes, ("bytes", True, False): write_nullable_bytes,
-    ("bytes", False, True): write_compact_bytes,
-    ("bytes", True, True): write_compact_nullable_bytes,
-})
+# (plain, plain nullable, compact, compact nullable), indexed by flexible * 2 + nullable
+for _type, _readers, _writers in (
+        ("string", (read_string, read_nullable_string, read_compact_string,
+                    read_compact_nullable_string),
+         (write_string, write_nullable_string, write_compact_string,
+          write_compact_nullable_string)),
+        ("bytes", (read_bytes, read_nullable_bytes, read_compact_bytes,
+                   read_compact_nullable_bytes),
+         (write_bytes, write_nullable_bytes, write_compact_bytes,
+          write_compact_nullable_bytes))):
+    for _flex in (False, True):
+        for _null in (False, True):
+            READERS[_type, _null, _flex] = _readers[_flex * 2 + _null]
+            WRITERS[_type, _null, _flex] = _writers[_flex * 2 + _null]

@@ -124,19 +124,35 @@ def _count(n: int, flexible: bool) -> bytes:
     return p.uvarint(n + 1) if flexible else p.INT32.pack(n)
 
 
-def _null_count(flexible: bool) -> bytes:
-    return b"\x00" if flexible else b"\xff\xff\xff\xff"
+def _array_count(buf: Any, pos: int, nullable: bool, flexible: bool,
+                 item_size: int) -> tuple[int, int]:
+    """An array's element count (-1: null), refused when the bytes left cannot hold it."""
+    n, pos = _read_count(buf, pos, flexible)
+    if n < 0:
+        if nullable and n == -1:
+            return -1, pos
+        raise p.CodecError(f"array count {n}")
+    if n * item_size > len(buf) - pos:
+        raise p.CodecError(f"array count {n} exceeds the bytes left")
+    return n, pos
+
+
+def _array_head(value: Any, out: list[bytes], nullable: bool, flexible: bool) -> bool:
+    """Write an array's count (or its null); True when elements are to follow."""
+    if value is None:
+        if not nullable:
+            raise ValueError("null for a non-nullable array")
+        out.append(b"\x00" if flexible else b"\xff\xff\xff\xff")
+        return False
+    out.append(_count(len(value), flexible))
+    return True
 
 
 def _array_reader(elem: Reader, nullable: bool, flexible: bool) -> Reader:
     def read(buf: Any, pos: int) -> tuple[Any, int]:
-        n, pos = _read_count(buf, pos, flexible)
+        n, pos = _array_count(buf, pos, nullable, flexible, 1)
         if n < 0:
-            if nullable and n == -1:
-                return None, pos
-            raise p.CodecError(f"array count {n}")
-        if n > len(buf) - pos:
-            raise p.CodecError(f"array count {n} exceeds the bytes left")
+            return None, pos
         out: list[Any] = []
         append = out.append
         for _ in range(n):
@@ -150,39 +166,25 @@ def _fixed_array_reader(code: str, nullable: bool, flexible: bool) -> Reader:
     size = struct.calcsize(">" + code)
 
     def read(buf: Any, pos: int) -> tuple[Any, int]:
-        n, pos = _read_count(buf, pos, flexible)
+        n, pos = _array_count(buf, pos, nullable, flexible, size)
         if n < 0:
-            if nullable and n == -1:
-                return None, pos
-            raise p.CodecError(f"array count {n}")
-        if n * size > len(buf) - pos:
-            raise p.CodecError(f"array count {n} exceeds the bytes left")
+            return None, pos
         return list(struct.unpack_from(f">{n}{code}", buf, pos)), pos + n * size
     return read
 
 
 def _array_writer(elem: Writer, nullable: bool, flexible: bool) -> Writer:
     def write(value: Any, out: list[bytes]) -> None:
-        if value is None:
-            if not nullable:
-                raise ValueError("null for a non-nullable array")
-            out.append(_null_count(flexible))
-            return
-        out.append(_count(len(value), flexible))
-        for item in value:
-            elem(item, out)
+        if _array_head(value, out, nullable, flexible):
+            for item in value:
+                elem(item, out)
     return write
 
 
 def _fixed_array_writer(code: str, nullable: bool, flexible: bool) -> Writer:
     def write(value: Any, out: list[bytes]) -> None:
-        if value is None:
-            if not nullable:
-                raise ValueError("null for a non-nullable array")
-            out.append(_null_count(flexible))
-            return
-        out.append(_count(len(value), flexible))
-        out.append(struct.pack(f">{len(value)}{code}", *value))
+        if _array_head(value, out, nullable, flexible):
+            out.append(struct.pack(f">{len(value)}{code}", *value))
     return write
 
 
@@ -359,12 +361,8 @@ class Message:
 
     def decode(self, buf: Any, version: int, pos: int = 0) -> tuple[dict, int]:
         """A message body from ``buf[pos:]``; :class:`CodecError` for anything malformed."""
-        try:
+        with p.reading(self.name, "v", version):
             return self.codec(version)[0](buf, pos)
-        except p.CodecError:
-            raise
-        except (struct.error, IndexError, ValueError, OverflowError) as e:
-            raise p.CodecError(f"{self.name} v{version}: {e}") from None
 
     def encode_into(self, value: dict, version: int, out: list[bytes]) -> None:
         self.codec(version)[1](value, out)

@@ -10,7 +10,10 @@ Layout (61-byte header, then the records, compressed as a whole)::
 The CRC covers ``attributes`` to the end; ``baseOffset`` and the leader epoch lie
 outside it, so a stored batch is served by Fetch with only those two patched
 (:func:`rebase_batch`) and never re-encoded. Message sets v0/v1 (magic 0/1)
-are refused: Produce v3+ requires v2, and amqplite serves nothing older.
+raise :class:`CodecError`: Produce v3+ requires v2, so the clients served
+never send them, and the session answers such a partition with Kafka's
+UNSUPPORTED_FOR_MESSAGE_FORMAT (43) as a broker would for a batch it cannot
+store; any other refusal here (CRC, lengths, decompression) is CORRUPT_MESSAGE (2).
 """
 
 from __future__ import annotations

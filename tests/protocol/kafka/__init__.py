@@ -1,0 +1,1 @@
+"""Tests of the sans-I/O Kafka codec (amqplite.protocol.kafka)."""

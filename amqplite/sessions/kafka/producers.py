@@ -113,6 +113,10 @@ class Producers:
         e.batches.append((first_seq, e.last_seq, base_offset))
         e.used = now
 
+    def forget(self, queue_id: int, producer_id: int) -> None:
+        """A batch of this producer did not commit: it starts afresh on that partition."""
+        self.entries.pop((queue_id, producer_id), None)
+
     def forget_queue(self, queue_id: int) -> None:
         """The stream is gone (its topic deleted)."""
         for key in [k for k in self.entries if k[0] == queue_id]:

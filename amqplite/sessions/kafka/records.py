@@ -23,6 +23,7 @@ by field name.
 from __future__ import annotations
 
 import decimal
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -127,7 +128,24 @@ def _as_bytes(v: Any) -> bytes | None:
         return b"true" if v else b"false"
     if isinstance(v, int | float | decimal.Decimal):
         return str(int(v) if isinstance(v, Timestamp) else v).encode()
-    return repr(v).encode("utf-8", "backslashreplace")
+    # a table or an array (x-death, say): its JSON, which any consumer can read
+    return json.dumps(_plain(v), separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8", "surrogateescape")
+
+
+def _plain(v: Any) -> Any:
+    """A field value as JSON can hold it."""
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "backslashreplace")
+    if isinstance(v, Timestamp):
+        return int(v)
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    return str(v)
 
 
 def _headers(table: Mapping[str, Any]) -> list[tuple[str, bytes | None]]:

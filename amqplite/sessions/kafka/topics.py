@@ -127,6 +127,8 @@ class Produced:
     log_start_offset: int = -1
     seq: int | None = None
     message: str | None = None
+    #: the partition's stream (for ``produce_failed``)
+    queue_id: int | None = None
 
 
 @attrs.frozen
@@ -388,16 +390,28 @@ class Topics:
             return Produced(error, log_start_offset=st.first_offset)
         if dup is not None:
             return Produced(ErrorCode.NONE, dup, st.first_offset)
+        try:  # all converted before any is appended: a batch goes in whole or not at all
+            entries = [(*to_amqp(r), r.value or b"") for r in records]
+        except ValueError as exc:  # a header name over 255 bytes: no AMQP table holds it
+            return Produced(ErrorCode.INVALID_RECORD, log_start_offset=st.first_offset,
+                            message=str(exc))
         publish = self.broker.stream_publish
         base = st.next_offset
-        for r in records:
-            rk, props = to_amqp(r)
-            publish(ch, q, rk, props, r.value or b"")
+        for rk, props, body in entries:
+            publish(ch, q, rk, props, body)
         self.producers.appended(q.id, producer_id, producer_epoch, base_sequence, n, base,
                                 self.broker.now())
         cs = ch.confirms
         seq = cs.next_seq - 1 if ch.confirm and cs is not None else None
-        return Produced(ErrorCode.NONE, base, st.first_offset, seq)
+        return Produced(ErrorCode.NONE, base, st.first_offset, seq, queue_id=q.id)
+
+    def produce_failed(self, produced: Produced, producer_id: int) -> None:
+        """The commit of an idempotent batch failed (its Confirm was a nack): forget the
+        producer's state on that partition, so the client's retry of the batch is
+        appended instead of being answered as a duplicate of records that are not
+        there."""
+        if producer_id >= 0 and produced.queue_id is not None:
+            self.producers.forget(produced.queue_id, producer_id)
 
     # ---------------------------------------------------------------- fetch
     def fetch(self, ch: ChannelState, topic: str, partition: int, offset: int,

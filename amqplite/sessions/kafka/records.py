@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import decimal
 import json
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -87,8 +88,60 @@ def routing_key_of(key: bytes | None) -> str:
         return ""
 
 
+_u32 = struct.Struct(">I").pack
+_u64 = struct.Struct(">Q").pack
+_i64 = struct.Struct(">q").pack
+#: property flags: headers, delivery_mode, timestamp
+_HEADERS, _MODE, _TIME = 1 << 13, 1 << 12, 1 << 6
+_KEY_NAME = bytes((len(KEY_HEADER),)) + KEY_HEADER.encode() + b"S"
+_NULL_FIELD = bytes((len(NULL_VALUE_HEADER),)) + NULL_VALUE_HEADER.encode() + b"t\x01"
+_TIME_NAME = bytes((len(TIMESTAMP_HEADER),)) + TIMESTAMP_HEADER.encode() + b"l"
+
+
 def to_amqp(r: Record) -> tuple[str, bytes]:
-    """(routing key, properties) of the entry for ``r``; its body is ``r.value or b""``."""
+    """(routing key, properties) of the entry for ``r``; its body is ``r.value or b""``.
+
+    The properties are written here directly (what ``encode_properties`` makes of
+    ``_to_amqp_table``'s table, a test holds them equal): a produce converts every
+    record, and the generic encoder took half of a Kafka append's time. A name
+    given twice takes the generic way (an array)."""
+    fields: list[bytes] = []
+    if r.headers:
+        seen: set[str] = set()
+        for name, value in r.headers:
+            if name in RESERVED:
+                continue
+            if name in seen:
+                return _to_amqp_table(r)
+            seen.add(name)
+            k = name.encode("utf-8")
+            if len(k) > 255:
+                raise ValueError(f"field table key longer than 255 bytes: {name[:40]!r}...")
+            fields.append(bytes((len(k),)) + k + (
+                b"V" if value is None else b"S" + _u32(len(value)) + value))
+    key = r.key
+    if key is not None:
+        fields.append(_KEY_NAME + _u32(len(key)) + key)
+    if r.value is None:
+        fields.append(_NULL_FIELD)
+    ts = r.timestamp
+    flags = _MODE
+    tail = b"\x02"
+    if ts >= 0:
+        flags |= _TIME
+        tail += _u64(ts // 1000)
+        if ts % 1000:
+            fields.append(_TIME_NAME + _i64(ts))
+    if fields:
+        flags |= _HEADERS
+        table = b"".join(fields)
+        return routing_key_of(key), b"".join(
+            (flags.to_bytes(2, "big"), _u32(len(table)), table, tail))
+    return routing_key_of(key), flags.to_bytes(2, "big") + tail
+
+
+def _to_amqp_table(r: Record) -> tuple[str, bytes]:
+    """``to_amqp`` through a FieldTable and ``encode_properties``."""
     table = FieldTable()
     for name, value in r.headers:
         if name in RESERVED:

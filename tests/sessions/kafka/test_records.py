@@ -15,7 +15,14 @@ from amqplite.protocol.properties import (
     with_header,
 )
 from amqplite.sessions.kafka.producers import INT32_MAX, Producers, last_sequence
-from amqplite.sessions.kafka.records import RESERVED, Record, from_amqp, routing_key_of, to_amqp
+from amqplite.sessions.kafka.records import (
+    RESERVED,
+    Record,
+    _to_amqp_table,
+    from_amqp,
+    routing_key_of,
+    to_amqp,
+)
 
 APPENDED_US = 1_800_000_000_123_456
 
@@ -52,6 +59,12 @@ def test_a_record_comes_back_as_it_was_produced(r: Record, offset: int) -> None:
     assert back.value == r.value
     assert back.timestamp == (r.timestamp if r.timestamp >= 0 else APPENDED_US // 1000)
     assert back.headers == grouped(list(r.headers))
+
+
+@given(records)
+@settings(max_examples=300, deadline=None)
+def test_the_direct_encoding_is_the_generic_ones(r: Record) -> None:
+    assert to_amqp(r) == _to_amqp_table(r)
 
 
 def test_the_key_is_the_routing_key_when_it_is_a_shortstr() -> None:

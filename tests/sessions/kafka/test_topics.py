@@ -25,9 +25,8 @@ OK = ErrorCode.NONE
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[Node]:
-    n = Node(tmp_path / "k.db")
-    yield n
-    n.close()
+    with Node(tmp_path / "k.db") as n:
+        yield n
 
 
 # ------------------------------------------------------------------- the model
@@ -110,12 +109,9 @@ def test_retention_configs_become_stream_arguments(node: Node) -> None:
 
 
 def test_num_partitions_is_the_default(tmp_path: Path) -> None:
-    n = Node(tmp_path / "k.db", num_partitions=4)
-    try:
+    with Node(tmp_path / "k.db", num_partitions=4) as n:
         assert n.topics.create_topic(n.ch, "t").error == OK
         assert len(n.topics.partitions("/", "t") or []) == 4
-    finally:
-        n.close()
 
 
 # ---------------------------------------------------------------- auto-create
@@ -131,19 +127,15 @@ def test_metadata_and_produce_create_unknown_topics(node: Node) -> None:
 
 
 def test_auto_create_off(tmp_path: Path) -> None:
-    n = Node(tmp_path / "k.db", auto_create=False)
-    try:
+    with Node(tmp_path / "k.db", auto_create=False) as n:
         assert n.topics.metadata(n.ch, ["t"])["t"].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert n.produce("t", [b"v"]).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert "t" not in n.b.vhost("/").queues
-    finally:
-        n.close()
 
 
 # ---------------------------------------------------------------- permissions
 def test_amqp_permissions_decide(tmp_path: Path) -> None:
-    n = Node(tmp_path / "k.db", access_control=True)
-    try:
+    with Node(tmp_path / "k.db", access_control=True) as n:
         b = n.b
         b.put_user("reader", "", "", persist=False)
         b.set_permissions("reader", "/", "^$", "^$", ".*", persist=False)
@@ -163,15 +155,12 @@ def test_amqp_permissions_decide(tmp_path: Path) -> None:
         assert n.topics.list_offset(w, "t", 0, -1).error == denied  # type: ignore[union-attr]
         assert n.topics.delete_topic(w, "t").error == denied
         assert n.topics.delete_topic(n.ch, "t").error == OK
-    finally:
-        n.close()
 
 
 # --------------------------------------------------------------------- delete
 def test_delete_takes_the_streams_and_the_committed_offsets(tmp_path: Path) -> None:
     c = GroupCoordinator()
-    n = Node(tmp_path / "k.db", coordinator=c)
-    try:
+    with Node(tmp_path / "k.db", coordinator=c) as n:
         t = n.topics
         assert t.create_topic(n.ch, "gone", 2).error == OK
         _errors, rows = c.commit_offsets(0, "/", "g", -1, "", [("gone", 0, 3, "")])
@@ -186,8 +175,6 @@ def test_delete_takes_the_streams_and_the_committed_offsets(tmp_path: Path) -> N
         assert "gone" not in vh.exchanges and not {"gone-0", "gone-1"} & set(vh.queues)
         assert c.fetch_offsets("/", "g", [("gone", 0)])[0].offset == -1
         assert t.delete_topic(n.ch, "gone").error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    finally:
-        n.close()
 
 
 # -------------------------------------------------------------- produce/fetch
@@ -405,10 +392,9 @@ def test_kafka_records_read_by_an_amqp_stream_consumer(node: Node) -> None:
 def test_records_survive_a_restart(tmp_path: Path) -> None:
     from tests.broker.test_spill import _reopen
 
-    n = Node(tmp_path / "k.db")
-    n.topics.create_topic(n.ch, "t", 2)
-    n.produce("t", [b"a", b"b"], partition=1)
-    n.close()
+    with Node(tmp_path / "k.db") as n:
+        n.topics.create_topic(n.ch, "t", 2)
+        n.produce("t", [b"a", b"b"], partition=1)
     store, b = _reopen(tmp_path / "k.db")
     store.start()
     try:

@@ -76,5 +76,8 @@ class Node:
             r = self.topics.scanned(r, self.store.fetch_stream(r.queue_id, r.lo, r.limit))
         return r
 
-    def close(self) -> None:
+    def __enter__(self) -> Node:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         self.store.close(timeout=10)

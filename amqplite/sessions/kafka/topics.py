@@ -159,6 +159,10 @@ class Fetched:
     records: list[LogRecord]
     high_watermark: int
     log_start_offset: int
+    #: where the client's next Fetch goes on: after the last record, or past the
+    #: high watermark when nothing up to it was found (the offsets of a failed commit:
+    #: the shell answers with an empty batch ending there, or the client asks forever)
+    next_offset: int = -1
 
 
 @attrs.frozen
@@ -449,7 +453,8 @@ class Topics:
                 break
             out.append(r)
             total += size
-        return Fetched(out, read.high_watermark, read.log_start_offset)
+        nxt = out[-1].offset + 1 if out else read.hi + 1
+        return Fetched(out, read.high_watermark, read.log_start_offset, nxt)
 
     def wait_append(self, vhost: str, topic: str, partition: int,
                     wake: Callable[[], None]) -> Callable[[], None] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 from amqplite.broker import superstream as ss
@@ -207,6 +208,12 @@ def test_fetch_bounds(node: Node) -> None:
         "at least one record, whatever max_bytes"
     some = node.fetch("t", 0, max_bytes=450)
     assert isinstance(some, Fetched) and 1 < len(some.records) < 10
+    assert some.next_offset == len(some.records)
+    # offsets whose commit failed are a gap: the answer moves the client past them
+    read = node.topics.fetch(node.ch, "t", 0, 10, 1 << 20)
+    assert not read.read
+    gap = Topics.fetched(attrs.evolve(read, lo=10, hi=12), [])
+    assert (gap.records, gap.next_offset) == ([], 13)
     assert node.fetch("t", 0, partition=1).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # type: ignore[union-attr]
     assert node.fetch("nope", 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # type: ignore[union-attr]
 

@@ -289,6 +289,16 @@ def test_a_retried_batch_gets_its_first_offset_back(node: Node) -> None:
                         base_sequence=77).base_offset == 0
 
 
+def test_a_batch_whose_commit_failed_is_appended_on_its_retry(node: Node) -> None:
+    _e, pid, _ep = node.topics.init_producer_id()
+    node.topics.create_topic(node.ch, "t")
+    p = node.produce("t", [b"lost"], producer_id=pid, producer_epoch=0, base_sequence=0)
+    assert p.queue_id == node.b.vhost("/").queues["t"].id
+    node.topics.produce_failed(p, pid)  # its Confirm was a nack
+    again = node.produce("t", [b"lost"], producer_id=pid, producer_epoch=0, base_sequence=0)
+    assert (again.error, again.base_offset) == (OK, 1), "appended, not a duplicate"
+
+
 # -------------------------------------------------------------- ListOffsets
 def test_list_offsets(node: Node) -> None:
     node.topics.create_topic(node.ch, "t")

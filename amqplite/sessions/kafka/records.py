@@ -201,6 +201,14 @@ def _plain(v: Any) -> Any:
     return str(v)
 
 
+def _generic(offset: int, appended_us: int, exchange: str, routing_key: str,
+             properties: bytes, body: bytes) -> LogRecord:
+    """``from_amqp`` through the generic decoder only (tests hold the two equal)."""
+    p = decode_properties(properties)
+    return _record(offset, appended_us, exchange, routing_key, p.headers or {}, p.timestamp,
+                   body)
+
+
 def _headers(table: Mapping[str, Any]) -> list[tuple[str, bytes | None]]:
     out: list[tuple[str, bytes | None]] = []
     for name, v in table.items():
@@ -213,11 +221,68 @@ def _headers(table: Mapping[str, Any]) -> list[tuple[str, bytes | None]]:
     return out
 
 
+_u32_at = struct.Struct(">I").unpack_from
+_q_at = struct.Struct(">q").unpack_from
+_Q_at = struct.Struct(">Q").unpack_from
+
+
+def _direct(raw: bytes) -> tuple[dict[str, Any], int | None] | None:
+    """(headers, timestamp seconds) of properties as ``to_amqp`` writes them (headers,
+    delivery mode and timestamp only; header values longstr, void, bool or long),
+    read without the generic decoder; None for any other shape. Every Kafka-produced
+    entry has this shape, and a Fetch reads each."""
+    # flags: headers and delivery mode in the first octet, timestamp in the second
+    if len(raw) < 2 or raw[0] & ~0x30 or raw[1] & ~0x40:
+        return None
+    flags = raw[0] << 8 | raw[1]
+    table: dict[str, Any] = {}
+    at = 2
+    try:
+        if flags & _HEADERS:
+            end = at + 4 + _u32_at(raw, at)[0]
+            at += 4
+            while at < end:
+                n = raw[at]
+                name = raw[at + 1 : at + 1 + n].decode("utf-8")
+                at += 1 + n
+                tag = raw[at]
+                at += 1
+                if tag == 0x53:  # S
+                    ln = _u32_at(raw, at)[0]
+                    table[name] = raw[at + 4 : at + 4 + ln]
+                    at += 4 + ln
+                elif tag == 0x56:  # V
+                    table[name] = None
+                elif tag == 0x74 and raw[at] < 2:  # t
+                    table[name] = raw[at] == 1
+                    at += 1
+                elif tag == 0x6C:  # l
+                    table[name] = _q_at(raw, at)[0]
+                    at += 8
+                else:
+                    return None
+            if at != end:
+                return None
+        if flags & _MODE:
+            at += 1
+        ts = _Q_at(raw, at)[0] if flags & _TIME else None
+    except (IndexError, UnicodeDecodeError, struct.error):
+        return None
+    return table, ts
+
+
 def from_amqp(offset: int, appended_us: int, exchange: str, routing_key: str,
               properties: bytes, body: bytes) -> LogRecord:
     """The record Fetch returns for the stream entry at ``offset``."""
-    p = decode_properties(properties)
-    table: Mapping[str, Any] = p.headers or {}
+    fast = _direct(properties)
+    if fast is None:
+        return _generic(offset, appended_us, exchange, routing_key, properties, body)
+    table, seconds = fast
+    return _record(offset, appended_us, exchange, routing_key, table, seconds, body)
+
+
+def _record(offset: int, appended_us: int, exchange: str, routing_key: str,
+            table: Mapping[str, Any], seconds: int | None, body: bytes) -> LogRecord:
     key: bytes | None
     k = table.get(KEY_HEADER)
     if isinstance(k, bytes | str):
@@ -230,8 +295,8 @@ def from_amqp(offset: int, appended_us: int, exchange: str, routing_key: str,
     ms = table.get(TIMESTAMP_HEADER)
     if isinstance(ms, int) and not isinstance(ms, bool):
         ts = ms
-    elif p.timestamp is not None:
-        ts = int(p.timestamp) * 1000
+    elif seconds is not None:
+        ts = int(seconds) * 1000
     else:
         ts = appended_us // 1000
     return LogRecord(offset, ts, key, value, _headers(table))

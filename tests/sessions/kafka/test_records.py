@@ -18,6 +18,8 @@ from amqplite.sessions.kafka.producers import INT32_MAX, Producers, last_sequenc
 from amqplite.sessions.kafka.records import (
     RESERVED,
     Record,
+    _direct,
+    _generic,
     _to_amqp_table,
     from_amqp,
     routing_key_of,
@@ -65,6 +67,29 @@ def test_a_record_comes_back_as_it_was_produced(r: Record, offset: int) -> None:
 @settings(max_examples=300, deadline=None)
 def test_the_direct_encoding_is_the_generic_ones(r: Record) -> None:
     assert to_amqp(r) == _to_amqp_table(r)
+
+
+@given(records, st.sampled_from(["", "amq.direct"]))
+@settings(max_examples=300, deadline=None)
+def test_the_direct_decoding_is_the_generic_ones(r: Record, exchange: str) -> None:
+    rk, props = to_amqp(r)
+    stored = with_header(props, "x-stream-offset", 5, "l")
+    names = [k for k, _ in r.headers]
+    if len(set(names)) == len(names):  # a repeated name is an array: the generic way
+        assert _direct(stored) is not None, "a Kafka record's properties take the direct way"
+    assert (from_amqp(5, APPENDED_US, exchange, rk, stored, b"v")
+            == _generic(5, APPENDED_US, exchange, rk, stored, b"v"))
+
+
+def test_other_properties_take_the_generic_way() -> None:
+    for props in (BasicProperties(content_type="text/plain"),
+                  BasicProperties(headers=FieldTable({"n": 1})),  # an int32 header
+                  BasicProperties(headers=FieldTable({"a": [b"x"]}))):
+        raw = encode_properties(props)
+        assert _direct(raw) is None
+        assert from_amqp(0, APPENDED_US, "", "", raw, b"") == _generic(0, APPENDED_US, "", "",
+                                                                       raw, b"")
+    assert _direct(b"\x20\x00\x00\x00\x00\x09") is None, "a table running past its end"
 
 
 def test_the_key_is_the_routing_key_when_it_is_a_shortstr() -> None:

@@ -52,6 +52,10 @@ from amqplite.sessions.kafka.records import LogRecord, Record, from_amqp, to_amq
 
 #: Kafka's topic names: these characters, at most 249 of them, not "." or ".."
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+#: most partitions one topic may have: each is a stream, all created in one call (the
+#: event loop's), so a request for a million must not stall the broker; with it a
+#: partition's name (249 characters, "-", 3 digits) stays a shortstr
+MAX_PARTITIONS = 1000
 #: ListOffsets' special timestamps
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
 #: topic configs CreateTopics takes, and the stream argument each sets
@@ -275,9 +279,9 @@ class Topics:
             return Answer(ErrorCode.INVALID_TOPIC_EXCEPTION, why)
         if partitions == -1:
             partitions = self.num_partitions
-        if partitions < 1:
-            return Answer(ErrorCode.INVALID_PARTITIONS,
-                          f"number of partitions must be at least 1, not {partitions}")
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            return Answer(ErrorCode.INVALID_PARTITIONS, "number of partitions must be from 1 "
+                          f"to {MAX_PARTITIONS}, not {partitions}")
         if replication_factor not in (-1, 1):
             return Answer(ErrorCode.INVALID_REPLICATION_FACTOR,
                           "replication factor must be 1 (or -1, the default): amqplite is "

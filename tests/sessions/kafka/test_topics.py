@@ -83,6 +83,8 @@ def test_kafkas_checks_of_a_create(node: Node) -> None:
     assert t.create_topic(ch, "x" * 249).error == OK
     assert t.create_topic(ch, "a", 0).error == ErrorCode.INVALID_PARTITIONS
     assert t.create_topic(ch, "a", -2).error == ErrorCode.INVALID_PARTITIONS
+    assert t.create_topic(ch, "a", 1001).error == ErrorCode.INVALID_PARTITIONS
+    assert t.create_topic(ch, "y" * 249, 1000).error == OK, "y...y-999 is a queue name"
     assert t.create_topic(ch, "a", 1, 3).error == ErrorCode.INVALID_REPLICATION_FACTOR
     assert t.create_topic(ch, "a", 1, 1).error == OK
     for configs in ({"min.insync.replicas": "2"}, {"retention.ms": "soon"},

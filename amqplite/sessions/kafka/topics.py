@@ -496,7 +496,9 @@ class Topics:
         """ListOffsets for one partition: earliest (-2), latest (-1), max timestamp
         (-3), or the first offset appended at or after ``timestamp`` (ms): that one
         may need a store read (an ``OffsetScan``). Times are append times (a
-        stream's segments index them), so the answer is LogAppendTime's."""
+        stream's segments index them), so the answer is LogAppendTime's. The latest
+        offset counts appends not committed yet: the shell answers after
+        ``Server.committed()``, as for a Fetch's high watermark."""
         error, q = self._partition(ch, topic, partition, "read")
         if q is None:
             return OffsetAnswer(error)

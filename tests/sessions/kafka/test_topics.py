@@ -70,6 +70,12 @@ def test_amqp_declared_streams_and_super_streams_are_topics(node: Node) -> None:
     assert info["classic"].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     # a topic over a name a classic queue holds cannot be made
     assert node.topics.create_topic(node.ch, "classic").error == ErrorCode.TOPIC_ALREADY_EXISTS
+    # a super stream shadows a plain stream of its name
+    b.exchange_declare(ch, "plain", "direct", durable=True,
+                       arguments={ss.SUPER_STREAM_ARG: True})
+    b.queue_declare(ch, "plain-0", durable=True, arguments={"x-queue-type": "stream"})
+    b.queue_bind(ch, "plain-0", "plain", "0", {ss.PARTITION_ORDER_ARG: 0})
+    assert node.topics.describe("/")["plain"] == ["plain-0"]
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a/b", "tab\tname", "é", "x" * 250])

@@ -38,6 +38,11 @@ def _positive(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         raise ConfigError(f"{attr.name} must not be negative; got {value!r}")
 
 
+def _at_least_one(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
+    if value < 1:
+        raise ConfigError(f"{attr.name} must be at least 1; got {value!r}")
+
+
 def _u16(inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
     if not 0 <= value <= 65_535:
         raise ConfigError(f"{attr.name} must be from 0 to 65535; got {value!r}")
@@ -291,6 +296,12 @@ class Settings:
     stomp_max_frame_size: str = attrs.field(default="4MiB", validator=_size)
     #: the largest frame before the login is accepted (stomp.max_frame_size_unauthenticated)
     stomp_max_frame_size_unauthenticated: str = attrs.field(default="64KiB", validator=_size)
+    #: a Kafka client naming a topic that does not exist (Metadata, Produce) creates it
+    #: (Kafka's auto.create.topics.enable, on by default there too)
+    kafka_auto_create_topics: bool = True
+    #: partitions of an auto-created topic, and of CreateTopics asking for the default
+    #: (Kafka's num.partitions): 1 makes a plain stream, more a super stream
+    kafka_num_partitions: int = attrs.field(default=1, validator=_at_least_one)
     admin_host: str = "127.0.0.1"
     #: 0 disables the admin HTTP API
     admin_port: int = attrs.field(default=15672, validator=_positive)

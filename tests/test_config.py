@@ -142,3 +142,13 @@ def test_mqtt_tls_settings_from_flags_env_and_rabbitmq_style_toml(tmp_path: Path
     defaults = load_settings(None, env={})
     assert defaults.mqtt_tls_port is None and defaults.mqtt_websocket
     assert not defaults.mqtt_ssl_cert_login
+
+
+def test_kafka_topic_settings() -> None:
+    s = load_settings(None, env={})
+    assert (s.kafka_auto_create_topics, s.kafka_num_partitions) == (True, 1)
+    s = load_settings(None, env={"AMQPLITE_KAFKA_AUTO_CREATE_TOPICS": "false",
+                                 "AMQPLITE_KAFKA_NUM_PARTITIONS": "3"})
+    assert (s.kafka_auto_create_topics, s.kafka_num_partitions) == (False, 3)
+    with pytest.raises(ConfigError, match="kafka_num_partitions must be at least 1"):
+        load_settings(None, env={"AMQPLITE_KAFKA_NUM_PARTITIONS": "0"})

@@ -33,7 +33,8 @@ CASES = {
 #: no SQL; ``session`` and ``registry`` between them import every module of sessions/mqtt
 SESSION_MODULES = ("amqplite.sessions", "amqplite.sessions.mqtt",
                    "amqplite.sessions.mqtt.session", "amqplite.sessions.mqtt.registry",
-                   "amqplite.sessions.stomp.session", "amqplite.sessions.kafka.coordinator")
+                   "amqplite.sessions.stomp.session", "amqplite.sessions.kafka.coordinator",
+                   "amqplite.sessions.kafka.topics")
 for _name in SESSION_MODULES:
     CASES[_name] = ("trio", "sqlalchemy", "pyspark", "amqplite.server", "amqplite.store",
                     "amqplite.admin")

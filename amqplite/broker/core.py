@@ -242,6 +242,7 @@ class Broker:
         # publishing
         self.basic_publish = pub.basic_publish
         self.publish = pub.publish
+        self.stream_publish = pub.stream_publish
         self.enqueue = pub.enqueue
         self.new_message_key = pub.new_message_key
         # consumers, deliveries, acknowledgements

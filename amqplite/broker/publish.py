@@ -173,6 +173,33 @@ class Publisher:
             self._confirm_published(ch, res)
         return res
 
+    def stream_publish(self, ch: ChannelState, q: Queue, routing_key: str,
+                       properties_raw: bytes, body: bytes) -> int:
+        """Append one message to the stream ``q`` with no exchange between: a front whose
+        client picks the stream itself (a Kafka partition). Counted, logged and
+        confirmed as a publish on ``ch``; returns its offset. The caller checked the
+        write permission on ``q`` and built the properties (they are not checked)."""
+        st = q.stream
+        assert st is not None
+        off = st.next_offset
+        key = self._next_message_key
+        self._next_message_key = key + 1
+        msg = Message(key, "", routing_key, properties_raw, body)
+        stats = self.stats
+        stats["published"] += 1
+        self.new_sizes.append(len(body))
+        if self._log_on:
+            self._log_msg("published", q.vhost, msg, None, None, None, ch.session.protocol)
+        self.stream_append(q, msg)
+        ch.publishes += 1
+        stats["routed"] += 1
+        if q.consumers:
+            self._dispatch(q)
+        if ch.confirm:
+            stats["received_confirm"] += 1
+            self._confirm_published(ch, _ROUTED_STORED)
+        return off
+
     def _check_properties(self, ch: ChannelState, raw: bytes) -> None:
         """The door: properties must decode, with a valid expiration and our user-id.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from amqplite.protocol import streamrecord
@@ -133,8 +134,8 @@ class Group:
 class StreamLog:
     """Segments in offset order (the last one open), the next offset, the cursors."""
 
-    __slots__ = ("bytes", "cursors", "groups", "member_of", "next_offset", "routes", "segments",
-                 "splice")
+    __slots__ = ("bytes", "cursors", "groups", "member_of", "next_offset", "on_append", "routes",
+                 "segments", "splice")
 
     def __init__(self) -> None:
         #: (exchange, routing key) -> its route bytes in a record (publishers repeat them)
@@ -150,6 +151,10 @@ class StreamLog:
         #: consumer groups by name ("" = the stream itself as one group)
         self.groups: dict[str, Group] = {}
         self.member_of: dict[Consumer, Group] = {}
+        #: called after each append while set: a reader that pulls (a Kafka Fetch
+        #: waiting for ``max_wait_ms``) is woken instead of polling; None costs an
+        #: append one attribute test
+        self.on_append: Callable[[], None] | None = None
 
     @property
     def first_offset(self) -> int:

@@ -167,6 +167,8 @@ class Streams:
                              q.name, msg._mid if msg._mid is not None else msg.log_id,
                              key, None, None,
                              len(body), f"offset:{off}", None))
+        if st.on_append is not None:
+            st.on_append()
         return STORED
 
     def _put_segment(self, q: Queue, s: Segment) -> None:

@@ -8,5 +8,7 @@ these return, sleeps until ``next_deadline()`` and hands the store ops to
 Modules: ``coordinator`` (``GroupCoordinator``: JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup, the timers, DescribeGroups/ListGroups/DeleteGroups), ``group`` (one
 group's members, states and transitions), ``offsets`` (OffsetCommit and
-OffsetFetch), ``answers`` (what the calls return).
+OffsetFetch), ``answers`` (what the calls return); topics on streams: ``topics``
+(``Topics``: CreateTopics, DeleteTopics, Metadata, Produce, Fetch, ListOffsets),
+``records`` (records <-> AMQP messages), ``producers`` (idempotent producers).
 """

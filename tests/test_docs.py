@@ -26,7 +26,12 @@ order in a scratch directory of their own. Options:
 - ``server``: the block starts a long-running broker; it is given free ports, must
   listen on all of them, then is stopped with SIGTERM and must exit 0;
 - ``given NAME``: a precondition from ``GIVEN`` first (broker state, and for python
-  a prelude that defines what a fragment uses).
+  a prelude that defines what a fragment uses);
+- ``then q receives BODY, BODY (retained), ...``: after a python fragment given ``a
+  channel``, queue ``q`` holds exactly these bodies, in order, the ones marked
+  ``(retained)`` with the header ``x-retained: true``.
+
+Options are separated by ``;``.
 """
 
 from __future__ import annotations
@@ -102,7 +107,7 @@ def blocks(doc: Path) -> list[Block]:
                   above if mk else None)
         if mk:
             b.reason = mk.group("reason")
-            b.opts = [o.strip() for o in (mk.group("opts") or "").split(",") if o.strip()]
+            b.opts = [o.strip() for o in (mk.group("opts") or "").split(";") if o.strip()]
         out.append(b)
         i = end + 1
     return out
@@ -119,7 +124,8 @@ def test_every_command_block_is_run_or_says_why_not() -> None:
         if b.reason is not None:
             assert len(b.reason.split()) >= 3, f"{b.where}: say why it is not run"
         for opt in b.opts:
-            assert opt in OPTIONS or opt.removeprefix("given ") in GIVEN, \
+            assert (opt in OPTIONS or opt.removeprefix("given ") in GIVEN
+                    or opt.startswith(THEN)), \
                 f"{b.where}: unknown run option {opt!r}"
         if b.runs:
             assert b.lang in ("python", "sh", "bash", "console", "shell", ""), b.where
@@ -190,6 +196,7 @@ import pika
 conn = pika.BlockingConnection(pika.URLParameters("amqp://guest:guest@localhost:5672/%2F"))
 ch = conn.channel()
 q = ch.queue_declare("", exclusive=True).method.queue
+ch.confirm_delivery()  # a publish returns once it is routed: what q holds is settled
 def on_message(channel, method, properties, body):
     channel.basic_ack(method.delivery_tag)
 """
@@ -228,10 +235,43 @@ def orders_with_dead_letters(b: AdminBroker) -> None:
                  10, what="three dead letters")
 
 
+def message_order_4711(b: AdminBroker) -> None:
+    """A message with id ``order-4711`` has passed through the broker (audit.md's trace)."""
+    conn = b.connect()
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("shipments", durable=True)
+        ch.basic_publish("", "shipments", b'{"order":4711}', pika.BasicProperties(
+            delivery_mode=2, message_id="order-4711"))
+    finally:
+        conn.close()
+
+
+THEN = "then q receives "
+
+
+def epilogue(opt: str) -> str:
+    """Python that checks what ``q`` holds, for a ``then q receives ...`` option."""
+    want = []
+    for item in opt.removeprefix(THEN).split(","):
+        body, retained = item.strip(), False
+        if body.endswith("(retained)"):
+            body, retained = body.removesuffix("(retained)").strip(), True
+        want.append((body, retained))
+    return f"""
+got = []
+while (m := ch.basic_get(q, auto_ack=True))[0] is not None:
+    got.append((m[2].decode(), bool((m[1].headers or {{}}).get("x-retained"))))
+assert got == {want!r}, got
+"""
+
+
 #: name -> (broker state to set up first, python prelude for a fragment)
 GIVEN: dict[str, tuple[Callable[[AdminBroker], None] | None, str]] = {
     "a channel": (None, PRELUDE_CHANNEL),
     "orders with dead letters": (orders_with_dead_letters, ""),
+    "a message order-4711": (message_order_4711, ""),
 }
 
 
@@ -320,8 +360,10 @@ def run_block(b: Block, broker: Broker, env: dict[str, str], cwd: Path) -> None:
     if "no broker" in b.opts:
         ports = {k: free_port() for k in ports}
         env = dict(env, AMQPLITE_ADMIN_URL=f"http://127.0.0.1:{ports['15672']}")
-    prelude = ""
+    prelude = after = ""
     for opt in b.opts:
+        if opt.startswith(THEN):
+            after += epilogue(opt)
         if opt.startswith("given "):
             setup, code = GIVEN[opt.removeprefix("given ")]
             if setup is not None:
@@ -329,7 +371,7 @@ def run_block(b: Block, broker: Broker, env: dict[str, str], cwd: Path) -> None:
             prelude += code
     if b.lang == "python":
         script = cwd / f"snippet-{b.line}.py"
-        script.write_text(substitute(prelude + b.body, ports))
+        script.write_text(substitute(prelude + b.body + after, ports))
         r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                            timeout=60, cwd=cwd, env=env)
         assert r.returncode == 0, f"{b.where}\n{r.stdout}{r.stderr}"

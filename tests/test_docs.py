@@ -59,7 +59,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: fenced blocks in these languages need a decision (so does any with ``$ `` lines)
 COMMAND_LANGS = {"sh", "bash", "console", "shell", "python", "js"}
 MARKER = re.compile(r"^<!-- (?:run(?::\s*(?P<opts>[^>]*?))?|not run:\s*(?P<reason>[^>]*?)) -->$")
-FENCE = re.compile(r"^```(\S*)")
+FENCE = re.compile(r"^\s*```(\S*)")
 OPTIONS = {"fails", "no broker", "server"}
 
 
@@ -101,9 +101,11 @@ def blocks(doc: Path) -> list[Block]:
         end = i + 1
         while end < len(lines) and lines[end].strip() != "```":
             end += 1
-        above = lines[i - 1] if i else ""
+        above = lines[i - 1].strip() if i else ""
         mk = MARKER.match(above)
-        b = Block(path, i + 1, m.group(1), "\n".join(lines[i + 1:end]) + "\n",
+        indent = len(lines[i]) - len(lines[i].lstrip())
+        body = "".join(line[indent:] + "\n" for line in lines[i + 1:end])
+        b = Block(path, i + 1, m.group(1), body,
                   above if mk else None)
         if mk:
             b.reason = mk.group("reason")
@@ -131,7 +133,7 @@ def test_every_command_block_is_run_or_says_why_not() -> None:
             assert b.lang in ("python", "sh", "bash", "console", "shell", ""), b.where
     for doc in DOCS:
         text = doc.read_text()
-        comments = re.findall(r"^<!-- (?:not )?run\b.*$", text, re.M)
+        comments = re.findall(r"^\s*<!-- (?:not )?run\b.*$", text, re.M)
         marked = [b for b in blocks(doc) if b.marker is not None]
         assert len(comments) == len(marked), f"{doc}: a marker not right above a block"
 
@@ -350,7 +352,8 @@ def run_server(b: Block, env: dict[str, str], cwd: Path) -> None:
             return all(listening(port) for port in given.values())
         wait_for(up, 30, what=f"{b.where} to listen on {sorted(given.values())}")
     finally:
-        os.killpg(p.pid, signal.SIGTERM)
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
         rc = p.wait(30)
     assert rc == 0, f"{b.where}: exit status {rc}\n{log.read_text()}"
 

@@ -36,9 +36,11 @@ Options are separated by ``;``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -136,6 +138,79 @@ def test_every_command_block_is_run_or_says_why_not() -> None:
         comments = re.findall(r"^\s*<!-- (?:not )?run\b.*$", text, re.M)
         marked = [b for b in blocks(doc) if b.marker is not None]
         assert len(comments) == len(marked), f"{doc}: a marker not right above a block"
+
+
+def commands(block: str) -> Iterator[list[str]]:
+    """The simple commands of a shell block, as words (prompts, comments, ``\\``
+    continuations, a template's ``[ ]`` and ``...`` taken out)."""
+    lines = re.sub(r"\\\n", " ", block).splitlines()
+    if any(line.startswith("$ ") for line in lines):  # a session: the rest is output
+        lines = [line[2:] for line in lines if line.startswith("$ ")]
+    for line in lines:
+        try:
+            words = shlex.split(line.replace("[", " ").replace("]", " "), comments=True)
+        except ValueError:
+            continue
+        cmd: list[str] = []
+        for w in [*words, ";"]:
+            if w in ("&&", "||", "|", ";", "&"):
+                if cmd:
+                    yield cmd
+                cmd = []
+            elif w != "...":
+                cmd.append(w)
+
+
+@functools.cache
+def cli_options(path: tuple[str, ...]) -> frozenset[str]:
+    """The long options ``amqplite PATH...`` takes (the top level's too, which may
+    come before the command)."""
+    import click
+
+    from amqplite.cli import main
+
+    ctx = click.Context(main)
+    cmd: click.Command = main
+    opts: set[str] = set()
+    for word in ("", *path):
+        if word:
+            if not isinstance(cmd, click.Group) or cmd.get_command(ctx, word) is None:
+                break
+            cmd = cmd.get_command(ctx, word)  # type: ignore[assignment]
+        for p in cmd.params:
+            if isinstance(p, click.Option):
+                opts.update(o for o in (*p.opts, *p.secondary_opts) if o.startswith("--"))
+    return frozenset(opts | {"--help"})
+
+
+@functools.cache
+def script_help(script: str) -> str:
+    r = subprocess.run([sys.executable, str(ROOT / script), "--help"], capture_output=True,
+                       text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 0, f"{script} --help: {r.stderr}"
+    return r.stdout
+
+
+def test_commands_not_run_use_options_that_exist() -> None:
+    """What cannot run is still checked: every ``--option`` a not-run example gives
+    to ``amqplite`` or to a ``scripts/*.py`` exists there."""
+    bad = []
+    for b in ALL:
+        if b.reason is None or b.lang not in ("", "sh", "bash", "console", "shell"):
+            continue
+        for cmd in commands(b.body):
+            for i, w in enumerate(cmd):
+                flags = [f.split("=")[0] for f in cmd[i + 1:] if f.startswith("--")]
+                if w == "amqplite" or w.endswith("/bin/amqplite"):
+                    known = cli_options(tuple(cmd[i + 1:i + 3]))
+                    bad += [f"{b.where}: amqplite {f}" for f in flags if f not in known]
+                    break
+                if w.startswith("scripts/") and w.endswith(".py"):
+                    helptext = script_help(w)
+                    bad += [f"{b.where}: {w} {f}" for f in flags
+                            if not re.search(re.escape(f) + r"\b", helptext)]
+                    break
+    assert not bad, bad
 
 
 def session(block: str) -> list[tuple[str, str]]:

@@ -63,6 +63,8 @@ COMMAND_LANGS = {"sh", "bash", "console", "shell", "python", "js"}
 MARKER = re.compile(r"^<!-- (?:run(?::\s*(?P<opts>[^>]*?))?|not run:\s*(?P<reason>[^>]*?)) -->$")
 FENCE = re.compile(r"^\s*```(\S*)")
 OPTIONS = {"fails", "no broker", "server"}
+#: settings still accepted so old files load, but ignored (with a warning at start)
+OBSOLETE = ("store_writer",)
 
 
 @dataclass
@@ -211,6 +213,20 @@ def test_commands_not_run_use_options_that_exist() -> None:
                             if not re.search(re.escape(f) + r"\b", helptext)]
                     break
     assert not bad, bad
+
+
+@pytest.mark.parametrize("block", [b for b in ALL if b.lang == "toml"],
+                         ids=lambda b: b.where)
+def test_config_examples_load(block: Block, tmp_path: Path) -> None:
+    """A TOML example is a config file the broker takes (unknown keys are errors)
+    and sets no obsolete setting (one ignored with a warning at start)."""
+    from amqplite.config import load_settings
+
+    f = tmp_path / "amqplite.toml"
+    f.write_text(block.body)
+    load_settings(f, env={})
+    for key in OBSOLETE:
+        assert not re.search(rf"^{key}\s*=", block.body, re.M), f"{block.where}: {key} is obsolete"
 
 
 def session(block: str) -> list[tuple[str, str]]:

@@ -6,7 +6,10 @@ decision on the line right above it:
 
 - ``<!-- not run: REASON -->``: the reason a reader accepts (RabbitMQ, a second host,
   an install, a benchmark or a Spark job taking minutes, ...);
-- ``<!-- run -->``, optionally ``<!-- run: OPTION, OPTION -->``: run by this module.
+- ``<!-- run -->``, optionally ``<!-- run: OPTION; OPTION -->``: run by this module.
+
+Not-run examples are still checked for the ``--options`` they pass to ``amqplite``
+and ``scripts/*.py``, and every TOML example loads as a config file.
 
 A block with ``$ `` lines is a shell session: each command (with its ``\\``
 continuations) runs in bash, and the lines after it, if any, are its expected
@@ -30,8 +33,6 @@ order in a scratch directory of their own. Options:
 - ``then q receives BODY, BODY (retained), ...``: after a python fragment given ``a
   channel``, queue ``q`` holds exactly these bodies, in order, the ones marked
   ``(retained)`` with the header ``x-retained: true``.
-
-Options are separated by ``;``.
 """
 
 from __future__ import annotations

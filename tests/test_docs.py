@@ -1,7 +1,7 @@
 """The docs' examples, run against a real broker so that they stay true.
 
 Every fenced block of README.md and docs/*.md that holds commands or code (language
-sh, bash, console, shell, python or js, or any block with ``$ `` lines) carries a
+sh, bash, console, shell, python, js or html, or any block with ``$ `` lines) carries a
 decision on the line right above it:
 
 - ``<!-- not run: REASON -->``: the reason a reader accepts (RabbitMQ, a second host,
@@ -60,7 +60,7 @@ from tests.server.mqttclient import listening
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: fenced blocks in these languages need a decision (so does any with ``$ `` lines)
-COMMAND_LANGS = {"sh", "bash", "console", "shell", "python", "js"}
+COMMAND_LANGS = {"sh", "bash", "console", "shell", "python", "js", "html"}
 MARKER = re.compile(r"^<!-- (?:run(?::\s*(?P<opts>[^>]*?))?|not run:\s*(?P<reason>[^>]*?)) -->$")
 FENCE = re.compile(r"^\s*```(\S*)")
 OPTIONS = {"fails", "no broker", "server"}

@@ -41,5 +41,10 @@ def vhost_access_denied(vhost: str) -> StompError:
     return StompError("Bad CONNECT", f"Virtual host '{vhost}' access denied")
 
 
+def vhost_connection_limit(vhost: str, limit: int) -> StompError:
+    return StompError("Bad CONNECT", f"access to vhost '{vhost}' refused: connection "
+                                     f"limit ({limit}) is reached\n")
+
+
 def not_loopback() -> StompError:
     return StompError("Bad CONNECT", "non-loopback access denied")

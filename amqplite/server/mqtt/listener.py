@@ -47,7 +47,8 @@ class MQTTListener:
                  execute: Callable[..., Any], interpret: Callable[..., None],
                  committed: Callable[[], Awaitable[None]], persistence: Persistence,
                  stored_sessions: list[Any] | None = None,
-                 at_limit: Callable[[], bool] = lambda: False) -> None:
+                 at_limit: Callable[[], bool] = lambda: False,
+                 vhost_limit: Callable[[str], int | None] = lambda vhost: None) -> None:
         self.settings = settings
         self.broker = broker
         self.users = users
@@ -74,6 +75,8 @@ class MQTTListener:
         self.tls_ports: list[int] = []
         #: is max_connections reached, AMQP and MQTT clients together (the server's rule)
         self.at_connection_limit = at_limit
+        #: a vhost's max-connections when reached (None: room), all protocols counted
+        self.vhost_connection_limit = vhost_limit
 
     @property
     def clients(self) -> dict[Key, MQTTSession]:
@@ -177,7 +180,7 @@ async def run_mqtt(server: Server,
     listener = MQTTListener(server.settings, server.broker, server.users, server.execute,
                             server.interpret, server.committed, server.persist,
                             server.mqtt_sessions,
-                            server.at_connection_limit)
+                            server.at_connection_limit, server.vhost_connection_limit)
     server.mqtt = listener
     async with trio.open_nursery() as nursery:
         await nursery.start(listener.serve)

@@ -265,7 +265,7 @@ def test_refusals() -> None:
                            (("ACK", {"id": "T_zz@@session-2@@1"}), "Subscription not found"),
                            (("UNSUBSCRIBE", {"id": "zz"}), "No subscription found"),
                            (("SUBSCRIBE", {"id": "s", "destination": "/queue/q",
-                                           "selector": "a = 1"}), "Not supported"),
+                                           "selector": "a ="}), "Invalid selector"),
                            (("SEND", {"destination": "/queue/q", "priority": "high"}),
                             "Invalid header")):
         d = node.connect()

@@ -39,7 +39,7 @@ from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.stomp.connection import StompConnection
 from amqplite.protocol.stomp.destinations import Destination, Kind, format_destination
-from amqplite.protocol.stomp.errors import StompError
+from amqplite.protocol.stomp.errors import StompError, keeps_open
 from amqplite.protocol.stomp.events import (
     AbortReceived,
     AckMode,
@@ -229,14 +229,17 @@ class StompSession:
                 if ev.receipt is not None:
                     self._after_everything(ev.receipt)
         except StompError as exc:
-            self._refuse(exc, getattr(ev, "receipt", None))
+            self._refuse(exc, getattr(ev, "receipt", None), keeps_open(exc))
         except AMQPError as exc:
             self._refuse(_amqp_error(exc), getattr(ev, "receipt", None))
 
-    def _refuse(self, exc: StompError, receipt: str | None) -> None:
+    def _refuse(self, exc: StompError, receipt: str | None, keep_open: bool = False) -> None:
+        """ERROR, then the close; after a frame refused by the STOMP rules (not by
+        the broker) the connection goes on, as in RabbitMQ (``keeps_open``)."""
         log.info("STOMP %s: %s", self.session.peer, exc)
-        self.proto.send_error(exc.message, exc.detail, receipt=receipt)
-        self._finish()
+        self.proto.send_error(exc.message, exc.detail, receipt=receipt, close=not keep_open)
+        if not keep_open:
+            self._finish()
 
     # ------------------------------------------------------------ SEND
     def send(self, ev: SendReceived) -> None:

@@ -22,11 +22,13 @@ from amqplite.broker.commands import (
 )
 from amqplite.broker.deadletter import DeadLetterer, with_delivery_count
 from amqplite.broker.effects import NEED_PAGE_IN, Deliver, GetOk, NeedPageIn
+from amqplite.broker.exchanges.selected import message_headers
 from amqplite.broker.expiry import Expiry
-from amqplite.broker.model import ChannelState, Consumer, Delivery, Entry, Session
+from amqplite.broker.model import ChannelState, Consumer, Delivery, Entry, Message, Session
 from amqplite.broker.outbox import Outbox
 from amqplite.broker.paging import Pager
 from amqplite.broker.queue import Queue
+from amqplite.broker.selector import Selector
 from amqplite.broker.streams import Streams
 from amqplite.broker.vhost import VHost
 
@@ -96,7 +98,10 @@ class Dispatcher:
         no_ack: bool = False,
         exclusive: bool = False,
         arguments: dict[str, Any] | None = None,
+        selector: Selector | None = None,
     ) -> str:
+        """``selector`` (STOMP's, on a shared queue): only the messages it matches
+        come to this consumer; the others stay in the queue for other consumers."""
         cm = BASIC_CONSUME
         if queue == REPLY_TO or (not queue and ch.last_queue == REPLY_TO):
             return self._reply_consume(ch, consumer_tag, no_ack)
@@ -107,6 +112,9 @@ class Dispatcher:
             raise E.not_allowed(f"attempt to reuse consumer tag '{consumer_tag}'", cm)
         if any(c.exclusive for c in q.consumers) or (exclusive and q.consumers):
             raise E.access_refused(f"queue '{queue}' in vhost '{q.vhost}' in exclusive use", cm)
+        if selector is not None and q.stream is not None:
+            raise E.precondition(f"selectors are not supported on stream queue '{q.name}' "
+                                 f"in vhost '{q.vhost}'", cm)
         start = self.stream_attach(ch, q, no_ack, arguments) if q.stream is not None else None
         prio = (arguments or {}).get("x-priority")
         if prio is not None and (isinstance(prio, bool) or not isinstance(prio, int)):
@@ -114,6 +122,10 @@ class Dispatcher:
                 f"invalid arg 'x-priority' for queue '{q.name}' in vhost '{q.vhost}': "
                 f'"expected integer, got {E.amqp_type(prio)}"', cm)
         c = Consumer(consumer_tag, ch, q, no_ack, exclusive, ch.prefetch, arguments)
+        if selector is not None:
+            c.selector = selector
+            q.selective = True
+        unpark(q)  # a new consumer may want what the others did not
         ch.consumers[consumer_tag] = c
         if start is not None:
             self.stream_add_cursor(q, c, start)
@@ -173,6 +185,9 @@ class Dispatcher:
         if c in q.consumers:
             handed_over = q.remove_consumer(c) or handed_over
             q.last_used = self.now()
+            if q.selective and all(x.selector is None for x in q.consumers):
+                q.selective = False  # the plain way again, with what was parked
+                handed_over = unpark(q) or handed_over
         if q.auto_delete and q.had_consumer and not q.consumers and not q.deleted:
             vh = self.vhosts.get(q.vhost)
             if vh is not None:
@@ -189,6 +204,7 @@ class Dispatcher:
         if q.stream is not None:
             raise E.not_implemented("basic.get not supported by stream queues "
                                     f"queue '{q.name}' in vhost '{q.vhost}'", BASIC_GET)
+        unpark(q)  # a get takes the head, whatever the consumers' selectors
         self._expire_head(q)
         if not q.ready:
             self.stats["get_empty"] += 1
@@ -252,6 +268,9 @@ class Dispatcher:
         ready = q.ready
         consumers = q.consumers  # changed in place only
         now = 0.0
+        # the consumers do not change while this runs: their kind is read once
+        simple = not q.single_active and not q.prioritised
+        selective = q.selective
         while ready and consumers:
             if ready.disk_count and ready.needs_load:
                 self._request_load(q)
@@ -265,7 +284,20 @@ class Dispatcher:
             if head.message.body is None:
                 self._request_page_in(q)
                 return
-            if len(consumers) == 1 and not q.single_active and not q.prioritised:
+            if selective:
+                # a consumer with a selector (Artemis' and ActiveMQ's rule): the head
+                # goes, in turn, to a consumer with room whose selector matches it;
+                # one that no consumer's selector matches is parked (kept, not
+                # redelivered in a loop) until the consumers change; one whose
+                # matching consumers are all full waits for them, and what is
+                # behind it waits too (the order among matching messages is kept)
+                c, matched = _pick_selected(q, head.message)
+                if c is None:
+                    if matched:
+                        break
+                    q.parked.append(ready.popleft())
+                    continue
+            elif len(consumers) == 1 and simple:
                 # q.pick_consumer() with nothing to choose: Consumer.has_room, inlined
                 c = consumers[0]
                 ch = c.channel
@@ -513,3 +545,53 @@ class Dispatcher:
                 qs[c.queue] = None
         for q in qs:
             self._dispatch(q)
+
+
+def _pick_selected(q: Queue, msg: Message) -> tuple[Consumer | None, bool]:
+    """The consumer with room whose selector matches ``msg`` (round-robin, or by
+    priority, or the single active one), and whether any consumer's selector
+    matches it at all. The message's headers are built once, for the first
+    selector met."""
+    cs: list[Consumer] = q.consumers
+    if q.single_active:
+        cs = [] if q.active is None else [q.active]
+    headers: dict[str, str] | None = None
+    matched = False
+    best: Consumer | None = None
+    n = len(cs)
+    start = q.rr if q.rr < n else 0
+    for i in range(n):
+        c = cs[(start + i) % n]
+        sel = c.selector
+        if sel is not None:
+            if headers is None:
+                headers = message_headers(msg)
+            if not sel.matches(headers):
+                continue
+        matched = True
+        if not c.has_room():
+            continue
+        if not q.prioritised:
+            if not q.single_active:
+                q.rr = (start + i + 1) % n
+            return c, True
+        if best is None or c.priority > best.priority or (
+                c.priority == best.priority and c.served < best.served):
+            best = c
+    if best is not None:
+        q.served += 1
+        best.served = q.served
+    return best, matched
+
+
+def unpark(q: Queue) -> bool:
+    """The parked entries go back to ``ready`` at their positions (the consumers
+    changed: each is offered again); True when there were any."""
+    parked = q.parked
+    if not parked:
+        return False
+    ready = q.ready
+    for e in reversed(parked):  # highest first: each lands at the front cheaply
+        ready.insert_sorted(e)
+    q.parked = []
+    return True

@@ -161,7 +161,7 @@ class Entry:
 
 class Consumer:
     __slots__ = ("arguments", "channel", "exclusive", "no_ack", "prefetch", "priority", "queue",
-                 "served", "tag", "unacked")
+                 "selector", "served", "tag", "unacked")
 
     def __init__(
         self,
@@ -186,6 +186,9 @@ class Consumer:
         self.priority = p if isinstance(p, int) and not isinstance(p, bool) else 0
         #: when it was last served (the queue's counter): round-robin among equals
         self.served = 0
+        #: a STOMP ``selector`` on a shared queue (broker/selector.py): only the
+        #: messages it matches come here (None: every message)
+        self.selector: Any = None
 
     def has_room(self) -> bool:
         if self.no_ack:

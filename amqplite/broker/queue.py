@@ -45,6 +45,7 @@ class Queue:
         "next_position",
         "overflow",
         "paging",
+        "parked",
         "policy",
         "prioritised",
         "quorum",
@@ -52,6 +53,7 @@ class Queue:
         "route_to",
         "rr",
         "segment_size",
+        "selective",
         "served",
         "single_active",
         "spilled",
@@ -93,6 +95,11 @@ class Queue:
         #: x-single-active-consumer: only ``active`` receives; the rest wait their turn
         self.single_active = self.arguments.get("x-single-active-consumer") is True
         self.active: Consumer | None = None
+        #: some consumer has a selector: dispatch goes the selective way (dispatch.py)
+        self.selective = False
+        #: entries taken off the head that no current consumer's selector matches, in
+        #: position order: back in ``ready`` when the consumers change
+        self.parked: list[Entry] = []
         #: entries of this queue were written to the store to spill (transient ones
         #: included): deleting it must delete their rows even if it is not durable
         self.spilled = False
@@ -145,7 +152,7 @@ class Queue:
 
     @property
     def message_count(self) -> int:
-        return len(self.ready)
+        return len(self.ready) + len(self.parked)
 
     @property
     def deliver_get(self) -> int:

@@ -285,7 +285,8 @@ class Queues:
         if spilled:  # rows only: one range delete (the log names no message for them)
             self.outbox.emit(P.delete_entries(q, lo, hi))
             self.log_event("purged", q.vhost, None, q.name, reason=f"spilled:{spilled}")
-        gone = q.ready.clear()
+        gone = q.ready.clear() + q.parked
+        q.parked = []
         self.purge_entries(q, gone)
         return len(gone) + spilled
 
@@ -327,8 +328,9 @@ class Queues:
         for b in list(vh.bindings_to.get(("queue", q.name), ())):
             self._drop_binding(vh, b, persist_durable=False)
         count = q.message_count
-        parked = [e for e, _ in q.awaiting_body]
+        parked = [e for e, _ in q.awaiting_body] + q.parked
         q.awaiting_body.clear()
+        q.parked = []
         q.ready.drop_disk()
         for e in q.ready.clear() + parked:
             if e.stored:

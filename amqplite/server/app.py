@@ -144,13 +144,19 @@ class Server:
         return admitted + (0 if self.mqtt is None else len(self.mqtt.clients)) >= limit
 
     def vhost_connection_limit(self, vhost: str) -> int | None:
-        """The vhost's ``max-connections`` when the AMQP clients admitted to it have
-        reached it (None: room left, or no limit)."""
+        """The vhost's ``max-connections`` when the clients admitted to it, AMQP, MQTT
+        and STOMP together (as RabbitMQ counts them), have reached it (None: room
+        left, or no limit)."""
         limit = self.broker.vhost_limit(vhost, "max-connections")
         if limit is None:
             return None
         n = sum(c.admitted and c.session is not None and c.session.vhost == vhost
                 for c in self.connections)
+        if self.mqtt is not None:
+            n += sum(v == vhost for v, _ in self.mqtt.clients)
+        if self.stomp is not None:
+            n += sum(c.session is not None and c.session.vhost == vhost
+                     for c in self.stomp.clients)
         return limit if n >= limit else None
 
     def interpret(self, *, flush: bool = True) -> None:

@@ -1,8 +1,7 @@
 """STOMP as RabbitMQ 3.10.8's rabbitmq_stomp serves it, where a client can see it:
 the handshake, destinations, MESSAGE headers, acks, receipts, transactions,
-header mapping and the ERROR texts (docs/dev/stomp-reference.md). amqplite closes
-the connection after every ERROR where RabbitMQ often keeps it: the tests read
-the ERROR only."""
+header mapping, the ERROR texts (docs/dev/stomp-reference.md) and which ERRORs
+close the connection."""
 
 from __future__ import annotations
 
@@ -198,3 +197,43 @@ def test_amqp_headers_reach_stomp(stomp: Factory, name: str) -> None:
     assert (m.headers["x-n"], m.headers["amqp-message-id"], m.headers["priority"]) == (
         "7", "m-1", "3")
     _sync(c, "end")
+
+
+def _closes(c: RawStomp) -> bool:
+    """Nothing more comes and the broker closes the socket."""
+    try:
+        f = c.frame(5)
+    except AssertionError:
+        return c.closed
+    raise AssertionError(f"a frame after the ERROR: {f}")
+
+
+def test_a_refused_frame_leaves_the_connection_open(stomp: Factory, name: str) -> None:
+    """RabbitMQ answers a frame its STOMP rules refuse with ERROR and goes on."""
+    for command, headers, message in (
+            ("SEND", {"destination": "/foo/bar"}, "Unknown destination"),
+            ("SEND", {}, "Missing destination"),
+            ("SEND", {"destination": f"/queue/{name}", "message-id": "m"}, "Invalid header"),
+            ("COMMIT", {"transaction": "nope"}, "Bad transaction"),
+            ("ACK", {"id": "T_zz@@session-x@@1"}, "Subscription not found"),
+            ("UNSUBSCRIBE", {"id": "zz"}, "No subscription found"),
+            ("BEGIN", {}, "Missing transaction"),
+            ("FOO", {}, "Bad command")):
+        c = stomp()
+        c.send(command, headers, b"")
+        assert c.expect("ERROR").headers["message"] == message, command
+        _sync(c, f"after-{command}")  # still served
+
+
+def test_a_broker_refusal_closes_the_connection(stomp: Factory, name: str) -> None:
+    """An AMQP-level refusal (the queue is missing) and a duplicated subscription id
+    close it, in RabbitMQ as in the STOMP specification."""
+    c = stomp()
+    c.send("SUBSCRIBE", {"id": "s", "destination": f"/amq/queue/{name}-missing"})
+    assert c.expect("ERROR").headers["message"] == "not_found"
+    assert _closes(c)
+    c = stomp()
+    c.send("SUBSCRIBE", {"id": "dup", "destination": f"/queue/{name}"})
+    c.send("SUBSCRIBE", {"id": "dup", "destination": f"/queue/{name}"})
+    assert c.expect("ERROR").headers["message"] == "Duplicated subscription identifier"
+    assert _closes(c)

@@ -278,7 +278,7 @@ def test_the_delivery_log_names_stomp(broker: BrokerProcess) -> None:
     assert ("acked", "stomp-1.2") in rows, rows
 
 
-def test_selectors_filter_topic_subscriptions_and_are_refused_on_queues(
+def test_selectors_filter_topic_and_queue_subscriptions(
         broker: BrokerProcess) -> None:
     red, rrec = connect(broker)
     heavy, hrec = connect(broker)
@@ -302,11 +302,24 @@ def test_selectors_filter_topic_subscriptions_and_are_refused_on_queues(
     prec.wait_receipt("sent")
     assert [m.body for m in rrec.wait_messages(3)] == ["red light", "red heavy", "last"]
     assert [m.body for m in hrec.wait_messages(3)] == ["blue heavy", "red heavy", "last"]
+    # a shared queue: the red subscriber gets the red ones, in order; the rest stay
+    # in the queue (parked) for the plain subscriber that comes later
+    for body, headers in sent:
+        pub.send("/queue/sel-q", body, headers={**headers, "persistent": "true"})
+    pub.send("/queue/sel-q", "unmatched", receipt="queued")
+    prec.wait_receipt("queued")
     q, qrec = connect(broker)
-    q.subscribe("/queue/sel-q", id="q", headers={"selector": "color = 'red'"})
-    (e,) = qrec.wait(lambda: qrec.errors or None, "an ERROR")
-    assert e.headers["message"] == "Not supported"
-    assert "selectors work on /topic/ and /exchange/ subscriptions" in e.body
+    q.subscribe("/queue/sel-q", id="q", ack="client-individual",
+                headers={"selector": "color = 'red'"})
+    assert [m.body for m in qrec.wait_messages(3)] == ["red light", "red heavy", "last"]
+    plain, plrec = connect(broker)
+    plain.subscribe("/queue/sel-q", id="p")
+    assert [m.body for m in plrec.wait_messages(4)] == ["blue heavy", "plain", "green light",
+                                                        "unmatched"]
+    for m in qrec.messages:
+        q.ack(m.headers["ack"])
+    q.disconnect()
+    plain.disconnect()
     bad, brec = connect(broker)
     bad.subscribe("/topic/sel.t", id="b", headers={"selector": "color = "})
     (e,) = brec.wait(lambda: brec.errors or None, "an ERROR")

@@ -261,18 +261,26 @@ def test_refusals() -> None:
     (e,) = c.frames()
     assert e.headers["message"] == "Duplicated subscription identifier"
     assert e.body == b"A subscription identified by 'T_s' already exists."
+    assert c.finished  # RabbitMQ closes after this one; after the others it goes on
     for frame, message in ((("ACK", {"id": "bogus"}), "Invalid header"),
                            (("ACK", {"id": "T_zz@@session-2@@1"}), "Subscription not found"),
                            (("UNSUBSCRIBE", {"id": "zz"}), "No subscription found"),
                            (("SUBSCRIBE", {"id": "s", "destination": "/queue/q",
-                                           "selector": "a = 1"}), "Not supported"),
+                                           "selector": "a ="}), "Invalid selector"),
                            (("SEND", {"destination": "/queue/q", "priority": "high"}),
                             "Invalid header")):
         d = node.connect()
         d.send(frame[0], **frame[1])
         (e,) = d.frames()
         assert e.command == "ERROR" and e.headers["message"] == message, (frame, e)
-        assert d.finished
+        assert not d.finished
+        d.send("SEND", b"after", destination="/queue/q", receipt="r")
+        (r,) = d.frames()
+        assert r.command == "RECEIPT"
+    c2 = node.connect()
+    c2.send("SUBSCRIBE", id="s", destination="/amq/queue/nosuch")
+    (e,) = c2.frames()
+    assert e.headers["message"] == "not_found" and c2.finished  # the broker's refusal
 
 
 def test_1_0_subscription_without_id_is_keyed_by_destination() -> None:

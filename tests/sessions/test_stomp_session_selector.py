@@ -1,5 +1,6 @@
 """STOMP SUBSCRIBE ``selector``: filtered at routing on the subscription's own
-binding, refused on shared queues and when it does not parse (plain calls)."""
+binding (/topic/, /exchange/), by the dispatcher on shared queues, refused when it
+does not parse (plain calls)."""
 
 from __future__ import annotations
 
@@ -61,17 +62,73 @@ def test_a_durable_subscription_again_with_another_selector_filters_with_it_only
 
 
 @pytest.mark.parametrize("destination", ["/queue/q", "/amq/queue/q"])
-def test_shared_queue_subscription_with_a_selector_is_refused(destination: str) -> None:
+def test_shared_queue_selectors_filter_and_park_what_nobody_matches(destination: str) -> None:
+    """As in Artemis: a consumer gets only its matches, in queue order; a message
+    no consumer matches stays in the queue (parked, not redelivered in a loop)
+    until a consumer that wants it comes."""
     node = Node()
-    node.connect().send("SEND", b"x", destination="/queue/q")
+    p = node.connect()
+    p.send("SEND", b"x", destination="/queue/q")  # declares q
+    q = node.broker.vhosts["/"].queues["q"]
+    red = node.connect()
+    red.send("SUBSCRIBE", id="r", destination=destination, selector="color = 'red'",
+             ack="client-individual")
+    assert [m.body for m in red.messages()] == []  # "x" has no color: parked
+    for body, color in ((b"r1", "red"), (b"b1", "blue"), (b"r2", "red"), (b"b2", "blue")):
+        p.send("SEND", body, destination="/queue/q", color=color)
+    assert [m.body for m in red.messages()] == [b"r1", b"r2"]
+    assert q.message_count == 3 and [e.message.body for e in q.parked] == [b"x", b"b1", b"b2"]
+    blue = node.connect()
+    blue.send("SUBSCRIBE", id="b", destination=destination, selector="color = 'blue'")
+    assert [m.body for m in blue.messages()] == [b"b1", b"b2"]
+    anyone = node.connect()
+    anyone.send("SUBSCRIBE", id="a", destination=destination)
+    assert [m.body for m in anyone.messages()] == [b"x"]
+    assert q.message_count == 0 and not q.parked
+
+
+def test_a_nacked_message_goes_back_to_a_consumer_that_matches() -> None:
+    node = Node()
+    p = node.connect()
+    p.send("SEND", b"m", destination="/queue/q", color="red")
+    picky = node.connect()
+    picky.send("SUBSCRIBE", id="s", destination="/queue/q", selector="color = 'red'",
+               ack="client-individual", **{"prefetch-count": "1"})
+    (m,) = picky.messages()
+    picky.send("NACK", id=m.headers["ack"])
+    (again,) = picky.messages()
+    assert again.body == b"m" and again.headers["redelivered"] == "true"
+
+
+def test_parked_messages_go_back_when_the_selector_consumers_leave() -> None:
+    node = Node()
+    p = node.connect()
+    picky = node.connect()
+    p.send("SEND", b"0", destination="/queue/q")
+    picky.send("SUBSCRIBE", id="s", destination="/queue/q", selector="n = '1'",
+               ack="client-individual", **{"prefetch-count": "1"})
+    p.send("SEND", b"1", destination="/queue/q", n="1")
+    p.send("SEND", b"2", destination="/queue/q", n="2")
+    assert [m.body for m in picky.messages()] == [b"1"]
+    q = node.broker.vhosts["/"].queues["q"]
+    assert [e.message.body for e in q.parked] == [b"0", b"2"] and q.message_count == 2
+    picky.send("UNSUBSCRIBE", id="s")
+    assert not q.parked and not q.selective and q.message_count == 2
+    assert [e.message.body for e in q.ready] == [b"0", b"2"]
+    plain = node.connect()
+    plain.send("SUBSCRIBE", id="p", destination="/queue/q")
+    assert [m.body for m in plain.messages()] == [b"0", b"2"]
+
+
+def test_a_selector_on_a_stream_queue_is_refused() -> None:
+    node = Node()
+    node.connect().send("SEND", b"x", destination="/queue/s", **{"x-queue-type": "stream"})
     c = node.connect()
-    c.send("SUBSCRIBE", id="s", destination=destination, selector="a = 1")
+    c.send("SUBSCRIBE", id="s", destination="/amq/queue/s", selector="a = 1", ack="client",
+           **{"prefetch-count": "10"})
     (e,) = c.frames()
-    assert e.command == "ERROR" and e.headers["message"] == "Not supported"
-    assert b"selectors work on /topic/ and /exchange/ subscriptions" in e.body
-    assert b"not yet on shared queues" in e.body
+    assert e.command == "ERROR" and b"selectors are not supported on stream queue" in e.body
     assert c.finished
-    assert not node.broker.vhosts["/"].queues["q"].consumers
 
 
 @pytest.mark.parametrize(("selector", "problem"), [
@@ -86,5 +143,5 @@ def test_a_bad_selector_is_an_error_with_the_parsers_words(selector: str,
     (e,) = c.frames()
     assert e.command == "ERROR" and e.headers["message"] == "Invalid selector"
     assert e.body.startswith(problem)
-    assert c.finished
+    assert not c.finished  # a refused frame: the connection goes on (as RabbitMQ's)
     assert not node.broker.vhosts["/"].exchanges["amq.topic"].bindings

@@ -14,9 +14,10 @@ when, and each command's required headers and destination grammar, answered
 with RabbitMQ's ERROR texts. What needs broker state (subscription ids in
 use, delivery tags, open transactions) is the session layer's.
 
-One deliberate difference from RabbitMQ: every ERROR closes the connection,
-as the STOMP specification requires (RabbitMQ keeps a connection open after
-most per-frame errors and even after a refused login).
+As in RabbitMQ, a frame refused after login gets an ERROR and the connection
+goes on (``errors.keeps_open``); bytes that are not a frame, and anything
+refused before or during login, close it, as the STOMP specification has every
+ERROR do (RabbitMQ keeps a connection open even after a refused login).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 import attrs
 
 from amqplite.protocol.stomp.destinations import Destination, check_direction, parse_destination
-from amqplite.protocol.stomp.errors import FrameError, StompError
+from amqplite.protocol.stomp.errors import FrameError, StompError, keeps_open
 from amqplite.protocol.stomp.events import (
     AbortReceived,
     AckMode,
@@ -207,16 +208,21 @@ class StompConnection:
             return None  # pipelined frames wait for accept(): limits and version depend on it
         if state is not State.AWAIT_CONNECT and state is not State.CONNECTED:
             return None
-        try:
-            frame = self._parser.next_frame()
-        except FrameError as err:
-            return self._fail(err)
-        if frame is None:
-            return None
-        try:
-            return self._dispatch(frame)
-        except StompError as err:
-            return self._fail(err, frame.headers.get("receipt"))
+        while True:
+            try:
+                frame = self._parser.next_frame()
+            except FrameError as err:
+                return self._fail(err)
+            if frame is None:
+                return None
+            try:
+                return self._dispatch(frame)
+            except StompError as err:
+                receipt = frame.headers.get("receipt")
+                if state is not State.CONNECTED or not keeps_open(err):
+                    return self._fail(err, receipt)
+                # RabbitMQ's way for a frame it refuses: ERROR, and on to the next one
+                self.send_error(err.message, err.detail, receipt=receipt, close=False)
 
     # ------------------------------------------------------------ timers
 

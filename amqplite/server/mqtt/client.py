@@ -205,10 +205,13 @@ class MQTTClient(ConnectionShell):
             log.warning("MQTT %s: login refused for %r", self.name, c.username)
             self.proto.reject(login.refused)
             return
-        if listener.at_connection_limit():  # as AMQP's 530: the node's limit is reached
+        # as AMQP's 530: the vhost's max-connections or the node's limit is reached
+        vlimit = listener.vhost_connection_limit(login.vhost)
+        if vlimit is not None or listener.at_connection_limit():
             listener.stats.refused_at_limit += 1
-            log.warning("MQTT %s refused: connection limit (%d) is reached", self.name,
-                        listener.settings.max_connections)
+            log.warning("MQTT %s refused: %s connection limit (%d) is reached", self.name,
+                        "the node's" if vlimit is None else f"vhost '{login.vhost}'",
+                        listener.settings.max_connections if vlimit is None else vlimit)
             self.proto.reject(ReasonCode.QUOTA_EXCEEDED if c.protocol_level >= MQTT_5
                               else ReasonCode.SERVER_UNAVAILABLE)
             return

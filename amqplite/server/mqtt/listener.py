@@ -48,7 +48,8 @@ class MQTTListener:
                  execute: Callable[..., Any], interpret: Callable[..., None],
                  committed: Callable[[], Awaitable[None]], persistence: Persistence,
                  stored_sessions: list[Any] | None = None,
-                 at_limit: Callable[[], bool] = lambda: False) -> None:
+                 at_limit: Callable[[], bool] = lambda: False,
+                 vhost_limit: Callable[[str], int | None] = lambda vhost: None) -> None:
         self.settings = settings
         self.broker = broker
         self.users = users
@@ -80,6 +81,8 @@ class MQTTListener:
         if settings.mqtt_sys_interval:
             self.sys = SysTicker(self, time.time())
             self.registry.sys_values = self.sys.values
+        #: a vhost's max-connections when reached (None: room), all protocols counted
+        self.vhost_connection_limit = vhost_limit
 
     @property
     def clients(self) -> dict[Key, MQTTSession]:
@@ -185,7 +188,7 @@ async def run_mqtt(server: Server,
     listener = MQTTListener(server.settings, server.broker, server.users, server.execute,
                             server.interpret, server.committed, server.persist,
                             server.mqtt_sessions,
-                            server.at_connection_limit)
+                            server.at_connection_limit, server.vhost_connection_limit)
     server.mqtt = listener
     if listener.sys is not None:
         listener.sys.started_at = server.started_at

@@ -132,6 +132,11 @@ class StompClient(ConnectionShell):
             log.warning("STOMP %s: user %r may not use vhost %r", self.name, login, vhost)
             self.proto.reject(stomp_errors.vhost_access_denied(vhost))
             return
+        if (vlimit := listener.vhost_connection_limit(vhost)) is not None:
+            log.warning("STOMP %s refused: vhost '%s' connection limit (%d) is reached",
+                        self.name, vhost, vlimit)
+            self.proto.reject(stomp_errors.vhost_connection_limit(vhost, vlimit))
+            return
         if listener.at_connection_limit():  # as AMQP's 530: the node's limit is reached
             log.warning("STOMP %s refused: connection limit (%d) is reached", self.name,
                         listener.settings.max_connections)

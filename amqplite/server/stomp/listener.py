@@ -35,7 +35,8 @@ class StompListener:
     def __init__(self, settings: Settings, broker: Broker, users: UserDB,
                  execute: Callable[..., Any], interpret: Callable[..., None],
                  committed: Callable[[], Awaitable[None]], persistence: Persistence,
-                 at_limit: Callable[[], bool] = lambda: False) -> None:
+                 at_limit: Callable[[], bool] = lambda: False,
+                 vhost_limit: Callable[[str], int | None] = lambda vhost: None) -> None:
         self.settings = settings
         self.broker = broker
         self.users = users
@@ -51,6 +52,8 @@ class StompListener:
         self.connections: set[StompClient] = set()
         #: is max_connections reached, by AMQP, MQTT and STOMP clients together
         self.at_connection_limit = at_limit
+        #: a vhost's max-connections when reached (None: room), all protocols counted
+        self.vhost_connection_limit = vhost_limit
         self.ports: list[int] = []
         self.tls_ports: list[int] = []
         self._tls: ssl.SSLContext | None = None
@@ -110,7 +113,7 @@ async def run_stomp(server: Server,
     """A service of the composition root: the STOMP listener beside AMQP and MQTT."""
     listener = StompListener(server.settings, server.broker, server.users, server.execute,
                              server.interpret, server.committed, server.persist,
-                             server.at_connection_limit)
+                             server.at_connection_limit, server.vhost_connection_limit)
     server.stomp = listener
     async with trio.open_nursery() as nursery:
         await nursery.start(listener.serve)

@@ -33,13 +33,13 @@ import attrs
 from amqplite.broker.core import Broker
 from amqplite.broker.exchanges.selected import SELECTOR_ARG
 from amqplite.broker.model import ChannelState
-from amqplite.broker.selector import SelectorError, parse
+from amqplite.broker.selector import Selector, SelectorError, parse
 from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.stomp.connection import StompConnection
 from amqplite.protocol.stomp.destinations import Destination, Kind, format_destination
-from amqplite.protocol.stomp.errors import StompError
+from amqplite.protocol.stomp.errors import StompError, keeps_open
 from amqplite.protocol.stomp.events import (
     AbortReceived,
     AckMode,
@@ -74,18 +74,16 @@ _TEXT_ARGS = ("x-dead-letter-exchange", "x-dead-letter-routing-key", "x-overflow
               "x-queue-type", "x-max-age", "x-queue-mode")
 
 
-def _check_selector(d: Destination, text: str) -> None:
-    """A SUBSCRIBE's selector: filtered at routing on the subscription's own
-    binding, so only destinations that get their own queue may carry one; one
-    that does not parse is refused with the parser's words."""
-    if d.kind is not Kind.TOPIC and d.kind is not Kind.EXCHANGE:
-        raise StompError("Not supported",
-                         "selectors work on /topic/ and /exchange/ subscriptions, not yet "
-                         "on shared queues (/queue/, /amq/queue/, /reply-queue/)\n")
+def _check_selector(d: Destination, text: str) -> Selector | None:
+    """A SUBSCRIBE's selector, refused with the parser's words when it does not
+    parse. A /topic/ or /exchange/ subscription filters at routing, on its own
+    queue's binding (None here); on a shared queue the consumer carries it
+    (returned) and the dispatcher hands it only what it matches."""
     try:
-        parse(text)
+        sel = parse(text)
     except SelectorError as exc:
         raise StompError("Invalid selector", f"{exc}\n") from None
+    return None if d.kind is Kind.TOPIC or d.kind is Kind.EXCHANGE else sel
 
 
 def queue_arguments(headers: dict[str, str]) -> dict[str, Any] | None:
@@ -231,14 +229,17 @@ class StompSession:
                 if ev.receipt is not None:
                     self._after_everything(ev.receipt)
         except StompError as exc:
-            self._refuse(exc, getattr(ev, "receipt", None))
+            self._refuse(exc, getattr(ev, "receipt", None), keeps_open(exc))
         except AMQPError as exc:
             self._refuse(_amqp_error(exc), getattr(ev, "receipt", None))
 
-    def _refuse(self, exc: StompError, receipt: str | None) -> None:
+    def _refuse(self, exc: StompError, receipt: str | None, keep_open: bool = False) -> None:
+        """ERROR, then the close; after a frame refused by the STOMP rules (not by
+        the broker) the connection goes on, as in RabbitMQ (``keeps_open``)."""
         log.info("STOMP %s: %s", self.session.peer, exc)
-        self.proto.send_error(exc.message, exc.detail, receipt=receipt)
-        self._finish()
+        self.proto.send_error(exc.message, exc.detail, receipt=receipt, close=not keep_open)
+        if not keep_open:
+            self._finish()
 
     # ------------------------------------------------------------ SEND
     def send(self, ev: SendReceived) -> None:
@@ -307,8 +308,9 @@ class StompSession:
         key = ev.subscription_id if ev.subscription_id is not None else raw
         tag = f"T_{ev.subscription_id}" if ev.subscription_id is not None else f"Q_{raw}"
         selector = h.get("selector")
+        consumer_selector = None
         if selector is not None:  # RabbitMQ ignores it and delivers everything: never us
-            _check_selector(ev.destination, selector)
+            consumer_selector = _check_selector(ev.destination, selector)
         if key in self.subs:
             raise StompError("Duplicated subscription identifier",
                              f"A subscription identified by '{tag}' already exists.")
@@ -335,7 +337,8 @@ class StompSession:
             args = None
             if q is not None and q.stream is not None:
                 args = {"x-stream-offset": stream_offset(h.get("x-stream-offset"))}
-            b.basic_consume(ch, queue, tag, no_ack=ev.ack is AckMode.AUTO, arguments=args)
+            b.basic_consume(ch, queue, tag, no_ack=ev.ack is AckMode.AUTO, arguments=args,
+                            selector=consumer_selector)
         except BaseException:
             if fresh:
                 b.close_channel(ch)

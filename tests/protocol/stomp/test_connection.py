@@ -221,8 +221,11 @@ def test_subscribe_without_id_is_accepted_only_in_1_0() -> None:
     assert isinstance(ev, evt.SubscribeReceived)
     assert ev.subscription_id is None
     conn = connected(V11)
-    [ev] = events(conn, frame("SUBSCRIBE", {"destination": "/queue/q"}, version=V11))
-    assert ev == evt.ProtocolError("Missing header", '"SUBSCRIBE" must include the "id" header\n')
+    assert events(conn, frame("SUBSCRIBE", {"destination": "/queue/q"}, version=V11)) == []
+    (err,) = output(conn)
+    assert (err.command, err.headers["message"], err.body) == (
+        "ERROR", "Missing header", b'"SUBSCRIBE" must include the "id" header\n')
+    assert not conn.closed  # a refused frame: RabbitMQ goes on too
 
 
 def test_unsubscribe_event() -> None:
@@ -320,14 +323,17 @@ def test_1_0_header_values_lose_leading_whitespace_like_rabbitmq() -> None:
 def test_invalid_frames_get_rabbitmq_error_texts(
     version: str, command: str, headers: dict[str, str], message: str, detail: str
 ) -> None:
+    """...and the connection goes on, as in RabbitMQ: the refused frame makes no
+    event, the next one does."""
     conn = connected(version)
-    [ev] = events(conn, frame(command, {**headers, "receipt": "r9"}, version=version))
-    assert ev == evt.ProtocolError(message, detail)
-    err = error_of(conn)
+    evs = events(conn, frame(command, {**headers, "receipt": "r9"}, version=version)
+                 + frame("BEGIN", {"transaction": "t"}, version=version))
+    assert [type(e) for e in evs] == [evt.BeginReceived]
+    (err,) = output(conn)
+    assert err.command == "ERROR" and not conn.closed
     assert err.headers["message"] == message
     assert err.headers["receipt-id"] == "r9"  # the spec's SHOULD; RabbitMQ leaves it out
     assert err.body == detail.encode()
-    assert events(conn, frame("SEND", {"destination": "/queue/a"})) == []
 
 
 def test_junk_ended_by_a_nul_before_connect_is_an_error_and_close() -> None:
@@ -451,7 +457,8 @@ _client_frames = st.sampled_from([
 
 class ConnectionMachine(RuleBasedStateMachine):
     """Any interleaving of client bytes, shell answers and time: the machine never
-    raises, writes only well-formed frames, and stops after an ERROR or close."""
+    raises, writes only well-formed frames, and stops after an ERROR that closes
+    (a refused frame after login gets an ERROR and the connection goes on)."""
 
     @initialize()
     def start(self) -> None:
@@ -468,7 +475,7 @@ class ConnectionMachine(RuleBasedStateMachine):
             assert frames == [], "nothing after the ERROR"
         for f in frames:
             assert f.command in ("CONNECTED", "MESSAGE", "RECEIPT", "ERROR")
-            if f.command == "ERROR":
+            if f.command == "ERROR" and self.conn.closed:
                 self.ended = True
         self.written += frames
 

@@ -132,6 +132,20 @@ def test_a_silent_member_is_removed_at_its_session_timeout() -> None:
     assert c.next_deadline() is None
 
 
+def test_a_forgotten_group_starts_at_generation_1_and_its_old_leader_is_unknown() -> None:
+    """Generation numbers come again after a group is forgotten (Kafka's too, once its
+    cleanup drops an Empty group without offsets): the old leader's SyncGroup of
+    "its" generation 1 is refused, the new leader's assignment stands."""
+    c = GroupCoordinator()
+    old, gen = lone_member(c, now=0)
+    c.tick(10)
+    assert c.list_groups(V) == []
+    new, new_gen = lone_member(c, now=10, name="b", assignment=b"mine")
+    assert new_gen == gen == 1
+    assert sync(c, 11, "old", gen, old, {old: b"stale"}) == {"old": SyncAnswer(E.UNKNOWN_MEMBER_ID)}
+    assert sync(c, 11, "new", gen, new)["new"] == SyncAnswer(E.NONE, b"mine", "consumer", "range")
+
+
 def test_who_does_not_rejoin_in_time_is_removed_and_the_rest_go_on() -> None:
     c = GroupCoordinator()
     a, gen = lone_member(c)

@@ -82,6 +82,8 @@ class ConnectionShell:
         #: what ``send_now`` could not write, sent first by the writer task
         self._carry: memoryview | None = None
         self._writer_busy = False
+        #: the last read filled RECV_SIZE: more is probably waiting (see ``_receive``)
+        self._read_was_full = False
 
     # ------------------------------------------------------------ for subclasses
     async def _handle_events(self) -> None:
@@ -124,6 +126,11 @@ class ConnectionShell:
     def _end(self) -> None:
         """The connection is gone: end its session."""
 
+    def _interpret(self) -> None:
+        """After the events of one read: the broker's outcome carried out, the
+        store batch handed over (a front may keep the batch open a moment)."""
+        self.listener.interpret()
+
     # ------------------------------------------------------------ tasks
     async def serve(self, connections: MutableSet[Any]) -> None:
         """Run the connection to its end, listed in ``connections`` meanwhile."""
@@ -153,14 +160,14 @@ class ConnectionShell:
 
     async def _reader(self) -> None:
         proto = self.proto
-        listener = self.listener
-        persistence = listener.persistence
+        persistence = self.listener.persistence
+        receive = self._receive if self._fd >= 0 else self.stream.receive_some
         try:
             while not self._finishing:
                 if not persistence.has_capacity and self.session is not None:
                     await self._paused(persistence.wait_capacity())
                 try:
-                    data = await self.stream.receive_some(RECV_SIZE)
+                    data = await receive(RECV_SIZE)
                 except _GONE:
                     return
                 if not data:
@@ -168,10 +175,30 @@ class ConnectionShell:
                 self.bytes_in += len(data)
                 proto.receive_data(data, trio.current_time())
                 await self._handle_events()
-                listener.interpret()
+                self._interpret()
                 self.flush()
         finally:
             self.finish()
+
+    async def _receive(self, size: int) -> bytes:
+        """The next bytes of a plain TCP client, read straight from its socket (as
+        the AMQP connection's ``_receive_fd``): ``SocketStream.receive_some`` tries
+        a recv first (mostly in vain: nothing came yet), waits, reads, then takes
+        one more trip through the scheduler; this waits first and reads once. After
+        a full read it only checkpoints, so a busy client lets the others run."""
+        fd = self._fd
+        while True:
+            if self._read_was_full:
+                await trio.lowlevel.checkpoint()
+            else:
+                await trio.lowlevel.wait_readable(fd)
+            try:
+                data = os.read(fd, size)
+            except BlockingIOError:  # woken without data (rare): wait again
+                self._read_was_full = False
+                continue
+            self._read_was_full = len(data) == size
+            return data
 
     def send_now(self) -> None:
         """Send what is queued now, from the task that queued it, when the socket

@@ -101,14 +101,14 @@ class StompClient(ConnectionShell):
             elif settled_only and ((t is not AckReceived and t is not NackReceived)
                                    or ev.receipt is not None):  # type: ignore[union-attr]
                 settled_only = False
-            if t is ConnectRequested:
+            if type(ev) is ConnectRequested:
                 self._connect(ev)
-            elif t is ProtocolError:
+            elif type(ev) is ProtocolError:
                 log.info("STOMP %s: %s: %s", self.name, ev.message, ev.detail.strip())
                 self.finish()
             elif rules is not None:
                 rules.handle(ev)
-                if t is DisconnectReceived:
+                if type(ev) is DisconnectReceived:
                     await self._disconnect(rules)
                     return
             if self._finishing:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+import select
 import time
 from typing import TYPE_CHECKING
 
@@ -63,8 +64,9 @@ class StompClient(ConnectionShell):
         self._timer_wake = trio.Event()
         #: the last read held only ACK/NACK frames nobody waits on (see ``_interpret``)
         self._settled_only = False
-        #: the last read's SENDs wait a moment for the rest of their window
+        #: the last read's SENDs may wait for the rest of their window
         self._gather = False
+        self._poller: select.poll | None = None
 
     @property
     def session(self) -> Session | None:
@@ -114,7 +116,8 @@ class StompClient(ConnectionShell):
             if self._finishing:
                 return
         self._settled_only = settled_only
-        self._gather = (receipted and self.rules is not None and self.rules.last_released > 1
+        self._gather = (receipted and self._fd >= 0 and self.rules is not None
+                        and self.rules.last_released > 1
                         and self.listener.persistence.inflight == 0)
         if self.rules is not None and self.rules.held:
             await self.listener.committed()  # a RECEIPT means it is stored
@@ -123,21 +126,36 @@ class StompClient(ConnectionShell):
             self.finish()
 
     def _interpret(self) -> None:
-        """A read of ACK/NACKs only (no receipt asked) keeps the store batch open a
-        moment: their deletes then ride the next commit someone waits for (the
-        publishers' SENDs) instead of taking a commit of their own, which a SEND
-        arriving just after would have to wait out: with a window of receipts,
-        a whole fsync more per round. Nobody hears of an ack's commit, and the
-        listener hands the batch over within ``ACK_LINGER_S`` anyway."""
+        """The store batch goes to the writer after each read, except:
+
+        - a read of ACK/NACKs only (no receipt asked) keeps it open a moment:
+          their deletes then ride the next commit someone waits for (the
+          publishers' SENDs) instead of taking one of their own, which a SEND
+          arriving just after would wait out (a whole fsync more per window of
+          receipts). Nobody hears of an ack's commit, and the listener hands the
+          batch over within ``ACK_LINGER_S`` anyway.
+        - receipted SENDs of a windowed publisher, while the store is idle and
+          more of its bytes already wait in the socket (a client writing frame
+          by frame): the next read takes them along into the same commit,
+          instead of this commit taking the window's first SENDs alone.
+        """
         listener = self.listener
         if self._settled_only:
             listener.interpret(flush=False)
             listener.flush_soon()
-        elif self._gather:
+        elif self._gather and self._readable():
             listener.interpret(flush=False)
-            listener.flush_soon(SEND_LINGER_S)
+            listener.flush_soon(SEND_LINGER_S)  # a backstop: the next read flushes
         else:
             listener.interpret()
+
+    def _readable(self) -> bool:
+        """More bytes wait in the socket now (one poll(2), no wait)."""
+        poller = self._poller
+        if poller is None:
+            poller = self._poller = select.poll()
+            poller.register(self._fd, select.POLLIN)
+        return bool(poller.poll(0))
 
     async def _disconnect(self, rules: StompSession) -> None:
         """DISCONNECT: its RECEIPT once everything before it is confirmed, then close."""

@@ -67,6 +67,8 @@ class StompClient(ConnectionShell):
         #: the last read's SENDs may wait for the rest of their window
         self._gather = False
         self._poller: select.poll | None = None
+        #: the last read's batch was kept open to gather (the next one flushes)
+        self._gathered = False
 
     @property
     def session(self) -> Session | None:
@@ -136,14 +138,18 @@ class StompClient(ConnectionShell):
           batch over within ``ACK_LINGER_S`` anyway.
         - receipted SENDs of a windowed publisher, while the store is idle and
           more of its bytes already wait in the socket (a client writing frame
-          by frame): the next read takes them along into the same commit,
-          instead of this commit taking the window's first SENDs alone.
+          by frame): the next read, which then always flushes, takes them along
+          into the same commit, instead of this commit taking the window's
+          first SENDs alone.
         """
         listener = self.listener
+        gathered, self._gathered = self._gathered, False
         if self._settled_only:
             listener.interpret(flush=False)
             listener.flush_soon()
-        elif self._gather and self._readable():
+        elif self._gather and not gathered and self._readable():
+            # once: a client streaming its window must not keep an idle store waiting
+            self._gathered = True
             listener.interpret(flush=False)
             listener.flush_soon(SEND_LINGER_S)  # a backstop: the next read flushes
         else:

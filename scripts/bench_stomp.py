@@ -34,7 +34,9 @@ over AMQP and stands for the stomp.py/stompjs publisher that does not wait for
 each receipt (it counts them in a listener, or asks one on DISCONNECT).
 
 Brokers take turns in every run (the order rotates); the table shows the median
-over ``--runs`` with the machine's load. Prints figures only, asserts nothing:
+over ``--runs`` with the machine's load. ``BENCH_BASELINE=DIR`` adds amqplite from
+another checkout (its ``DIR/amqplite``) as a third broker, for a before beside
+the after in one run. Prints figures only, asserts nothing:
 a shared 2-core machine makes them indicative. RabbitMQ is the Debian 3.10 node of
 scripts/rabbitmq.sh with ``RABBITMQ_STOMP_PORT``.
 """
@@ -49,10 +51,11 @@ import os
 import platform
 import statistics
 import struct
+import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,9 +91,31 @@ def amqplite(tmp: Path) -> contextlib.AbstractContextManager[Broker]:
                    "amqplite's STOMP listener")
 
 
+@contextlib.contextmanager
+def amqplite_from(tree: Path, tmp: Path) -> Iterator[Broker]:
+    """amqplite from another checkout's ``amqplite/`` (a before beside the after):
+    run from there, so its store writer process is that checkout's too."""
+    port, stomp = free_port(), free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port", str(port),
+         "--stomp-port", str(stomp), "--mqtt-port", "0", "--admin-port", "0", "--data-dir",
+         str(tmp / "baseline"), "--log-level", "warning"], cwd=tree,
+        env=dict(os.environ, PYTHONPATH=str(tree)), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        bench_mqtt.wait(lambda: bench_mqtt.listening(stomp), 60, f"amqplite from {tree}")
+        yield Broker(stomp, proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 BROKERS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Broker]]] = {
     "amqplite": amqplite,
     "RabbitMQ 3.10 stomp": functools.partial(bench_mqtt.rabbitmq, protocol="STOMP")}
+if os.environ.get("BENCH_BASELINE"):  # e.g. git archive 9435f09 amqplite | tar -x -C DIR
+    _tree = Path(os.environ["BENCH_BASELINE"]).resolve()
+    BROKERS = {f"amqplite@{_tree.name}": functools.partial(amqplite_from, _tree), **BROKERS}
 
 
 # ---------------------------------------------------------------- the client

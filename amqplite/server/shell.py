@@ -33,6 +33,29 @@ FINISH_TIMEOUT = 2.0
 _GONE = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
+async def read_fd(fd: int, size: int, was_full: bool) -> bytes:
+    """The next bytes of a plain TCP socket, read straight from it (the AMQP
+    connection and the shell both read this way).
+
+    Why not ``SocketStream.receive_some``: it tries a recv first (on a mostly
+    idle connection that fails: nothing came yet), then waits, then reads, then
+    takes one more trip through the scheduler after the read. After a short read
+    (``was_full`` false) the socket is almost surely empty, so this waits first
+    and reads once: one wake-up and two syscalls per read where there were two
+    and four. After a full read it only checkpoints, so a busy client still lets
+    the others run.
+    """
+    while True:
+        if was_full:
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.wait_readable(fd)
+        try:
+            return os.read(fd, size)
+        except BlockingIOError:  # woken without data (rare): wait again
+            was_full = False
+
+
 class Wire(Protocol):
     """The sans-I/O connection object, as far as the shell needs it."""
 
@@ -181,24 +204,10 @@ class ConnectionShell:
             self.finish()
 
     async def _receive(self, size: int) -> bytes:
-        """The next bytes of a plain TCP client, read straight from its socket (as
-        the AMQP connection's ``_receive_fd``): ``SocketStream.receive_some`` tries
-        a recv first (mostly in vain: nothing came yet), waits, reads, then takes
-        one more trip through the scheduler; this waits first and reads once. After
-        a full read it only checkpoints, so a busy client lets the others run."""
-        fd = self._fd
-        while True:
-            if self._read_was_full:
-                await trio.lowlevel.checkpoint()
-            else:
-                await trio.lowlevel.wait_readable(fd)
-            try:
-                data = os.read(fd, size)
-            except BlockingIOError:  # woken without data (rare): wait again
-                self._read_was_full = False
-                continue
-            self._read_was_full = len(data) == size
-            return data
+        """The next bytes of a plain TCP client, straight from its socket (``read_fd``)."""
+        data = await read_fd(self._fd, size, self._read_was_full)
+        self._read_was_full = len(data) == size
+        return data
 
     def send_now(self) -> None:
         """Send what is queued now, from the task that queued it, when the socket

@@ -2,7 +2,10 @@
 """STOMP side by side: amqplite and RabbitMQ's rabbitmq_stomp plugin, each started
 here on loopback ports of its own, measured with the same lean asyncio STOMP 1.2
 client (frames built and read with amqplite.protocol.stomp, so the client costs
-little next to either broker).
+little next to either broker). Lean also in its writes: a publisher writes the
+SENDs its window lets through (at most 64) at once, a subscriber the ACKs of one
+read at once (one ACK per message still); a write per frame made the client, on
+the same 2 cores, cost about as much CPU as the broker it measures.
 
     python scripts/bench_stomp.py --runs 3
 
@@ -22,10 +25,18 @@ Modes: ``transient`` (SEND without receipt, subscriber ``ack:auto``) and
 ``--window`` of them unanswered per publisher, as a publisher-confirm window;
 the subscriber acks each message with ``client-individual`` and
 ``prefetch-count:100``). On both brokers the RECEIPT of a persistent SEND waits
-for the message to be on disk.
+for the message to be on disk. 1 -> 1 persistent runs twice: with ``--window``
+(20) and with ``--wide-window`` (1000, 0 skips it). Why both: with 20 receipts
+in flight a broker that fsyncs before each RECEIPT can confirm at most 20
+messages per fsync, so that row measures the disk more than the broker (both
+brokers are near that ceiling); 1000 is the confirm window of bench.py's S1
+over AMQP and stands for the stomp.py/stompjs publisher that does not wait for
+each receipt (it counts them in a listener, or asks one on DISCONNECT).
 
 Brokers take turns in every run (the order rotates); the table shows the median
-over ``--runs`` with the machine's load. Prints figures only, asserts nothing:
+over ``--runs`` with the machine's load. ``BENCH_BASELINE=DIR`` adds amqplite from
+another checkout (its ``DIR/amqplite``) as a third broker, for a before beside
+the after in one run. Prints figures only, asserts nothing:
 a shared 2-core machine makes them indicative. RabbitMQ is the Debian 3.10 node of
 scripts/rabbitmq.sh with ``RABBITMQ_STOMP_PORT``.
 """
@@ -40,10 +51,11 @@ import os
 import platform
 import statistics
 import struct
+import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +78,7 @@ from amqplite.protocol.stomp.frames import V12, FrameParser, serialize  # noqa: 
 from tests.brokerproc import free_port  # noqa: E402
 
 STAMP = struct.Struct(">Id")  # sequence number, send time (perf_counter)
-MODES = ("transient", "persistent")
+MODES = ("transient", "persistent", "persistent-wide")
 SCENARIOS = ("one", "pairs")
 
 
@@ -79,9 +91,31 @@ def amqplite(tmp: Path) -> contextlib.AbstractContextManager[Broker]:
                    "amqplite's STOMP listener")
 
 
+@contextlib.contextmanager
+def amqplite_from(tree: Path, tmp: Path) -> Iterator[Broker]:
+    """amqplite from another checkout's ``amqplite/`` (a before beside the after):
+    run from there, so its store writer process is that checkout's too."""
+    port, stomp = free_port(), free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port", str(port),
+         "--stomp-port", str(stomp), "--mqtt-port", "0", "--admin-port", "0", "--data-dir",
+         str(tmp / "baseline"), "--log-level", "warning"], cwd=tree,
+        env=dict(os.environ, PYTHONPATH=str(tree)), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        bench_mqtt.wait(lambda: bench_mqtt.listening(stomp), 60, f"amqplite from {tree}")
+        yield Broker(stomp, proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 BROKERS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Broker]]] = {
     "amqplite": amqplite,
     "RabbitMQ 3.10 stomp": functools.partial(bench_mqtt.rabbitmq, protocol="STOMP")}
+if os.environ.get("BENCH_BASELINE"):  # e.g. git archive 9435f09 amqplite | tar -x -C DIR
+    _tree = Path(os.environ["BENCH_BASELINE"]).resolve()
+    BROKERS = {f"amqplite@{_tree.name}": functools.partial(amqplite_from, _tree), **BROKERS}
 
 
 # ---------------------------------------------------------------- the client
@@ -96,6 +130,8 @@ class Conn:
         self.window = asyncio.Semaphore(window)
         self.receipts: dict[str, asyncio.Event] = {}
         self.on_message: Callable[[Any], None] = lambda _f: None
+        #: ACK frames owed for the MESSAGEs of the read being handled
+        self.acks: list[bytes] = []
         self.task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -117,6 +153,7 @@ class Conn:
 
     async def _read(self) -> None:
         while data := await self.reader.read(1 << 18):
+            acks = self.acks = []
             for f in self.parser.feed(data):
                 if f.command == "MESSAGE":
                     self.on_message(f)
@@ -128,6 +165,8 @@ class Conn:
                         self.window.release()
                 elif f.command == "ERROR":
                     raise SystemExit(f"ERROR: {f.headers.get('message')} {f.body[:200]!r}")
+            if acks:  # each message acked on its own, the ACKs of one read in one write
+                self.writer.write(b"".join(acks))
 
     async def call(self, command: str, headers: dict[str, str]) -> None:
         """Send a frame and wait for its receipt."""
@@ -169,7 +208,7 @@ class Sub:
         self.lat.append(now - STAMP.unpack_from(f.body)[1])
         self.last = now
         if self.persistent:
-            self.conn.writer.write(serialize("ACK", {"id": f.headers["ack"]}))
+            self.conn.acks.append(serialize("ACK", {"id": f.headers["ack"]}))
         if len(self.lat) >= self.want:
             self.done.set()
 
@@ -187,18 +226,29 @@ async def publish(conn: Conn, queue: str, n: int, size: int, persistent: bool,
                   gap: float = 0.0) -> None:
     """``n`` SENDs, persistent ones each with a receipt inside the window; ``gap``
     paces them (seconds between sends)."""
+    # the frame is built once; per message only the stamp at the body's start
+    # changes (a SEND's receipt id need not be unique: Conn._read counts them)
+    headers = {"destination": queue}
+    if persistent:
+        headers.update({"persistent": "true", "receipt": "s"})
+    first = body(0, size)
+    head, _, tail = serialize("SEND", headers, first).partition(first[:STAMP.size])
     t0 = time.perf_counter()
+    frames: list[bytes] = []
     for i in range(n):
         if gap:
             await asyncio.sleep(max(0.0, t0 + i * gap - time.perf_counter()))  # pacing
         if persistent:
+            if conn.window.locked() and frames:  # what the window let through goes first
+                conn.writer.write(b"".join(frames))
+                frames = []
             await conn.window.acquire()
-            headers = {"destination": queue, "persistent": "true", "receipt": str(i)}
-        else:
-            headers = {"destination": queue}
-        conn.writer.write(serialize("SEND", headers, body(i, size)))
-        if i % 64 == 0:
+        frames += (head, STAMP.pack(i, time.perf_counter()), tail)
+        if gap or len(frames) == 3 * 64:  # a lean client: one write per batch, not per frame
+            conn.writer.write(b"".join(frames))
+            frames = []
             await conn.writer.drain()
+    conn.writer.write(b"".join(frames))
     await conn.writer.drain()
 
 
@@ -211,11 +261,13 @@ def quantiles(lat: list[float]) -> tuple[float, float]:
 
 
 # ---------------------------------------------------------------- scenarios
-async def one(port: int, persistent: bool, args: argparse.Namespace) -> tuple[float, ...]:
-    """(msg/s, p50 ms, p99 ms, lost) for one publisher -> one subscriber."""
+async def one(port: int, persistent: bool, args: argparse.Namespace,
+              window: int = 0) -> tuple[float, ...]:
+    """(msg/s, p50 ms, p99 ms, lost) for one publisher -> one subscriber, at most
+    ``window`` (default ``--window``) receipts unanswered."""
     queue = f"/queue/bench-{uuid.uuid4().hex[:8]}"
     sub = await Sub.open(port, queue, persistent)
-    pub = await Conn.open(port, args.window)
+    pub = await Conn.open(port, window or args.window)
     try:
         sub.expect(args.count)
         start = time.perf_counter()
@@ -277,14 +329,28 @@ def pairs(port: int, persistent: bool, args: argparse.Namespace) -> tuple[float,
 
 def run_one(name: str, scenario: str, b: Broker, args: argparse.Namespace,
             results: dict[tuple[str, str, str], list[tuple[float, ...]]], r: int) -> None:
-    for mode in MODES:
-        persistent = mode == "persistent"
-        res = (asyncio.run(one(b.port, persistent, args)) if scenario == "one"
-               else pairs(b.port, persistent, args))
+    for mode in modes(scenario, args):
+        persistent = mode != "transient"
+        res = (asyncio.run(one(b.port, persistent, args,
+                               args.wide_window if mode == "persistent-wide" else 0))
+               if scenario == "one" else pairs(b.port, persistent, args))
         results.setdefault((name, scenario, mode), []).append(res)
-        print(f"run {r + 1} {name:<20} {scenario:<5} {mode:<10}: {res[0]:>8.0f} msg/s, "
+        print(f"run {r + 1} {name:<20} {scenario:<5} {mode:<15}: {res[0]:>8.0f} msg/s, "
               f"p50 {res[1]:.2f} ms, p99 {res[2]:.2f} ms, lost {res[3]:.0f} "
               f"(load {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def modes(scenario: str, args: argparse.Namespace) -> tuple[str, ...]:
+    """The modes ``scenario`` runs: the wide window for 1 -> 1 only."""
+    return MODES if scenario == "one" and args.wide_window else MODES[:2]
+
+
+def label(scenario: str, mode: str, args: argparse.Namespace) -> str:
+    if mode == "transient":
+        return mode
+    window = (args.pair_window if scenario == "pairs" else
+              args.wide_window if mode == "persistent-wide" else args.window)
+    return f"persistent, window {window}"
 
 
 def table(names: list[str], args: argparse.Namespace,
@@ -298,12 +364,12 @@ def table(names: list[str], args: argparse.Namespace,
     print("| scenario | mode | " + " | ".join(f"{n} msg/s | {n} p99 ms" for n in names) + " |")
     print("|---|---|" + "---|---|" * len(names))
     for sc in args.scenarios:
-        for mode in MODES:
+        for mode in modes(sc, args):
             cells = [f"{med((n, sc, mode), 0):,.0f} | {med((n, sc, mode), 2):.1f}"
                      for n in names]
             lost = max(max(x[3] for x in results[(n, sc, mode)]) for n in names)
-            label = "1 -> 1" if sc == "one" else f"{args.pairs} pairs"
-            print(f"| {label} | {mode}{f' (lost {lost:.0f})' if lost else ''} | "
+            where = "1 -> 1" if sc == "one" else f"{args.pairs} pairs"
+            print(f"| {where} | {label(sc, mode, args)}{f' (lost {lost:.0f})' if lost else ''} | "
                   + " | ".join(cells) + " |")
 
 
@@ -312,6 +378,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--window", type=int, default=20,
                         help="unanswered persistent SENDs per 1 -> 1 publisher")
+    parser.add_argument("--wide-window", type=int, default=1000,
+                        help="1 -> 1 persistent once more with this window (0: not)")
     parser.add_argument("--pairs", type=int, default=100)
     parser.add_argument("--pair-count", type=int, default=200, help="messages per pair")
     parser.add_argument("--pair-window", type=int, default=10,

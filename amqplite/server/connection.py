@@ -33,6 +33,7 @@ from amqplite.protocol.events import (
     ContentReceived,
     MethodReceived,
 )
+from amqplite.server.shell import read_fd
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -227,29 +228,11 @@ class AMQPConnection:
                 self._linger()
 
     async def _receive_fd(self) -> bytes:
-        """The next bytes from a plain TCP client, read straight from its socket.
-
-        Why not ``SocketStream.receive_some``: it tries a recv first (on a
-        mostly idle connection that fails: nothing came yet), then waits, then
-        reads, then takes one more trip through the scheduler after the read.
-        After a short read the socket is almost surely empty, so this waits
-        first and reads once: one wake-up and two syscalls per message where
-        there were two and four. After a full read it only checkpoints, so a
-        busy client still lets the others run.
-        """
-        fd = self._fd
-        while True:
-            if self._read_was_full:
-                await trio.lowlevel.checkpoint()
-            else:
-                await trio.lowlevel.wait_readable(fd)
-            try:
-                data = os.read(fd, RECV_SIZE)
-            except BlockingIOError:  # woken without data (rare): wait again
-                self._read_was_full = False
-                continue
-            self._read_was_full = len(data) == RECV_SIZE
-            return data
+        """The next bytes from a plain TCP client, read straight from its socket
+        (``shell.read_fd`` says why)."""
+        data = await read_fd(self._fd, RECV_SIZE, self._read_was_full)
+        self._read_was_full = len(data) == RECV_SIZE
+        return data
 
     def _unsent(self) -> int:
         """Bytes owed to the client: queued in the protocol plus the write in flight."""

@@ -17,7 +17,7 @@ import pika
 import pytest
 import stomp
 
-from tests.brokerproc import BrokerProcess, free_port
+from tests.brokerproc import BrokerProcess, free_port, wait_for
 from tests.server.stompclient import (
     DEADLINE,
     Recorder,
@@ -202,6 +202,39 @@ def test_kill_9_keeps_receipted_sends_and_redelivers_unacked(tmp_path: Path) -> 
         (e,) = rec2.wait(lambda: rec2.errors or None, "the shutdown's ERROR")
         assert "shutdown" in e.body.lower()
         assert "Traceback" not in b.log()
+    finally:
+        b.stop()
+
+
+def test_an_ack_alone_still_reaches_the_store_and_is_not_redelivered(tmp_path: Path) -> None:
+    """An ACK with no receipt keeps the store batch open a moment, to ride the
+    next commit someone waits for; with no other traffic at all its delete
+    still reaches the database, and after a kill -9 the message stays gone."""
+    b = BrokerProcess(tmp_path, None, "--stomp-port", str(free_port())).start()
+    db = b.data_dir / "amqplite.db"
+
+    def entries() -> int:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10) as conn:
+            return int(conn.execute("select count(*) from queue_entries").fetchone()[0])
+
+    try:
+        c, rec = connect(b)
+        c.send("/queue/e2e-acked", "done", headers={"persistent": "true"}, receipt="p")
+        rec.wait_receipt("p")
+        assert entries() == 1  # the RECEIPT came after the commit
+        c.subscribe("/queue/e2e-acked", id="a", ack="client-individual")
+        (m,) = rec.wait_messages(1)
+        c.ack(m.headers["ack"])
+        wait_for(lambda: entries() == 0, DEADLINE, what="the ACK's delete in the store")
+        b.kill()
+        b.start()
+        d, rec2 = connect(b)
+        d.send("/queue/e2e-acked", "after", headers={"persistent": "true"}, receipt="q")
+        rec2.wait_receipt("q")
+        d.subscribe("/queue/e2e-acked", id="a", ack="client-individual")
+        (first,) = rec2.wait_messages(1)
+        assert first.body == "after"  # an acked message redelivered would come first
+        d.disconnect()
     finally:
         b.stop()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
+from amqplite.protocol.stomp.frames import serialize
 from amqplite.sessions.stomp.session import stream_offset, subscription_queue
 from tests.sessions.stomp_node import Node
 
@@ -168,6 +169,26 @@ def test_receipt_of_a_persistent_send_waits_for_the_commit() -> None:
     (r,) = c.frames()
     assert r.headers["receipt-id"] == "r2"
     assert _queue(node, "q").message_count == 2
+
+
+def test_a_confirm_counts_the_receipts_it_releases() -> None:
+    """``last_released``: how many RECEIPTs one confirm let go, the shell's hint
+    that the publisher keeps a window of them (it then gathers their SENDs)."""
+    node = Node()
+    c = node.connect()
+    assert c.session is not None
+    window = b"".join(serialize("SEND", {"destination": "/queue/q", "persistent": "true",
+                                         "receipt": f"r{i}"}, b"p") for i in range(3))
+    c.proto.receive_data(window, 0.0)  # one read: one confirm covers the three
+    while (ev := c.proto.next_event()) is not None:
+        c.session.handle(ev)
+    node.commit()
+    assert [f.headers["receipt-id"] for f in c.frames()] == ["r0", "r1", "r2"]
+    assert c.session.last_released == 3
+    c.send("SEND", b"p", destination="/queue/q", persistent="true", receipt="r3")
+    node.commit()
+    assert [f.headers["receipt-id"] for f in c.frames()] == ["r3"]
+    assert c.session.last_released == 1
 
 
 def test_transactions_cover_send_and_ack() -> None:

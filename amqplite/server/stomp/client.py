@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+import select
 import time
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,14 @@ from amqplite.broker.model import Session
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.stomp import errors as stomp_errors
 from amqplite.protocol.stomp.connection import StompConnection
-from amqplite.protocol.stomp.events import ConnectRequested, DisconnectReceived, ProtocolError
+from amqplite.protocol.stomp.events import (
+    AckReceived,
+    ConnectRequested,
+    DisconnectReceived,
+    NackReceived,
+    ProtocolError,
+    SendReceived,
+)
 from amqplite.server.shell import WRITE_HIGH_WATER, ConnectionShell
 from amqplite.sessions.stomp.session import StompSession
 
@@ -27,6 +35,12 @@ log = logging.getLogger("amqplite.stomp")
 
 #: a DISCONNECT's RECEIPT waits for the commits before it, at most this many rounds
 _DISCONNECT_ROUNDS = 20
+#: how long the deletes of ACK/NACK frames may wait for another commit to ride
+#: (``StompClient._interpret``): a kill -9 may redeliver what was acked this late
+ACK_LINGER_S = 0.005
+#: how long a windowed publisher's SENDs wait for the rest of its window
+#: before an idle store commits them (``StompClient._interpret``)
+SEND_LINGER_S = 0.001
 
 
 class StompClient(ConnectionShell):
@@ -48,6 +62,13 @@ class StompClient(ConnectionShell):
         #: what the admin listing reads (the CONNECT's ``client-id``, if any)
         self.client_id = ""
         self._timer_wake = trio.Event()
+        #: the last read held only ACK/NACK frames nobody waits on (see ``_interpret``)
+        self._settled_only = False
+        #: the last read's SENDs may wait for the rest of their window
+        self._gather = False
+        self._poller: select.poll | None = None
+        #: the last read's batch was kept open to gather (the next one flushes)
+        self._gathered = False
 
     @property
     def session(self) -> Session | None:
@@ -72,8 +93,18 @@ class StompClient(ConnectionShell):
 
     async def _handle_events(self) -> None:
         proto = self.proto
+        self._settled_only = self._gather = False
+        settled_only = True
+        receipted = False
         while (ev := proto.next_event()) is not None:
             rules = self.rules
+            t = type(ev)
+            if t is SendReceived:
+                settled_only = False
+                receipted = receipted or ev.receipt is not None  # type: ignore[union-attr]
+            elif settled_only and ((t is not AckReceived and t is not NackReceived)
+                                   or ev.receipt is not None):  # type: ignore[union-attr]
+                settled_only = False
             if type(ev) is ConnectRequested:
                 self._connect(ev)
             elif type(ev) is ProtocolError:
@@ -86,11 +117,51 @@ class StompClient(ConnectionShell):
                     return
             if self._finishing:
                 return
+        self._settled_only = settled_only
+        self._gather = (receipted and self._fd >= 0 and self.rules is not None
+                        and self.rules.last_released > 1
+                        and self.listener.persistence.inflight == 0)
         if self.rules is not None and self.rules.held:
             await self.listener.committed()  # a RECEIPT means it is stored
             self.rules.release_held()
         if proto.closed:
             self.finish()
+
+    def _interpret(self) -> None:
+        """The store batch goes to the writer after each read, except:
+
+        - a read of ACK/NACKs only (no receipt asked) keeps it open a moment:
+          their deletes then ride the next commit someone waits for (the
+          publishers' SENDs) instead of taking one of their own, which a SEND
+          arriving just after would wait out (a whole fsync more per window of
+          receipts). Nobody hears of an ack's commit, and the listener hands the
+          batch over within ``ACK_LINGER_S`` anyway.
+        - receipted SENDs of a windowed publisher, while the store is idle and
+          more of its bytes already wait in the socket (a client writing frame
+          by frame): the next read, which then always flushes, takes them along
+          into the same commit, instead of this commit taking the window's
+          first SENDs alone.
+        """
+        listener = self.listener
+        gathered, self._gathered = self._gathered, False
+        if self._settled_only:
+            listener.interpret(flush=False)
+            listener.flush_soon()
+        elif self._gather and not gathered and self._readable():
+            # once: a client streaming its window must not keep an idle store waiting
+            self._gathered = True
+            listener.interpret(flush=False)
+            listener.flush_soon(SEND_LINGER_S)  # a backstop: the next read flushes
+        else:
+            listener.interpret()
+
+    def _readable(self) -> bool:
+        """More bytes wait in the socket now (one poll(2), no wait)."""
+        poller = self._poller
+        if poller is None:
+            poller = self._poller = select.poll()
+            poller.register(self._fd, select.POLLIN)
+        return bool(poller.poll(0))
 
     async def _disconnect(self, rules: StompSession) -> None:
         """DISCONNECT: its RECEIPT once everything before it is confirmed, then close."""

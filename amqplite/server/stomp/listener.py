@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ from amqplite.protocol.stomp.connection import ServerLimits
 from amqplite.protocol.stomp.frames import ParserLimits
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
-from amqplite.server.stomp.client import StompClient
+from amqplite.server.stomp.client import ACK_LINGER_S, StompClient
 from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
 
@@ -57,6 +58,9 @@ class StompListener:
         self.ports: list[int] = []
         self.tls_ports: list[int] = []
         self._tls: ssl.SSLContext | None = None
+        #: when ``_flusher`` hands the open store batch over (None: not asked)
+        self._flush_at: float | None = None
+        self._flush_wake = trio.Event()
 
     @property
     def clients(self) -> list[StompClient]:
@@ -78,12 +82,32 @@ class StompListener:
         log.info("STOMP listening on port(s) %s%s", self.ports,
                  f", STOMP over TLS on {self.tls_ports}" if secure else "")
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._flusher)
             if listeners:
                 nursery.start_soon(trio.serve_listeners, self._handle, listeners)
             if secure:
                 nursery.start_soon(trio.serve_listeners, self._handle_tls, secure)
             task_status.started(self.ports)
             await trio.sleep_forever()
+
+    def flush_soon(self, delay: float = ACK_LINGER_S) -> None:
+        """Hand the store batch over within ``delay`` seconds, unless a flush by
+        anyone (the next read's ``interpret``) takes it along before."""
+        at = trio.current_time() + delay
+        if self._flush_at is None or at < self._flush_at:
+            self._flush_at = at
+            self._flush_wake.set()
+
+    async def _flusher(self) -> None:
+        while True:
+            at = self._flush_at
+            if at is None or trio.current_time() < at:
+                with trio.move_on_at(math.inf if at is None else at):
+                    await self._flush_wake.wait()
+                self._flush_wake = trio.Event()
+                continue
+            self._flush_at = None
+            self.interpret()
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         peer = accepted_peer(stream)

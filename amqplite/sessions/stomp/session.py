@@ -194,6 +194,9 @@ class StompSession:
         self.transactions: dict[str, list[SendReceived | SettleFrame]] = {}
         #: receipts that leave once the store committed what came before
         self.held: list[str] = []
+        #: how many RECEIPTs the last confirm released: more than one means a
+        #: publisher with a window of them (the shell then gathers its SENDs)
+        self.last_released = 0
         self.closed = False
         self.delivered = 0
         self.received = 0
@@ -516,6 +519,7 @@ class StompSession:
         if not receipts:
             return
         seqs = list(itertools.takewhile(lambda s: s <= upto, receipts)) if multiple else [upto]
+        released = 0
         for seq in seqs:
             for r in receipts.pop(seq, ()):
                 if nack:
@@ -525,6 +529,9 @@ class StompSession:
                     self._finish()
                 else:
                     self.proto.send_receipt(r)
+                    released += 1
+        if released:
+            self.last_released = released
 
     def deliver(self, ch: ChannelState, consumer_tag: str, delivery_tag: int,
                 redelivered: bool, message: Any, properties: bytes | None = None) -> None:

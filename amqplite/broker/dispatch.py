@@ -366,13 +366,21 @@ class Dispatcher:
                 return out
             if tag not in un:
                 raise E.precondition(f"unknown delivery tag {tag}", cm)
+            if tag == next(reversed(un)):  # up to the last tag given: all of them
+                out = list(un.values())
+                un.clear()
+                return out
+            # tags are given in increasing order, so the dict's order is theirs: one
+            # pass to the first tag above, then the removals (no iterator per tag)
             out = []
-            while un:
-                t, d = next(iter(un.items()))
+            keys = []
+            for t, d in un.items():
                 if t > tag:
                     break
-                del un[t]
+                keys.append(t)
                 out.append(d)
+            for t in keys:
+                del un[t]
             return out
         if tag not in un:
             raise E.precondition(f"unknown delivery tag {tag}", cm)

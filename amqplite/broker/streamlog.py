@@ -29,6 +29,9 @@ READ_BATCH = 1000
 READ_BYTES = 1024 * 1024
 #: fewest entries one read brings back
 MIN_READ = 8
+#: bytes of chunks a stream keeps after a read, for its other cursors (readers of one
+#: log tend to read the same chunks close together: one store read serves them all)
+CACHE_BYTES = 4 * READ_BYTES
 
 _AGE = re.compile(r"^([0-9]+)([YMDhms])$")
 _UNIT_SECONDS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
@@ -91,7 +94,8 @@ class Cursor:
     """One consumer's place in a stream: the next offset to read from the store and
     the entries read ahead but not yet delivered."""
 
-    __slots__ = ("buffer", "consumer", "min_ts", "offset", "pending", "reading", "unsettled")
+    __slots__ = ("buffer", "consumer", "min_ts", "offset", "pending", "reading", "unsettled",
+                 "waiters")
 
     def __init__(self, consumer: Consumer, offset: int, min_ts: int | None = None) -> None:
         self.consumer = consumer
@@ -109,6 +113,9 @@ class Cursor:
         #: ends at a chunk boundary and no chunk crosses the process boundary twice; it
         #: costs no memory of its own (the buffer's last entries hold the same chunk)
         self.pending: tuple[bytes, int, int, int] | None = None
+        #: other cursors waiting for this one's store read (they asked for the same
+        #: offset while it was out); None when none do
+        self.waiters: list[Cursor] | None = None
 
 
 class Group:
@@ -134,8 +141,8 @@ class Group:
 class StreamLog:
     """Segments in offset order (the last one open), the next offset, the cursors."""
 
-    __slots__ = ("bytes", "cursors", "groups", "member_of", "next_offset", "on_append", "routes",
-                 "segments", "splice")
+    __slots__ = ("bytes", "cache", "cache_bytes", "cursors", "groups", "loading", "member_of", "next_offset",
+                 "on_append", "routes", "segments", "splice")
 
     def __init__(self) -> None:
         #: (exchange, routing key) -> its route bytes in a record (publishers repeat them)
@@ -155,6 +162,37 @@ class StreamLog:
         #: waiting for ``max_wait_ms``) is woken instead of polling; None costs an
         #: append one attribute test
         self.on_append: Callable[[], None] | None = None
+        #: the chunks read last, (first offset, count, data), up to CACHE_BYTES:
+        #: committed and never rewritten, so any cursor may take entries from them
+        self.cache: deque[tuple[int, int, bytes]] = deque()
+        self.cache_bytes = 0
+        #: store reads out, by the offset they start at -> the cursor that asked
+        self.loading: dict[int, Cursor] = {}
+
+    def cached(self, offset: int) -> tuple[int, int, bytes] | None:
+        """The cached chunk holding ``offset``, if any."""
+        for c in self.cache:
+            if c[0] <= offset < c[0] + c[1]:
+                return c
+        return None
+
+    def loaded(self, cur: Cursor, chunks: list[tuple[int, int, bytes]]) -> None:
+        """``cur``'s store read came back (``chunks``, maybe none): they join the
+        cache, and the cursors waiting for it may read again."""
+        cache = self.cache
+        for c in chunks:
+            if c[1] and self.cached(c[0]) is None:
+                cache.append(c)
+                self.cache_bytes += len(c[2])
+        while self.cache_bytes > CACHE_BYTES and len(cache) > 1:
+            self.cache_bytes -= len(cache.popleft()[2])
+        for lo, owner in list(self.loading.items()):
+            if owner is cur:
+                del self.loading[lo]
+        if cur.waiters is not None:
+            for w in cur.waiters:
+                w.reading = False
+            cur.waiters = None
 
     @property
     def first_offset(self) -> int:
@@ -239,6 +277,10 @@ class StreamLog:
         for _ in range(n):
             self.bytes -= self.segments.popleft().size
         first = self.first_offset
+        kept = [c for c in self.cache if c[0] + c[1] > first]
+        self.cache.clear()
+        self.cache.extend(kept)
+        self.cache_bytes = sum(len(c[2]) for c in kept)
         for cur in self.cursors.values():
             if cur.offset < first:
                 cur.offset = first

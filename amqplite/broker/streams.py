@@ -325,10 +325,24 @@ class Streams:
                 self._stream_deliver(q, c, buf)
                 if self._take_pending(st, cur, limit):
                     self._stream_deliver(q, c, buf)
-            if (not cur.reading and cur.pending is None and len(buf) < limit
-                    and cur.offset < st.next_offset):
+            while (not cur.reading and cur.pending is None and len(buf) < limit
+                   and cur.offset < st.next_offset):
+                lo = max(cur.offset, st.first_offset)
+                chunk = st.cached(lo) if st.cache else None
+                if chunk is not None:  # another cursor's read has it: no store read
+                    self._take_entries(st, cur, ((*chunk, 0),), limit - len(buf))
+                    self._stream_deliver(q, c, buf)
+                    continue
+                owner = st.loading.get(lo)
                 cur.reading = True
-                self.effects.append(ReadStream(q, cur, cur.offset, st.next_offset - 1, limit))
+                if owner is not None:  # the same chunk is on its way for another cursor
+                    if owner.waiters is None:
+                        owner.waiters = []
+                    owner.waiters.append(cur)
+                else:
+                    st.loading[lo] = cur
+                    self.effects.append(ReadStream(q, cur, cur.offset, st.next_offset - 1,
+                                                   limit))
 
     def _stream_deliver(self, q: Queue, c: Consumer, buf: deque[StreamEntry]) -> None:
         """As many read-ahead entries as ``c`` has room for, as one batch effect.
@@ -374,7 +388,11 @@ class Streams:
         """
         cur.reading = False
         st = q.stream
-        if q.deleted or st is None or st.cursors.get(cur.consumer) is not cur:
+        if q.deleted or st is None:
+            return
+        st.loaded(cur, chunks)
+        if st.cursors.get(cur.consumer) is not cur:  # gone meanwhile: its waiters read on
+            self._stream_dispatch(q)
             return
         found = self._take_entries(st, cur, [(first, count, data, 0)
                                              for first, count, data in chunks], limit)
@@ -429,6 +447,8 @@ class Streams:
     def stream_load_failed(self, q: Queue, cur: Cursor) -> None:
         """The read failed (logged by the shell): the next dispatch asks again."""
         cur.reading = False
+        if q.stream is not None:
+            q.stream.loaded(cur, [])
         if not q.deleted:
             self._stream_dispatch(q)
 

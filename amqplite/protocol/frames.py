@@ -316,15 +316,17 @@ def write_stream_deliveries(
     ``first_tag`` up (redelivered is never set on a stream read).
 
     The route, properties and body go out as slices of the stored chunk: per
-    entry this is a few struct packs and one join for the whole batch.
+    entry this is a few struct packs, one tuple of parts and one join for the
+    whole batch. Route and properties are short, so plain bytes slices (cheaper
+    to make than views); the body is a view, so it is copied once, by the join.
     """
     ct = _b(consumer_tag)
     ctag = bytes((len(ct),)) + ct
     heads: dict[int, bytes] = {}  # method frame head by route length
     body_max = frame_max - FRAME_OVERHEAD if frame_max else 0
     parts: list[bytes | memoryview] = []
-    add = parts.append
-    qb, end_header, qb_end = _QB.pack, _END_HEADER.pack, _QB_END.pack
+    extend = parts.extend
+    qb, end_header, qb_end, unpack = _QB.pack, _END_HEADER.pack, _QB_END.pack, _RECORD_HEAD
     data: bytes | None = None
     view = memoryview(b"")
     tag = first_tag
@@ -333,7 +335,7 @@ def write_stream_deliveries(
             data = e.data
             view = memoryview(data)
         at = e.at
-        _ts, _key, rl, pl, bl = _RECORD_HEAD(data, at)
+        _ts, _key, rl, pl, bl = unpack(data, at)
         r = at + RECORD_HEAD_SIZE
         p = r + rl
         b = p + pl
@@ -341,23 +343,16 @@ def write_stream_deliveries(
         if head is None:
             size = 13 + len(ctag) + rl
             head = heads[rl] = _METHOD_HEAD.pack(1, channel, size, BASIC, 60) + ctag
-        add(head)
-        add(qb(tag, 0))
-        add(view[r:p])
-        add(end_header(0xCE, 2, channel, 12 + pl, BASIC, 0, bl))
-        add(view[p:b])
-        if not bl:
-            add(_END)
-        elif not body_max or bl <= body_max:
-            add(qb_end(0xCE, FRAME_BODY, channel, bl))
-            add(view[b : b + bl])
-            add(_END)
+        if bl and (not body_max or bl <= body_max):  # the usual case: one body frame
+            extend((head, qb(tag, 0), data[r:p],
+                    end_header(0xCE, 2, channel, 12 + pl, BASIC, 0, bl), data[p:b],
+                    qb_end(0xCE, FRAME_BODY, channel, bl), view[b : b + bl], _END))
         else:
-            add(_END)
-            for start in range(b, b + bl, body_max):
-                piece = view[start : min(start + body_max, b + bl)]
-                add(_FRAME_HEAD.pack(FRAME_BODY, channel, len(piece)))
-                add(piece)
-                add(_END)
+            extend((head, qb(tag, 0), data[r:p],
+                    end_header(0xCE, 2, channel, 12 + pl, BASIC, 0, bl), data[p:b], _END))
+            if bl:  # larger than a frame: split (frame_max is set, or it would fit)
+                for start in range(b, b + bl, body_max):
+                    piece = view[start : min(start + body_max, b + bl)]
+                    extend((_FRAME_HEAD.pack(FRAME_BODY, channel, len(piece)), piece, _END))
         tag += 1
     out += b"".join(parts)

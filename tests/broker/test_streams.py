@@ -161,6 +161,51 @@ def test_each_chunk_crosses_from_the_store_once_per_reader(tmp_path: Path) -> No
     assert shell.read_entries == 3500
 
 
+def _attach(b: Broker, ch: Any, tag: str, prefetch: int = 1000) -> None:
+    b.basic_qos(ch, 0, prefetch, False)
+    b.basic_consume(ch, "s", tag, arguments={"x-stream-offset": "first"})
+    b.start_consumer(ch, tag)
+
+
+def test_readers_of_the_same_chunks_share_one_store_read(tmp_path: Path) -> None:
+    """Three consumers attach from first before any read is back: one read goes
+    out, the others wait for it; as they read on, a chunk another cursor just
+    read comes from the stream's cache. Every reader still gets every offset once,
+    in order, and each chunk crossed from the store once for all of them."""
+    b, shell, ch, _ = setup(tmp_path, 2500)
+    chans = [ch] + [session_channel(b, n)[1] for n in (2, 3)]
+    for i, c in enumerate(chans):
+        _attach(b, c, f"r{i}", prefetch=300)
+    got: dict[str, list[int]] = {f"r{i}": [] for i in range(3)}
+    while any(len(v) < 2500 for v in got.values()):
+        shell.settle()
+        for d in shell.deliveries:
+            got[d.consumer_tag].append(
+                decode_properties(d.message.properties_raw).headers["x-stream-offset"])  # type: ignore[index]
+        shell.deliveries.clear()
+        for c in chans:
+            b.basic_ack(c, 0, multiple=True)
+    assert all(v == list(range(2500)) for v in got.values())
+    assert shell.read_entries == 2500
+
+
+def test_waiters_read_on_when_the_reader_they_waited_for_is_gone(tmp_path: Path) -> None:
+    b, shell, ch, _ = setup(tmp_path, 20)
+    _, ch2 = session_channel(b, 2)
+    _attach(b, ch, "a")
+    _attach(b, ch2, "b")
+    out = b.take_outcome()
+    reads = [e for e in out.effects if isinstance(e, ReadStream)]
+    assert len(reads) == 1, "b waits for a's read"
+    b.basic_cancel(ch, "a")
+    e = reads[0]
+    b.stream_loaded(e.queue, e.cursor, shell.store.fetch_stream(e.queue.id, e.lo, e.limit),
+                    e.hi, e.limit)
+    shell.settle()
+    assert {d.consumer_tag for d in shell.deliveries} == {"b"}
+    assert offsets(shell) == list(range(20))
+
+
 def test_read_size_follows_the_entry_size() -> None:
     st = StreamLog()
     for _ in range(100):

@@ -339,10 +339,12 @@ def _stomp_listeners(server: NodeView) -> list[tuple[str, list[int]]]:
 
 
 def mqtt_connections(server: NodeView) -> list[Any]:
-    """The MQTT and STOMP listeners' connections (none when they are off)."""
+    """The MQTT, STOMP and Kafka listeners' connections (none when they are off)."""
     stomp = getattr(server, "stomp", None)  # the STOMP front: same listing shape
+    kafka = getattr(server, "kafka", None)  # the Kafka front: same listing shape
     return ((list(server.mqtt.connections) if server.mqtt is not None else [])
-            + (list(stomp.connections) if stomp is not None else []))
+            + (list(stomp.connections) if stomp is not None else [])
+            + (list(kafka.connections) if kafka is not None else []))
 
 
 def _channel_name(conn: AMQPConnection, ch: ChannelState) -> str:

@@ -68,9 +68,8 @@ class BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         # MQTT's, STOMP's and Kafka's default ports (1883, 61613, 9092) are one for the
-        # whole machine:
-        # brokers under test run in parallel (and beside a system Mosquitto or RabbitMQ),
-        # so MQTT, STOMP and Kafka are off unless asked for
+        # whole machine: brokers under test run in parallel (and beside a system
+        # Mosquitto or RabbitMQ), so MQTT, STOMP and Kafka are off unless asked for
         mqtt = [] if "--mqtt-port" in self.extra else ["--mqtt-port", "0"]
         mqtt += [] if "--stomp-port" in self.extra else ["--stomp-port", "0"]
         mqtt += [] if "--kafka-port" in self.extra else ["--kafka-port", "0"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -130,7 +131,7 @@ class KafkaClient(ConnectionShell):
         if users.authenticate(name, password, self.peer_host) is not None:
             return name
         line = users.failure_line(f"Kafka {self.name}", name, self.peer_host,
-                                  trio.current_time())
+                                  time.monotonic())
         if line is not None:
             log.warning("%s", line)
         return None

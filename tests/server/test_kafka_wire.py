@@ -135,6 +135,7 @@ def test_sasl_plain_and_no_anonymous(tmp_path: Path) -> None:
         kafka = [r for r in rows if r["protocol"] == "Kafka"]
         assert [(r["user"], r["vhost"], r["client_properties"]["client_id"])
                 for r in kafka] == [("guest", "/", "sasl-client")]
+        assert "amqplite_kafka_connections 1.0" in admin_get(b, "/metrics", as_json=False)
         right.close()
         wait_for(lambda: not [r for r in admin_get(b, "/api/connections")
                               if r["protocol"] == "Kafka"], TIMEOUT, what="the row to go")
@@ -142,12 +143,13 @@ def test_sasl_plain_and_no_anonymous(tmp_path: Path) -> None:
             r.close()
 
 
-def admin_get(b: BrokerProcess, path: str) -> Any:
+def admin_get(b: BrokerProcess, path: str, as_json: bool = True) -> Any:
     assert b.admin_url is not None
     req = urllib.request.Request(b.admin_url + path, headers={
         "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
     with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
-        return json.loads(resp.read())
+        data = resp.read()
+    return json.loads(data) if as_json else data.decode()
 
 
 def test_anonymous_acts_as_guest_from_loopback(tmp_path: Path) -> None:

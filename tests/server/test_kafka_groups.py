@@ -102,3 +102,47 @@ def test_committed_offsets_survive_a_restart(tmp_path: Path) -> None:
         got = drain([c], 5, both=False)
         c.close()
         assert sorted(v for _i, v in got) == list(range(10, 15))
+
+
+def test_kafka_python_aiokafka_and_kcat_groups(tmp_path: Path) -> None:
+    import asyncio
+    import shutil
+    import subprocess
+
+    from kafka import KafkaConsumer
+
+    with kafka_broker(tmp_path / "data") as b:
+        bs = bootstrap(b)
+        produce(bs, 0, 20)
+        kc = KafkaConsumer(TOPIC, bootstrap_servers=bs, group_id="kp",
+                           auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+        values = []
+        for m in kc:
+            values.append(int(m.value))
+            if len(values) == 20:
+                break
+        kc.commit()
+        kc.close()
+        assert sorted(values) == list(range(20))
+
+        async def aio() -> list[int]:
+            from aiokafka import AIOKafkaConsumer
+
+            co = AIOKafkaConsumer(TOPIC, bootstrap_servers=bs, group_id="aio",
+                                  auto_offset_reset="earliest")
+            await co.start()
+            out: list[int] = []
+            try:
+                async with asyncio.timeout(DEADLINE):
+                    while len(out) < 20:
+                        for msgs in (await co.getmany(timeout_ms=500)).values():
+                            out += [int(m.value) for m in msgs]
+                await co.commit()
+            finally:
+                await co.stop()
+            return out
+        assert sorted(asyncio.run(aio())) == list(range(20))
+        if shutil.which("kcat") is not None:
+            out = subprocess.run(["kcat", "-b", bs, "-G", "kc", "-o", "beginning", "-e", TOPIC],
+                                 capture_output=True, timeout=DEADLINE, check=True)
+            assert sorted(int(v) for v in out.stdout.split()) == list(range(20))

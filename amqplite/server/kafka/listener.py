@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amqplite.kafka")
 
+#: seconds between sweeps of idle idempotent producers' state
+PRODUCER_SWEEP = 60.0
+
 
 class KafkaListener:
     """Accepts Kafka clients. Its dependencies are explicit, as the STOMP
@@ -101,16 +104,22 @@ class KafkaListener:
         self._coordinator_wake.set()
 
     async def _coordinate(self) -> None:
-        """Tick the coordinator at its next deadline (a group call may move it)."""
+        """Tick the coordinator at its next deadline (a group call may move it), and
+        now and then forget idle idempotent producers."""
         c = self.coordinator
+        expire_at = trio.current_time() + PRODUCER_SWEEP
         while True:
             deadline = c.next_deadline()
-            with trio.move_on_at(math.inf if deadline is None else deadline):
+            with trio.move_on_at(min(expire_at, math.inf if deadline is None else deadline)):
                 await self._coordinator_wake.wait()
             self._coordinator_wake = trio.Event()
-            answers = c.tick(trio.current_time())
+            now = trio.current_time()
+            answers = c.tick(now)
             if answers.replies or answers.evicted:
                 self.dispatch([answers])
+            if now >= expire_at:
+                self.topics.producers.expire(self.broker.now())
+                expire_at = now + PRODUCER_SWEEP
 
     def forget(self, client: KafkaClient) -> None:
         """A closed connection's waiting group answers are dropped (its members stay

@@ -191,3 +191,8 @@ def test_a_lone_member_joins_at_once(node: Node) -> None:
     coord = answer(ApiKey.FIND_COORDINATOR, 2, s.handle(request(
         ApiKey.FIND_COORDINATOR, 2, {"key": "g", "key_type": 0}), 0.0))
     assert (coord["error_code"], coord["port"]) == (0, PORT)
+
+
+def test_an_empty_batch_moves_a_consumer_past_empty_offsets() -> None:
+    got = rb.decode_batch(rb.encode_empty_batch(5, 9))
+    assert (got.base_offset, got.last_offset, got.record_count, got.records) == (5, 9, 0, [])

@@ -28,3 +28,27 @@ def kafka_port(b: BrokerProcess) -> int:
 
 def bootstrap(b: BrokerProcess) -> str:
     return f"127.0.0.1:{kafka_port(b)}"
+
+
+async def aiokafka_read(bs: str, topic: str, n: int, deadline: float,
+                        group_id: str | None = None) -> list[bytes]:
+    """``n`` values read by an aiokafka consumer from the earliest offset (in a group,
+    committed afterwards), within ``deadline`` seconds."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+
+    co = AIOKafkaConsumer(topic, bootstrap_servers=bs, group_id=group_id,
+                          auto_offset_reset="earliest")
+    await co.start()
+    out: list[bytes] = []
+    try:
+        async with asyncio.timeout(deadline):
+            while len(out) < n:
+                for msgs in (await co.getmany(timeout_ms=500)).values():
+                    out += [m.value for m in msgs]
+        if group_id is not None:
+            await co.commit()
+    finally:
+        await co.stop()
+    return out

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from tests.brokerproc import BrokerProcess
-from tests.server.kafkaclient import bootstrap, kafka_broker, kafka_port
+from tests.server.kafkaclient import aiokafka_read, bootstrap, kafka_broker, kafka_port
 
 DEADLINE = 30.0
 
@@ -112,7 +112,7 @@ def test_kafka_python_and_aiokafka(broker: BrokerProcess) -> None:
     assert got == [b"kp-%d" % i for i in range(5)]
 
     async def aio() -> list[bytes]:
-        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+        from aiokafka import AIOKafkaProducer
 
         pr = AIOKafkaProducer(bootstrap_servers=bs, compression_type="gzip", acks="all")
         await pr.start()
@@ -121,17 +121,7 @@ def test_kafka_python_and_aiokafka(broker: BrokerProcess) -> None:
                 await pr.send_and_wait("ak", b"ak-%d" % i)
         finally:
             await pr.stop()
-        co = AIOKafkaConsumer("ak", bootstrap_servers=bs, auto_offset_reset="earliest")
-        await co.start()
-        out: list[bytes] = []
-        try:
-            async with asyncio.timeout(DEADLINE):
-                while len(out) < 5:
-                    for msgs in (await co.getmany(timeout_ms=500)).values():
-                        out += [m.value for m in msgs]
-        finally:
-            await co.stop()
-        return out
+        return await aiokafka_read(bs, "ak", 5, DEADLINE)
     assert asyncio.run(aio()) == [b"ak-%d" % i for i in range(5)]
 
 

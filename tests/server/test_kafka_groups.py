@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.server.kafkaclient import bootstrap, kafka_broker
+from tests.server.kafkaclient import aiokafka_read, bootstrap, kafka_broker
 
 DEADLINE = 60.0
 TOPIC = "jobs"
@@ -125,23 +125,8 @@ def test_kafka_python_aiokafka_and_kcat_groups(tmp_path: Path) -> None:
         kc.close()
         assert sorted(values) == list(range(20))
 
-        async def aio() -> list[int]:
-            from aiokafka import AIOKafkaConsumer
-
-            co = AIOKafkaConsumer(TOPIC, bootstrap_servers=bs, group_id="aio",
-                                  auto_offset_reset="earliest")
-            await co.start()
-            out: list[int] = []
-            try:
-                async with asyncio.timeout(DEADLINE):
-                    while len(out) < 20:
-                        for msgs in (await co.getmany(timeout_ms=500)).values():
-                            out += [int(m.value) for m in msgs]
-                await co.commit()
-            finally:
-                await co.stop()
-            return out
-        assert sorted(asyncio.run(aio())) == list(range(20))
+        got = asyncio.run(aiokafka_read(bs, TOPIC, 20, DEADLINE, group_id="aio"))
+        assert sorted(int(v) for v in got) == list(range(20))
         if shutil.which("kcat") is not None:
             out = subprocess.run(["kcat", "-b", bs, "-G", "kc", "-o", "beginning", "-e", TOPIC],
                                  capture_output=True, timeout=DEADLINE, check=True)

@@ -57,9 +57,14 @@ def _join_body(a: JoinAnswer) -> dict:
                          "metadata": m.metadata} for m in a.members]}
 
 
+def _handle(s: KafkaSession, req: Request) -> tuple[int, int]:
+    """The coordinator's name for a waiting request: connection and correlation id."""
+    return s.conn_id, req.header.correlation_id
+
+
 def join_group(s: KafkaSession, req: Request, now: float) -> GroupWait:
     b = req.body
-    handle = (s.conn_id, req.header.correlation_id)
+    handle = _handle(s, req)
     s._answers.append(s.coordinator.join_group(
         now, handle, _vhost(s), b["group_id"], b["member_id"], b["protocol_type"],
         [(p["name"], bytes(p["metadata"])) for p in b["protocols"]],
@@ -76,7 +81,7 @@ def _sync_body(a: SyncAnswer) -> dict:
 
 def sync_group(s: KafkaSession, req: Request, now: float) -> GroupWait:
     b = req.body
-    handle = (s.conn_id, req.header.correlation_id)
+    handle = _handle(s, req)
     s._answers.append(s.coordinator.sync_group(
         now, handle, _vhost(s), b["group_id"], b["generation_id"], b["member_id"],
         [(a["member_id"], bytes(a["assignment"])) for a in b["assignments"]],

@@ -10,6 +10,7 @@ import base64
 import json
 import socket
 import struct
+import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,22 @@ def test_pipelined_answers_keep_request_order(tmp_path: Path) -> None:
         assert (part["error_code"], part["high_watermark"]) == (0, 0)
         second, _ = decode_response(ApiKey.METADATA, 9, raw.frame())
         assert second == meta
+        raw.close()
+
+
+def test_a_flood_of_pipelined_requests_is_answered_in_order(tmp_path: Path) -> None:
+    """5,000 requests sent at once, answers read while they go: every answer, in order
+    (the broker stops reading the client while too many wait, then goes on)."""
+    with kafka_broker(tmp_path / "data") as b:
+        raw = Raw(b)
+        n = 5000
+        data = b"".join(encode_request(ApiKey.METADATA, 9, i, "flood", {"topics": None})
+                        for i in range(1, n + 1))
+        sender = threading.Thread(target=raw.sock.sendall, args=(data,))
+        sender.start()
+        corrs = [decode_response(ApiKey.METADATA, 9, raw.frame())[0] for _ in range(n)]
+        sender.join(TIMEOUT)
+        assert corrs == list(range(1, n + 1))
         raw.close()
 
 

@@ -24,7 +24,7 @@ from amqplite.broker.model import Session
 from amqplite.protocol.kafka.framing import FrameBuffer, FrameError
 from amqplite.protocol.kafka.messages import UnsupportedRequest, decode_request, unsupported_answer
 from amqplite.protocol.kafka.primitives import CodecError
-from amqplite.server.shell import ConnectionShell
+from amqplite.server.shell import WRITE_HIGH_WATER, ConnectionShell
 from amqplite.sessions.kafka.session import KafkaSession
 from amqplite.sessions.kafka.steps import (
     AfterCommit,
@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("amqplite.kafka")
 
 _ids = itertools.count(1)
+#: requests awaiting their answers past which the connection is not read (Kafka's
+#: clients keep at most max.in.flight.requests.per.connection, 5 by default)
+MAX_PENDING = 1000
 
 
 class Slot:
@@ -114,6 +117,7 @@ class KafkaClient(ConnectionShell):
         self._jobs_tx, self._jobs_rx = trio.open_memory_channel[
             Callable[[], Awaitable[None]]](math.inf)
         self._confirmed = trio.Event()
+        self._went_out = trio.Event()
 
     @property
     def session(self) -> Session | None:
@@ -147,10 +151,14 @@ class KafkaClient(ConnectionShell):
         self._confirmed = trio.Event()
         self.send_now()
 
+    def _drained(self) -> None:
+        self._went_out.set()
+
     def _fill(self, slot: Slot, data: bytes) -> None:
         slot.data = data
         self.proto.ready_bytes += len(data)
         self.send_now()
+        self._went_out.set()  # a reader held by MAX_PENDING looks again
 
     async def _handle_events(self) -> None:
         proto = self.proto
@@ -187,6 +195,14 @@ class KafkaClient(ConnectionShell):
             if rules.closing:
                 self.finish()
                 return
+        # a client that sends without reading its answers is not read until they drain
+        while (len(proto.slots) > MAX_PENDING or proto.ready_bytes > WRITE_HIGH_WATER) \
+                and not self._finishing:
+            self._went_out = trio.Event()
+            listener.interpret()  # what was asked so far goes on, and its answers out
+            self.flush()
+            self._wake.set()
+            await self._went_out.wait()
 
     def _queue(self, data: bytes | None) -> Slot:
         slot = Slot(data)

@@ -55,6 +55,8 @@ NODE_ID = 0
 CLUSTER_ID = "amqplite"
 #: what the delivery log and the admin API call this front's sessions
 PROTOCOL = "Kafka"
+#: store reads one Fetch may make per partition (each at most ``READ_BATCH`` entries)
+MAX_READS = 16
 
 
 #: (topic, [(partition, its plan)]) in request order
@@ -330,15 +332,36 @@ class KafkaSession:
         return [(self.vhost, t, p) for t, rows in plan for p, _r in rows]
 
     def fetch_reads(self, w: FetchWait, plan: FetchPlan) -> bytes | Reads:
-        """The store reads of the planned partitions, then the response."""
+        """The store reads of the planned partitions, then the response. A store read
+        brings at most ``READ_BATCH`` entries: a partition whose read filled it and
+        whose ``max_bytes`` has room is read on (up to ``MAX_READS`` rounds), so one
+        Fetch answers with as much as the client asked for, not one read's worth."""
         wanted = [r for _t, rows in plan for _p, r in rows if r.read]
         if not wanted:
             return self._fetch_answer(w, plan, {})
+        got: dict[int, Fetched] = {}
+        return self._read_on(w, plan, [(r, r) for r in wanted], got, 1)
 
-        def resume(chunks: list[Any]) -> bytes:
-            got = {id(r): Topics.fetched(r, c) for r, c in zip(wanted, chunks, strict=True)}
+    def _read_on(self, w: FetchWait, plan: FetchPlan, todo: list[tuple[FetchRead, FetchRead]],
+                 got: dict[int, Fetched], rounds: int) -> Reads:
+        def resume(chunks: list[Any]) -> bytes | Reads:
+            more: list[tuple[FetchRead, FetchRead]] = []
+            for (first, cur), c in zip(todo, chunks, strict=True):
+                f = Topics.fetched(cur, c)
+                prev = got.get(id(first))
+                if prev is not None:
+                    f = attrs.evolve(f, records=prev.records + f.records)
+                got[id(first)] = f
+                used = sum(r.size for r in f.records)
+                if (len(f.records) - (len(prev.records) if prev else 0) >= cur.limit
+                        and f.next_offset <= first.hi and used < first.max_bytes
+                        and rounds < MAX_READS):
+                    more.append((first, attrs.evolve(cur, lo=f.next_offset,
+                                                     max_bytes=first.max_bytes - used)))
+            if more:
+                return self._read_on(w, plan, more, got, rounds + 1)
             return self._fetch_answer(w, plan, got)
-        return Reads([(r.queue_id, r.lo, r.limit) for r in wanted], resume)
+        return Reads([(cur.queue_id, cur.lo, cur.limit) for _f, cur in todo], resume)
 
     def _fetch_answer(self, w: FetchWait, plan: FetchPlan, got: dict[int, Fetched]) -> bytes:
         body = w.request.body

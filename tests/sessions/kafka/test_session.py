@@ -196,3 +196,25 @@ def test_a_lone_member_joins_at_once(node: Node) -> None:
 def test_an_empty_batch_moves_a_consumer_past_empty_offsets() -> None:
     got = rb.decode_batch(rb.encode_empty_batch(5, 9))
     assert (got.base_offset, got.last_offset, got.record_count, got.records) == (5, 9, 0, [])
+
+
+def test_a_fetch_reads_on_past_one_store_read(node: Node) -> None:
+    """2,500 records, more than one store read brings: one Fetch answers with all of
+    them when max_bytes has room, and with fewer when it has not."""
+    s = session(node)
+    produce(s, [b"v%d" % i for i in range(2500)])
+    node.shell.settle()
+
+    def fetch(max_bytes: int) -> list[int]:
+        step = s.handle(request(ApiKey.FETCH, 11, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": max_bytes,
+            "topics": [{"topic": "t", "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": max_bytes}]}]}),
+            0.0)
+        assert isinstance(step, FetchWait)
+        body = answer(ApiKey.FETCH, 11, run_reads(node, s.fetch_reads(step, s.fetch_plan(step))))
+        data = body["responses"][0]["partitions"][0]["records"]
+        return [b.base_offset + r.offset_delta for raw in rb.split_batches(data)
+                for b in [rb.decode_batch(raw)] for r in b.records or []]
+    assert fetch(1 << 20) == list(range(2500))
+    assert 0 < len(fetch(10_000)) < 1000

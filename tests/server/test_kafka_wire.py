@@ -11,6 +11,7 @@ import json
 import socket
 import struct
 import threading
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -176,4 +177,14 @@ def test_anonymous_acts_as_guest_from_loopback(tmp_path: Path) -> None:
         row = [r for r in admin_get(b, "/api/connections") if r["protocol"] == "Kafka"]
         assert [(r["user"], r["client_properties"]["client_id"]) for r in row] == [
             ("guest", "anon")]
+        admin_delete(b, "/api/connections/" + urllib.parse.quote(row[0]["name"], safe=""))
+        assert raw.closed()  # closed from the admin API
         raw.close()
+
+
+def admin_delete(b: BrokerProcess, path: str) -> None:
+    assert b.admin_url is not None
+    req = urllib.request.Request(b.admin_url + path, method="DELETE", headers={
+        "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+    with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+        assert resp.status == 204

@@ -113,7 +113,7 @@ class KafkaClient(ConnectionShell):
             peer=self.name, peer_host=self.peer_host,
             advertised=(s.kafka_advertised_host or local[0], local[1]),
             authenticate=self._authenticate, anonymous=anonymous,
-            default_vhost=s.kafka_vhost, flush=self.flush)
+            default_vhost=s.kafka_vhost, flush=self.flush, finish=self.finish)
         self._jobs_tx, self._jobs_rx = trio.open_memory_channel[
             Callable[[], Awaitable[None]]](math.inf)
         self._confirmed = trio.Event()

@@ -88,7 +88,8 @@ class KafkaSession:
                  conn_id: int, peer: str, peer_host: str, advertised: tuple[str, int],
                  authenticate: Callable[[str, str], str | None] = lambda _n, _p: None,
                  anonymous: str | None = None, default_vhost: str = "/",
-                 flush: Callable[[], None] = lambda: None) -> None:
+                 flush: Callable[[], None] = lambda: None,
+                 finish: Callable[[], None] = lambda: None) -> None:
         self.broker = broker
         self.topics = topics
         self.coordinator = coordinator
@@ -100,6 +101,7 @@ class KafkaSession:
         self.anonymous = anonymous
         self.default_vhost = default_vhost
         self._flush = flush
+        self._finish = finish
         self.session: Session | None = None
         self.ch: ChannelState | None = None
         self.client_id = ""
@@ -449,9 +451,10 @@ class KafkaSession:
         """No consumers to cancel."""
 
     def force_close(self, code: int, text: str) -> None:
-        """Server-side close (shutdown, the admin API): Kafka has no close frame."""
+        """The broker ends the session (its vhost or user deleted...): Kafka has no
+        close frame, the connection closes."""
         self.closing = True
-        self._flush()
+        self._finish()
 
     def flush(self) -> None:
         self._flush()

@@ -30,6 +30,7 @@ import attrs
 
 from amqplite.broker.core import Broker
 from amqplite.broker.model import ChannelState, Session
+from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.kafka import records as rb
 from amqplite.protocol.kafka.errors import ErrorCode
 from amqplite.protocol.kafka.messages import ApiKey, Request, api_versions_body, encode_response
@@ -154,7 +155,11 @@ class KafkaSession:
             if self.anonymous is None:
                 raise Close("a request before SASL authentication, and anonymous "
                             "clients are not allowed (kafka_allow_anonymous)")
-            self.login(self.anonymous, self.default_vhost)
+            try:
+                self.login(self.anonymous, self.default_vhost)
+            except AMQPError as exc:
+                raise Close(f"anonymous user '{self.anonymous}' may not use vhost "
+                            f"'{self.default_vhost}': {exc}") from None
         return _HANDLERS[key](self, req, now)
 
     @staticmethod
@@ -186,7 +191,7 @@ class KafkaSession:
         if ok:
             try:
                 self.login(user, vhost)
-            except Exception as exc:  # an AMQPError: the vhost is refused
+            except AMQPError as exc:  # the vhost is refused
                 ok, message = False, f"user '{user}' may not use vhost '{vhost}': {exc}"
         if not ok:
             self.closing = True

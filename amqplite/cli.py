@@ -132,6 +132,8 @@ def main(**admin_options: Any) -> None:
                    "CN (needs --tls-verify-peer).")
 @click.option("--kafka-port", type=int,
               help="Kafka listener port (default 9092; 0 turns Kafka off).")
+@click.option("--kafka-tls-port", type=int,
+              help="Kafka over TLS port, with the --tls-* certificates; off by default.")
 @click.option("--kafka-advertised-host",
               help="Host Kafka clients are told to connect to (default: the address "
                    "they reached).")

@@ -298,6 +298,10 @@ class Settings:
     stomp_max_frame_size_unauthenticated: str = attrs.field(default="64KiB", validator=_size)
     #: Kafka listener port (Kafka's 9092); 0 turns the listener off
     kafka_port: int = attrs.field(default=9092, validator=_positive)
+    #: Kafka over TLS (security.protocol=SSL, or SASL_SSL) with the AMQPS certificate
+    #: settings (tls_cert, tls_key, ...); None: off (0 picks a free port)
+    kafka_tls_port: int | None = attrs.field(default=None,
+                                             validator=attrs.validators.optional(_positive))
     #: the host Metadata and FindCoordinator tell Kafka clients to connect to; empty:
     #: the address the client reached (the socket's local address)
     kafka_advertised_host: str = ""
@@ -338,6 +342,8 @@ class Settings:
             raise ConfigError("tls_fail_if_no_peer_cert needs tls_verify_peer")
         if self.mqtt_tls_port is not None and not (self.tls_cert and self.tls_key):
             raise ConfigError("mqtt_tls_port needs tls_cert and tls_key")
+        if self.kafka_tls_port is not None and not (self.tls_cert and self.tls_key):
+            raise ConfigError("kafka_tls_port needs tls_cert and tls_key")
         if self.mqtt_ssl_cert_login and not self.tls_verify_peer:
             raise ConfigError("mqtt_ssl_cert_login needs tls_verify_peer (only a verified "
                               "client certificate names a user)")

@@ -32,7 +32,7 @@ async def serve(settings: Settings) -> None:
         from amqplite.server.stomp import run_stomp
 
         services.append(run_stomp)
-    if settings.kafka_port:
+    if settings.kafka_port or settings.kafka_tls_port is not None:
         from amqplite.server.kafka import run_kafka
 
         services.append(run_kafka)

@@ -94,7 +94,8 @@ class KafkaClient(ConnectionShell):
     proto: KafkaWire
     timeout = 0
 
-    def __init__(self, listener: KafkaListener, stream: trio.SocketStream,
+    def __init__(self, listener: KafkaListener,
+                 stream: trio.SocketStream | trio.SSLStream[trio.SocketStream],
                  peer: tuple[str, int]) -> None:
         super().__init__(stream, peer, log)
         self.listener = listener
@@ -102,7 +103,9 @@ class KafkaClient(ConnectionShell):
         self.proto = KafkaWire(listener.max_frame)
         self.conn_id = next(_ids)
         s = listener.settings
-        local = stream.socket.getsockname()
+        sock = stream.socket if isinstance(stream, trio.SocketStream) \
+            else stream.transport_stream.socket
+        local = sock.getsockname()
         users = listener.users
         anonymous = None
         if s.kafka_allow_anonymous and users.identify(s.kafka_default_user,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,8 @@ from amqplite.protocol.kafka.framing import DEFAULT_MAX_FRAME
 from amqplite.server.kafka.client import KafkaClient, Slot
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
+from amqplite.server.tls import accept as accept_tls
+from amqplite.server.tls import server_context
 from amqplite.sessions.kafka.answers import Answers
 from amqplite.sessions.kafka.coordinator import GroupCoordinator
 from amqplite.sessions.kafka.topics import Topics
@@ -58,6 +61,8 @@ class KafkaListener:
         #: JoinGroup/SyncGroup requests awaiting the coordinator: handle -> where to answer
         self.waiting: dict[Any, tuple[KafkaClient, Slot, Callable[[Any], bytes]]] = {}
         self.ports: list[int] = []
+        self.tls_ports: list[int] = []
+        self._tls: ssl.SSLContext | None = None
         self._coordinator_wake = trio.Event()
 
     @property
@@ -68,25 +73,49 @@ class KafkaListener:
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
         s = self.settings
-        listeners = await listen_tcp(s.kafka_port, s.host, "Kafka", "kafka_port")
+        listeners = await listen_tcp(s.kafka_port, s.host, "Kafka", "kafka_port") \
+            if s.kafka_port else []
         self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
-        log.info("Kafka listening on port(s) %s", self.ports)
+        secure: list[trio.SocketListener] = []
+        if s.kafka_tls_port is not None:
+            self._tls = server_context(s)
+            secure = await listen_tcp(s.kafka_tls_port, s.host, "Kafka over TLS",
+                                      "kafka_tls_port")
+        self.tls_ports = sorted({ln.socket.getsockname()[1] for ln in secure})
+        log.info("Kafka listening on port(s) %s%s", self.ports,
+                 f", Kafka over TLS on {self.tls_ports}" if secure else "")
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(trio.serve_listeners, self._handle, listeners)
+            if listeners:
+                nursery.start_soon(trio.serve_listeners, self._handle, listeners)
+            if secure:
+                nursery.start_soon(trio.serve_listeners, self._handle_tls, secure)
             nursery.start_soon(self._coordinate)
             task_status.started(self.ports)
             await trio.sleep_forever()
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         peer = accepted_peer(stream)
-        if peer is None:
+        if peer is not None and not await self._at_limit(stream, peer):
+            await KafkaClient(self, stream, peer).run()
+
+    async def _handle_tls(self, stream: trio.SocketStream) -> None:
+        """Each socket's own handshake (a failure closes only it), then a client."""
+        peer = accepted_peer(stream)
+        if peer is None or self._tls is None or await self._at_limit(stream, peer):
             return
-        if self.at_connection_limit():
-            log.warning("Kafka %s:%d refused: connection limit (%d) is reached", peer[0],
-                        peer[1], self.settings.max_connections)
-            await stream.aclose()
-            return
-        await KafkaClient(self, stream, peer).run()
+        tls = await accept_tls(stream, self._tls, f"Kafka {peer[0]}:{peer[1]}",
+                               self.settings.handshake_timeout)
+        if tls is not None:
+            await KafkaClient(self, tls, peer).run()
+
+    async def _at_limit(self, stream: trio.SocketStream, peer: tuple[str, int]) -> bool:
+        """``max_connections`` reached: the socket is closed (Kafka has no refusal)."""
+        if not self.at_connection_limit():
+            return False
+        log.warning("Kafka %s:%d refused: connection limit (%d) is reached", peer[0], peer[1],
+                    self.settings.max_connections)
+        await stream.aclose()
+        return True
 
     # ------------------------------------------------------------ the coordinator
     def dispatch(self, batches: list[Answers]) -> None:

@@ -140,3 +140,36 @@ def test_acks_all_survives_kill_9(tmp_path: Path) -> None:
         with kafka_broker(data) as again:
             got = read_partition(bootstrap(again), "durable", 0, 200)
             assert [m.value() for m in got] == [b"%d" % i for i in range(200)]
+
+
+def test_amqp_and_kafka_share_one_stream(broker: BrokerProcess) -> None:
+    """A stream declared over AMQP is a topic: pika publishes, confluent-kafka reads;
+    confluent-kafka produces, pika reads with ``x-stream-offset``."""
+    import pika
+
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url + "?heartbeat=0"))
+    try:
+        ch = conn.channel()
+        ch.queue_declare("shared", durable=True, arguments={"x-queue-type": "stream"})
+        ch.confirm_delivery()
+        ch.basic_publish("", "shared", b"from amqp", pika.BasicProperties(
+            delivery_mode=2, headers={"trace": "t-1"}))
+        bs = bootstrap(broker)
+        [m] = read_partition(bs, "shared", 0, 1)
+        assert (m.value(), m.key(), m.headers()) == (b"from amqp", None, [("trace", b"t-1")])
+        p = Producer({"bootstrap.servers": bs, "acks": "all"})
+        p.produce("shared", key=b"user-1", value=b"from kafka", headers={"source": b"k"})
+        assert p.flush(DEADLINE) == 0
+        ch.basic_qos(prefetch_count=10)
+        got = []
+        for method, props, body in ch.consume("shared", arguments={"x-stream-offset": "first"},
+                                              inactivity_timeout=DEADLINE):
+            assert method is not None, "no delivery in time"
+            got.append((method.routing_key, props.headers.get("source"), body))
+            ch.basic_ack(method.delivery_tag)
+            if len(got) == 2:
+                break
+        ch.cancel()
+        assert got[1] == ("user-1", "k", b"from kafka")
+    finally:
+        conn.close()

@@ -107,9 +107,10 @@ class KafkaSession:
         self.ch: ChannelState | None = None
         self.client_id = ""
         self._mechanism: str | None = None
-        #: the highest seq every Confirm up to which arrived, and the nacked seqs
+        #: every Confirm up to this seq arrived; single Confirms past it; nacked ranges
         self.confirmed_upto = 0
-        self.nacked: set[int] = set()
+        self._singles: set[int] = set()
+        self.nacked: list[tuple[int, int]] = []
         self._answers: list[Answers] = []
         #: the connection must close once what is queued is sent (a failed login)
         self.closing = False
@@ -236,18 +237,21 @@ class KafkaSession:
             refuse = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif acks not in (0, 1, -1):
             refuse = ErrorCode.INVALID_REQUIRED_ACKS
-        results: list[tuple[str, list[tuple[int, Any, int]]]] = []
+        #: per partition: index, outcome, producer id, its first confirm seq
+        results: list[tuple[str, list[tuple[int, Any, int, int]]]] = []
         last_seq = 0
         for t in body["topic_data"]:
             name = t["name"]
-            parts: list[tuple[int, Any, int]] = []
+            parts: list[tuple[int, Any, int, int]] = []
             for p in t["partition_data"]:
                 idx = p["index"]
                 if refuse is not None:
-                    parts.append((idx, refuse, -1))
+                    parts.append((idx, refuse, -1, 0))
                     continue
+                cs = ch.confirms
+                seq_lo = cs.next_seq if cs is not None else 0
                 out, pid = self._produce_partition(ch, name, idx, p["records"])
-                parts.append((idx, out, pid))
+                parts.append((idx, out, pid, seq_lo))
                 if not isinstance(out, ErrorCode) and out.seq is not None:
                     last_seq = max(last_seq, out.seq)
             results.append((name, parts))
@@ -256,8 +260,8 @@ class KafkaSession:
 
         def build() -> bytes:
             return self.answer(req, {"responses": [
-                {"name": name, "partition_responses": [self._produce_row(idx, out, pid, acks)
-                                                       for idx, out, pid in parts]}
+                {"name": name, "partition_responses": [
+                    self._produce_row(idx, out, pid, lo, acks) for idx, out, pid, lo in parts]}
                 for name, parts in results], "throttle_time_ms": 0})
         if acks == -1 and last_seq > 0 and refuse is None:
             return AfterConfirm(last_seq, build)
@@ -296,19 +300,20 @@ class KafkaSession:
         assert first is not None and last is not None
         return attrs.evolve(last, base_offset=first.base_offset), batches[-1].producer_id
 
-    def _produce_row(self, idx: int, out: Any, pid: int, acks: int) -> dict:
+    def _produce_row(self, idx: int, out: Any, pid: int, seq_lo: int, acks: int) -> dict:
         if isinstance(out, ErrorCode):
             return {"index": idx, "error_code": out, "base_offset": -1}
         error, message = out.error, out.message
-        if acks == -1 and out.seq is not None and self._nacked(out):
+        if acks == -1 and out.seq is not None and self._nacked(seq_lo, out.seq):
             self.topics.produce_failed(out, pid)
             error, message = ErrorCode.KAFKA_STORAGE_ERROR, "the store did not commit"
         return {"index": idx, "error_code": error, "base_offset": out.base_offset,
                 "log_append_time_ms": -1, "log_start_offset": out.log_start_offset,
                 "error_message": message}
 
-    def _nacked(self, out: Any) -> bool:
-        return bool(self.nacked) and any(s <= out.seq for s in self.nacked)
+    def _nacked(self, lo: int, hi: int) -> bool:
+        """Was any Confirm of seqs ``lo..hi`` a nack?"""
+        return bool(self.nacked) and any(a <= hi and b >= lo for a, b in self.nacked)
 
     # ------------------------------------------------------------ Fetch
     def _fetch(self, req: Request, now: float) -> FetchWait:
@@ -435,10 +440,23 @@ class KafkaSession:
 
     # ------------------------------------------------------------ the broker's transport
     def send_confirm(self, ch: ChannelState, upto: int, multiple: bool, nack: bool) -> None:
-        if nack:
-            self.nacked.add(upto)
-        if multiple or upto == self.confirmed_upto + 1:
-            self.confirmed_upto = max(self.confirmed_upto, upto)
+        done = self.confirmed_upto
+        if multiple:
+            if nack:
+                self.nacked.append((done + 1, upto))
+            if upto > done:
+                done = upto
+                self._singles = {s for s in self._singles if s > done}
+        else:
+            if nack:
+                self.nacked.append((upto, upto))
+            if upto > done:
+                self._singles.add(upto)
+        singles = self._singles
+        while done + 1 in singles:
+            done += 1
+            singles.remove(done)
+        self.confirmed_upto = done
 
     def confirmed(self, seq: int) -> bool:
         return self.confirmed_upto >= seq

@@ -218,3 +218,19 @@ def test_a_fetch_reads_on_past_one_store_read(node: Node) -> None:
                 for b in [rb.decode_batch(raw)] for r in b.records or []]
     assert fetch(1 << 20) == list(range(2500))
     assert 0 < len(fetch(10_000)) < 1000
+
+
+def test_confirms_in_any_order_and_a_nack_only_fails_its_own_produce(node: Node) -> None:
+    s = session(node)
+    a, b = produce(s, [b"a"]), produce(s, [b"b"])
+    assert isinstance(a, AfterConfirm) and isinstance(b, AfterConfirm)
+    assert (a.seq, b.seq) == (1, 2)
+    s.send_confirm(s.ch, 2, False, True)  # type: ignore[arg-type]  # b nacked first
+    assert not s.confirmed(2)
+    s.send_confirm(s.ch, 1, False, False)  # type: ignore[arg-type]
+    assert s.confirmed(2)
+
+    def error(step: AfterConfirm) -> int:
+        return answer(ApiKey.PRODUCE, 9, step.build())[
+            "responses"][0]["partition_responses"][0]["error_code"]
+    assert (error(a), error(b)) == (0, ErrorCode.KAFKA_STORAGE_ERROR)

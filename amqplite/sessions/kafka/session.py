@@ -388,7 +388,7 @@ class KafkaSession:
                     records = encode_run(f.records)
                     left -= len(records)
                     self.fetched += len(f.records)
-                elif f is not None and f.next_offset > r.lo:
+                elif f is not None and not f.records and f.next_offset > r.lo:
                     # offsets that hold nothing (a failed commit's): skip them
                     records = rb.encode_empty_batch(r.lo, f.next_offset - 1)
                 hw = r.high_watermark if f is None else f.high_watermark

@@ -91,6 +91,8 @@ def test_confluent_idempotent_lz4_into_three_partitions(broker: BrokerProcess) -
     configs = admin.describe_configs([ConfigResource("topic", "orders")])
     got = next(iter(configs.values())).result(DEADLINE)
     assert got["retention.ms"].value == "3600000"
+    admin.delete_topics(["orders"])["orders"].result(DEADLINE)
+    assert "orders" not in admin.list_topics(timeout=DEADLINE).topics
 
 
 def test_kafka_python_and_aiokafka(broker: BrokerProcess) -> None:

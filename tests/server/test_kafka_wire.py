@@ -81,6 +81,11 @@ def test_hostile_frames_close_only_their_connection(tmp_path: Path) -> None:
         unknown = Raw(b)
         unknown.sock.sendall(struct.pack(">ihhi", 10, 999, 0, 1) + b"\x00\x00")
         assert unknown.closed()
+        extra = Raw(b)  # bytes past a request's body are ignored, as Kafka does
+        extra.sock.sendall(struct.pack(">ihhih", 18, ApiKey.METADATA, 9, 1, 0)
+                           + b"\x00" + b"\x00\x01\x00\x00" + b"\x01\x00\x00")
+        assert decode_response(ApiKey.METADATA, 9, extra.frame())[0] == 1
+        extra.close()
         garbage = Raw(b)  # a Metadata request whose body is cut short
         garbage.sock.sendall(struct.pack(">ihhih", 11, ApiKey.METADATA, 9, 1, 0) + b"\x05")
         assert garbage.closed()

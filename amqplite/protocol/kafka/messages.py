@@ -149,11 +149,14 @@ class UnsupportedRequest(Exception):
         self.header = header
 
 
-def decode_request(frame: Any) -> Request:
+def decode_request(frame: Any, *, strict: bool = True) -> Request:
     """A whole request from one frame (size prefix removed).
 
-    Raises :class:`CodecError` for malformed bytes (trailing bytes included) and
-    :class:`UnsupportedRequest` for an API or version outside ``SUPPORTED``.
+    Raises :class:`CodecError` for malformed bytes (trailing bytes included, unless
+    not ``strict``) and :class:`UnsupportedRequest` for an API or version outside
+    ``SUPPORTED``. The broker is not strict, as Kafka's is not: librdkafka 2.x's
+    AdminClient sends its Metadata v12 with three bytes past the body, and
+    Kafka reads the fields it knows and ignores the rest.
     """
     key, version, _corr = framing.peek_api(frame)
     if not is_supported(key, version):
@@ -163,7 +166,7 @@ def decode_request(frame: Any) -> Request:
     header, pos = framing.read_request_header(frame, 2 if schema.is_flexible(version) else 1)
     view = memoryview(frame)
     body, end = schema.decode(view, version, pos)
-    if end != len(view):
+    if strict and end != len(view):
         raise CodecError(f"{schema.name} v{version}: {len(view) - end} trailing bytes")
     return Request(header, body)
 

@@ -172,7 +172,7 @@ class KafkaClient(ConnectionShell):
                 frame = proto.frames.next_frame()
                 if frame is None:
                     break
-                req = decode_request(frame)
+                req = decode_request(frame, strict=False)
             except UnsupportedRequest as exc:
                 answer = unsupported_answer(exc.header)
                 if answer is None:

@@ -82,6 +82,9 @@ def test_two_consumers_split_and_resume(tmp_path: Path) -> None:
         again = drain([c3], 30, both=False)
         c3.close()
         assert sorted(v for _i, v in again) == list(range(90, 120))  # from the commits
+        admin.delete_consumer_groups(["workers"])["workers"].result(DEADLINE)
+        assert "workers" not in [g.group_id for g in
+                                 admin.list_consumer_groups().result(DEADLINE).valid]
 
 
 def test_committed_offsets_survive_a_restart(tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
     SASL_AUTHENTICATE = 36
+    DELETE_GROUPS = 42
 
 
 #: api key -> (lowest, highest) version served. Produce starts at 3 and Fetch at 4
@@ -69,6 +70,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DELETE_GROUPS: (0, 2),
 }
 
 #: api key -> (request schema, response schema)
@@ -93,6 +95,7 @@ SCHEMAS: dict[int, tuple[Message, Message]] = {
     ApiKey.INIT_PRODUCER_ID: (ad.INIT_PRODUCER_ID_REQUEST, ad.INIT_PRODUCER_ID_RESPONSE),
     ApiKey.DESCRIBE_CONFIGS: (ad.DESCRIBE_CONFIGS_REQUEST, ad.DESCRIBE_CONFIGS_RESPONSE),
     ApiKey.SASL_AUTHENTICATE: (ad.SASL_AUTHENTICATE_REQUEST, ad.SASL_AUTHENTICATE_RESPONSE),
+    ApiKey.DELETE_GROUPS: (gr.DELETE_GROUPS_REQUEST, gr.DELETE_GROUPS_RESPONSE),
 }
 
 

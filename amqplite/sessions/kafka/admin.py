@@ -180,6 +180,23 @@ def list_groups(s: KafkaSession, req: Request, now: float) -> bytes:
         for g in listed]})
 
 
+def delete_groups(s: KafkaSession, req: Request, now: float) -> Step:
+    """Only an Empty group goes (NON_EMPTY_GROUP otherwise), with its offsets: answered
+    once their deletion is stored."""
+    rows = []
+    stored = False
+    for gid in req.body["groups_names"]:
+        error, ops = s.coordinator.delete_group(_vhost(s), gid)
+        if ops:
+            s.broker.kafka_offsets_write(ops)
+            stored = True
+        rows.append({"group_id": gid, "error_code": error})
+
+    def build() -> bytes:
+        return s.answer(req, {"throttle_time_ms": 0, "results": rows})
+    return AfterCommit(build) if stored else build()
+
+
 # ------------------------------------------------------------ topics
 def create_topics(s: KafkaSession, req: Request, now: float) -> AfterCommit:
     assert s.ch is not None
@@ -251,7 +268,7 @@ def describe_configs(s: KafkaSession, req: Request, now: float) -> bytes:
                        ("offsets.topic.replication.factor", "1", True)]
         else:
             error, message = ErrorCode.INVALID_REQUEST, f"resource type {kind} is not supported"
-        if keys is not None:
+        if keys:  # null or empty: every config (as Kafka answers kafka-python's [])
             configs = [c for c in configs if c[0] in keys]
         results.append({"error_code": error, "error_message": message, "resource_type": kind,
                         "resource_name": name, "configs": [
@@ -273,6 +290,7 @@ HANDLERS: dict[int, Callable[[Any, Request, float], Step]] = {
     ApiKey.OFFSET_FETCH: offset_fetch,
     ApiKey.DESCRIBE_GROUPS: describe_groups,
     ApiKey.LIST_GROUPS: list_groups,
+    ApiKey.DELETE_GROUPS: delete_groups,
     ApiKey.CREATE_TOPICS: create_topics,
     ApiKey.DELETE_TOPICS: delete_topics,
     ApiKey.DESCRIBE_CONFIGS: describe_configs,

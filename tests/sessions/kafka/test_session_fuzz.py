@@ -56,6 +56,7 @@ REQUESTS: list[tuple[int, int, dict]] = [
     (ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": "g", "topics": None}]}),
     (ApiKey.DESCRIBE_GROUPS, 4, {"groups": ["g"]}),
     (ApiKey.LIST_GROUPS, 4, {"states_filter": ["Stable"]}),
+    (ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g", "h"]}),
     (ApiKey.CREATE_TOPICS, 5, {"topics": [{"name": "c", "num_partitions": 2,
                                            "replication_factor": 1, "assignments": [],
                                            "configs": [{"name": "retention.ms",

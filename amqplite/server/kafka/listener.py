@@ -134,7 +134,7 @@ class KafkaListener:
 
     async def _coordinate(self) -> None:
         """Tick the coordinator at its next deadline (a group call may move it), and
-        now and then forget idle idempotent producers."""
+        now and then forget idle idempotent producers and deleted vhosts' groups."""
         c = self.coordinator
         expire_at = trio.current_time() + PRODUCER_SWEEP
         while True:
@@ -148,7 +148,15 @@ class KafkaListener:
                 self.dispatch([answers])
             if now >= expire_at:
                 self.topics.producers.expire(self.broker.now())
+                self._forget_deleted_vhosts()
                 expire_at = now + PRODUCER_SWEEP
+
+    def _forget_deleted_vhosts(self) -> None:
+        """The groups of vhosts deleted since the last sweep go (their members'
+        connections were closed with the vhost)."""
+        c = self.coordinator
+        for vhost in {v for v, _g in c.groups} - set(self.broker.vhosts):
+            self.dispatch([c.delete_vhost(vhost)])
 
     def forget(self, client: KafkaClient) -> None:
         """A closed connection's waiting group answers are dropped (its members stay

@@ -17,9 +17,9 @@ from amqplite.config import Settings
 from amqplite.protocol.kafka.framing import DEFAULT_MAX_FRAME
 from amqplite.server.kafka.client import KafkaClient, Slot
 from amqplite.server.persistence import Persistence
-from amqplite.server.ports import accepted_peer, listen_tcp
+from amqplite.server.ports import accepted_peer
 from amqplite.server.tls import accept as accept_tls
-from amqplite.server.tls import server_context
+from amqplite.server.tls import listen_front
 from amqplite.sessions.kafka.answers import Answers
 from amqplite.sessions.kafka.coordinator import GroupCoordinator
 from amqplite.sessions.kafka.topics import Topics
@@ -72,15 +72,8 @@ class KafkaListener:
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
-        s = self.settings
-        listeners = await listen_tcp(s.kafka_port, s.host, "Kafka", "kafka_port") \
-            if s.kafka_port else []
+        listeners, secure, self._tls = await listen_front(self.settings, "kafka", "Kafka")
         self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
-        secure: list[trio.SocketListener] = []
-        if s.kafka_tls_port is not None:
-            self._tls = server_context(s)
-            secure = await listen_tcp(s.kafka_tls_port, s.host, "Kafka over TLS",
-                                      "kafka_tls_port")
         self.tls_ports = sorted({ln.socket.getsockname()[1] for ln in secure})
         log.info("Kafka listening on port(s) %s%s", self.ports,
                  f", Kafka over TLS on {self.tls_ports}" if secure else "")

@@ -130,6 +130,16 @@ def main(**admin_options: Any) -> None:
 @click.option("--stomp-ssl-cert-login", is_flag=True, default=None,
               help="STOMP TLS clients with a verified certificate and no login log in as its "
                    "CN (needs --tls-verify-peer).")
+@click.option("--kafka-port", type=int,
+              help="Kafka listener port (default 9092; 0 turns Kafka off).")
+@click.option("--kafka-tls-port", type=int,
+              help="Kafka over TLS port, with the --tls-* certificates; off by default.")
+@click.option("--kafka-advertised-host",
+              help="Host Kafka clients are told to connect to (default: the address "
+                   "they reached).")
+@click.option("--kafka-allow-anonymous/--no-kafka-allow-anonymous", default=None,
+              help="Let Kafka clients without SASL in as the default user "
+                   "(default on; guest, the default user, only from loopback).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flags: Any) -> None:

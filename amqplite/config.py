@@ -296,6 +296,23 @@ class Settings:
     stomp_max_frame_size: str = attrs.field(default="4MiB", validator=_size)
     #: the largest frame before the login is accepted (stomp.max_frame_size_unauthenticated)
     stomp_max_frame_size_unauthenticated: str = attrs.field(default="64KiB", validator=_size)
+    #: Kafka listener port (Kafka's 9092); 0 turns the listener off
+    kafka_port: int = attrs.field(default=9092, validator=_positive)
+    #: Kafka over TLS (security.protocol=SSL, or SASL_SSL) with the AMQPS certificate
+    #: settings (tls_cert, tls_key, ...); None: off (0 picks a free port)
+    kafka_tls_port: int | None = attrs.field(default=None,
+                                             validator=attrs.validators.optional(_positive))
+    #: the host Metadata and FindCoordinator tell Kafka clients to connect to; empty:
+    #: the address the client reached (the socket's local address)
+    kafka_advertised_host: str = ""
+    #: the vhost of Kafka clients whose SASL user name names none (``vhost:user`` does)
+    kafka_vhost: str = "/"
+    #: a Kafka client that does not authenticate (no SASL) acts as kafka_default_user,
+    #: as MQTT's anonymous clients do: guest is loopback-only, so out of the box this
+    #: works from this host alone; off, such a client's first request closes it
+    kafka_allow_anonymous: bool = True
+    #: whom an anonymous Kafka client acts as (loopback rules apply to it as to any user)
+    kafka_default_user: str = "guest"
     #: a Kafka client naming a topic that does not exist (Metadata, Produce) creates it
     #: (Kafka's auto.create.topics.enable, on by default there too)
     kafka_auto_create_topics: bool = True
@@ -325,6 +342,8 @@ class Settings:
             raise ConfigError("tls_fail_if_no_peer_cert needs tls_verify_peer")
         if self.mqtt_tls_port is not None and not (self.tls_cert and self.tls_key):
             raise ConfigError("mqtt_tls_port needs tls_cert and tls_key")
+        if self.kafka_tls_port is not None and not (self.tls_cert and self.tls_key):
+            raise ConfigError("kafka_tls_port needs tls_cert and tls_key")
         if self.mqtt_ssl_cert_login and not self.tls_verify_peer:
             raise ConfigError("mqtt_ssl_cert_login needs tls_verify_peer (only a verified "
                               "client certificate names a user)")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 async def serve(settings: Settings) -> None:
     """Run the AMQP server, its store, the links (shovels) and, when configured, the
-    MQTT and STOMP listeners and the admin API."""
+    MQTT, STOMP and Kafka listeners and the admin API."""
     services: list[Service] = [run_links]  # before the admin API, which shows its shovels
     if settings.mqtt_port or settings.mqtt_tls_port is not None:
         from amqplite.server.mqtt import run_mqtt
@@ -32,6 +32,10 @@ async def serve(settings: Settings) -> None:
         from amqplite.server.stomp import run_stomp
 
         services.append(run_stomp)
+    if settings.kafka_port or settings.kafka_tls_port is not None:
+        from amqplite.server.kafka import run_kafka
+
+        services.append(run_kafka)
     if settings.admin_port:
         from amqplite.admin.http import run_admin
 

@@ -159,7 +159,7 @@ def amqplite(watermark: str, trim: bool) -> Iterator[tuple[str, int]]:
             [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port",
              str(port), "--admin-port", str(admin), "--data-dir", data, "--log-level",
              "warning", "--memory-high-watermark", watermark, "--mqtt-port", "0",
-             "--stomp-port", "0"],
+             "--stomp-port", "0", "--kafka-port", "0"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
         try:
             wait_listening(port, proc)

@@ -98,7 +98,8 @@ def serving(cmd: list[str], port: int, what: str) -> Iterator[Broker]:
 def amqplite(tmp: Path) -> contextlib.AbstractContextManager[Broker]:
     port, mqtt = free_port(), free_port()
     return serving([sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port",
-                    str(port), "--mqtt-port", str(mqtt), "--stomp-port", "0", "--admin-port", "0",
+                    str(port), "--mqtt-port", str(mqtt), "--stomp-port", "0", "--kafka-port", "0",
+                    "--admin-port", "0",
                     "--data-dir", str(tmp / "amqplite"), "--log-level", "warning"], mqtt,
                    "amqplite's MQTT listener")
 

@@ -121,7 +121,7 @@ class Amqplite(Node):
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port",
              str(port), "--data-dir", str(data), "--admin-port", str(api_port),
-             "--log-level", "warning", "--mqtt-port", "0", "--stomp-port", "0"],
+             "--log-level", "warning", "--mqtt-port", "0", "--stomp-port", "0", "--kafka-port", "0"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait(self.api_up, 30, "amqplite to listen", 0.1)
 

@@ -86,8 +86,9 @@ SCENARIOS = ("one", "pairs")
 def amqplite(tmp: Path) -> contextlib.AbstractContextManager[Broker]:
     port, stomp = free_port(), free_port()
     return serving([sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port",
-                    str(port), "--stomp-port", str(stomp), "--mqtt-port", "0", "--admin-port",
-                    "0", "--data-dir", str(tmp / "amqplite"), "--log-level", "warning"], stomp,
+                    str(port), "--stomp-port", str(stomp), "--mqtt-port", "0", "--kafka-port", "0",
+                    "--admin-port", "0", "--data-dir", str(tmp / "amqplite"), "--log-level",
+                    "warning"], stomp,
                    "amqplite's STOMP listener")
 
 

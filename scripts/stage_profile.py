@@ -158,7 +158,7 @@ def main() -> int:
     args = parser.parse_args()
     overrides: dict[str, Any] = {"port": args.port, "data_dir": args.data_dir,
                                  "admin_port": 0, "mqtt_port": 0,
-                                 "stomp_port": 0}
+                                 "stomp_port": 0, "kafka_port": 0}
     for kv in args.setting:
         key, _, value = kv.partition("=")
         overrides[key] = value

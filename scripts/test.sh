@@ -189,7 +189,7 @@ AMQPLITE_MQTT=${CONFORMANCE_MQTT_PORT:-25722}
 AMQPLITE_STOMP=${CONFORMANCE_STOMP_PORT:-25723}
 .venv/bin/amqplite serve --host 127.0.0.1 --port "$PORT" --data-dir "$DATA" \
   --admin-port "$ADMIN_PORT" --mqtt-port "$AMQPLITE_MQTT" --no-mqtt-allow-anonymous \
-  --stomp-port "$AMQPLITE_STOMP" --log-level warning \
+  --stomp-port "$AMQPLITE_STOMP" --kafka-port 0 --log-level warning \
   >"$DATA/broker.log" 2>&1 &
 BROKER=$!
 wait_listening "$PORT" "amqplite"

@@ -67,11 +67,12 @@ class BrokerProcess:
     def start(self) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
-        # MQTT's and STOMP's default ports (1883, 61613) are one for the whole machine:
-        # brokers under test run in parallel (and beside a system Mosquitto or RabbitMQ),
-        # so MQTT and STOMP are off unless asked for
+        # MQTT's, STOMP's and Kafka's default ports (1883, 61613, 9092) are one for the
+        # whole machine: brokers under test run in parallel (and beside a system
+        # Mosquitto or RabbitMQ), so MQTT, STOMP and Kafka are off unless asked for
         mqtt = [] if "--mqtt-port" in self.extra else ["--mqtt-port", "0"]
         mqtt += [] if "--stomp-port" in self.extra else ["--stomp-port", "0"]
+        mqtt += [] if "--kafka-port" in self.extra else ["--kafka-port", "0"]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1",

@@ -20,6 +20,7 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
     (1883 and 61613, the defaults, are one for the whole machine)."""
     mqtt = [] if "--mqtt-port" in args else ["--mqtt-port", "0"]
     mqtt += [] if "--stomp-port" in args else ["--stomp-port", "0"]
+    mqtt += [] if "--kafka-port" in args else ["--kafka-port", "0"]
     return subprocess.run([sys.executable, "-m", "amqplite", "serve", *mqtt, *args],
                           capture_output=True, text=True, timeout=60)
 
@@ -27,6 +28,11 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
 def test_mqtt_port_defaults_to_1883() -> None:
     assert Settings().mqtt_port == 1883
     assert load_settings(None, {}).mqtt_port == 1883
+
+
+def test_kafka_port_defaults_to_9092() -> None:
+    assert Settings().kafka_port == 9092
+    assert load_settings(None, {"AMQPLITE_KAFKA_PORT": "0"}).kafka_port == 0
 
 
 def test_stomp_port_defaults_to_61613() -> None:
@@ -48,7 +54,8 @@ def test_taken_1883_names_mqtt_port(tmp_path: Path) -> None:
             assert exc.errno == errno.EADDRINUSE, exc
         out = subprocess.run(
             [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port", "0",
-             "--admin-port", "0", "--stomp-port", "0", "--data-dir", str(tmp_path)],
+             "--admin-port", "0", "--stomp-port", "0", "--kafka-port", "0",
+             "--data-dir", str(tmp_path)],
             capture_output=True, text=True, timeout=60,
             env={k: v for k, v in os.environ.items() if k != "AMQPLITE_MQTT_PORT"})
     assert out.returncode == 1
@@ -75,7 +82,8 @@ def test_port_in_use(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("setting", "what"), [("admin_port", "admin API"),
-                                               ("stomp_port", "STOMP")])
+                                               ("stomp_port", "STOMP"),
+                                               ("kafka_port", "Kafka")])
 def test_listener_port_in_use(tmp_path: Path, setting: str, what: str) -> None:
     flag = "--" + setting.replace("_", "-")
     with socket.socket() as s:

@@ -184,6 +184,8 @@ class Snapshot:
     mqtt: MQTTFigures = attrs.field(factory=lambda: MQTTFigures())
     #: STOMP clients logged in (server/stomp/), by protocol ("STOMP 1.2")
     stomp: dict[str, int] = attrs.field(factory=dict)
+    #: Kafka clients logged in (server/kafka/)
+    kafka: int = 0
 
 
 @attrs.define
@@ -243,6 +245,8 @@ def snapshot(server: NodeView) -> Snapshot:
     if (stomp_listener := getattr(server, "stomp", None)) is not None:  # the STOMP front
         for sc in stomp_listener.clients:
             stomp[sc.protocol] = stomp.get(sc.protocol, 0) + 1
+    kafka_listener = getattr(server, "kafka", None)  # the Kafka front
+    kafka = 0 if kafka_listener is None else len(kafka_listener.clients)
     n = 0
     sizes: list[tuple[float, int]] = []
     b.fold_sizes()
@@ -254,7 +258,7 @@ def snapshot(server: NodeView) -> Snapshot:
     disk = server.disk
     return Snapshot(
         queues=queues,
-        connections=len(conns) + sum(mqtt.connections.values()) + sum(stomp.values()),
+        connections=len(conns) + sum(mqtt.connections.values()) + sum(stomp.values()) + kafka,
         channels=len(channels),
         consumers=consumers,
         publishers=sum(1 for ch in channels if ch.publishes),
@@ -306,6 +310,7 @@ def snapshot(server: NodeView) -> Snapshot:
         cluster_name=server.settings.cluster_name,
         mqtt=mqtt,
         stomp=stomp,
+        kafka=kafka,
     )
 
 
@@ -377,6 +382,8 @@ class SnapshotCollector(Collector):
         for proto, n in sorted(s.stomp.items()):
             stomp.add_metric([proto], n)
         yield stomp
+        yield _gauge("amqplite_kafka_connections",
+                     "Kafka clients logged in; rabbitmq_connections counts them too", s.kafka)
         yield from self._globals()
         yield from self._node()
         yield from self._store()

@@ -189,7 +189,7 @@ def overview(server: NodeView, rates: Rates, user: str | None = None,
     listeners = [{"node": NODE, "protocol": proto, "ip_address": h, "port": p}
                  for proto, ports in (("amqp", server.listen_ports), ("amqp/ssl", server.tls_ports),
                                       ("mqtt", server.mqtt.ports if server.mqtt else []),
-                                      *_stomp_listeners(server))
+                                      *_front_listeners(server))
                  for p in ports for h in (s.host or ["::"])]
     if server.admin_url:
         listeners.append({"node": NODE, "protocol": "https" if s.admin_tls else "http",
@@ -333,16 +333,20 @@ def mqtt_connection_info(conn: Any) -> dict[str, Any]:
     }
 
 
-def _stomp_listeners(server: NodeView) -> list[tuple[str, list[int]]]:
+def _front_listeners(server: NodeView) -> list[tuple[str, list[int]]]:
     stomp = getattr(server, "stomp", None)  # the STOMP front, when it runs
-    return [] if stomp is None else [("stomp", stomp.ports), ("stomp/ssl", stomp.tls_ports)]
+    kafka = getattr(server, "kafka", None)  # the Kafka front, when it runs
+    return (([] if stomp is None else [("stomp", stomp.ports), ("stomp/ssl", stomp.tls_ports)])
+            + ([] if kafka is None else [("kafka", kafka.ports), ("kafka/ssl", kafka.tls_ports)]))
 
 
 def mqtt_connections(server: NodeView) -> list[Any]:
-    """The MQTT and STOMP listeners' connections (none when they are off)."""
+    """The MQTT, STOMP and Kafka listeners' connections (none when they are off)."""
     stomp = getattr(server, "stomp", None)  # the STOMP front: same listing shape
+    kafka = getattr(server, "kafka", None)  # the Kafka front: same listing shape
     return ((list(server.mqtt.connections) if server.mqtt is not None else [])
-            + (list(stomp.connections) if stomp is not None else []))
+            + (list(stomp.connections) if stomp is not None else [])
+            + (list(kafka.connections) if kafka is not None else []))
 
 
 def _channel_name(conn: AMQPConnection, ch: ChannelState) -> str:

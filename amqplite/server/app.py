@@ -106,6 +106,8 @@ class Server:
         self.mqtt: Any = None
         #: the STOMP listener (server/stomp/) once it runs, None when stomp_port is 0
         self.stomp: Any = None
+        #: the Kafka listener (server/kafka/) once it runs, None when kafka_port is 0
+        self.kafka: Any = None
         #: persistent MQTT sessions read back by recovery, for the MQTT listener
         self.mqtt_sessions: list[Any] = []
         #: Kafka groups' committed offsets read at start (PutKafkaOffset), for the Kafka
@@ -141,6 +143,7 @@ class Server:
             return False
         admitted = sum(c.admitted for c in self.connections)
         admitted += 0 if self.stomp is None else len(self.stomp.clients)
+        admitted += 0 if self.kafka is None else len(self.kafka.clients)
         return admitted + (0 if self.mqtt is None else len(self.mqtt.clients)) >= limit
 
     def vhost_connection_limit(self, vhost: str) -> int | None:
@@ -531,11 +534,14 @@ class Server:
             self.mqtt.close_all(SHUTDOWN_TEXT)
         if self.stomp is not None:
             self.stomp.close_all(SHUTDOWN_TEXT)
+        if self.kafka is not None:
+            self.kafka.close_all(SHUTDOWN_TEXT)
         # each connection waits for close-ok, then lingers: both are bounded; an MQTT
         # client's writer sends its DISCONNECT (bounded by its FINISH_TIMEOUT)
         with trio.move_on_after(CLOSE_OK_TIMEOUT + LINGER_TIMEOUT + 1):
             while self.connections or (self.mqtt is not None and self.mqtt.connections) or (
-                    self.stomp is not None and self.stomp.connections):
+                    self.stomp is not None and self.stomp.connections) or (
+                    self.kafka is not None and self.kafka.connections):
                 await trio.sleep(0.02)
         assert self.persistence is not None
         with trio.move_on_after(30):

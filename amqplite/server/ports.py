@@ -21,6 +21,7 @@ _USUAL: dict[str, tuple[str, str]] = {
                   "; --mqtt-port 0 turns MQTT off"),
     "stomp_port": ("another amqplite or RabbitMQ's STOMP plugin?",
                    "; --stomp-port 0 turns STOMP off"),
+    "kafka_port": ("another amqplite, Kafka or Redpanda?", "; --kafka-port 0 turns Kafka off"),
 }
 
 

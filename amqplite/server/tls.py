@@ -80,3 +80,21 @@ def peer_user(tls: trio.SSLStream[trio.SocketStream]) -> str | None:
     names = [value for rdn in cert.get("subject", ()) for key, value in rdn
              if key == "commonName"]
     return names[0] if len(names) == 1 else None
+
+
+async def listen_front(s: Settings, prefix: str, what: str,
+                       ) -> tuple[list[trio.SocketListener], list[trio.SocketListener],
+                                  ssl.SSLContext | None]:
+    """A protocol front's listeners: plain on ``<prefix>_port`` (0: none) and TLS on
+    ``<prefix>_tls_port`` (None: none) with the server's context; a taken port
+    raises ``PortInUse`` naming the setting (STOMP, Kafka)."""
+    from amqplite.server.ports import listen_tcp
+
+    port: int = getattr(s, f"{prefix}_port")
+    tls_port: int | None = getattr(s, f"{prefix}_tls_port")
+    plain = await listen_tcp(port, s.host, what, f"{prefix}_port") if port else []
+    if tls_port is None:
+        return plain, [], None
+    ctx = server_context(s)
+    return plain, await listen_tcp(tls_port, s.host, f"{what} over TLS",
+                                   f"{prefix}_tls_port"), ctx

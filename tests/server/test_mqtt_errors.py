@@ -259,7 +259,7 @@ def test_mqtt_port_in_use(tmp_path: Path) -> None:
         port = s.getsockname()[1]
         out = subprocess.run(
             [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port", "0",
-             "--admin-port", "0", "--mqtt-port", str(port), "--stomp-port", "0",
+             "--admin-port", "0", "--mqtt-port", str(port), "--stomp-port", "0", "--kafka-port", "0",
              "--data-dir", str(tmp_path)],
             capture_output=True, text=True, timeout=60)
     assert out.returncode == 1

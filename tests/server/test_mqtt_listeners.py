@@ -198,7 +198,7 @@ def test_mqtt_tls_port_taken_names_its_setting(pki: PKI, tmp_path: Path) -> None
         out = subprocess.run(
             [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port",
              str(free_port()), "--admin-port", "0", "--data-dir", str(tmp_path),
-             "--stomp-port", "0", "--mqtt-tls-port", str(port), "--tls-cert",
+             "--stomp-port", "0", "--kafka-port", "0", "--mqtt-tls-port", str(port), "--tls-cert",
              str(pki.server.cert),
              "--tls-key", str(pki.server.key)],
             capture_output=True, text=True, timeout=60)

@@ -38,7 +38,7 @@ def refused(tmp_path: Path, url: str, name: str) -> subprocess.CompletedProcess[
     return subprocess.run(
         [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port",
          str(b.port), "--admin-port", str(b.admin_port), "--data-dir", str(b.data_dir),
-         "--mqtt-port", "0", "--stomp-port", "0", "--database-url", url],
+         "--mqtt-port", "0", "--stomp-port", "0", "--kafka-port", "0", "--database-url", url],
         capture_output=True, text=True, timeout=60)
 
 
@@ -238,7 +238,7 @@ def test_missing_driver_is_one_line_naming_the_extra(tmp_path: Path) -> None:
             "main()\n")
     out = subprocess.run(
         [sys.executable, "-c", code, "serve", "--port", "0", "--admin-port", "0",
-         "--mqtt-port", "0", "--stomp-port", "0", "--data-dir", str(tmp_path),
+         "--mqtt-port", "0", "--stomp-port", "0", "--kafka-port", "0", "--data-dir", str(tmp_path),
          "--database-url",
          "postgresql://amqp:hunter2@127.0.0.1:1/broker"],
         capture_output=True, text=True, timeout=60)

@@ -218,7 +218,7 @@ def test_unreadable_certificate_is_one_line_at_start(tmp_path: Path) -> None:
     missing = tmp_path / "missing.pem"
     out = subprocess.run(
         [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port", "0",
-         "--admin-port", "0", "--mqtt-port", "0", "--stomp-port", "0",
+         "--admin-port", "0", "--mqtt-port", "0", "--stomp-port", "0", "--kafka-port", "0",
          "--data-dir", str(tmp_path / "d"),
          "--tls-port", "0",
          "--tls-cert", str(missing), "--tls-key", str(missing)],

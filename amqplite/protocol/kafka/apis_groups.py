@@ -1,5 +1,5 @@
 """Schemas of the group APIs: FindCoordinator, Join/Sync/Heartbeat/LeaveGroup,
-OffsetCommit/OffsetFetch, DescribeGroups, ListGroups.
+OffsetCommit/OffsetFetch, DescribeGroups, ListGroups, DeleteGroups.
 
 Field facts from Kafka's message definitions, cut to the versions amqplite serves
 (see ``messages.SUPPORTED``); the text format is described in ``schema``.
@@ -202,3 +202,14 @@ groups []
     protocol_type string
     group_state string 4+
 """, flexible=3)
+
+DELETE_GROUPS_REQUEST = Message("DeleteGroupsRequest", """
+groups_names []string
+""", flexible=2)
+
+DELETE_GROUPS_RESPONSE = Message("DeleteGroupsResponse", """
+throttle_time_ms int32
+results []
+    group_id string
+    error_code int16
+""", flexible=2)

@@ -44,6 +44,7 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
     SASL_AUTHENTICATE = 36
+    DELETE_GROUPS = 42
 
 
 #: api key -> (lowest, highest) version served. Produce starts at 3 and Fetch at 4
@@ -69,6 +70,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DELETE_GROUPS: (0, 2),
 }
 
 #: api key -> (request schema, response schema)
@@ -93,6 +95,7 @@ SCHEMAS: dict[int, tuple[Message, Message]] = {
     ApiKey.INIT_PRODUCER_ID: (ad.INIT_PRODUCER_ID_REQUEST, ad.INIT_PRODUCER_ID_RESPONSE),
     ApiKey.DESCRIBE_CONFIGS: (ad.DESCRIBE_CONFIGS_REQUEST, ad.DESCRIBE_CONFIGS_RESPONSE),
     ApiKey.SASL_AUTHENTICATE: (ad.SASL_AUTHENTICATE_REQUEST, ad.SASL_AUTHENTICATE_RESPONSE),
+    ApiKey.DELETE_GROUPS: (gr.DELETE_GROUPS_REQUEST, gr.DELETE_GROUPS_RESPONSE),
 }
 
 
@@ -149,11 +152,14 @@ class UnsupportedRequest(Exception):
         self.header = header
 
 
-def decode_request(frame: Any) -> Request:
+def decode_request(frame: Any, *, strict: bool = True) -> Request:
     """A whole request from one frame (size prefix removed).
 
-    Raises :class:`CodecError` for malformed bytes (trailing bytes included) and
-    :class:`UnsupportedRequest` for an API or version outside ``SUPPORTED``.
+    Raises :class:`CodecError` for malformed bytes (trailing bytes included, unless
+    not ``strict``) and :class:`UnsupportedRequest` for an API or version outside
+    ``SUPPORTED``. The broker is not strict, as Kafka's is not: librdkafka 2.x's
+    AdminClient sends its Metadata v12 with three bytes past the body, and
+    Kafka reads the fields it knows and ignores the rest.
     """
     key, version, _corr = framing.peek_api(frame)
     if not is_supported(key, version):
@@ -163,7 +169,7 @@ def decode_request(frame: Any) -> Request:
     header, pos = framing.read_request_header(frame, 2 if schema.is_flexible(version) else 1)
     view = memoryview(frame)
     body, end = schema.decode(view, version, pos)
-    if end != len(view):
+    if strict and end != len(view):
         raise CodecError(f"{schema.name} v{version}: {len(view) - end} trailing bytes")
     return Request(header, body)
 

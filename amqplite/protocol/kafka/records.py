@@ -438,3 +438,12 @@ def rebased_pieces(batch: Any, base_offset: int,
     view = batch if isinstance(batch, memoryview) else memoryview(batch)
     return (_REBASE.pack(base_offset, _INT32.unpack_from(view, 8)[0],
                          partition_leader_epoch), view[16:])
+
+
+def encode_empty_batch(base_offset: int, last_offset: int, timestamp: int = 0) -> bytes:
+    """A batch of no records spanning ``base_offset..last_offset``: what a Fetch answers
+    for offsets that hold nothing (as Kafka after compaction), so the consumer moves
+    past them instead of asking for them again."""
+    tail = _TAIL.pack(0, last_offset - base_offset, timestamp, timestamp, -1, -1, -1, 0)
+    return _PREFIX.pack(base_offset, len(tail) + 9, -1, 2) + \
+        struct.pack(">I", crc32c.crc32c(tail)) + tail

@@ -17,10 +17,10 @@ from amqplite.config import Settings, parse_size
 from amqplite.protocol.stomp.connection import ServerLimits
 from amqplite.protocol.stomp.frames import ParserLimits
 from amqplite.server.persistence import Persistence
-from amqplite.server.ports import accepted_peer, listen_tcp
+from amqplite.server.ports import accepted_peer
 from amqplite.server.stomp.client import ACK_LINGER_S, StompClient
 from amqplite.server.tls import accept as accept_tls
-from amqplite.server.tls import peer_user, server_context
+from amqplite.server.tls import listen_front, peer_user
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -69,15 +69,8 @@ class StompListener:
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
-        s = self.settings
-        listeners = await listen_tcp(s.stomp_port, s.host, "STOMP", "stomp_port") \
-            if s.stomp_port else []
+        listeners, secure, self._tls = await listen_front(self.settings, "stomp", "STOMP")
         self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
-        secure: list[trio.SocketListener] = []
-        if s.stomp_tls_port is not None:
-            self._tls = server_context(s)
-            secure = await listen_tcp(s.stomp_tls_port, s.host, "STOMP over TLS",
-                                      "stomp_tls_port")
         self.tls_ports = sorted({ln.socket.getsockname()[1] for ln in secure})
         log.info("STOMP listening on port(s) %s%s", self.ports,
                  f", STOMP over TLS on {self.tls_ports}" if secure else "")

@@ -39,11 +39,15 @@ const kafka = new Kafka({ clientId: 'kjs', brokers: [process.argv[1]], logLevel:
 """
 
 
+#: tests/node, where scripts/test.sh installs kafkajs (package.json)
+NODE_DIR = Path(__file__).resolve().parent.parent / "node"
+
+
 def kafkajs_missing() -> bool:
     if shutil.which("node") is None:
         return True
     found = subprocess.run(["node", "-e", "require.resolve('kafkajs')"], capture_output=True,
-                           timeout=30)
+                           timeout=30, cwd=NODE_DIR)
     return found.returncode != 0
 
 
@@ -51,6 +55,6 @@ def kafkajs_missing() -> bool:
 def test_kafkajs_produces_and_reads_in_a_group(tmp_path: Path) -> None:
     with kafka_broker(tmp_path / "data") as b:
         out = subprocess.run(["node", "-e", SCRIPT, bootstrap(b)], capture_output=True,
-                             timeout=90, text=True)
+                             timeout=90, text=True, cwd=NODE_DIR)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "30"

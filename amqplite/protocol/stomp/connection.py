@@ -25,6 +25,7 @@ import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.stomp.destinations import Destination, check_direction, parse_destination
 from amqplite.protocol.stomp.errors import FrameError, StompError
@@ -76,6 +77,7 @@ class State(enum.Enum):
     CLOSED = "closed"
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class ServerLimits:
     """What this server accepts (RabbitMQ's defaults and setting names)."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.stomp.errors import FrameError
 
@@ -54,6 +55,7 @@ _CR = 0x0D
 _NUL = 0x00
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Frame:
     """One frame. ``headers`` keeps the first occurrence of each name, in order."""
@@ -66,6 +68,7 @@ class Frame:
         return self.headers.get(name, default)
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class ParserLimits:
     """What the parser accepts (RabbitMQ's defaults)."""

@@ -49,7 +49,16 @@ INTERPRETED = {
     # mypyc cannot build its slotted frozen dataclass (KeyError 'object' at import);
     # selectors are parsed once per binding, not per message
     "amqplite/broker/selector.py",
+    # compiled, attrs rejects its classes' field order (Connect's client_id after defaults)
+    "amqplite/protocol/mqtt/packets.py",
+    # an attrs field(factory=dict) fails mypyc's type check at import (Frame.headers)
+    "amqplite/protocol/stomp/frames.py",
 }
+
+
+#: the setup.py commands that build extensions; pip runs setup.py for metadata too,
+#: and mypyc's type check (a minute) is only worth it once
+_BUILDS = {"bdist_wheel", "build", "build_ext", "install", "develop", "editable_wheel"}
 
 
 def _say(line: str) -> None:
@@ -67,7 +76,7 @@ def _why_not() -> str | None:
         import mypyc.build  # noqa: F401
     except ImportError:
         return "mypyc (mypy) is not installed"
-    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(cc) is None:
         return f"no C compiler ({cc})"
     if not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists():
@@ -98,6 +107,8 @@ def _ext_modules() -> list:
         return []
     if choice != "1" and "editable_wheel" in sys.argv:
         _say("pure Python for an editable install (AMQPLITE_COMPILE=1 compiles)")
+        return []
+    if not _BUILDS & set(sys.argv):  # metadata steps (egg_info, dist_info, sdist)
         return []
     reason = _why_not()
     if reason is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 import attrs
-from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.mqtt.datatypes import (
     encode_bin,
@@ -63,7 +62,6 @@ VERSIONS = (MQTT_31, MQTT_311, MQTT_5)
 PROTOCOL_NAMES = {MQTT_31: "MQIsdp", MQTT_311: "MQTT", MQTT_5: "MQTT"}
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class Will:
     """The will message of a CONNECT (MQTT 5 will properties included)."""
@@ -75,7 +73,6 @@ class Will:
     properties: Properties = EMPTY
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class Connect:
     TYPE: ClassVar[int] = CONNECT
@@ -89,7 +86,6 @@ class Connect:
     properties: Properties = EMPTY
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class ConnAck:
     TYPE: ClassVar[int] = CONNACK
@@ -98,7 +94,6 @@ class ConnAck:
     properties: Properties = EMPTY
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class Publish:
     TYPE: ClassVar[int] = PUBLISH
@@ -111,7 +106,6 @@ class Publish:
     properties: Properties = EMPTY
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class _PublishAck:
     """PUBACK, PUBREC, PUBREL and PUBCOMP share one layout; the class is the type."""
@@ -122,31 +116,26 @@ class _PublishAck:
     properties: Properties = EMPTY
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class PubAck(_PublishAck):
     TYPE: ClassVar[int] = PUBACK
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class PubRec(_PublishAck):
     TYPE: ClassVar[int] = PUBREC
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class PubRel(_PublishAck):
     TYPE: ClassVar[int] = PUBREL
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class PubComp(_PublishAck):
     TYPE: ClassVar[int] = PUBCOMP
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class Subscription:
     """One topic filter of a SUBSCRIBE with its options (only ``qos`` before MQTT 5)."""
@@ -158,7 +147,6 @@ class Subscription:
     retain_handling: int = 0
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class Subscribe:
     TYPE: ClassVar[int] = SUBSCRIBE
@@ -167,7 +155,6 @@ class Subscribe:
     properties: Properties = EMPTY
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class SubAck:
     TYPE: ClassVar[int] = SUBACK
@@ -176,7 +163,6 @@ class SubAck:
     properties: Properties = EMPTY
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class Unsubscribe:
     TYPE: ClassVar[int] = UNSUBSCRIBE
@@ -185,7 +171,6 @@ class Unsubscribe:
     properties: Properties = EMPTY
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class UnsubAck:
     TYPE: ClassVar[int] = UNSUBACK
@@ -194,19 +179,16 @@ class UnsubAck:
     properties: Properties = EMPTY
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class PingReq:
     TYPE: ClassVar[int] = PINGREQ
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class PingResp:
     TYPE: ClassVar[int] = PINGRESP
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class Disconnect:
     TYPE: ClassVar[int] = DISCONNECT
@@ -214,7 +196,6 @@ class Disconnect:
     properties: Properties = EMPTY
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class Auth:
     """MQTT 5 only (enhanced authentication)."""

@@ -217,8 +217,8 @@ class StompConnection:
             return None
         try:
             return self._dispatch(frame)
-        except StompError as err:
-            return self._fail(err, frame.headers.get("receipt"))
+        except StompError as error:  # not ``err``: compiled, one name has one type
+            return self._fail(error, frame.headers.get("receipt"))
 
     # ------------------------------------------------------------ timers
 

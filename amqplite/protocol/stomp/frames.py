@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import attrs
-from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.stomp.errors import FrameError
 
@@ -55,7 +54,6 @@ _CR = 0x0D
 _NUL = 0x00
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class Frame:
     """One frame. ``headers`` keeps the first occurrence of each name, in order."""
@@ -68,7 +66,6 @@ class Frame:
         return self.headers.get(name, default)
 
 
-@mypyc_attr(native_class=False)
 @attrs.frozen
 class ParserLimits:
     """What the parser accepts (RabbitMQ's defaults)."""

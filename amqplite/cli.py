@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from amqplite import __version__
+from amqplite import __version__, build
 from amqplite.admin.cli_common import group_options, remember_group_options
 from amqplite.config import ConfigError, load_settings
 
@@ -41,7 +41,8 @@ def show_error(exc: click.ClickException) -> None:
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="amqplite")
+@click.version_option(__version__, prog_name="amqplite",
+                      message=f"%(prog)s %(version)s ({build()})")
 @group_options
 def main(**admin_options: Any) -> None:
     """amqplite: an AMQP 0-9-1 broker in one process, durable on one SQLite file.

@@ -306,9 +306,12 @@ class Dispatcher:
                         or (ch.global_prefetch and len(ch.unacked) >= ch.global_prefetch))):
                     break
             else:
-                c = q.pick_consumer()  # type: ignore[assignment]
-                if c is None:
+                # its own name: typed Consumer | None, kept apart from ``c`` (a
+                # Consumer), which compiled code checks on assignment
+                picked = q.pick_consumer()
+                if picked is None:
                     break
+                c = picked
             self._deliver(q, ready.popleft(), c)
         # read the next spilled entries before the head runs dry (fewer than one
         # read's worth left): checked on every way out, above all "consumers are

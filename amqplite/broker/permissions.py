@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite import storeops as ops
 from amqplite.broker import errors as E
@@ -61,6 +62,7 @@ def resource_name(kind: str, name: str) -> str:
     return "amq.default" if kind == "exchange" and name == "" else name
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Permission:
     configure: str = ""

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.broker import patterns
 
@@ -180,6 +181,7 @@ def validate_queue_args(args: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+@mypyc_attr(native_class=False)
 @attrs.define
 class Policy:
     name: str

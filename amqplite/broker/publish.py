@@ -218,8 +218,8 @@ class Publisher:
             if exp is not None:
                 try:
                     parse_expiration(exp)
-                except ValueError as exc:
-                    raise E.invalid_expiration(printable(exp), str(exc), cm) from None
+                except ValueError as bad:  # not ``exc``: compiled, one name has one type
+                    raise E.invalid_expiration(printable(exp), str(bad), cm) from None
         if raw[1] & 0x10:  # user-id flag set
             uid = user_id_of(raw)
             if uid is not None and uid != ch.session.username:

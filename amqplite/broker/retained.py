@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite import storeops as ops
 from amqplite.broker.model import Message
@@ -48,6 +49,7 @@ MESSAGE_OVERHEAD = 256
 OwnerId = tuple[str, str, str]
 
 
+@mypyc_attr(native_class=False)
 @attrs.define(slots=True)
 class Retained:
     """One retained publication: its index key and the message (shared, pinned)."""
@@ -72,6 +74,7 @@ def message_memory(m: Message) -> int:
     return m.body_size + len(m.properties_raw) + MESSAGE_OVERHEAD
 
 
+@mypyc_attr(native_class=False)
 @attrs.define(slots=True)
 class Limits:
     """Per-owner bounds: entries and body bytes (None: unbounded); ``max_memory``

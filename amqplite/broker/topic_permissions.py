@@ -37,6 +37,7 @@ from typing import Any
 
 import attrs
 import re2
+from mypy_extensions import mypyc_attr
 
 from amqplite import storeops as ops
 from amqplite.broker import patterns
@@ -44,6 +45,7 @@ from amqplite.broker import patterns
 #: (user, vhost) -> exchange -> TopicPermission
 Table = dict[tuple[str, str], "dict[str, TopicPermission]"]
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class TopicPermission:
     exchange: str

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.codec import FieldTable
 from amqplite.protocol.methods import BasicPublish, Method
@@ -26,6 +27,7 @@ __all__ = [
 ]
 
 
+@mypyc_attr(native_class=False)
 @attrs.define(slots=True)
 class ConnectionOpened:
     """connection.open accepted (open-ok sent); channels may now be opened."""
@@ -35,6 +37,7 @@ class ConnectionOpened:
     client_properties: FieldTable
 
 
+@mypyc_attr(native_class=False)
 @attrs.define(slots=True)
 class ChannelOpened:
     """The client opened ``channel``; channel.open-ok goes out with this event."""
@@ -42,6 +45,7 @@ class ChannelOpened:
     channel: int
 
 
+@mypyc_attr(native_class=False)
 @attrs.define(slots=True)
 class ChannelClosed:
     """``channel`` is gone: the client closed it (close-ok goes out with this
@@ -52,6 +56,7 @@ class ChannelClosed:
     reply_text: str = ""
 
 
+@mypyc_attr(native_class=False)
 @attrs.define(slots=True)
 class MethodReceived:
     """A method for the broker (queue/exchange/basic/confirm/tx/channel.flow,
@@ -61,6 +66,7 @@ class MethodReceived:
     method: Method
 
 
+@mypyc_attr(native_class=False)
 @attrs.define(slots=True)
 class ContentReceived:
     """A complete basic.publish: method, raw property bytes and the body."""
@@ -71,6 +77,7 @@ class ContentReceived:
     body: bytes
 
 
+@mypyc_attr(native_class=False)
 @attrs.define(slots=True)
 class ConnectionClosing:
     """We sent connection.close; wait briefly for close-ok, then drop the socket."""
@@ -79,6 +86,7 @@ class ConnectionClosing:
     reply_text: str
 
 
+@mypyc_attr(native_class=False)
 @attrs.define(slots=True)
 class ConnectionClosed:
     """The connection is over: flush ``data_to_send()`` and close the socket."""

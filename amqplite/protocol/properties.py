@@ -22,6 +22,7 @@ import struct
 from typing import Any
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.codec import FieldTable, check_table, decode_table, encode_table
 from amqplite.protocol.errors import FrameSyntaxError
@@ -78,6 +79,7 @@ _DEFINED = sum(_BIT.values())
 _LAYOUTS: dict[int, tuple[tuple[int, ...], int]] = {}
 
 
+@mypyc_attr(native_class=False)
 @attrs.define(slots=True)
 class BasicProperties:
     """The 14 basic properties; ``None`` means "absent" (flag bit clear)."""

@@ -256,7 +256,9 @@ class FrameReader:
             # Publishers reuse a handful of exchange/routing-key pairs: decode once.
             key = buf[start:end]
             cache = self._publish_cache
-            publish = cache.get(key)
+            # Any, as the interpreter sees it: typed as the cache's value type, the
+            # mypyc-compiled reader dropped every publish (issue 27)
+            publish: Any = cache.get(key)
             if publish is None:
                 publish = decode_method(buf, start, end)  # type: ignore[assignment]
                 if len(cache) >= _PUBLISH_CACHE_MAX:

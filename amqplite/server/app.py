@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from amqplite import __version__
+from amqplite import __version__, build
 from amqplite.broker.auth import is_loopback
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import LoadEntries, PageIn, ReadStream
@@ -377,8 +377,8 @@ class Server:
                         admin_port=_port_of(self.admin_url)))
                 if isinstance(lock, DatabaseLock):
                     nursery.start_soon(self._watch_db_lock, lock)
-                log.info("amqplite %s listening on port(s) %s%s, data in %s; %s",
-                         __version__, self.listen_ports,
+                log.info("amqplite %s (%s) listening on port(s) %s%s, data in %s; %s",
+                         __version__, build(), self.listen_ports,
                          f", AMQPS on {self.tls_ports}" if secure else "", masked(s.db_url),
                          self.memory.describe())
                 task_status.started(self)

@@ -249,3 +249,20 @@ def test_bcc_is_stripped_before_the_store_and_cc_kept(broker: Broker) -> None:
     assert [qs[q].message_count for q in ("d1", "d2", "d3")] == [1, 1, 1]
     m = broker.basic_get(ch, "d3", True)
     assert "BCC" not in (m.message.properties.headers or {})
+
+
+def test_priority_queue_serves_highest_priority_first() -> None:
+    """x-max-priority: highest first, FIFO within a level (issue 38: the compiled
+    PriorityReadyList once failed at creation; CI runs this compiled and pure)."""
+    broker = Broker()
+    _, ch = session_channel(broker)
+    broker.queue_declare(ch, "pq", arguments={"x-max-priority": 10})
+    for n, prio in enumerate((1, 5, 0, 9, 5)):
+        props = encode_properties(BasicProperties(priority=prio))
+        broker.basic_publish(ch, "", "pq", props, f"{prio}.{n}".encode())
+    got = []
+    for _ in range(5):
+        res = broker.basic_get(ch, "pq", True)
+        assert res is not None
+        got.append(res.message.body)  # type: ignore[union-attr]
+    assert got == [b"9.3", b"5.1", b"5.4", b"1.0", b"0.2"]

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from amqplite import build
 from amqplite.broker.core import Broker
 from amqplite.broker.exchanges.retaining import owner_of
 from amqplite.broker.model import Message
@@ -99,7 +102,12 @@ def test_retaining_exchanges_passed_on_the_walk_are_returned_once() -> None:
 
 
 def _count_routes(vh: VHost) -> list[str]:
-    """Wrap this vhost's route (the real one still runs) to count its calls."""
+    """Wrap this vhost's route (the real one still runs) to count its calls.
+
+    A compiled VHost's methods cannot be replaced: then the test skips (CI runs
+    tests/broker against the pure build too, AMQPLITE_PURE=1)."""
+    if build() != "pure Python":
+        pytest.skip("the spy replaces a method of a compiled class")
     calls: list[str] = []
     real = vh.route
 

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.mqtt.datatypes import pack_u16
 from amqplite.protocol.mqtt.decoder import Decoder
@@ -83,6 +84,7 @@ class State(enum.Enum):
     CLOSED = "closed"
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class ServerLimits:
     """What this server accepts and advertises (MQTT 5 CONNACK properties)."""
@@ -109,6 +111,7 @@ class ServerLimits:
     max_topic_bytes: int = MAX_TOPIC_BYTES
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class InFlight:
     """An outbound QoS 1/2 PUBLISH not yet completed. ``publish`` has the full
@@ -124,6 +127,7 @@ class InFlight:
         return self.publish.packet_id
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class OutgoingPublish:
     """What ``send_publish`` queued: its packet id (None at QoS 0) and size."""

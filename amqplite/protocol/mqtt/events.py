@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.mqtt.packets import Auth, Connect, Publish
 from amqplite.protocol.mqtt.properties import EMPTY, Properties
 from amqplite.protocol.mqtt.topics import SubscriptionFilter
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class ConnectReceived:
     """A valid CONNECT. The shell authenticates, then calls ``accept`` or ``reject``;
@@ -20,6 +22,7 @@ class ConnectReceived:
     assigned: bool
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class PublishReceived:
     """An application message. ``publish.topic`` is resolved (topic alias applied);
@@ -28,6 +31,7 @@ class PublishReceived:
     publish: Publish
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class SubscribeRequest:
     """One filter of a SUBSCRIBE: ``reason_code`` is 0 when it is acceptable, else
@@ -43,6 +47,7 @@ class SubscribeRequest:
     reason_code: int = 0
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class SubscribeReceived:
     """SUBSCRIBE: answer with ``send_suback(packet_id, codes)`` in the same order."""
@@ -53,6 +58,7 @@ class SubscribeReceived:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class UnsubscribeReceived:
     """UNSUBSCRIBE: answer with ``send_unsuback(packet_id, codes)``. ``parsed`` has one
@@ -64,6 +70,7 @@ class UnsubscribeReceived:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class PubAckReceived:
     """The client acknowledged our QoS 1 PUBLISH ``packet_id`` (the id is free again)."""
@@ -72,6 +79,7 @@ class PubAckReceived:
     reason_code: int = 0
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class PubRecReceived:
     """The client received our QoS 2 PUBLISH; PUBREL went out (unless ``reason_code``
@@ -81,6 +89,7 @@ class PubRecReceived:
     reason_code: int = 0
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class PubCompReceived:
     """The QoS 2 flow of our PUBLISH ``packet_id`` is complete; the id is free."""
@@ -89,6 +98,7 @@ class PubCompReceived:
     reason_code: int = 0
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class PubRelReceived:
     """The client released inbound QoS 2 ``packet_id``; PUBCOMP went out. The
@@ -98,11 +108,13 @@ class PubRelReceived:
     known: bool = True
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class PingReceived:
     """PINGREQ (PINGRESP already queued)."""
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class AuthReceived:
     """MQTT 5 AUTH during or after an enhanced authentication exchange."""
@@ -110,6 +122,7 @@ class AuthReceived:
     auth: Auth
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class DisconnectReceived:
     """The client said goodbye. ``publish_will`` is False for a normal
@@ -122,6 +135,7 @@ class DisconnectReceived:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class ProtocolViolation:
     """The client broke a rule: the answer (CONNACK or DISCONNECT with

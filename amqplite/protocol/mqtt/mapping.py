@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.codec import FieldTable, Timestamp
 from amqplite.protocol.errors import FrameSyntaxError
@@ -145,6 +146,7 @@ def _short_text(data: bytes) -> str | None:
         return None
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Mapped:
     """What a message's AMQP properties say to MQTT 5 (:func:`mqtt_properties`)."""

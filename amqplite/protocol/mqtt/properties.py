@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.mqtt.datatypes import (
     body_varint,
@@ -36,6 +37,7 @@ SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH = 
 WILL = 0
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen(repr=False, slots=False)
 class Properties:
     """Every MQTT 5 property; ``None`` (or an empty tuple) means absent.

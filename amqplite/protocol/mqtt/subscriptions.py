@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.mqtt.topics import matches
 
@@ -55,6 +56,7 @@ MAX_FILTER_BYTES = MAX_NAME_BYTES
 MAX_TOPIC_BYTES = MAX_NAME_BYTES
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class SubOptions:
     """One subscription's options as granted (``qos`` is the granted QoS)."""
@@ -125,6 +127,7 @@ def is_shared_queue(name: str) -> bool:
     return name.startswith(SHARED_PREFIX)
 
 
+@mypyc_attr(native_class=False)
 @attrs.define
 class _Queue:
     """The subscriptions a session has on one queue."""
@@ -143,6 +146,7 @@ class _Queue:
         self.no_local = self.special and any(o.no_local for o in opts)
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Admission:
     """A delivery's verdict: ``deliver`` False drops it for this session (acked

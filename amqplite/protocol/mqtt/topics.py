@@ -13,6 +13,7 @@ same limitation.
 from __future__ import annotations
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.mqtt.errors import MQTTError, ReasonCode
 
@@ -52,6 +53,7 @@ def validate_topic_filter(topic_filter: str) -> None:
             raise MQTTError(ReasonCode.TOPIC_FILTER_INVALID, f"'#' not last in {topic_filter!r}")
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class SubscriptionFilter:
     """A validated SUBSCRIBE filter: ``share_group`` is set for ``$share/{group}/{filter}``."""

@@ -26,6 +26,7 @@ import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.stomp.destinations import Destination, check_direction, parse_destination
 from amqplite.protocol.stomp.errors import FrameError, StompError, keeps_open
@@ -77,6 +78,7 @@ class State(enum.Enum):
     CLOSED = "closed"
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class ServerLimits:
     """What this server accepts (RabbitMQ's defaults and setting names)."""
@@ -217,12 +219,12 @@ class StompConnection:
                 return None
             try:
                 return self._dispatch(frame)
-            except StompError as err:
+            except StompError as error:  # not ``err``: compiled, one name has one type
                 receipt = frame.headers.get("receipt")
-                if state is not State.CONNECTED or not keeps_open(err):
-                    return self._fail(err, receipt)
+                if state is not State.CONNECTED or not keeps_open(error):
+                    return self._fail(error, receipt)
                 # RabbitMQ's way for a frame it refuses: ERROR, and on to the next one
-                self.send_error(err.message, err.detail, receipt=receipt, close=False)
+                self.send_error(error.message, error.detail, receipt=receipt, close=False)
 
     # ------------------------------------------------------------ timers
 

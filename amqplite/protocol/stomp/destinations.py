@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.stomp.errors import StompError
 
@@ -29,6 +30,7 @@ class Kind(enum.Enum):
     REPLY_QUEUE = "reply_queue"
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Destination:
     """A parsed destination. ``name`` is the queue, topic key, exchange or

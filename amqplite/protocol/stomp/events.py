@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.stomp.destinations import Destination
 
@@ -23,6 +24,7 @@ class AckMode(enum.Enum):
     CLIENT_INDIVIDUAL = "client-individual"
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class ConnectRequested:
     """CONNECT or STOMP with a version both sides speak. The shell authenticates
@@ -39,6 +41,7 @@ class ConnectRequested:
     command: str = "CONNECT"
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class SendReceived:
     destination: Destination
@@ -48,6 +51,7 @@ class SendReceived:
     receipt: str | None = None
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class SubscribeReceived:
     """``subscription_id`` is None only in 1.0, where RabbitMQ keys the
@@ -60,6 +64,7 @@ class SubscribeReceived:
     receipt: str | None = None
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class UnsubscribeReceived:
     """By ``subscription_id`` or, when absent, by ``destination`` (the raw header)."""
@@ -70,6 +75,7 @@ class UnsubscribeReceived:
     receipt: str | None = None
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class SettleFrame:
     """ACK or NACK (each its own subclass). ``ack_id`` is the 1.2 ``id`` header
@@ -81,11 +87,13 @@ class SettleFrame:
     receipt: str | None = None
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class AckReceived(SettleFrame):
     pass
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class NackReceived(SettleFrame):
     """``requeue`` is None when the client did not say (the server's default applies)."""
@@ -93,6 +101,7 @@ class NackReceived(SettleFrame):
     requeue: bool | None = None
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class TransactionFrame:
     """BEGIN, COMMIT or ABORT; each is its own subclass."""
@@ -101,21 +110,25 @@ class TransactionFrame:
     receipt: str | None = None
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class BeginReceived(TransactionFrame):
     pass
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class CommitReceived(TransactionFrame):
     pass
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class AbortReceived(TransactionFrame):
     pass
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class DisconnectReceived:
     """The client is leaving: the shell settles what is pending, sends the
@@ -124,6 +137,7 @@ class DisconnectReceived:
     receipt: str | None = None
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class ProtocolError:
     """A frame broke a rule: the ERROR frame is queued and the connection closed."""

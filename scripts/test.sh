@@ -23,6 +23,8 @@ command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 command -v mosquitto_sub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
+# Kafka's own command-line client for the Kafka front's tests (tests/server/test_kafka_clients.py)
+command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 # the reference broker for conformance/mqtt (Debian 12 ships 2.0.11); started below
 # as a throwaway process on its own port, never as the system service
 [ -x /usr/sbin/mosquitto ] || need_apt+=(mosquitto)

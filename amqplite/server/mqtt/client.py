@@ -143,10 +143,13 @@ class MQTTClient(ConnectionShell):
     def flush(self) -> None:
         """Send from this task when the socket takes it (``send_now``): a PUBACK
         leaves as its commit lands, a batch of deliveries in one send(), without a
-        writer task. Deliveries to ack on the QoS 1 channel (``auto_acks``) run a
-        broker command: the writer task does that, outside the interpreter."""
+        writer task. The writer task takes over bytes held for a commit (``hold``:
+        ``_outgoing`` would clear it here, and the bytes would not wait) and
+        deliveries to ack on the QoS 1 channel (``auto_acks``: a broker command,
+        run outside the interpreter)."""
         s = self.session
-        if (s is not None and not s.writable) or self.rules.auto_acks:
+        rules = self.rules
+        if (s is not None and not s.writable) or rules.hold or rules.auto_acks:
             self._wake.set()  # the writer drains, then makes the session writable again
             return
         self.send_now()

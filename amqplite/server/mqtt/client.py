@@ -5,7 +5,6 @@ deliveries."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableSet
@@ -30,7 +29,7 @@ from amqplite.protocol.mqtt.events import (
 )
 from amqplite.protocol.mqtt.packets import MQTT_5
 from amqplite.server.mqtt.transports import login as transport_login
-from amqplite.server.shell import _GONE, WRITE_HIGH_WATER, ConnectionShell
+from amqplite.server.shell import WRITE_HIGH_WATER, ConnectionShell
 from amqplite.sessions.mqtt.session import MQTTSession
 
 if TYPE_CHECKING:
@@ -166,31 +165,12 @@ class MQTTClient(ConnectionShell):
     async def _writer(self) -> None:
         """Write what is queued, then end (``_StartWriter`` starts it again); once the
         connection is finishing: the rest, then FIN, then the connection's end."""
-        self._writer_busy = True
-        while True:
-            data = self._take()
-            if not data:
-                if data is None:  # held: nothing awaited between commit and take
-                    await self.listener.committed()
-                    continue
-                break
-            try:
-                await self.stream.send_all(data)
-            except _GONE:
-                self._finishing = True
-                break
-            self.bytes_out += len(data)
-        self._writer_busy = False
+        await self._send_queued()
         if not self._finishing:
             self._writer_running = False  # before _drained: what it queues starts one
             self._drained()
             return
-        # nothing awaited since the last empty _outgoing(): all of it went
-        with contextlib.suppress(*_GONE):
-            if isinstance(self.stream, trio.abc.HalfCloseableStream):  # not TLS
-                await self.stream.send_eof()
-        assert self._cancel is not None
-        self._cancel.cancel()
+        await self._close_write()
 
     def _wake_writer(self) -> None:
         self._wake.set()

@@ -247,28 +247,36 @@ class ConnectionShell:
             if not self._finishing:
                 await self._wake.wait()
             self._wake = trio.Event()
-            self._writer_busy = True
-            while True:
-                data = self._take()
-                if not data:
-                    if data is None:  # held: nothing awaited between commit and take
-                        await self.listener.committed()
-                        continue
-                    break
-                try:
-                    await self.stream.send_all(data)
-                except _GONE:
-                    self._finishing = True
-                    break
-                self.bytes_out += len(data)
-            self._writer_busy = False
+            await self._send_queued()
             if not self._finishing:
                 self._drained()
                 continue
-            # nothing awaited since the last empty _outgoing(): all of it went
-            with contextlib.suppress(*_GONE):
-                if isinstance(self.stream, trio.abc.HalfCloseableStream):  # not TLS
-                    await self.stream.send_eof()
-            assert self._cancel is not None
-            self._cancel.cancel()
+            await self._close_write()
             return
+
+    async def _send_queued(self) -> None:
+        """Send until nothing is queued (a held write waits for its commit)."""
+        self._writer_busy = True
+        while True:
+            data = self._take()
+            if not data:
+                if data is None:  # held: nothing awaited between commit and take
+                    await self.listener.committed()
+                    continue
+                break
+            try:
+                await self.stream.send_all(data)
+            except _GONE:
+                self._finishing = True
+                break
+            self.bytes_out += len(data)
+        self._writer_busy = False
+
+    async def _close_write(self) -> None:
+        """The connection is finishing and nothing awaited since the last empty
+        _outgoing(): all of it went. FIN, then the connection's nursery ends."""
+        with contextlib.suppress(*_GONE):
+            if isinstance(self.stream, trio.abc.HalfCloseableStream):  # not TLS
+                await self.stream.send_eof()
+        assert self._cancel is not None
+        self._cancel.cancel()

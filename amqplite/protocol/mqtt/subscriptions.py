@@ -164,6 +164,10 @@ ADMIT = Admission(True)
 DROP = Admission(False)
 
 
+#: every table's ``dollar`` until its first ``$`` filter (most never have one)
+_NO_DOLLAR: frozenset[tuple[str, str]] = frozenset()
+
+
 class SubscriptionTable:
     """A session's subscriptions by queue, then filter (the session's own queues
     and the shared queues it is a member of)."""
@@ -172,13 +176,16 @@ class SubscriptionTable:
         self._queues: dict[str, _Queue] = {}
         #: (queue, filter) of the filters that start with ``$`` (``$SYS/#``): the
         #: ``$SYS`` tick looks for sessions with some, without walking every filter
-        self.dollar: set[tuple[str, str]] = set()
+        self.dollar: frozenset[tuple[str, str]] | set[tuple[str, str]] = _NO_DOLLAR
 
     def set(self, queue: str, topic_filter: str, opts: SubOptions) -> SubOptions | None:
         """Add or replace; returns the options it replaced."""
         q = self._queues.setdefault(queue, _Queue())
         if topic_filter.startswith("$"):
-            self.dollar.add((queue, topic_filter))
+            d = self.dollar
+            if not isinstance(d, set):  # the shared empty one until the first
+                d = self.dollar = set()
+            d.add((queue, topic_filter))
         old = q.filters.get(topic_filter)
         q.filters[topic_filter] = opts
         q.refresh()
@@ -189,7 +196,8 @@ class SubscriptionTable:
         if q is None:
             return None
         old = q.filters.pop(topic_filter, None)
-        self.dollar.discard((queue, topic_filter))
+        if isinstance(self.dollar, set):
+            self.dollar.discard((queue, topic_filter))
         if q.filters:
             q.refresh()
         else:
@@ -198,7 +206,8 @@ class SubscriptionTable:
 
     def drop_queue(self, queue: str) -> None:
         self._queues.pop(queue, None)
-        self.dollar = {d for d in self.dollar if d[0] != queue}
+        if self.dollar:
+            self.dollar = {d for d in self.dollar if d[0] != queue}
 
     def queues(self) -> list[str]:
         return list(self._queues)

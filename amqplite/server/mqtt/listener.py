@@ -20,7 +20,7 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.server.mqtt.client import MQTTClient
 from amqplite.server.mqtt.systree import SysTicker
-from amqplite.server.mqtt.timers import KeyTimers
+from amqplite.server.mqtt.timers import Deadlines, KeyTimers
 from amqplite.server.mqtt.transports import open_tls, tls_handler
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer, listen_tcp
@@ -65,6 +65,8 @@ class MQTTListener:
         #: the store bridge: publishers stop being read while it is far behind
         self.persistence = persistence
         self.connections: set[MQTTClient] = set()
+        #: the connections' keep-alive deadlines, watched by one task
+        self.deadlines = Deadlines()
         #: the session rules' state: connected clients, packet ids, rows, wills, groups
         self.registry = SessionRegistry(broker, settings.mqtt_exchange, settings.mqtt_takeover,
                                         settings.mqtt_retained_max_messages,
@@ -117,6 +119,7 @@ class MQTTListener:
                     reg.restore_session(st, now)
             self._recovered = []
             self.execute(reg.groups.recover, set(reg.stored))
+            nursery.start_soon(self.deadlines.run)
             if listeners:
                 nursery.start_soon(trio.serve_listeners, self._handle, listeners)
             if tls is not None:
@@ -144,8 +147,8 @@ class MQTTListener:
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         peer = accepted_peer(stream)
-        if peer is not None:
-            await self.serve_stream(stream, peer)
+        if peer is not None:  # serve() itself: two coroutine frames less per connection
+            await MQTTClient(self, stream, peer).serve(self.connections)
 
     async def serve_stream(self, stream: trio.abc.Stream, peer: tuple[str, int],
                            cert_user: str | None = None) -> None:

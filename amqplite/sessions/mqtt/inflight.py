@@ -19,13 +19,35 @@ a kill -9 included, resumes the flows where they were:
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from amqplite.broker.core import Broker
 from amqplite.storeops import DeleteMQTTPacketId, PutMQTTPacketId
+
+#: the empty id set every session shares until its first QoS 2 flow (a set is 216 B,
+#: three per connection)
+NONE: frozenset[int] = frozenset()
+
+
+def with_id(ids: Set[int], pid: int) -> set[int]:
+    """``ids`` and ``pid``: a set of its own from the first id on."""
+    out = ids if isinstance(ids, set) else set()
+    out.add(pid)
+    return out
+
+
+def without_id(ids: Set[int], pid: int) -> Set[int]:
+    if isinstance(ids, set):
+        ids.discard(pid)
+    return ids
 
 
 class PacketIds:
     """The ids of one session; each change returns True when it wrote a store op
     (the caller then holds its answer until the commit)."""
+
+    __slots__ = ("_keys", "_pids", "broker", "client_id", "completed", "inbound", "released",
+                 "vhost")
 
     def __init__(self, vhost: str, client_id: str) -> None:
         self.vhost = vhost
@@ -33,14 +55,14 @@ class PacketIds:
         #: the broker whose store ops a persistent session's rows join; None: not stored
         self.broker: Broker | None = None
         #: inbound ids acknowledged with PUBREC, awaiting PUBREL
-        self.inbound: set[int] = set()
+        self.inbound: Set[int] = NONE
         #: outbound packet id -> message key, and back
         self._keys: dict[int, int] = {}
         self._pids: dict[int, int] = {}
         #: outbound ids whose PUBREC came (PUBREL owed until PUBCOMP)
-        self.released: set[int] = set()
+        self.released: Set[int] = NONE
         #: released ids whose PUBCOMP came before the message's redelivery reached us
-        self.completed: set[int] = set()
+        self.completed: Set[int] = NONE
 
     def _write(self, op: PutMQTTPacketId | DeleteMQTTPacketId) -> bool:
         if self.broker is None:
@@ -54,13 +76,21 @@ class PacketIds:
     # ------------------------------------------------------------ inbound
     def received(self, pid: int) -> bool:
         """A QoS 2 PUBLISH was routed: its id is pending until PUBREL."""
-        self.inbound.add(pid)
+        self.inbound = with_id(self.inbound, pid)
         return self._write(PutMQTTPacketId(self.vhost, self.client_id, pid, False))
 
     def forget_inbound(self, pid: int) -> bool:
         """PUBREL came (or the PUBLISH was refused): the id is free again."""
-        self.inbound.discard(pid)
+        self.inbound = without_id(self.inbound, pid)
         return self._write(DeleteMQTTPacketId(self.vhost, self.client_id, pid, False))
+
+    def restore_inbound(self, pid: int) -> None:
+        """An inbound id read back from an older database's session row."""
+        self.inbound = with_id(self.inbound, pid)
+
+    def completed_early(self, pid: int) -> None:
+        """PUBCOMP of a released id came before the message's redelivery."""
+        self.completed = with_id(self.completed, pid)
 
     # ------------------------------------------------------------ outbound
     def pid_of(self, key: int) -> int | None:
@@ -88,7 +118,7 @@ class PacketIds:
         key = self._keys.get(pid)
         if key is None:
             return False
-        self.released.add(pid)
+        self.released = with_id(self.released, pid)
         return self._write(PutMQTTPacketId(self.vhost, self.client_id, pid, True, key, True))
 
     def complete(self, pid: int) -> bool:
@@ -97,16 +127,16 @@ class PacketIds:
         if key is None:
             return False
         self._pids.pop(key, None)
-        self.released.discard(pid)
-        self.completed.discard(pid)
+        self.released = without_id(self.released, pid)
+        self.completed = without_id(self.completed, pid)
         return self._write(DeleteMQTTPacketId(self.vhost, self.client_id, pid, True))
 
     def restore(self, op: PutMQTTPacketId) -> None:
         """A row read back at start-up."""
         if not op.outbound:
-            self.inbound.add(op.packet_id)
+            self.inbound = with_id(self.inbound, op.packet_id)
             return
         self._keys[op.packet_id] = op.message_key
         self._pids[op.message_key] = op.packet_id
         if op.released:
-            self.released.add(op.packet_id)
+            self.released = with_id(self.released, op.packet_id)

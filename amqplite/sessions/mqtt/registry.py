@@ -94,7 +94,7 @@ class SessionRegistry:
         key = (row.vhost, row.client_id)
         self.stored[key] = row.user
         for pid in row.awaiting_pubrel:  # an older database's: rows now
-            self.ids(key).inbound.add(pid)
+            self.ids(key).restore_inbound(pid)
             self.broker.mqtt_packet_id_put(PutMQTTPacketId(row.vhost, row.client_id, pid, False))
         gone = now - (row.disconnected_at if row.disconnected_at is not None else now)
         self.expire_later(row.vhost, row.client_id, row.expiry, max(0.0, gone))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from typing import Any
 
 import amqplite.sessions.mqtt.options as options
@@ -45,13 +45,12 @@ from amqplite.protocol.properties import delivery_mode_of
 from amqplite.sessions.mqtt.accounting import label, log_protocol
 from amqplite.sessions.mqtt.common import (
     PUBLISH_CH,
-    QOS0_CH,
     QOS1_CH,
     Login,
     queue_name,
     refused,
 )
-from amqplite.sessions.mqtt.inflight import PacketIds
+from amqplite.sessions.mqtt.inflight import NONE, PacketIds, with_id, without_id
 from amqplite.sessions.mqtt.registry import SessionRegistry
 from amqplite.sessions.mqtt.subscriptions import Subscriptions
 from amqplite.sessions.mqtt.systree import is_sys
@@ -66,6 +65,25 @@ def _nothing() -> None:
 
 def _run(command: Callable[..., Any], *args: Any) -> Any:
     return command(*args)
+
+
+class Channels(dict[int, ChannelState]):
+    """The session's channels by number, each opened when first asked for with
+    ``[n]`` (``get`` does not open one): an idle client holds no ChannelState
+    (three were ~2.5 KiB a connection). The publish channel is in confirm mode."""
+
+    __slots__ = ("broker", "session")
+
+    def __init__(self, broker: Broker, session: Session) -> None:
+        super().__init__()
+        self.broker = broker
+        self.session = session
+
+    def __missing__(self, n: int) -> ChannelState:
+        ch = self[n] = self.broker.open_channel(self.session, n)
+        if n == PUBLISH_CH:
+            self.broker.confirm_select(ch)
+        return ch
 
 
 class MQTTSession:
@@ -114,7 +132,7 @@ class MQTTSession:
         self.confirms: dict[int, int | None] = {}
         #: MQTT 5: confirm seqs of QoS 1/2 publishes that reached no queue (their
         #: PUBACK/PUBREC says 0x10 No matching subscribers, as Mosquitto's does)
-        self.unmatched: set[int] = set()
+        self.unmatched: Set[int] = NONE
         #: outbound packet id -> delivery tag on the qos1 channel
         self.tags: dict[int, int] = {}
         #: the session's QoS 2 packet ids (the registry keeps them across connections)
@@ -155,9 +173,8 @@ class MQTTSession:
         s.client_id = ev.client_id  # {client_id} in topic permissions
         s.protocol = log_protocol(c.protocol_level)  # the delivery log's name
         s.transport = self.transport
-        for n in (PUBLISH_CH, QOS0_CH, QOS1_CH):
-            self.channels[n] = b.open_channel(s, n)
-        b.confirm_select(self.channels[PUBLISH_CH])
+        # opened as first used (a publish, a subscription): an idle client has none
+        self.channels = Channels(b, s)
         subs = self.subs = Subscriptions(b, self.proto, s, self.channels, ev.client_id,
                                          self.persistent, reg.exchange, self.name,
                                          self.flush, reg.groups, sys_values=reg.sys_values)
@@ -173,7 +190,7 @@ class MQTTSession:
         if c.clean_start:  # a clean start forgets the previous session
             reg.packet_ids.pop(key, None)
         ids = self.ids = reg.ids(key)
-        ids.completed.clear()
+        ids.completed = NONE
         ids.broker = b if self.persistent else None
         kept: list[int] = []
         for qos in (0, 1):
@@ -301,7 +318,9 @@ class MQTTSession:
         MQTT 5 properties map to AMQP ones, with the publisher (mapping.py)."""
         ch = self.channels.get(PUBLISH_CH)
         if ch is None:
-            return
+            if self.session is None:
+                return
+            ch = self.channels[PUBLISH_CH]  # the first publish opens it
         limit = self.max_topic_bytes
         if len(topic) * 4 > limit and len(topic.encode()) > limit:  # short ones: no encode
             # its routing key would not fit an AMQP consumer's basic.deliver
@@ -360,7 +379,7 @@ class MQTTSession:
         if packet_id is not None:
             self.confirms[seq] = packet_id
             if not res.routed and self.proto.version >= MQTT_5:
-                self.unmatched.add(seq)
+                self.unmatched = with_id(self.unmatched, seq)
 
     def _refuse_publish(self, packet_id: int | None, code: int) -> None:
         """MQTT 5: PUBACK/PUBREC ``code`` (a QoS 0 publish is dropped); 3.1.1 has no
@@ -401,7 +420,7 @@ class MQTTSession:
         if not ids.known(pid):
             return  # a retained message's, or a QoS 1 id
         if pid not in self.tags and pid in ids.released:
-            ids.completed.add(pid)
+            ids.completed_early(pid)
             return
         self.ack(pid)
         ids.complete(pid)
@@ -419,12 +438,12 @@ class MQTTSession:
                 continue
             if not nack:
                 if self.unmatched and seq in self.unmatched:
-                    self.unmatched.discard(seq)
+                    self.unmatched = without_id(self.unmatched, seq)
                     self.proto.ack_publish(pid, ReasonCode.NO_MATCHING_SUBSCRIBERS)
                 else:
                     self.proto.ack_publish(pid)
                 continue
-            self.unmatched.discard(seq)
+            self.unmatched = without_id(self.unmatched, seq)
             if pid in self.ids.inbound:  # refused: a retransmission is a new attempt
                 self.ids.forget_inbound(pid)
             if self.proto.version >= MQTT_5:

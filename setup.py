@@ -121,7 +121,9 @@ def _ext_modules() -> list:
     modules = _modules()
     _say(f"compiling {len(modules)} modules with mypyc")
     try:
-        return mypycify(modules, opt_level="3", group_name="amqplite")
+        # the group's shared library goes inside the package (amqplite/_compiled__mypyc),
+        # where an editable install's finder sees it; a top-level one is not found
+        return mypycify(modules, opt_level="3", group_name="amqplite._compiled")
     except (Exception, SystemExit) as exc:  # mypyc exits on a type error
         if choice == "1":
             raise

@@ -55,7 +55,6 @@ COMPILE_JOB=""
 remove_compiled() {
   [ -z "$COMPILE_JOB" ] || kill "$COMPILE_JOB" 2>/dev/null || true
   find amqplite -name '*.so' -delete
-  rm -f amqplite__mypyc*.so
 }
 trap remove_compiled EXIT
 # The compile (one large C file: one core for 2-4 minutes) runs in the background

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
@@ -98,3 +99,30 @@ async def listen_front(s: Settings, prefix: str, what: str,
     ctx = server_context(s)
     return plain, await listen_tcp(tls_port, s.host, f"{what} over TLS",
                                    f"{prefix}_tls_port"), ctx
+
+
+async def serve_front(s: Settings, prefix: str, what: str, logger: logging.Logger, *,
+                      handle: Callable[[trio.SocketStream], Awaitable[None]],
+                      handle_tls: Callable[[trio.SocketStream], Awaitable[None]],
+                      bound: Callable[[list[int], list[int], ssl.SSLContext | None], None],
+                      tasks: Sequence[Callable[[], Awaitable[None]]] = (),
+                      task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
+                      ) -> None:
+    """Serve a protocol front (STOMP, Kafka) until cancelled: its listeners from
+    ``listen_front``, ``bound(ports, tls_ports, context)`` before the first accept,
+    one log line, ``tasks`` beside the accept loops; started with the plain ports."""
+    listeners, secure, ctx = await listen_front(s, prefix, what)
+    ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
+    tls_ports = sorted({ln.socket.getsockname()[1] for ln in secure})
+    bound(ports, tls_ports, ctx)
+    logger.info("%s listening on port(s) %s%s", what, ports,
+                f", {what} over TLS on {tls_ports}" if secure else "")
+    async with trio.open_nursery() as nursery:
+        for task in tasks:
+            nursery.start_soon(task)
+        if listeners:
+            nursery.start_soon(trio.serve_listeners, handle, listeners)
+        if secure:
+            nursery.start_soon(trio.serve_listeners, handle_tls, secure)
+        task_status.started(ports)
+        await trio.sleep_forever()

@@ -19,7 +19,7 @@ from amqplite.server.kafka.client import KafkaClient, Slot
 from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer
 from amqplite.server.tls import accept as accept_tls
-from amqplite.server.tls import listen_front
+from amqplite.server.tls import serve_front
 from amqplite.sessions.kafka.answers import Answers
 from amqplite.sessions.kafka.coordinator import GroupCoordinator
 from amqplite.sessions.kafka.topics import Topics
@@ -72,19 +72,13 @@ class KafkaListener:
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
-        listeners, secure, self._tls = await listen_front(self.settings, "kafka", "Kafka")
-        self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
-        self.tls_ports = sorted({ln.socket.getsockname()[1] for ln in secure})
-        log.info("Kafka listening on port(s) %s%s", self.ports,
-                 f", Kafka over TLS on {self.tls_ports}" if secure else "")
-        async with trio.open_nursery() as nursery:
-            if listeners:
-                nursery.start_soon(trio.serve_listeners, self._handle, listeners)
-            if secure:
-                nursery.start_soon(trio.serve_listeners, self._handle_tls, secure)
-            nursery.start_soon(self._coordinate)
-            task_status.started(self.ports)
-            await trio.sleep_forever()
+        await serve_front(self.settings, "kafka", "Kafka", log, handle=self._handle,
+                          handle_tls=self._handle_tls, bound=self._bound,
+                          tasks=(self._coordinate,), task_status=task_status)
+
+    def _bound(self, ports: list[int], tls_ports: list[int],
+               ctx: ssl.SSLContext | None) -> None:
+        self.ports, self.tls_ports, self._tls = ports, tls_ports, ctx
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         peer = accepted_peer(stream)

@@ -20,7 +20,7 @@ from amqplite.server.persistence import Persistence
 from amqplite.server.ports import accepted_peer
 from amqplite.server.stomp.client import ACK_LINGER_S, StompClient
 from amqplite.server.tls import accept as accept_tls
-from amqplite.server.tls import listen_front, peer_user
+from amqplite.server.tls import peer_user, serve_front
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -69,19 +69,13 @@ class StompListener:
 
     async def serve(self, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
                     ) -> None:
-        listeners, secure, self._tls = await listen_front(self.settings, "stomp", "STOMP")
-        self.ports = sorted({ln.socket.getsockname()[1] for ln in listeners})
-        self.tls_ports = sorted({ln.socket.getsockname()[1] for ln in secure})
-        log.info("STOMP listening on port(s) %s%s", self.ports,
-                 f", STOMP over TLS on {self.tls_ports}" if secure else "")
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._flusher)
-            if listeners:
-                nursery.start_soon(trio.serve_listeners, self._handle, listeners)
-            if secure:
-                nursery.start_soon(trio.serve_listeners, self._handle_tls, secure)
-            task_status.started(self.ports)
-            await trio.sleep_forever()
+        await serve_front(self.settings, "stomp", "STOMP", log, handle=self._handle,
+                          handle_tls=self._handle_tls, bound=self._bound,
+                          tasks=(self._flusher,), task_status=task_status)
+
+    def _bound(self, ports: list[int], tls_ports: list[int],
+               ctx: ssl.SSLContext | None) -> None:
+        self.ports, self.tls_ports, self._tls = ports, tls_ports, ctx
 
     def flush_soon(self, delay: float = ACK_LINGER_S) -> None:
         """Hand the store batch over within ``delay`` seconds, unless a flush by

@@ -15,12 +15,10 @@ from amqplite.protocol.kafka import apis_admin as ad
 from amqplite.protocol.kafka import apis_core as co
 from amqplite.protocol.kafka import apis_groups as gr
 from amqplite.protocol.kafka import framing
+from amqplite.protocol.kafka.errors import ErrorCode
 from amqplite.protocol.kafka.framing import RequestHeader
 from amqplite.protocol.kafka.primitives import CodecError
 from amqplite.protocol.kafka.schema import Message
-
-#: Kafka's UNSUPPORTED_VERSION error code (the error enum lives in ``errors``)
-_UNSUPPORTED_VERSION = 35
 
 
 class ApiKey(enum.IntEnum):
@@ -218,4 +216,4 @@ def unsupported_answer(header: RequestHeader) -> bytes | None:
     if header.api_key != ApiKey.API_VERSIONS or header.api_version < 0:
         return None
     return encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id,
-                           api_versions_body(_UNSUPPORTED_VERSION))
+                           api_versions_body(ErrorCode.UNSUPPORTED_VERSION))

@@ -1,5 +1,5 @@
 """Schemas of the producer, SASL and admin APIs: InitProducerId, SaslHandshake,
-SaslAuthenticate, DescribeConfigs, CreateTopics, DeleteTopics.
+SaslAuthenticate, DescribeConfigs, CreateTopics, DeleteTopics, CreatePartitions.
 
 Field facts from Kafka's message definitions, cut to the versions amqplite serves
 (see ``messages.SUPPORTED``); the text format is described in ``schema``.
@@ -123,3 +123,21 @@ responses []
     error_code int16
     error_message string 5+ null=5+ default=null
 """, flexible=4)
+
+CREATE_PARTITIONS_REQUEST = Message("CreatePartitionsRequest", """
+topics []
+    name string
+    count int32
+    assignments [] null
+        broker_ids []int32
+timeout_ms int32
+validate_only bool
+""", flexible=2)
+
+CREATE_PARTITIONS_RESPONSE = Message("CreatePartitionsResponse", """
+throttle_time_ms int32
+results []
+    name string
+    error_code int16
+    error_message string null default=null
+""", flexible=2)

@@ -1,6 +1,6 @@
 """The Kafka session's group and admin requests: FindCoordinator, the classic group
 protocol through the ``GroupCoordinator``, OffsetCommit/OffsetFetch, DescribeGroups,
-ListGroups, CreateTopics, DeleteTopics, DescribeConfigs.
+ListGroups, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs.
 
 Kept apart from ``session`` (the data path) for size; each handler takes the
 session, the request and ``now``, and returns a step (``steps``).
@@ -17,6 +17,7 @@ from amqplite.protocol.kafka.errors import ErrorCode
 from amqplite.protocol.kafka.messages import ApiKey, Request
 from amqplite.sessions.kafka.answers import JoinAnswer, SyncAnswer
 from amqplite.sessions.kafka.steps import AfterCommit, GroupWait, Step
+from amqplite.sessions.kafka.topics import NODE_ID, Answer
 
 if TYPE_CHECKING:
     from amqplite.sessions.kafka.session import KafkaSession
@@ -41,11 +42,11 @@ def find_coordinator(s: KafkaSession, req: Request, now: float) -> bytes:
     message = None if ok else "transactions are not supported"
     if req.api_version >= 4:
         return s.answer(req, {"throttle_time_ms": 0, "coordinators": [
-            {"key": k, "node_id": 0 if ok else -1, "host": host if ok else "",
+            {"key": k, "node_id": NODE_ID if ok else -1, "host": host if ok else "",
              "port": port if ok else -1, "error_code": error, "error_message": message}
             for k in body["coordinator_keys"]]})
     return s.answer(req, {"throttle_time_ms": 0, "error_code": error,
-                          "error_message": message, "node_id": 0 if ok else -1,
+                          "error_message": message, "node_id": NODE_ID if ok else -1,
                           "host": host if ok else "", "port": port if ok else -1})
 
 
@@ -205,20 +206,55 @@ def create_topics(s: KafkaSession, req: Request, now: float) -> AfterCommit:
     for t in b["topics"]:
         message: str | None
         configs = {c["name"]: c["value"] for c in t["configs"]}
+        n = t["num_partitions"]
+        error, message = ErrorCode.NONE, None
         if t["assignments"]:
-            error, message = ErrorCode.INVALID_REQUEST, "manual replica assignments " \
-                "are not supported"
-        else:
-            made = s.topics.create_topic(s.ch, t["name"], t["num_partitions"],
-                                         t["replication_factor"], configs,
-                                         validate_only=b["validate_only"])
+            n, error, message = _assigned_partitions(t)
+        if error == ErrorCode.NONE:
+            made = s.topics.create_topic(s.ch, t["name"], n, t["replication_factor"],
+                                         configs, validate_only=b["validate_only"])
             error, message = made.error, made.message
-        n = t["num_partitions"] if t["num_partitions"] > 0 else s.topics.num_partitions
+        n = n if n > 0 else s.topics.num_partitions
         rows.append({"name": t["name"], "error_code": error, "error_message": message,
                      "num_partitions": n if error == ErrorCode.NONE else -1,
                      "replication_factor": 1 if error == ErrorCode.NONE else -1,
                      "configs": None})
     return AfterCommit(lambda: s.answer(req, {"throttle_time_ms": 0, "topics": rows}))
+
+
+def _assigned_partitions(t: dict[str, Any]) -> tuple[int, ErrorCode, str | None]:
+    """A manual replica assignment, as a one-node Kafka takes it: every partition
+    0..N-1 once, each on this node alone; (N, error, message)."""
+    if t["num_partitions"] != -1 or t["replication_factor"] != -1:
+        return 0, ErrorCode.INVALID_REQUEST, "give either replica assignments or " \
+            "num_partitions and replication_factor, not both"
+    indexes = sorted(a["partition_index"] for a in t["assignments"])
+    if indexes != list(range(len(indexes))):
+        return 0, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered " \
+            f"0 to {len(indexes) - 1}, each once"
+    for a in t["assignments"]:
+        if list(a["broker_ids"]) != [NODE_ID]:
+            return 0, ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"partition " \
+                f"{a['partition_index']}: amqplite is one node (id {NODE_ID}), not " \
+                f"{list(a['broker_ids'])}"
+    return len(indexes), ErrorCode.NONE, None
+
+
+def create_partitions(s: KafkaSession, req: Request, now: float) -> AfterCommit:
+    assert s.ch is not None
+    b = req.body
+    rows: list[dict[str, Any]] = []
+    for t in b["topics"]:
+        bad = [x for a in t["assignments"] or [] for x in a["broker_ids"] if x != NODE_ID]
+        if bad:
+            done = Answer(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                          f"amqplite is one node (id {NODE_ID}), not {bad}")
+        else:
+            done = s.topics.add_partitions(s.ch, t["name"], t["count"],
+                                           validate_only=b["validate_only"])
+        rows.append({"name": t["name"], "error_code": done.error,
+                     "error_message": done.message})
+    return AfterCommit(lambda: s.answer(req, {"throttle_time_ms": 0, "results": rows}))
 
 
 def delete_topics(s: KafkaSession, req: Request, now: float) -> AfterCommit:
@@ -294,4 +330,5 @@ HANDLERS: dict[int, Callable[[Any, Request, float], Step]] = {
     ApiKey.CREATE_TOPICS: create_topics,
     ApiKey.DELETE_TOPICS: delete_topics,
     ApiKey.DESCRIBE_CONFIGS: describe_configs,
+    ApiKey.CREATE_PARTITIONS: create_partitions,
 }

@@ -47,12 +47,17 @@ from amqplite.sessions.kafka.steps import (
     Reads,
     Step,
 )
-from amqplite.sessions.kafka.topics import Fetched, FetchRead, OffsetAnswer, OffsetScan, Topics
+from amqplite.sessions.kafka.topics import (
+    NODE_ID,
+    Fetched,
+    FetchRead,
+    OffsetAnswer,
+    OffsetScan,
+    Topics,
+)
 
 log = logging.getLogger("amqplite.kafka")
 
-#: the one broker of this cluster
-NODE_ID = 0
 CLUSTER_ID = "amqplite"
 #: what the delivery log and the admin API call this front's sessions
 PROTOCOL = "Kafka"

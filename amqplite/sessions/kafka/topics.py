@@ -61,6 +61,8 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
 #: topic configs CreateTopics takes, and the stream argument each sets
 CONFIG_ARGS = {"retention.ms": "x-max-age", "retention.bytes": "x-max-length-bytes",
                "segment.bytes": "x-stream-max-segment-size-bytes"}
+#: the one broker of this cluster: every partition's leader and only replica
+NODE_ID = 0
 
 
 def topic_name_error(name: str) -> str | None:
@@ -258,6 +260,17 @@ class Topics:
         s = ch.session
         return s.internal or self.broker.may(s.username, s.vhost, perm, kind, name)
 
+    def _refused(self, ch: ChannelState, wanted: Sequence[tuple[str, str, str]],
+                 ) -> Answer | None:
+        """TOPIC_AUTHORIZATION_FAILED naming the first (permission, kind, name) the
+        channel's user lacks, or None."""
+        for perm, kind, res in wanted:
+            if not self._may(ch, perm, kind, res):
+                return Answer(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                              f"{perm} access to {kind} '{res}' in vhost "
+                              f"'{ch.session.vhost}' refused for user '{ch.session.username}'")
+        return None
+
     def _partition(self, ch: ChannelState, topic: str, partition: int, perm: str,
                    ) -> tuple[ErrorCode, Queue | None]:
         parts = self.partitions(ch.session.vhost, topic)
@@ -304,13 +317,9 @@ class Topics:
         if partitions > 1:  # queue.bind: write on the queue, read on the exchange
             wanted += [("configure", "exchange", name), ("read", "exchange", name)]
             wanted += [("write", "queue", q) for q, _, _ in layout]
-        for perm, kind, res in wanted:
-            if not self._may(ch, perm, kind, res):
-                return Answer(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                              f"{perm} access to {kind} '{res}' in vhost '{vh.name}' refused "
-                              f"for user '{ch.session.username}'")
-        if validate_only:
-            return Answer()
+        refused = self._refused(ch, wanted)
+        if refused is not None or validate_only:
+            return refused or Answer()
         b = self.broker
         if partitions == 1:
             b.queue_declare(ch, name, durable=True, arguments=args)
@@ -318,6 +327,51 @@ class Topics:
         b.exchange_declare(ch, name, "direct", durable=True,
                            arguments={ss.SUPER_STREAM_ARG: True})
         for qname, key, order in layout:
+            b.queue_declare(ch, qname, durable=True, arguments=dict(args))
+            b.queue_bind(ch, qname, name, key, {ss.PARTITION_ORDER_ARG: order})
+        return Answer()
+
+    def add_partitions(self, ch: ChannelState, name: str, count: int, *,
+                       validate_only: bool = False) -> Answer:
+        """CreatePartitions for one topic: grow it to ``count`` partitions. A super
+        stream gains streams ``<name>-<n>``; a one-partition topic (a plain stream)
+        becomes a super stream of the same name whose partition 0 is that stream, so
+        its records and offsets stay where they are (Kafka keeps partition 0 too)."""
+        vh = self.broker.vhosts[ch.session.vhost]
+        parts = self.partitions(vh.name, name)
+        if parts is None:
+            return Answer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic '{name}'")
+        have = len(parts)
+        if count <= have:
+            return Answer(ErrorCode.INVALID_PARTITIONS, f"topic '{name}' has {have} "
+                          f"partitions; the new count must be larger, not {count}")
+        if count > MAX_PARTITIONS:
+            return Answer(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at "
+                          f"most {MAX_PARTITIONS}, not {count}")
+        is_super = name in vh.exchanges and vh.exchanges[name].arguments.get(
+            ss.SUPER_STREAM_ARG) is True
+        if not is_super and name in vh.exchanges:
+            return Answer(ErrorCode.INVALID_PARTITIONS,
+                          f"an exchange named '{name}' exists in vhost '{vh.name}'")
+        added = [(f"{name}-{i}", str(i), i) for i in range(have, count)]
+        for qname, _, _ in added:
+            if qname in vh.queues:
+                return Answer(ErrorCode.INVALID_PARTITIONS,
+                              f"a queue named '{qname}' exists in vhost '{vh.name}'")
+        wanted = [("configure", "queue", q) for q, _, _ in added]
+        wanted += [("write", "queue", q) for q, _, _ in added] + [("read", "exchange", name)]
+        if not is_super:
+            wanted += [("configure", "exchange", name), ("write", "queue", name)]
+        refused = self._refused(ch, wanted)
+        if refused is not None or validate_only:
+            return refused or Answer()
+        b = self.broker
+        args = dict(parts[0].arguments)
+        if not is_super:
+            b.exchange_declare(ch, name, "direct", durable=True,
+                               arguments={ss.SUPER_STREAM_ARG: True})
+            b.queue_bind(ch, name, name, "0", {ss.PARTITION_ORDER_ARG: 0})
+        for qname, key, order in added:
             b.queue_declare(ch, qname, durable=True, arguments=dict(args))
             b.queue_bind(ch, qname, name, key, {ss.PARTITION_ORDER_ARG: order})
         return Answer()

@@ -3,7 +3,6 @@ store every Fetch reads, the topic commands as the Kafka shell will call them.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -22,12 +21,6 @@ from tests.broker.conftest import PERSISTENT
 from tests.sessions.kafka.topic_node import Node
 
 OK = ErrorCode.NONE
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[Node]:
-    with Node(tmp_path / "k.db") as n:
-        yield n
 
 
 # ------------------------------------------------------------------- the model

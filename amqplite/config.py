@@ -319,6 +319,11 @@ class Settings:
     #: partitions of an auto-created topic, and of CreateTopics asking for the default
     #: (Kafka's num.partitions): 1 makes a plain stream, more a super stream
     kafka_num_partitions: int = attrs.field(default=1, validator=_at_least_one)
+    #: an empty group's first rebalance waits this long (and as long again after each
+    #: member that joins meanwhile, within the rebalance timeout) so that consumers
+    #: started together share one generation: Kafka's group.initial.rebalance.delay.ms,
+    #: 3000 there; 0 here, so a lone consumer in development or CI starts at once
+    kafka_group_initial_rebalance_delay_ms: int = attrs.field(default=0, validator=_positive)
     admin_host: str = "127.0.0.1"
     #: 0 disables the admin HTTP API
     admin_port: int = attrs.field(default=15672, validator=_positive)

@@ -52,7 +52,8 @@ class KafkaListener:
         self.persistence = persistence
         self.at_connection_limit = at_limit
         self.max_frame = DEFAULT_MAX_FRAME
-        self.coordinator = GroupCoordinator()
+        self.coordinator = GroupCoordinator(
+            initial_rebalance_delay=settings.kafka_group_initial_rebalance_delay_ms / 1000)
         self.coordinator.restore(offsets or [])
         self.topics = Topics(broker, coordinator=self.coordinator,
                              auto_create=settings.kafka_auto_create_topics,

@@ -196,6 +196,7 @@ def _startup_problem(exc: BaseException) -> str | None:
 def _register_optional() -> None:
     """Attach command groups that live in other packages (imported lazily inside)."""
     from amqplite.admin.cli import register as register_admin
+    from amqplite.admin.cli_kafka import register as register_kafka
     from amqplite.admin.cli_links import register as register_links
     from amqplite.admin.cli_retained import register as register_retained
     from amqplite.admin.cli_security import register as register_security
@@ -208,6 +209,7 @@ def _register_optional() -> None:
     register_retained(main)
     register_links(main)
     register_verbs(main)
+    register_kafka(main)
     try:
         from amqplite.audit.cli import audit
     except ImportError:  # pragma: no cover - audit package is part of the install

@@ -141,6 +141,9 @@ def main(**admin_options: Any) -> None:
 @click.option("--kafka-allow-anonymous/--no-kafka-allow-anonymous", default=None,
               help="Let Kafka clients without SASL in as the default user "
                    "(default on; guest, the default user, only from loopback).")
+@click.option("--kafka-ssl-cert-login", is_flag=True, default=None,
+              help="Kafka TLS clients with a verified certificate and no SASL log in as "
+                   "its CN (needs --tls-verify-peer).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flags: Any) -> None:

@@ -14,13 +14,13 @@ import random
 import re
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import pika
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.brokerproc import BrokerProcess
+from tests.protocol.fuzz_harness import run_batches
 from tests.server.conftest import connect as amqp_connect
 from tests.server.kafka_fuzz import case, run_case
 from tests.server.kafkaclient import bootstrap, kafka_broker, kafka_port
@@ -91,15 +91,10 @@ def test_fuzzed_kafka_never_hurts_the_broker(broker: BrokerProcess) -> None:
     locals_: list[int] = []
     t0 = time.monotonic()
     try:
-        with ThreadPoolExecutor(8) as pool:
-            for start in range(0, len(cases), BATCH):
-                batch = cases[start:start + BATCH]
-                for kind, local in pool.map(lambda c: run_case(port, *c), batch):
-                    kinds[kind] = kinds.get(kind, 0) + 1
-                    locals_.append(local)
-                healthy.check(start)
-                if time.monotonic() - t0 > TIME_BUDGET:
-                    break
+        for kind, local in run_batches(cases, lambda c: run_case(port, *c), healthy.check,
+                                       BATCH, TIME_BUDGET):
+            kinds[kind] = kinds.get(kind, 0) + 1
+            locals_.append(local)
     finally:
         healthy.close()
     print(f"kafka fuzz: {sum(kinds.values())} cases in {time.monotonic() - t0:.1f}s: {kinds}")

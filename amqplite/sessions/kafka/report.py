@@ -31,6 +31,8 @@ Ends = Callable[[str, str], Sequence[tuple[int, int]] | None]
 
 @attrs.frozen
 class MemberReport:
+    """A member as ``kafka-consumer-groups --describe --members`` lists it."""
+
     member_id: str
     instance_id: str | None
     client_id: str
@@ -41,6 +43,8 @@ class MemberReport:
 
 @attrs.frozen
 class PartitionReport:
+    """One topic-partition of a group: where it committed, how far the log is."""
+
     topic: str
     partition: int
     #: -1: the group committed nothing for this partition
@@ -60,8 +64,11 @@ class PartitionReport:
 
 @attrs.frozen
 class GroupReport:
+    """One group: its state and members, and its partitions sorted by topic."""
+
     vhost: str
     group_id: str
+    #: Empty, PreparingRebalance, CompletingRebalance or Stable
     state: str
     protocol_type: str
     protocol: str

@@ -190,3 +190,21 @@ def test_dashboard_lists_groups_and_shows_one(driver: Any, kb: AdminBroker,  # n
         assert browser.console_errors(driver) == []
     finally:
         c.close()
+
+
+def test_a_management_user_sees_the_groups_of_its_vhosts_only(kb: AdminBroker,
+                                                              topic: str) -> None:
+    c = stable_group(kb.kafka)  # type: ignore[attr-defined]
+    c.close()
+    with kb.api() as api:
+        assert api.put("/api/vhosts/kafka-other", json={}).status_code in (201, 204)
+        assert api.put("/api/users/kmgmt", json={"password": "pw", "tags": "management"}
+                       ).status_code in (201, 204)
+        assert api.put("/api/permissions/kafka-other/kmgmt", json={
+            "configure": ".*", "write": ".*", "read": ".*"}).status_code in (201, 204)
+        assert GROUP in [g["name"] for g in api.get("/api/kafka/groups").json()]
+    with kb.api(("kmgmt", "pw")) as mine:
+        assert mine.get("/api/kafka/groups").json() == []
+        assert mine.get("/api/kafka/groups/kafka-other").json() == []
+        for url in ("/api/kafka/groups/%2F", f"/api/kafka/groups/%2F/{GROUP}"):
+            assert mine.get(url).status_code == 401, url

@@ -141,6 +141,9 @@ def main(**admin_options: Any) -> None:
 @click.option("--kafka-allow-anonymous/--no-kafka-allow-anonymous", default=None,
               help="Let Kafka clients without SASL in as the default user "
                    "(default on; guest, the default user, only from loopback).")
+@click.option("--kafka-ssl-cert-login", is_flag=True, default=None,
+              help="Kafka TLS clients with a verified certificate and no SASL log in as "
+                   "its CN (needs --tls-verify-peer).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(config_file: str | None, host: tuple[str, ...], log_level: str, **flags: Any) -> None:
@@ -196,6 +199,7 @@ def _startup_problem(exc: BaseException) -> str | None:
 def _register_optional() -> None:
     """Attach command groups that live in other packages (imported lazily inside)."""
     from amqplite.admin.cli import register as register_admin
+    from amqplite.admin.cli_kafka import register as register_kafka
     from amqplite.admin.cli_links import register as register_links
     from amqplite.admin.cli_retained import register as register_retained
     from amqplite.admin.cli_security import register as register_security
@@ -208,6 +212,7 @@ def _register_optional() -> None:
     register_retained(main)
     register_links(main)
     register_verbs(main)
+    register_kafka(main)
     try:
         from amqplite.audit.cli import audit
     except ImportError:  # pragma: no cover - audit package is part of the install

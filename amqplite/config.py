@@ -313,6 +313,11 @@ class Settings:
     kafka_allow_anonymous: bool = True
     #: whom an anonymous Kafka client acts as (loopback rules apply to it as to any user)
     kafka_default_user: str = "guest"
+    #: a Kafka TLS client with a verified certificate that does not authenticate by SASL
+    #: acts as the certificate's CN in kafka_vhost (security.protocol=SSL with a client
+    #: certificate, Kafka's ssl.client.auth=required; SASL EXTERNAL's rule: the user
+    #: exists and may connect from there), instead of kafka_default_user
+    kafka_ssl_cert_login: bool = False
     #: a Kafka client naming a topic that does not exist (Metadata, Produce) creates it
     #: (Kafka's auto.create.topics.enable, on by default there too)
     kafka_auto_create_topics: bool = True
@@ -349,9 +354,10 @@ class Settings:
             raise ConfigError("mqtt_tls_port needs tls_cert and tls_key")
         if self.kafka_tls_port is not None and not (self.tls_cert and self.tls_key):
             raise ConfigError("kafka_tls_port needs tls_cert and tls_key")
-        if self.mqtt_ssl_cert_login and not self.tls_verify_peer:
-            raise ConfigError("mqtt_ssl_cert_login needs tls_verify_peer (only a verified "
-                              "client certificate names a user)")
+        for name in ("mqtt_ssl_cert_login", "kafka_ssl_cert_login"):
+            if getattr(self, name) and not self.tls_verify_peer:
+                raise ConfigError(f"{name} needs tls_verify_peer (only a verified "
+                                  "client certificate names a user)")
         if not self.plain_listener and self.tls_port is None:
             raise ConfigError("plain_listener = false leaves no listener: set tls_port")
         if self.admin_tls_cert or self.admin_tls_key:

@@ -8,6 +8,16 @@ the hypothesis tests use). A failing input is written to ``--out`` as a binary
 file (its chunks joined) plus a ``.txt`` with the error, ready to become a
 regression test. The seed makes a run repeatable; each case is derived from
 (seed, index), so a failure can be replayed alone with ``--replay INDEX``.
+
+With ``--kafka HOST:PORT`` the cases go to a running broker's Kafka listener
+instead (tests/server/kafka_fuzz.py: mutated pipelined requests of every API,
+bad sizes and versions, floods), eight connections at a time; a case fails when
+what the broker wrote is not whole responses in request order, and the run
+stops when the broker stops accepting connections. Check its log afterwards:
+no traceback, at most one line per bad connection.
+
+    amqplite serve --kafka-port 9092 &
+    .venv/bin/python scripts/fuzz.py --kafka 127.0.0.1:9092 --cases 100000
 """
 
 from __future__ import annotations
@@ -33,6 +43,52 @@ def server(seed: int, index: int) -> random.Random | None:
     return random.Random(~(seed * 1_000_003 + index)) if index % 2 else None
 
 
+def kafka_case(seed: int, index: int) -> tuple[str, list[bytes], list[int]]:
+    from tests.server.kafka_fuzz import case as make
+
+    return make(random.Random(seed * 1_000_003 + index))
+
+
+def live_kafka(address: str, seed: int, cases: int, out: Path, max_seconds: float,
+               replay: int | None) -> int:
+    """The Kafka cases against a running broker; 1 when one failed or the broker went."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.server.kafka_fuzz import run_case
+
+    host, _, port_text = address.rpartition(":")
+    port = int(port_text)
+    if replay is not None:
+        print(run_case(port, *kafka_case(seed, replay), host=host or "127.0.0.1")[0])
+        return 0
+
+    def one(i: int) -> str:
+        try:
+            return run_case(port, *kafka_case(seed, i), host=host or "127.0.0.1")[0]
+        except ConnectionRefusedError:
+            return "refused"
+        except (AssertionError, OSError) as exc:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"kafka-seed{seed}-case{i}.txt").write_text(
+                f"seed {seed} case {i}\n" + "".join(traceback.format_exception(exc)))
+            return f"failed: {type(exc).__name__}"
+
+    kinds: dict[str, int] = {}
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        for start in range(0, cases, 64):
+            for kind in pool.map(one, range(start, min(cases, start + 64))):
+                kinds[kind] = kinds.get(kind, 0) + 1
+            if kinds.get("refused"):
+                print("the broker stopped accepting connections", flush=True)
+                break
+            if max_seconds and time.monotonic() - t0 > max_seconds:
+                break
+    done = sum(kinds.values())
+    print(f"done: {done} Kafka cases in {time.monotonic() - t0:.0f}s, seed {seed}: {kinds}")
+    return 1 if any(k.startswith("failed") or k == "refused" for k in kinds) else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=1_000_000)
@@ -40,7 +96,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("fuzz-crashes"))
     ap.add_argument("--max-seconds", type=float, default=0, help="stop early (0: no limit)")
     ap.add_argument("--replay", type=int, help="run one case by index, with its traceback")
+    ap.add_argument("--kafka", metavar="HOST:PORT",
+                    help="fuzz a running broker's Kafka listener instead")
     args = ap.parse_args()
+    if args.kafka:
+        return live_kafka(args.kafka, args.seed, args.cases, args.out, args.max_seconds,
+                          args.replay)
     feed([HANDSHAKE, *SESSION])  # the oracle accepts the valid session
     if args.replay is not None:
         feed(case(args.seed, args.replay), react=server(args.seed, args.replay))

@@ -33,6 +33,7 @@ def test_precedence(tmp_path: Path) -> None:
     ("plain_listener = false", "leaves no listener"),
     ("mqtt_tls_port = 8883", "mqtt_tls_port needs tls_cert and tls_key"),
     ("mqtt_ssl_cert_login = true", "mqtt_ssl_cert_login needs tls_verify_peer"),
+    ("kafka_ssl_cert_login = true", "kafka_ssl_cert_login needs tls_verify_peer"),
     ("admin_tls = true", "admin_tls needs"),
     ('auth_mechanisms = ["PLAIN", "KERBEROS"]', "auth_mechanisms must be"),
     ('ssl_options.verify = "sometimes"', "ssl_options.verify: expected verify_peer"),

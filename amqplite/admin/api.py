@@ -15,6 +15,7 @@ from __future__ import annotations
 from amqplite.admin.handlers.bindings import BindingHandlers
 from amqplite.admin.handlers.connections import ConnectionHandlers
 from amqplite.admin.handlers.exchanges import ExchangeHandlers
+from amqplite.admin.handlers.kafka import KafkaHandlers
 from amqplite.admin.handlers.messages import MessageHandlers
 from amqplite.admin.handlers.meta import MetaHandlers
 from amqplite.admin.handlers.metrics import MetricsHandlers
@@ -33,5 +34,5 @@ __all__ = ["AdminAPI"]
 class AdminAPI(MetaHandlers, ConnectionHandlers, ExchangeHandlers, QueueHandlers,
                MessageHandlers, BindingHandlers, PolicyHandlers, MetricsHandlers,
                NodeHandlers, SecurityHandlers, StreamHandlers, RetainedHandlers,
-               ParameterHandlers, TopicPermissionHandlers):
+               ParameterHandlers, TopicPermissionHandlers, KafkaHandlers):
     """One instance per server; handler names match ``Route.handler``."""

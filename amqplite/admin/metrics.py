@@ -36,6 +36,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from amqplite import __version__
+from amqplite.admin.handlers.kafka import kafka_groups
 from amqplite.admin.nodes import CLUSTER_NAME, NODE
 from amqplite.admin.views import RABBITMQ_VERSION
 from amqplite.broker.base import MESSAGE_SIZE_BUCKETS
@@ -44,6 +45,7 @@ from amqplite.server.counters import DEAD_LETTER_REASONS, Histogram
 
 if TYPE_CHECKING:
     from amqplite.admin.node import NodeView
+    from amqplite.sessions.kafka.report import GroupReport
 
 __all__ = ["CONTENT_TYPE", "Snapshot", "render", "snapshot"]
 
@@ -186,6 +188,8 @@ class Snapshot:
     stomp: dict[str, int] = attrs.field(factory=dict)
     #: Kafka clients logged in (server/kafka/)
     kafka: int = 0
+    #: the Kafka listener's consumer groups (sessions/kafka/report.py)
+    kafka_groups: list[GroupReport] = attrs.field(factory=list)
 
 
 @attrs.define
@@ -311,6 +315,7 @@ def snapshot(server: NodeView) -> Snapshot:
         mqtt=mqtt,
         stomp=stomp,
         kafka=kafka,
+        kafka_groups=kafka_groups(server),
     )
 
 
@@ -384,6 +389,7 @@ class SnapshotCollector(Collector):
         yield stomp
         yield _gauge("amqplite_kafka_connections",
                      "Kafka clients logged in; rabbitmq_connections counts them too", s.kafka)
+        yield from self._kafka_groups()
         yield from self._globals()
         yield from self._node()
         yield from self._store()
@@ -415,6 +421,47 @@ class SnapshotCollector(Collector):
         for r in rows:
             ffwd.add_metric([r["vhost"], r["exchange"], r["upstream"]], r["forwarded"])
         yield ffwd
+
+    def _kafka_groups(self) -> Iterator[Metric]:
+        """Consumer groups by state, their members and lag per topic under kafka_exporter's
+        names (its Grafana dashboards read them; ``vhost`` added); per partition on the
+        per-object page, as queues are."""
+        groups = self.snap.kafka_groups
+        states = GaugeMetricFamily("amqplite_kafka_consumer_groups",
+                                   "Kafka consumer groups by state", labels=["state"])
+        for st in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable"):
+            states.add_metric([st], sum(1 for g in groups if g.state == st))
+        yield states
+        members = GaugeMetricFamily("kafka_consumergroup_members",
+                                    "Members of a Kafka consumer group",
+                                    labels=["vhost", "consumergroup"])
+        lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum",
+                                    "A consumer group's lag on a topic: log end offset minus "
+                                    "committed offset, summed over the partitions it committed",
+                                    labels=["vhost", "consumergroup", "topic"])
+        lag = GaugeMetricFamily("kafka_consumergroup_lag",
+                                "A consumer group's lag on one partition",
+                                labels=["vhost", "consumergroup", "topic", "partition"])
+        current = GaugeMetricFamily("kafka_consumergroup_current_offset",
+                                    "A consumer group's committed offset on one partition",
+                                    labels=["vhost", "consumergroup", "topic", "partition"])
+        for g in groups:
+            members.add_metric([g.vhost, g.group_id], len(g.members))
+            per_topic: dict[str, int] = {}
+            for p in g.partitions:
+                if p.lag is None:
+                    continue
+                per_topic[p.topic] = per_topic.get(p.topic, 0) + p.lag
+                labels = [g.vhost, g.group_id, p.topic, str(p.partition)]
+                lag.add_metric(labels, p.lag)
+                current.add_metric(labels, p.committed_offset)
+            for topic, n in sorted(per_topic.items()):
+                lag_sum.add_metric([g.vhost, g.group_id, topic], n)
+        yield members
+        yield lag_sum
+        if self.per_object:
+            yield lag
+            yield current
 
     def _queues(self) -> Iterator[Metric]:
         rows = self.snap.queues

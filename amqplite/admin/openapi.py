@@ -262,6 +262,28 @@ SCHEMAS: dict[str, S] = {
     "Parameter": _obj({"component": STR, "vhost": STR, "name": STR,
                        "value": {"type": ["object", "array"]}},
                       ["component", "vhost", "name", "value"]),
+    "KafkaGroup": _obj({
+        "vhost": STR, "name": STR, "state": {"enum": [
+            "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"]},
+        "protocol_type": STR, "protocol": STR, "generation": INT, "leader": NSTR,
+        "lag": {"type": "integer", "description": "sum of the partitions' lag"},
+        "members": {"type": "array", "items": _obj({
+            "member_id": STR, "group_instance_id": NSTR, "client_id": STR, "client_host": STR,
+            "assignment": {"type": ["array", "null"], "items": _obj(
+                {"topic": STR, "partitions": {"type": "array", "items": INT}},
+                ["topic", "partitions"])}},
+            ["member_id", "client_id", "client_host", "assignment"])},
+        "partitions": {"type": "array", "items": _obj({
+            "topic": STR, "partition": INT,
+            "committed_offset": {"type": "integer", "description": "-1: none committed"},
+            "metadata": STR, "committed_at": NINT, "log_start_offset": NINT,
+            "log_end_offset": NINT,
+            "lag": {"type": ["integer", "null"],
+                    "description": "log end offset - committed offset; null: no commit"},
+            "member_id": NSTR, "client_id": NSTR, "client_host": NSTR},
+            ["topic", "partition", "committed_offset", "log_end_offset", "lag"])},
+    }, ["vhost", "name", "state", "protocol_type", "protocol", "lag", "members",
+        "partitions"]),
     "Shovel": _obj({"name": STR, "vhost": STR, "type": STR,
                     "state": {"enum": ["starting", "running", "terminated"]},
                     "reason": STR, "src_uri": STR, "dest_uri": STR, "forwarded": INT},

@@ -262,6 +262,12 @@ ROUTES: list[Route] = [
     _r("DELETE", "/api/super-streams/{vhost}/{name}", "delete_super_stream",
        "Delete a super stream: its partition streams and its exchange (amqplite)",
        write=True, status=204, tag="streams"),
+    *[_r("GET", p, "list_kafka_groups", "Kafka consumer groups" + w + ": state, members "
+         "and assignments, committed offset, log end offset and lag per topic-partition "
+         "(amqplite)", response="[KafkaGroup]", tag="kafka")
+      for p, w in (("/api/kafka/groups", ""), ("/api/kafka/groups/{vhost}", " of a vhost"))],
+    _r("GET", "/api/kafka/groups/{vhost}/{group}", "get_kafka_group",
+       "One Kafka consumer group (amqplite)", response="KafkaGroup", tag="kafka"),
     _r("GET", "/api/trace/{message}", "trace_message",
        "A message's delivery-log history, oldest first (message id, or the broker's "
        "message key)", response="[TraceRow]", tag="messages"),

@@ -272,3 +272,21 @@ def send_then_read(s: socket.socket, chunks: list[bytes], deadline: float) -> tu
             return "closed", data
         data += got
     return "open", data
+
+
+def run_batches(cases: list[Any], run: Any, check: Any, batch: int,
+                budget: float) -> list[Any]:
+    """The live fuzz tests' loop: ``run`` each case, eight connections at a time, and
+    ``check(start)`` (the healthy clients) after each batch, until the cases or the
+    time ``budget`` (seconds) run out; the results in case order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    out: list[Any] = []
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        for start in range(0, len(cases), batch):
+            out.extend(pool.map(run, cases[start:start + batch]))
+            check(start)
+            if time.monotonic() - t0 > budget:
+                break
+    return out

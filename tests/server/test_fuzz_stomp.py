@@ -14,7 +14,6 @@ import random
 import socket
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pika
@@ -22,7 +21,7 @@ import pytest
 
 from amqplite.protocol.stomp.frames import SERVER_COMMANDS, FrameParser
 from tests.brokerproc import BrokerProcess
-from tests.protocol.fuzz_harness import send_then_read
+from tests.protocol.fuzz_harness import run_batches, send_then_read
 from tests.server.conftest import connect as amqp_connect
 from tests.server.stompclient import connect, stomp_broker, stomp_port
 from tests.server.test_fuzz_ws import INTERNAL_ERROR, _frames, _mutate
@@ -151,13 +150,8 @@ def _fuzz(b: BrokerProcess, cases: list[Any], run: Any) -> dict[str, int]:
     kinds: dict[str, int] = {}
     t0 = time.monotonic()
     try:
-        with ThreadPoolExecutor(8) as pool:
-            for start in range(0, len(cases), BATCH):
-                for kind in pool.map(run, cases[start:start + BATCH]):
-                    kinds[kind] = kinds.get(kind, 0) + 1
-                healthy.check(start)
-                if time.monotonic() - t0 > TIME_BUDGET:
-                    break
+        for kind in run_batches(cases, run, healthy.check, BATCH, TIME_BUDGET):
+            kinds[kind] = kinds.get(kind, 0) + 1
     finally:
         healthy.close()
     print(f"stomp fuzz: {sum(kinds.values())} cases in {time.monotonic() - t0:.1f}s: {kinds}")

@@ -3,6 +3,7 @@
 import { api, login, loggedIn, logout, session, setUnauthorisedHandler } from "./api.js";
 import { clear, flash, h } from "./dom.js";
 import { permissions, users, vhosts } from "./admin.js";
+import { kafka, kafkaGroup } from "./kafka.js";
 import { federation, shovels } from "./links.js";
 import { channel, connection, exchange, nodes, queue } from "./objects.js";
 import {
@@ -14,9 +15,9 @@ import { loadVhosts, watchVhost } from "./vhost.js";
 const REFRESH_MS = Math.max(1, Number(new URLSearchParams(location.search).get("refresh")) || 5) * 1000;
 const ROUTES = {
   "": overview, connections, connection, channels, channel, exchanges, exchange, queues, queue, bindings, policies, trace,
-  shovels, federation, users, vhosts, permissions, nodes,
+  shovels, federation, users, vhosts, permissions, nodes, kafka, "kafka-group": kafkaGroup,
 };
-const NAV = { exchange: "exchanges", queue: "queues", connection: "connections", channel: "channels", "": "overview" };
+const NAV = { exchange: "exchanges", queue: "queues", connection: "connections", channel: "channels", "kafka-group": "kafka", "": "overview" };
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");

@@ -25,6 +25,7 @@ from amqplite.protocol.kafka.framing import FrameBuffer, FrameError
 from amqplite.protocol.kafka.messages import UnsupportedRequest, decode_request, unsupported_answer
 from amqplite.protocol.kafka.primitives import CodecError
 from amqplite.server.shell import WRITE_HIGH_WATER, ConnectionShell
+from amqplite.server.tls import peer_user
 from amqplite.sessions.kafka.session import KafkaSession
 from amqplite.sessions.kafka.steps import (
     AfterCommit,
@@ -108,8 +109,17 @@ class KafkaClient(ConnectionShell):
         local = sock.getsockname()
         users = listener.users
         anonymous = None
-        if s.kafka_allow_anonymous and users.identify(s.kafka_default_user,
-                                                      self.peer_host) is not None:
+        #: the certificate's CN that may not log in (a client skipping SASL is closed)
+        self._cert_refused: str | None = None
+        cert_user = None if isinstance(stream, trio.SocketStream) else peer_user(stream)
+        if cert_user is not None and s.kafka_ssl_cert_login:
+            # SASL EXTERNAL's rule: the CN is a user that may connect from here
+            if users.identify(cert_user, self.peer_host) is not None:
+                anonymous = cert_user
+            else:
+                self._cert_refused = cert_user
+        elif s.kafka_allow_anonymous and users.identify(s.kafka_default_user,
+                                                        self.peer_host) is not None:
             anonymous = s.kafka_default_user
         self.rules = KafkaSession(
             self.broker, listener.topics, listener.coordinator, conn_id=self.conn_id,
@@ -188,7 +198,14 @@ class KafkaClient(ConnectionShell):
             try:
                 step = rules.handle(req, trio.current_time())
             except Close as exc:
-                log.info("Kafka %s: %s: closing", self.name, exc)
+                if self._cert_refused is not None and rules.session is None:
+                    line = listener.users.failure_line(
+                        f"Kafka {self.name}", self._cert_refused, self.peer_host,
+                        time.monotonic(), refused="client certificate")
+                    if line is not None:  # (None: over the failed-login rate limit)
+                        log.warning("%s: closing", line)
+                else:
+                    log.info("Kafka %s: %s: closing", self.name, exc)
                 self.finish()
                 return
             self._start(step)

@@ -4,6 +4,16 @@ ListGroups, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs.
 
 Kept apart from ``session`` (the data path) for size; each handler takes the
 session, the request and ``now``, and returns a step (``steps``).
+
+Group ACLs on amqplite's permissions (docs/kafka.md, "Permissions"): a group id
+is a resource of its vhost, matched by the user's regexes as a queue name is.
+Using a group (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, DescribeGroups; creating it on first use included)
+needs **read** on its id, Kafka's Group READ: a group is a reader's identity and
+its offsets are where it reads. Deleting it needs **configure**, as deleting a
+queue does. ListGroups shows the groups the user may read. A refusal is
+GROUP_AUTHORIZATION_FAILED; committing or fetching offsets of a topic also needs
+read on the partition's stream (TOPIC_AUTHORIZATION_FAILED), as Kafka's Topic READ.
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from amqplite.broker.streamlog import parse_age
 from amqplite.protocol.kafka.errors import ErrorCode
 from amqplite.protocol.kafka.messages import ApiKey, Request
-from amqplite.sessions.kafka.answers import JoinAnswer, SyncAnswer
+from amqplite.sessions.kafka.answers import GroupView, JoinAnswer, SyncAnswer
 from amqplite.sessions.kafka.steps import AfterCommit, GroupWait, Step
 from amqplite.sessions.kafka.topics import NODE_ID, Answer
 
@@ -32,22 +42,48 @@ def _vhost(s: KafkaSession) -> str:
     return s.vhost
 
 
+def may_group(s: KafkaSession, group_id: str, perm: str = "read") -> bool:
+    """Does the session's user hold ``perm`` on the group id (see the module doc)?"""
+    sess = s.session
+    assert sess is not None
+    return sess.internal or s.broker.may(sess.username, sess.vhost, perm, "group", group_id)
+
+
+def _may_read_topic(s: KafkaSession, topic: str, partition: int) -> bool:
+    parts = s.topics.partitions(_vhost(s), topic)
+    if parts is None or not 0 <= partition < len(parts):
+        return True  # the caller reports it unknown
+    sess = s.session
+    assert sess is not None
+    return sess.internal or s.broker.may(sess.username, sess.vhost, "read", "queue",
+                                         parts[partition].name)
+
+
+DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
 # ------------------------------------------------------------ coordinator
 def find_coordinator(s: KafkaSession, req: Request, now: float) -> bytes:
     """This node coordinates every group; transactions have no coordinator."""
     body = req.body
     host, port = s.advertised
-    ok = body["key_type"] == 0
-    error = ErrorCode.NONE if ok else ErrorCode.COORDINATOR_NOT_AVAILABLE
-    message = None if ok else "transactions are not supported"
+
+    def row(key: str) -> dict:
+        error, message = ErrorCode.NONE, None
+        if body["key_type"] != 0:
+            error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, \
+                "transactions are not supported"
+        elif not may_group(s, key):
+            error, message = DENIED, f"no read permission on group '{key}'"
+        ok = error == ErrorCode.NONE
+        return {"key": key, "node_id": NODE_ID if ok else -1, "host": host if ok else "",
+                "port": port if ok else -1, "error_code": error, "error_message": message}
     if req.api_version >= 4:
         return s.answer(req, {"throttle_time_ms": 0, "coordinators": [
-            {"key": k, "node_id": NODE_ID if ok else -1, "host": host if ok else "",
-             "port": port if ok else -1, "error_code": error, "error_message": message}
-            for k in body["coordinator_keys"]]})
-    return s.answer(req, {"throttle_time_ms": 0, "error_code": error,
-                          "error_message": message, "node_id": NODE_ID if ok else -1,
-                          "host": host if ok else "", "port": port if ok else -1})
+            row(k) for k in body["coordinator_keys"]]})
+    one = row(body["key"])
+    del one["key"]
+    return s.answer(req, {"throttle_time_ms": 0, **one})
 
 
 def _join_body(a: JoinAnswer) -> dict:
@@ -63,8 +99,10 @@ def _handle(s: KafkaSession, req: Request) -> tuple[int, int]:
     return s.conn_id, req.header.correlation_id
 
 
-def join_group(s: KafkaSession, req: Request, now: float) -> GroupWait:
+def join_group(s: KafkaSession, req: Request, now: float) -> Step:
     b = req.body
+    if not may_group(s, b["group_id"]):
+        return s.answer(req, _join_body(JoinAnswer(DENIED, b["member_id"])))
     handle = _handle(s, req)
     s._answers.append(s.coordinator.join_group(
         now, handle, _vhost(s), b["group_id"], b["member_id"], b["protocol_type"],
@@ -80,8 +118,10 @@ def _sync_body(a: SyncAnswer) -> dict:
             "protocol_name": a.protocol_name, "assignment": a.assignment}
 
 
-def sync_group(s: KafkaSession, req: Request, now: float) -> GroupWait:
+def sync_group(s: KafkaSession, req: Request, now: float) -> Step:
     b = req.body
+    if not may_group(s, b["group_id"]):
+        return s.answer(req, _sync_body(SyncAnswer(DENIED)))
     handle = _handle(s, req)
     s._answers.append(s.coordinator.sync_group(
         now, handle, _vhost(s), b["group_id"], b["generation_id"], b["member_id"],
@@ -93,6 +133,8 @@ def sync_group(s: KafkaSession, req: Request, now: float) -> GroupWait:
 
 def heartbeat(s: KafkaSession, req: Request, now: float) -> bytes:
     b = req.body
+    if not may_group(s, b["group_id"]):
+        return s.answer(req, {"throttle_time_ms": 0, "error_code": DENIED})
     error = s.coordinator.heartbeat(now, _vhost(s), b["group_id"], b["generation_id"],
                                     b["member_id"], b["group_instance_id"])
     return s.answer(req, {"throttle_time_ms": 0, "error_code": error})
@@ -100,6 +142,8 @@ def heartbeat(s: KafkaSession, req: Request, now: float) -> bytes:
 
 def leave_group(s: KafkaSession, req: Request, now: float) -> bytes:
     b = req.body
+    if not may_group(s, b["group_id"]):
+        return s.answer(req, {"throttle_time_ms": 0, "error_code": DENIED, "members": []})
     members = ([(b["member_id"], None)] if req.api_version < 3
                else [(m["member_id"], m["group_instance_id"]) for m in b["members"]])
     answer, answers = s.coordinator.leave_group(now, _vhost(s), b["group_id"], members)
@@ -116,18 +160,24 @@ def offset_commit(s: KafkaSession, req: Request, now: float) -> Step:
     vhost = _vhost(s)
     unknown: dict[tuple[str, int], ErrorCode] = {}
     parts: list[tuple[str, int, int, str]] = []
+    group_ok = may_group(s, b["group_id"])
     for t in b["topics"]:
         known = s.topics.partitions(vhost, t["name"])
         for p in t["partitions"]:
             i = p["partition_index"]
-            if known is None or not 0 <= i < len(known):
+            if not group_ok:
+                unknown[(t["name"], i)] = DENIED
+            elif not _may_read_topic(s, t["name"], i):
+                unknown[(t["name"], i)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif known is None or not 0 <= i < len(known):
                 unknown[(t["name"], i)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 parts.append((t["name"], i, p["committed_offset"],
                               p["committed_metadata"] or ""))
     results, ops = s.coordinator.commit_offsets(
         now, vhost, b["group_id"], b["generation_id_or_member_epoch"], b["member_id"], parts,
-        instance_id=b["group_instance_id"], wall_us=int(time.time() * 1_000_000))
+        instance_id=b["group_instance_id"], wall_us=int(time.time() * 1_000_000)) \
+        if group_ok else ([], [])
     errors = {(t, p): e for t, p, e in results} | unknown
     if ops:
         s.broker.kafka_offsets_write(ops)
@@ -147,9 +197,14 @@ def _fetched_topics(s: KafkaSession, group_id: str, topics: Any) -> list[dict]:
     rows = s.coordinator.fetch_offsets(_vhost(s), group_id, wanted)
     by_topic: dict[str, list[dict]] = {}
     for r in rows:
+        readable = _may_read_topic(s, r.topic, r.partition)
+        if not readable and wanted is None:
+            continue  # every committed offset asked for: those of unreadable topics left out
         by_topic.setdefault(r.topic, []).append(
-            {"partition_index": r.partition, "committed_offset": r.offset,
-             "committed_leader_epoch": -1, "metadata": r.metadata, "error_code": r.error})
+            {"partition_index": r.partition,
+             "committed_offset": r.offset if readable else -1, "committed_leader_epoch": -1,
+             "metadata": r.metadata if readable else "",
+             "error_code": r.error if readable else ErrorCode.TOPIC_AUTHORIZATION_FAILED})
     return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
@@ -158,13 +213,18 @@ def offset_fetch(s: KafkaSession, req: Request, now: float) -> bytes:
     if req.api_version >= 8:
         return s.answer(req, {"throttle_time_ms": 0, "groups": [
             {"group_id": g["group_id"], "topics": _fetched_topics(s, g["group_id"], g["topics"]),
-             "error_code": 0} for g in b["groups"]]})
+             "error_code": 0} if may_group(s, g["group_id"]) else
+            {"group_id": g["group_id"], "topics": [], "error_code": DENIED}
+            for g in b["groups"]]})
+    if not may_group(s, b["group_id"]):
+        return s.answer(req, {"throttle_time_ms": 0, "error_code": DENIED, "topics": []})
     return s.answer(req, {"throttle_time_ms": 0, "error_code": 0,
                           "topics": _fetched_topics(s, b["group_id"], b["topics"])})
 
 
 def describe_groups(s: KafkaSession, req: Request, now: float) -> bytes:
-    views = [s.coordinator.describe_group(_vhost(s), g) for g in req.body["groups"]]
+    views = [s.coordinator.describe_group(_vhost(s), g) if may_group(s, g)
+             else GroupView(g, "", "", "", error=DENIED) for g in req.body["groups"]]
     return s.answer(req, {"throttle_time_ms": 0, "groups": [
         {"error_code": v.error, "group_id": v.group_id, "group_state": v.state,
          "protocol_type": v.protocol_type, "protocol_data": v.protocol, "members": [
@@ -175,7 +235,9 @@ def describe_groups(s: KafkaSession, req: Request, now: float) -> bytes:
 
 
 def list_groups(s: KafkaSession, req: Request, now: float) -> bytes:
-    listed = s.coordinator.list_groups(_vhost(s), req.body.get("states_filter") or ())
+    listed = [g for g in s.coordinator.list_groups(_vhost(s),
+                                                   req.body.get("states_filter") or ())
+              if may_group(s, g.group_id)]
     return s.answer(req, {"throttle_time_ms": 0, "error_code": 0, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
         for g in listed]})
@@ -187,6 +249,9 @@ def delete_groups(s: KafkaSession, req: Request, now: float) -> Step:
     rows = []
     stored = False
     for gid in req.body["groups_names"]:
+        if not may_group(s, gid, "configure"):
+            rows.append({"group_id": gid, "error_code": DENIED})
+            continue
         error, ops = s.coordinator.delete_group(_vhost(s), gid)
         if ops:
             s.broker.kafka_offsets_write(ops)

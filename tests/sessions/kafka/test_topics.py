@@ -13,9 +13,9 @@ from amqplite.broker import superstream as ss
 from amqplite.broker.effects import Confirm
 from amqplite.protocol.codec import FieldTable
 from amqplite.protocol.kafka.errors import ErrorCode
+from amqplite.protocol.kafka.mapping import Record
 from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
 from amqplite.sessions.kafka.coordinator import GroupCoordinator
-from amqplite.sessions.kafka.records import Record
 from amqplite.sessions.kafka.topics import Fetched, FetchRead, Topics
 from amqplite.storeops import DeleteKafkaOffsets
 from tests.broker.conftest import PERSISTENT

@@ -10,7 +10,7 @@ from typing import Any
 from amqplite.broker.core import Broker
 from amqplite.broker.model import ChannelState
 from amqplite.protocol.kafka.errors import ErrorCode
-from amqplite.sessions.kafka.records import Record
+from amqplite.protocol.kafka.mapping import Record
 from amqplite.sessions.kafka.topics import (
     Fetched,
     FetchRead,

@@ -105,7 +105,7 @@ def test_chunk_rows_span_a_batchs_offsets() -> None:
 
 
 def test_offsets_go_on_after_a_restart(tmp_path: Path) -> None:
-    b, shell, ch = mixed(tmp_path)
+    _, shell, _ = mixed(tmp_path)
     shell.store.close()
     store, b2 = _reopen(tmp_path / "s.db")
     shell2 = Shell(b2, store)
@@ -127,7 +127,7 @@ def test_retention_drops_whole_batches(tmp_path: Path) -> None:
     b.queue_declare(ch, "s", durable=True, arguments={
         **STREAM, "x-stream-max-segment-size-bytes": size * 2, "x-max-length-bytes": size * 3})
     q = b.vhosts["/"].queues["s"]
-    for n in range(8):
+    for _ in range(8):
         b.stream_publish_batch(ch, q, kafka_batch([b"v%02d" % i for i in range(10)]), 10)
         shell.settle()
     st = q.stream

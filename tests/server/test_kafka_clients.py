@@ -185,7 +185,7 @@ def test_acks_all_batches_survive_kill_9_and_read_over_amqp(tmp_path: Path) -> N
             ch.cancel()
         finally:
             conn.close()
-        assert seen == [(i, "k%d" % (i % 7), b"%d" % i) for i in range(n - 5, n)] + [
+        assert seen == [(i, f"k{i % 7}", b"%d" % i) for i in range(n - 5, n)] + [
             (n, "", b"after")]
 
 

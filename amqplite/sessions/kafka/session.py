@@ -347,9 +347,18 @@ class KafkaSession:
         return out
 
     @staticmethod
-    def fetch_ready(plan: FetchPlan) -> bool:
-        """Anything to answer with now: records, or an error."""
-        return any(r.read or r.error != ErrorCode.NONE for _t, rows in plan for _p, r in rows)
+    def fetch_ready(plan: FetchPlan, min_bytes: int = 1) -> bool:
+        """Answer now: a partition has an error, or the partitions have about
+        ``min_bytes`` of records (``FetchRead.available``, an estimate from the
+        streams' average entry size: no store read to know), at least one record."""
+        total = 0
+        for _t, rows in plan:
+            for _p, r in rows:
+                if r.error != ErrorCode.NONE:
+                    return True
+                if r.read:
+                    total += max(1, r.available)
+        return total >= max(1, min_bytes)
 
     def wait_targets(self, plan: FetchPlan) -> list[tuple[str, str, int]]:
         """(vhost, topic, partition) of each partition a long poll waits on."""
@@ -399,7 +408,13 @@ class KafkaSession:
                 if f is not None and f.records and left > 0:
                     records = encode_fetched(f.records)
                     left -= len(records)
-                    self.fetched += f.next_offset - max(r.lo, f.records[0].offset)
+                    n = f.next_offset - max(r.lo, f.records[0].offset)
+                    self.fetched += n
+                    # a read of the log, not a delivery: one row per partition answered
+                    self.broker.log_event(
+                        "fetched", self.vhost, None, r.queue, consumer_tag=self.client_id or None,
+                        reason=f"offset:{r.lo}-{f.next_offset - 1} records:{n} "
+                               f"bytes:{len(records)}", protocol=PROTOCOL)
                 elif f is not None and not f.records and f.next_offset > r.lo:
                     # offsets that hold nothing (a failed commit's): skip them
                     records = rb.encode_empty_batch(r.lo, f.next_offset - 1)

@@ -152,6 +152,11 @@ class FetchRead:
     max_bytes: int = 0
     high_watermark: int = -1
     log_start_offset: int = -1
+    #: the partition's stream (what the delivery log names)
+    queue: str = ""
+    #: about how many bytes lie from ``lo`` to the high watermark (the stream's average
+    #: entry size times the entries): what Fetch's ``min_bytes`` is held against
+    available: int = 0
 
     @property
     def read(self) -> bool:
@@ -489,7 +494,8 @@ class Topics:
                              log_start_offset=first)
         avg = st.bytes // st.count if st.count > 0 and st.bytes > 0 else 1
         limit = max(1, min(READ_BATCH, max(1, max_bytes) // max(1, avg) + 1))
-        return FetchRead(ErrorCode.NONE, q.id, offset, hw - 1, limit, max_bytes, hw, first)
+        return FetchRead(ErrorCode.NONE, q.id, offset, hw - 1, limit, max_bytes, hw, first,
+                         q.name, (hw - offset) * avg)
 
     @staticmethod
     def fetched(read: FetchRead, chunks: Sequence[tuple[int, int, bytes]]) -> Fetched:

@@ -148,6 +148,33 @@ def test_fetch_waits_then_serves_one_batch(node: Node) -> None:
     assert [r.value for r in decoded.records or []] == [b"y", b"z"]
 
 
+def test_fetch_waits_for_min_bytes_and_is_logged(node: Node) -> None:
+    """``min_bytes`` holds the answer until about that much lies past the fetch offset;
+    a partition answered with records is one ``fetched`` row of the delivery log."""
+    s = session(node)
+    produce(s, [b"x" * 100])
+    node.shell.settle()
+    step = s.handle(request(ApiKey.FETCH, 11, {
+        "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1000, "max_bytes": 1 << 20,
+        "topics": [{"topic": "t", "partitions": [
+            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}), 0.0)
+    assert isinstance(step, FetchWait)
+    assert s.fetch_ready(s.fetch_plan(step), 1)
+    assert not s.fetch_ready(s.fetch_plan(step), 1000)  # one record of ~170 bytes
+    for _ in range(6):
+        produce(s, [b"x" * 100])
+    node.shell.settle()
+    plan = s.fetch_plan(step)
+    assert s.fetch_ready(plan, 1000)
+    node.shell.log.clear()
+    body = answer(ApiKey.FETCH, 11, run_reads(node, s.fetch_reads(step, plan)))
+    assert len(rb.split_batches(body["responses"][0]["partitions"][0]["records"])) == 7
+    node.shell.settle()
+    [row] = [r for r in node.shell.log if r[1] == "fetched"]
+    assert (row[2], row[5], row[8], row[12]) == ("/", "t", "test", "Kafka")
+    assert row[11].startswith("offset:0-6 records:7 bytes:")
+
+
 def test_list_offsets_after_the_commit(node: Node) -> None:
     s = session(node)
     produce(s, [b"a", b"b"])

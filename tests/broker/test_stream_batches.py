@@ -135,3 +135,28 @@ def test_retention_drops_whole_batches(tmp_path: Path) -> None:
     assert st.first_offset > 0 and st.first_offset % 20 == 0  # whole segments of 2 batches
     consume(b, shell, ch, "c", "first")
     assert [o for o, _, _ in deliveries(shell)] == list(range(st.first_offset, 80))
+
+
+def test_a_compressed_batch_reads_over_amqp(tmp_path: Path) -> None:
+    """Stored compressed as it came (Fetch serves it so); expanded, each record is an
+    AMQP message: a null value an empty body, the key the routing key and header."""
+    b = Broker(now=FakeClock())
+    shell = Shell(b, _store(tmp_path / "s.db"))
+    _, ch = session_channel(b)
+    b.queue_declare(ch, "s", durable=True, arguments=STREAM)
+    q = b.vhosts["/"].queues["s"]
+    for codec in (rb.GZIP, rb.LZ4, rb.ZSTD, rb.SNAPPY):
+        raw = rb.encode_batch([rb.Record(0, 0, b"c%d" % codec, b"v" * 500),
+                               rb.Record(1, 1, None, None)], compression=codec,
+                              base_timestamp=T0)
+        b.stream_publish_batch(ch, q, raw, 2)
+    shell.settle()
+    consume(b, shell, ch, "c", "first")
+    got = []
+    for d in shell.deliveries:
+        h = decode_properties(d.message.properties_raw).headers
+        assert h is not None
+        got.append((h["x-stream-offset"], d.message.routing_key, h.get("x-kafka-value-null"),
+                    len(d.message.body or b"")))
+    assert got == [x for i, codec in enumerate((rb.GZIP, rb.LZ4, rb.ZSTD, rb.SNAPPY))
+                   for x in ((2 * i, f"c{codec}", None, 500), (2 * i + 1, "", True, 0))]

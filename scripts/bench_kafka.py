@@ -8,13 +8,18 @@ one broker started here (loopback ports of its own).
   ``linger.ms=5``: ``--count`` values of ``--size`` bytes to a fresh
   one-partition topic; msg/s from the first produce to the last delivery report.
 - Kafka fetch: one confluent-kafka consumer assigned to that partition from
-  offset 0 (no group), msg/s until it has every record.
+  offset 0 (no group), msg/s until it has every record (each ``consume`` asks for
+  at most what is left: it waits for its count or its timeout, and asking for
+  10,000 when one was left cost the run a whole second).
 - AMQP: scripts/amqpbench's ``stream`` scenario (one publisher with confirms to a
   fresh stream, then three consumers from ``first`` at once; the read figure is
   their median).
 
-Prints the medians over ``--runs``; asserts nothing (a shared machine makes the
-figures indicative).
+Beside each rate, the broker's CPU time per message (µs, user + system from
+/proc through psutil: the main process, and ``+ w`` its store writer), steadier
+than a rate on a shared machine; the AMQP figure covers its publish and its three
+reads together. Prints the medians over ``--runs``; asserts nothing (a shared
+machine makes the figures indicative).
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import psutil  # noqa: E402
 from amqpbench.streambench import run_stream  # noqa: E402
+from amqpbench.topology import tree_cpu_each  # noqa: E402
 from bench_mqtt import serving  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
@@ -67,10 +74,30 @@ def fetch(bs: str, topic: str, count: int) -> float:
     start = time.perf_counter()
     deadline = time.monotonic() + 300
     while n < count + 1 and time.monotonic() < deadline:
-        n += sum(1 for m in c.consume(10_000, 1.0) if m.error() is None)
+        # never ask for more than is left: consume() waits for its count or its timeout
+        n += sum(1 for m in c.consume(min(10_000, count + 1 - n), 1.0) if m.error() is None)
     rate = n / (time.perf_counter() - start)
     c.close()
     return rate
+
+
+class CPU:
+    """The broker's CPU seconds between ``mark`` calls: (main process, the rest of its tree)."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc = psutil.Process(pid)
+        self.last = self._now()
+
+    def _now(self) -> tuple[float, float]:
+        each = tree_cpu_each(self.proc)
+        main = each.pop(self.proc.pid, 0.0)
+        return main, sum(each.values())
+
+    def mark(self) -> tuple[float, float]:
+        now = self._now()
+        d = (now[0] - self.last[0], now[1] - self.last[1])
+        self.last = now
+        return d
 
 
 def main() -> None:
@@ -84,27 +111,46 @@ def main() -> None:
             [sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port",
              str(port), "--kafka-port", str(kafka), "--mqtt-port", "0", "--stomp-port", "0",
              "--admin-port", "0", "--data-dir", str(Path(tmp) / "amqplite"),
-             "--log-level", "warning"], kafka, "amqplite's Kafka listener"):
+             "--log-level", "warning"], kafka, "amqplite's Kafka listener") as broker:
         bs = f"127.0.0.1:{kafka}"
         url = f"amqp://guest:guest@127.0.0.1:{port}/%2F"
         rows: dict[str, list[float]] = {k: [] for k in (
             "Kafka produce acks=all", "Kafka fetch", "AMQP stream publish, confirms",
             "AMQP stream read")}
+        cpu = CPU(broker.pid)
+        #: µs of broker CPU per message: (main process, store writer)
+        us: dict[str, list[tuple[float, float]]] = {k: [] for k in (
+            "Kafka produce acks=all", "Kafka fetch", "AMQP stream publish + 3 reads")}
+
+        def per_message(name: str) -> None:
+            main_s, rest_s = cpu.mark()
+            us[name].append((main_s * 1e6 / args.count, rest_s * 1e6 / args.count))
+
         for run in range(args.runs):
             topic = f"bench-{uuid.uuid4().hex[:8]}"
+            cpu.mark()
             rows["Kafka produce acks=all"].append(produce(bs, topic, args.count, args.size))
+            per_message("Kafka produce acks=all")
             rows["Kafka fetch"].append(fetch(bs, topic, args.count))
+            per_message("Kafka fetch")
             amqp = run_stream(url, args.count, args.size)
+            per_message("AMQP stream publish + 3 reads")
             if amqp.error:
                 raise RuntimeError(amqp.error)
             rows["AMQP stream publish, confirms"].append(amqp.rate)
             rows["AMQP stream read"].append(amqp.read_rate)
-            print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rows.items()),
-                  flush=True)
+            print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rows.items())
+                  + "; CPU µs/msg " + ", ".join(f"{k} {v[-1][0]:.1f} + w {v[-1][1]:.1f}"
+                                               for k, v in us.items()), flush=True)
     print(f"\n| {args.count:,} messages of {args.size} B, median of {args.runs} | msg/s |")
     print("|---|---|")
     for name, rates in rows.items():
         print(f"| {name} | {statistics.median(rates):,.0f} |")
+    print("\n| broker CPU per message, median | µs (main process + store writer) |")
+    print("|---|---|")
+    for name, pairs in us.items():
+        print(f"| {name} | {statistics.median(p[0] for p in pairs):.1f} + "
+              f"{statistics.median(p[1] for p in pairs):.1f} |")
 
 
 if __name__ == "__main__":

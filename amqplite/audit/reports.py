@@ -420,14 +420,17 @@ def compute(
         )
     pairs.unpersist()
 
-    # Per stream: entries appended (messages, body bytes) and consumers attached.
+    # Per stream: entries appended (messages, body bytes) and consumers attached. A
+    # Kafka batch stored as it came is one row for its records (reason "records:N").
     appended = F.col("event") == "appended"
+    records = F.coalesce(F.regexp_extract(F.col("reason"), r"records:(\d+)", 1)
+                         .try_cast("int"), F.lit(1))
     per_stream = (
         _with_scope(ds.where(F.col("event").isin(*STREAM_EVENTS)), F.col("id"), F.col("ts_us"),
                     batch, days)
         .groupBy("scope", "vhost", "queue")
         .agg(
-            F.sum(appended.cast("int")).alias("messages"),
+            F.sum(F.when(appended, records)).alias("messages"),
             F.sum(F.when(appended, F.col("size"))).alias("bytes"),
             F.sum((F.col("event") == "attached").cast("int")).alias("attached"),
         )

@@ -243,6 +243,7 @@ class Broker:
         self.basic_publish = pub.basic_publish
         self.publish = pub.publish
         self.stream_publish = pub.stream_publish
+        self.stream_publish_batch = pub.stream_publish_batch
         self.enqueue = pub.enqueue
         self.new_message_key = pub.new_message_key
         # consumers, deliveries, acknowledgements

@@ -85,6 +85,7 @@ class Publisher:
         self._authorize_topic = access._authorize_topic
         self._confirm_published = confirms._confirm_published
         self.stream_append = streams.stream_append
+        self.stream_append_batch = streams.stream_append_batch
         self.arm_ttl = expiry.arm_ttl
         self._pager = pager
         self.spills = pager.spills
@@ -193,6 +194,29 @@ class Publisher:
         self.stream_append(q, msg)
         ch.publishes += 1
         stats["routed"] += 1
+        if q.consumers:
+            self._dispatch(q)
+        if ch.confirm:
+            stats["received_confirm"] += 1
+            self._confirm_published(ch, _ROUTED_STORED)
+        return off
+
+    def stream_publish_batch(self, ch: ChannelState, q: Queue, batch: bytes | memoryview,
+                             count: int,
+                             ) -> int:
+        """Append a Kafka record batch of ``count`` records to the stream ``q`` as it
+        came (``streamrecord.pack_batch``): ``count`` offsets, one store record, one
+        confirm seq on ``ch``, and one published and one appended log row for the
+        batch. The caller checked the write permission and the batch
+        (``kafka.stored.storable``); AMQP readers see its records expanded."""
+        key = self._next_message_key
+        self._next_message_key = key + 1
+        stats = self.stats
+        stats["published"] += count
+        self.new_sizes.append(len(batch) // count)
+        off = self.stream_append_batch(q, batch, count, key, ch.session.protocol)
+        ch.publishes += count
+        stats["routed"] += count
         if q.consumers:
             self._dispatch(q)
         if ch.confirm:

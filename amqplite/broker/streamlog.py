@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
+from amqplite.protocol.kafka.stored import expand
 
 if TYPE_CHECKING:
     from amqplite.broker.model import Consumer
@@ -141,8 +142,9 @@ class Group:
 class StreamLog:
     """Segments in offset order (the last one open), the next offset, the cursors."""
 
-    __slots__ = ("bytes", "cache", "cache_bytes", "cursors", "groups", "loading", "member_of", "next_offset",
-                 "on_append", "routes", "segments", "splice")
+    __slots__ = ("bytes", "cache", "cache_bytes", "cursors", "expanded", "expanded_bytes",
+                 "groups", "loading", "member_of", "next_offset", "on_append", "routes",
+                 "segments", "splice")
 
     def __init__(self) -> None:
         #: (exchange, routing key) -> its route bytes in a record (publishers repeat them)
@@ -168,6 +170,22 @@ class StreamLog:
         self.cache_bytes = 0
         #: store reads out, by the offset they start at -> the cursor that asked
         self.loading: dict[int, Cursor] = {}
+        #: stored Kafka batches expanded for AMQP readers, by first offset -> (records,
+        #: their starts), oldest first, up to CACHE_BYTES: readers of one log reach
+        #: the same batches close together, and each expands them once
+        self.expanded: dict[int, tuple[bytes, list[int]]] = {}
+        self.expanded_bytes = 0
+
+    def expansion(self, offset: int, data: bytes, at: int) -> tuple[bytes, list[int]]:
+        """The AMQP entries of the stored batch at ``offset`` (``kafka.stored.expand``)."""
+        e = self.expanded.get(offset)
+        if e is None:
+            e = self.expanded[offset] = expand(data, at, offset)
+            self.expanded_bytes += len(e[0])
+            cache = self.expanded
+            while self.expanded_bytes > CACHE_BYTES and len(cache) > 1:
+                self.expanded_bytes -= len(cache.pop(next(iter(cache)))[0])
+        return e
 
     def cached(self, offset: int) -> tuple[int, int, bytes] | None:
         """The cached chunk holding ``offset``, if any."""
@@ -222,13 +240,14 @@ class StreamLog:
             self.bytes += size
             self.next_offset = max(self.next_offset, last + 1, first)
 
-    def append(self, ts_us: int, size: int, segment_size: int,
+    def append(self, ts_us: int, size: int, segment_size: int, span: int = 1,
                ) -> tuple[int, Segment, Segment | None, bool]:
-        """Place one entry: (offset, its segment, the segment it sealed or None,
-        whether its segment opened with it). A segment is sealed once it holds
-        ``segment_size`` bytes; an entry never spans two."""
+        """Place one entry (``span`` offsets for a stored Kafka batch): (its first
+        offset, its segment, the segment it sealed or None, whether its segment opened
+        with it). A segment is sealed once it holds ``segment_size`` bytes; an entry
+        never spans two."""
         off = self.next_offset
-        self.next_offset = off + 1
+        self.next_offset = off + span
         cur = self.segments[-1] if self.segments else None
         sealed: Segment | None = None
         opened = False
@@ -238,7 +257,7 @@ class StreamLog:
             cur = Segment(cur.number + 1 if cur else 1, off, off - 1, ts_us, ts_us, 0)
             self.segments.append(cur)
             opened = True
-        cur.last = off
+        cur.last = off + span - 1
         cur.last_ts = ts_us
         cur.size += size
         self.bytes += size
@@ -281,6 +300,8 @@ class StreamLog:
         self.cache.clear()
         self.cache.extend(kept)
         self.cache_bytes = sum(len(c[2]) for c in kept)
+        for k in [k for k, e in self.expanded.items() if k + len(e[1]) <= first]:
+            self.expanded_bytes -= len(self.expanded.pop(k)[0])
         for cur in self.cursors.values():
             if cur.offset < first:
                 cur.offset = first

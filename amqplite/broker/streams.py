@@ -171,6 +171,38 @@ class Streams:
             st.on_append()
         return STORED
 
+    def stream_append_batch(self, q: Queue, batch: bytes | memoryview, count: int, key: int,
+                            protocol: str | None) -> int:
+        """Append a Kafka record batch as one record spanning ``count`` offsets (see
+        ``stream_publish_batch``); its first offset. The segment counts its bytes."""
+        st = q.stream
+        assert st is not None
+        ts = self._dlog.ts or self._dlog.log_time()
+        size = len(batch)
+        off, seg, sealed, opened = st.append(ts, size, q.segment_size, count)
+        if sealed is not None:
+            self._put_segment(q, sealed)
+        if opened:
+            self._put_segment(q, seg)
+            self._apply_retention(q, ts)
+        entry = (off, seg.number, ts, key, size, streamrecord.pack_batch(ts, key, count, batch))
+        ops = self.outbox._ops
+        last = ops[-1] if ops else None
+        if type(last) is _AppendStreams and last.queue_id == q.id:
+            last.entries.append(entry)
+        else:
+            ops.append(_AppendStreams(q.id, [entry]))
+        if self._log_on:
+            reason = f"offset:{off}-{off + count - 1} records:{count}"
+            rows = self._dlog.rows
+            rows.append((ts, "published", q.vhost, "", "", None, "", key, None, None, size,
+                         f"records:{count}", protocol))
+            rows.append((ts, "appended", q.vhost, "", "", q.name, "", key, None, None, size,
+                         reason, None))
+        if st.on_append is not None:
+            st.on_append()
+        return off
+
     def _put_segment(self, q: Queue, s: Segment) -> None:
         self.outbox.emit(P.ops.PutStreamSegment(q.id, *s.row(), s.size))
 
@@ -415,7 +447,8 @@ class Streams:
         """Walk ``chunks`` (first offset, entries, data, start of the first record) into
         the cursor's read-ahead from its offset on, at most ``limit``; what is left of
         the chunk where it stops becomes ``cur.pending``. True if any entry was at or
-        past the cursor."""
+        past the cursor. From a stored Kafka batch on, the rest of its chunk is walked
+        by ``_take_batched`` (this loop stays the AMQP entries' fast path)."""
         cur.pending = None
         lo = max(cur.offset, st.first_offset)
         left = limit if limit is not None else -1
@@ -423,11 +456,20 @@ class Streams:
         min_ts = cur.min_ts
         head = streamrecord.HEAD.unpack_from
         size = streamrecord.HEAD_SIZE
+        batch_mark = streamrecord.BATCH
         found = False
         for first, count, data, at in chunks:
             end = first + count
             for off in range(first, end):
                 ts, _key, rl, pl, bl = head(data, at)
+                if rl == batch_mark:
+                    got, left, stop = Streams._take_batched(st, cur, data, at, off, end, lo,
+                                                            left)
+                    found = found or got
+                    if stop:
+                        return True
+                    min_ts = cur.min_ts
+                    break
                 if off >= lo:
                     found = True
                     cur.offset = off + 1
@@ -443,6 +485,49 @@ class Streams:
                         return True
                 at += size + rl + pl + bl
         return found
+
+    @staticmethod
+    def _take_batched(st: StreamLog, cur: Cursor, data: bytes, at: int, off: int, end: int,
+                      lo: int, left: int) -> tuple[bool, int, bool]:
+        """``_take_entries`` for the rest of a chunk from ``off`` (at ``at``) on, where
+        stored Kafka batches lie: each is read as its expanded entries
+        (``StreamLog.expansion``); stopping inside one, ``pending`` starts at the batch
+        again and the entries already taken are skipped. (found, left, stopped)."""
+        buf = cur.buffer
+        head = streamrecord.HEAD.unpack_from
+        size = streamrecord.HEAD_SIZE
+        batch_mark = streamrecord.BATCH
+        found = False
+        while off < end:
+            ts, _key, rl, pl, bl = head(data, at)
+            min_ts = cur.min_ts
+            if rl != batch_mark:
+                pl, rl, exp, starts = 1, rl + pl, data, [at]
+            elif off + pl > lo and (min_ts is None or ts >= min_ts):
+                exp, starts = st.expansion(off, data, at)
+                rl = 0
+            else:
+                exp, starts, rl = data, [], 0
+            nxt = off + pl
+            if nxt > lo:
+                found = True
+                cur.offset = nxt  # a batch older than the cursor's time is skipped whole
+            for i in range(max(0, lo - off), len(starts)):
+                if min_ts is not None and ts < min_ts:
+                    break
+                cur.min_ts = min_ts = None
+                cur.offset = off + i + 1
+                buf.append(StreamEntry(off + i, exp, starts[i]))
+                left -= 1
+                if not left:
+                    if i + 1 < pl:
+                        cur.pending = (data, at, off, end)
+                    elif nxt < end:
+                        cur.pending = (data, at + size + rl + bl, nxt, end)
+                    return True, left, True
+            off = nxt
+            at += size + rl + bl
+        return found, left, False
 
     def stream_load_failed(self, q: Queue, cur: Cursor) -> None:
         """The read failed (logged by the shell): the next dispatch asks again."""

@@ -8,6 +8,13 @@ when the broker appends) and the body. A stream chunk (``stream_chunks.data``)
 is the records of consecutive offsets one after another; a record's offset is
 the chunk's first offset plus its index, so the records carry none.
 
+A Kafka record batch produced to a stream is stored as it came, as one record
+that spans one offset per Kafka record (``pack_batch``): the route length is
+``BATCH`` (no route, no properties), the properties length holds the number of
+offsets, the body is the batch (its base offset as the producer sent it; Fetch
+rebases it). Walkers advance by that span; an AMQP reader gets the batch's
+records expanded (``amqplite.protocol.kafka.stored``).
+
 Why this shape: delivering an entry then costs slicing, not a decode and
 re-encode of its properties (the header used to be added at every delivery,
 for every reader), and a chunk is parsed by walking fixed heads. Pure bytes
@@ -20,14 +27,16 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 
-__all__ = ["HEAD", "HEAD_SIZE", "decode", "entries", "pack", "pack_spliced", "route",
-           "walk"]
+__all__ = ["BATCH", "HEAD", "HEAD_SIZE", "decode", "entries", "pack", "pack_batch",
+           "pack_spliced", "route", "span", "walk"]
 
 HEAD = struct.Struct(">qqHII")
 HEAD_SIZE = HEAD.size
 _unpack_head = HEAD.unpack_from
 _pack_head = HEAD.pack
 _pack_long = struct.Struct(">q").pack
+#: the route length that marks a stored Kafka record batch (a route is at most 512)
+BATCH = 0xFFFF
 
 
 def route(exchange: str, routing_key: str) -> bytes:
@@ -55,15 +64,37 @@ def pack_spliced(ts_us: int, key: int, route_bytes: bytes, before: bytes, value:
                      route_bytes, before, _pack_long(value), after, body))
 
 
+def pack_batch(ts_us: int, key: int, count: int, batch: bytes | memoryview) -> bytes:
+    """A Kafka record batch of ``count`` records as one record spanning ``count`` offsets."""
+    return _pack_head(ts_us, key, BATCH, count, len(batch)) + batch
+
+
 def walk(data: bytes, first_offset: int, count: int, lo: int = 0,
          ) -> Iterator[tuple[int, int, int]]:
-    """(offset, append time µs, record start) of each record at offset >= ``lo``."""
+    """(offset, append time µs, record start) of each record at offset >= ``lo``; a
+    stored batch (``BATCH``) is one record at its first offset, yielded when any of
+    its offsets is at or past ``lo``."""
     at = 0
-    for off in range(first_offset, first_offset + count):
+    off = first_offset
+    end = first_offset + count
+    while off < end:
         ts, _key, rl, pl, bl = _unpack_head(data, at)
+        if rl == BATCH:
+            if off + pl > lo:
+                yield off, ts, at
+            off += pl
+            at += HEAD_SIZE + bl
+            continue
         if off >= lo:
             yield off, ts, at
+        off += 1
         at += HEAD_SIZE + rl + pl + bl
+
+
+def span(data: bytes, at: int) -> int:
+    """Offsets the record at ``at`` spans: its batch's records, else 1."""
+    _ts, _key, rl, pl, _bl = _unpack_head(data, at)
+    return int(pl) if rl == BATCH else 1
 
 
 def decode(data: bytes, at: int) -> tuple[int, int, str, str, bytes, bytes]:
@@ -81,7 +112,8 @@ def decode(data: bytes, at: int) -> tuple[int, int, str, str, bytes, bytes]:
 def entries(chunks: Sequence[tuple[int, int, bytes]], lo: int = 0,
             ) -> Iterator[tuple[int, bytes, int]]:
     """(offset, chunk data, record start) of every record at offset >= ``lo`` in
-    ``chunks`` as ``Store.fetch_stream`` returns them (first offset, count, data)."""
+    ``chunks`` as ``Store.fetch_stream`` returns them (first offset, count, data); a
+    stored batch comes once, at its first offset (see ``walk``, ``span``)."""
     for first, count, data in chunks:
         for off, _ts, at in walk(data, first, count, lo):
             yield off, data, at

@@ -34,7 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.expression import ClauseElement
 
-from amqplite.protocol.streamrecord import pack_spliced
+from amqplite.protocol.streamrecord import BATCH, HEAD, pack_spliced
 from amqplite.storeops import (
     LOG_FIELDS,
     AppendStream,
@@ -96,6 +96,8 @@ _log_row = attrgetter(*LOG_FIELDS)
 _MESSAGE_KEY_INDEX = LOG_FIELDS.index("message_key")
 
 
+#: a stored Kafka batch's route length in its record head, as bytes
+_BATCH_MARK = BATCH.to_bytes(2, "big")
 #: stream_chunks columns, in the order chunk rows are built
 CHUNK_COLS = ("queue_id", "first_offset", "last_offset", "segment", "first_ts_us",
               "last_ts_us", "count", "size", "data")
@@ -132,37 +134,50 @@ def stream_chunks(appends: Iterable[AppendStream | AppendStreams], max_bytes: in
                   max_entries: int = s.CHUNK_ENTRIES) -> list[tuple[Any, ...]]:
     """Chunk rows (CHUNK_COLS order) of appends in commit order: consecutive offsets
     of one stream in one segment share a chunk, up to ``max_bytes`` of records or
-    ``max_entries``; appends of other streams in between do not break it.
+    ``max_entries`` offsets; appends of other streams in between do not break it. A
+    stored Kafka batch (``streamrecord.BATCH``) is one record spanning its records'
+    offsets.
 
     One row of ~1 MiB instead of a thousand narrow ones is most of what makes an
     append cheap for the writer, and a read is then a few blobs, not 1000 rows.
     """
     rows: list[tuple[Any, ...]] = []
-    # queue_id -> [first, last, segment, first_ts, last_ts, records, bytes, size]
+    # queue_id -> [first, last, segment, first_ts, last_ts, records, bytes, size, offsets]
     open_: dict[int, list[Any]] = {}
     for qid, (offset, segment, ts_us, key, size, rec) in _entries(appends):
         if type(rec) is tuple:  # pieces from the broker (see AppendStream)
             rec = entry_record(offset, ts_us, key, rec)
+            span = 1
+        elif rec[16:18] == _BATCH_MARK:  # the head's route length (streamrecord.HEAD)
+            span = _span(rec)
+        else:
+            span = 1
         c = open_.get(qid)
         if c is not None and (offset != c[1] + 1 or segment != c[2]
-                              or c[6] + len(rec) > max_bytes or len(c[5]) >= max_entries):
+                              or c[6] + len(rec) > max_bytes or c[8] >= max_entries):
             rows.append(_chunk_row(qid, c))
             c = None
         if c is None:
-            open_[qid] = [offset, offset, segment, ts_us, ts_us, [rec], len(rec), size]
+            open_[qid] = [offset, offset + span - 1, segment, ts_us, ts_us, [rec], len(rec),
+                          size, span]
             continue
-        c[1] = offset
+        c[1] = offset + span - 1
         c[4] = ts_us
         c[5].append(rec)
         c[6] += len(rec)
         c[7] += size
+        c[8] += span
     rows.extend(_chunk_row(qid, c) for qid, c in open_.items())
     return rows
 
 
+def _span(record: bytes) -> int:
+    return int(HEAD.unpack_from(record, 0)[3])
+
+
 def _chunk_row(queue_id: int, c: list[Any]) -> tuple[Any, ...]:
-    first, last, segment, first_ts, last_ts, records, _n, size = c
-    return (queue_id, first, last, segment, first_ts, last_ts, len(records), size,
+    first, last, segment, first_ts, last_ts, records, _n, size, count = c
+    return (queue_id, first, last, segment, first_ts, last_ts, count, size,
             b"".join(records))
 
 

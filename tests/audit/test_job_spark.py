@@ -356,6 +356,9 @@ def test_streams_report_volume_and_are_never_stuck(spark: Any, tmp_path: Path) -
                           attempt=1))
     _, _, r = db.message(T0, [], routing_key="audit-log", size=50)
     rows += [*r, db.ev(r[0], "appended", T0, "audit-log", reason="offset:0")]
+    # a Kafka batch stored as it came: one row for its three records
+    _, _, r = db.message(T0, [], routing_key="", size=300)
+    rows += [*r, db.ev(r[0], "appended", T0, "audit-log", reason="offset:1-3 records:3")]
     for tag in ("reader", "replay"):
         rows.append({**r[0], "event": "attached", "queue": "events", "message_id": None,
                      "message_key": None, "size": None, "consumer_tag": tag,
@@ -364,7 +367,7 @@ def test_streams_report_volume_and_are_never_stuck(spark: Any, tmp_path: Path) -
     res = run_audit(config_for(tmp_path), spark=spark, now_us=AS_OF)
     rep = json.loads((res.report_dir / "report.json").read_text())
     assert rep["streams"] == [
-        {"vhost": "/", "queue": "audit-log", "messages": 1, "bytes": 50, "attached": 0},
+        {"vhost": "/", "queue": "audit-log", "messages": 4, "bytes": 350, "attached": 0},
         {"vhost": "/", "queue": "events", "messages": 7, "bytes": sum(1000 + i for i in range(7)),
          "attached": 2},
     ]

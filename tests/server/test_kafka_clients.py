@@ -144,6 +144,51 @@ def test_acks_all_survives_kill_9(tmp_path: Path) -> None:
             assert [m.value() for m in got] == [b"%d" % i for i in range(200)]
 
 
+def test_acks_all_batches_survive_kill_9_and_read_over_amqp(tmp_path: Path) -> None:
+    """Batches of many records, stored as they came: every acknowledged record is
+    there after ``kill -9``, offsets go on after them, and an AMQP stream consumer
+    reads each record with its own ``x-stream-offset``."""
+    import pika
+
+    data = tmp_path / "data"
+    n = 3000
+    with kafka_broker(data) as b:
+        p = Producer({"bootstrap.servers": bootstrap(b), "acks": "all", "linger.ms": 20,
+                      "enable.idempotence": True})
+        acked: list[int] = []
+        for i in range(n):
+            p.produce("batched", key=b"k%d" % (i % 7), value=b"%d" % i,
+                      on_delivery=lambda err, m: acked.append(m.offset()) if not err else None)
+        assert p.flush(DEADLINE) == 0
+        assert sorted(acked) == list(range(n))
+        b.kill()
+    with kafka_broker(data) as again:
+        bs = bootstrap(again)
+        got = read_partition(bs, "batched", 0, n)
+        assert [(m.offset(), m.value()) for m in got] == [(i, b"%d" % i) for i in range(n)]
+        p = Producer({"bootstrap.servers": bs, "acks": "all"})
+        more: list[int] = []
+        p.produce("batched", value=b"after", on_delivery=lambda err, m: more.append(m.offset()))
+        assert p.flush(DEADLINE) == 0 and more == [n]
+        conn = pika.BlockingConnection(pika.URLParameters(again.url + "?heartbeat=0"))
+        try:
+            ch = conn.channel()
+            ch.basic_qos(prefetch_count=100)
+            seen = []
+            for method, props, body in ch.consume("batched", arguments={
+                    "x-stream-offset": n - 5}, inactivity_timeout=DEADLINE):
+                assert method is not None, "no delivery in time"
+                seen.append((props.headers["x-stream-offset"], method.routing_key, body))
+                ch.basic_ack(method.delivery_tag)
+                if len(seen) == 6:
+                    break
+            ch.cancel()
+        finally:
+            conn.close()
+        assert seen == [(i, f"k{i % 7}", b"%d" % i) for i in range(n - 5, n)] + [
+            (n, "", b"after")]
+
+
 def test_amqp_and_kafka_share_one_stream(broker: BrokerProcess) -> None:
     """A stream declared over AMQP is a topic: pika publishes, confluent-kafka reads;
     confluent-kafka produces, pika reads with ``x-stream-offset``."""

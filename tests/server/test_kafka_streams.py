@@ -15,8 +15,8 @@ import trio
 from amqplite.broker.model import ChannelState
 from amqplite.config import Settings
 from amqplite.protocol.kafka.errors import ErrorCode
+from amqplite.protocol.kafka.mapping import Record
 from amqplite.server.app import Server
-from amqplite.sessions.kafka.records import Record
 from amqplite.sessions.kafka.topics import Fetched, Topics
 
 TOPIC = "events"

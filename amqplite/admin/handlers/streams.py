@@ -22,6 +22,7 @@ from amqplite.broker.policy import validate_queue_args
 from amqplite.broker.streamlog import parse_age
 from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
+from amqplite.protocol.kafka import stored
 
 #: entries one page of ``/entries`` returns at most
 MAX_ENTRIES = 1000
@@ -84,7 +85,7 @@ class StreamHandlers(HandlerBase):
         nxt = lo
         seen = 0
         beyond = False
-        for off, data, at in streamrecord.entries(chunks, lo):
+        for off, data, at in stored.entries(chunks, lo):  # Kafka batches expanded
             if off > hi:
                 beyond = True
                 break

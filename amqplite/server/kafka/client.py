@@ -281,13 +281,15 @@ class KafkaClient(ConnectionShell):
         self._fill(slot, step.build())
 
     async def _fetch(self, slot: Slot, step: FetchWait) -> None:
-        """The long poll: answered when a partition has records (or an error), or at
-        ``max_wait_ms``; an append to any partition asked for wakes it."""
+        """The long poll: answered when the partitions have ``min_bytes`` of records
+        (or an error), or at ``max_wait_ms``; an append to any partition asked for
+        wakes it to look again."""
         rules = self.rules
         topics = self.listener.topics
         while True:
             plan = rules.fetch_plan(step)
-            if rules.fetch_ready(plan) or trio.current_time() >= step.deadline:
+            if (rules.fetch_ready(plan, step.request.body["min_bytes"])
+                    or trio.current_time() >= step.deadline):
                 break
             woken = trio.Event()
             cancels = [topics.wait_append(v, t, p, woken.set)

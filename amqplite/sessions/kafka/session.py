@@ -32,13 +32,14 @@ from amqplite.broker.core import Broker
 from amqplite.broker.model import ChannelState, Session
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.kafka import records as rb
+from amqplite.protocol.kafka import stored
 from amqplite.protocol.kafka.errors import ErrorCode
+from amqplite.protocol.kafka.mapping import LogRecord, Record
 from amqplite.protocol.kafka.messages import ApiKey, Request, api_versions_body, encode_response
 from amqplite.protocol.kafka.primitives import CodecError
 from amqplite.sessions.kafka import admin
 from amqplite.sessions.kafka.answers import Answers
 from amqplite.sessions.kafka.coordinator import GroupCoordinator
-from amqplite.sessions.kafka.records import LogRecord, Record
 from amqplite.sessions.kafka.steps import (
     AfterCommit,
     AfterConfirm,
@@ -53,6 +54,7 @@ from amqplite.sessions.kafka.topics import (
     FetchRead,
     OffsetAnswer,
     OffsetScan,
+    StoredBatch,
     Topics,
 )
 
@@ -279,7 +281,7 @@ class KafkaSession:
         if data is None:
             return ErrorCode.INVALID_RECORD, -1
         try:
-            batches = [rb.decode_batch(b) for b in rb.split_batches(data)]
+            batches = [(b, rb.decode_batch(b)) for b in rb.split_batches(data)]
         except CodecError as exc:
             log.info("Kafka %s: a corrupt batch for %s-%d: %s", self.peer, topic, idx, exc)
             return ErrorCode.CORRUPT_MESSAGE, -1
@@ -287,23 +289,27 @@ class KafkaSession:
             return ErrorCode.INVALID_RECORD, -1
         first = None
         last = None
-        for b in batches:
+        for raw, b in batches:
             if b.is_transactional or b.is_control:
                 return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, b.producer_id
             assert b.records is not None
-            base_ts = b.base_timestamp
-            recs = [Record(r.offset_delta, base_ts + r.timestamp_delta if base_ts >= 0 else -1,
-                           r.key, r.value, r.headers) for r in b.records]
-            out = self.topics.produce(ch, topic, idx, recs, producer_id=b.producer_id,
-                                      producer_epoch=b.producer_epoch,
-                                      base_sequence=b.base_sequence)
+            if stored.storable(b):
+                out = self.topics.produce_batch(ch, topic, idx, raw, b)
+            else:
+                base_ts = b.base_timestamp
+                recs = [Record(r.offset_delta,
+                               base_ts + r.timestamp_delta if base_ts >= 0 else -1,
+                               r.key, r.value, r.headers) for r in b.records]
+                out = self.topics.produce(ch, topic, idx, recs, producer_id=b.producer_id,
+                                          producer_epoch=b.producer_epoch,
+                                          base_sequence=b.base_sequence)
             if out.error != ErrorCode.NONE:
                 return (out if first is None else first), b.producer_id
-            self.produced += len(recs)
+            self.produced += len(b.records)
             first = first or out
             last = out
         assert first is not None and last is not None
-        return attrs.evolve(last, base_offset=first.base_offset), batches[-1].producer_id
+        return attrs.evolve(last, base_offset=first.base_offset), batches[-1][1].producer_id
 
     def _produce_row(self, idx: int, out: Any, pid: int, seq_lo: int, acks: int) -> dict:
         if isinstance(out, ErrorCode):
@@ -340,9 +346,18 @@ class KafkaSession:
         return out
 
     @staticmethod
-    def fetch_ready(plan: FetchPlan) -> bool:
-        """Anything to answer with now: records, or an error."""
-        return any(r.read or r.error != ErrorCode.NONE for _t, rows in plan for _p, r in rows)
+    def fetch_ready(plan: FetchPlan, min_bytes: int = 1) -> bool:
+        """Answer now: a partition has an error, or the partitions have about
+        ``min_bytes`` of records (``FetchRead.available``, an estimate from the
+        streams' average entry size: no store read to know), at least one record."""
+        total = 0
+        for _t, rows in plan:
+            for _p, r in rows:
+                if r.error != ErrorCode.NONE:
+                    return True
+                if r.read:
+                    total += max(1, r.available)
+        return total >= max(1, min_bytes)
 
     def wait_targets(self, plan: FetchPlan) -> list[tuple[str, str, int]]:
         """(vhost, topic, partition) of each partition a long poll waits on."""
@@ -365,14 +380,14 @@ class KafkaSession:
             more: list[tuple[FetchRead, FetchRead]] = []
             for (first, cur), c in zip(todo, chunks, strict=True):
                 f = Topics.fetched(cur, c)
+                read = f.next_offset - cur.lo if f.records else 0
                 prev = got.get(id(first))
                 if prev is not None:
                     f = attrs.evolve(f, records=prev.records + f.records)
                 got[id(first)] = f
                 used = sum(r.size for r in f.records)
-                if (len(f.records) - (len(prev.records) if prev else 0) >= cur.limit
-                        and f.next_offset <= first.hi and used < first.max_bytes
-                        and rounds < MAX_READS):
+                if (read >= cur.limit and f.next_offset <= first.hi
+                        and used < first.max_bytes and rounds < MAX_READS):
                     more.append((first, attrs.evolve(cur, lo=f.next_offset,
                                                      max_bytes=first.max_bytes - used)))
             if more:
@@ -390,9 +405,15 @@ class KafkaSession:
                 f = got.get(id(r))
                 records = None
                 if f is not None and f.records and left > 0:
-                    records = encode_run(f.records)
+                    records = encode_fetched(f.records)
                     left -= len(records)
-                    self.fetched += len(f.records)
+                    n = f.next_offset - max(r.lo, f.records[0].offset)
+                    self.fetched += n
+                    # a read of the log, not a delivery: one row per partition answered
+                    self.broker.log_event(
+                        "fetched", self.vhost, None, r.queue, consumer_tag=self.client_id or None,
+                        reason=f"offset:{r.lo}-{f.next_offset - 1} records:{n} "
+                               f"bytes:{len(records)}", protocol=PROTOCOL)
                 elif f is not None and not f.records and f.next_offset > r.lo:
                     # offsets that hold nothing (a failed commit's): skip them
                     records = rb.encode_empty_batch(r.lo, f.next_offset - 1)
@@ -497,6 +518,25 @@ class KafkaSession:
         self.closed = True
         if self.session is not None:
             self.broker.close_session(self.session)
+
+
+def encode_fetched(items: Sequence[LogRecord | StoredBatch]) -> bytes:
+    """A partition's fetched records as record batches: stored batches rebased as they
+    are (``records.rebased_pieces``), each run of converted AMQP entries as one new
+    batch (``encode_run``)."""
+    parts: list[Any] = []
+    run: list[LogRecord] = []
+    for it in items:
+        if isinstance(it, StoredBatch):
+            if run:
+                parts.append(encode_run(run))
+                run = []
+            parts.extend(rb.rebased_pieces(it.data, it.offset, 0))
+        else:
+            run.append(it)
+    if run:
+        parts.append(encode_run(run))
+    return b"".join(parts)
 
 
 def encode_run(records: Sequence[LogRecord]) -> bytes:

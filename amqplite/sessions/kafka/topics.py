@@ -45,10 +45,12 @@ from amqplite.broker.queue import Queue
 from amqplite.broker.streamlog import READ_BATCH, StreamLog
 from amqplite.broker.vhost import VHost
 from amqplite.protocol import streamrecord
+from amqplite.protocol.kafka import stored
 from amqplite.protocol.kafka.errors import ErrorCode
+from amqplite.protocol.kafka.mapping import LogRecord, Record, from_amqp, to_amqp
+from amqplite.protocol.kafka.records import RecordBatch
 from amqplite.sessions.kafka.coordinator import GroupCoordinator
 from amqplite.sessions.kafka.producers import Producers
-from amqplite.sessions.kafka.records import LogRecord, Record, from_amqp, to_amqp
 
 #: Kafka's topic names: these characters, at most 249 of them, not "." or ".."
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -152,6 +154,11 @@ class FetchRead:
     max_bytes: int = 0
     high_watermark: int = -1
     log_start_offset: int = -1
+    #: the partition's stream (what the delivery log names)
+    queue: str = ""
+    #: about how many bytes lie from ``lo`` to the high watermark (the stream's average
+    #: entry size times the entries): what Fetch's ``min_bytes`` is held against
+    available: int = 0
 
     @property
     def read(self) -> bool:
@@ -159,10 +166,25 @@ class FetchRead:
 
 
 @attrs.frozen
-class Fetched:
-    """The records a Fetch returns for one partition, in offset order."""
+class StoredBatch:
+    """A batch a Kafka producer sent, as stored (``kafka.stored``): Fetch serves it
+    rebased to ``offset``, its records' offsets ``offset`` .. ``offset + count - 1``."""
 
-    records: list[LogRecord]
+    offset: int
+    count: int
+    data: memoryview
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+@attrs.frozen
+class Fetched:
+    """What a Fetch returns for one partition, in offset order: records converted
+    from AMQP entries, and stored batches as they came."""
+
+    records: list[LogRecord | StoredBatch]
     high_watermark: int
     log_start_offset: int
     #: where the client's next Fetch goes on: after the last record, or past the
@@ -428,14 +450,12 @@ class Topics:
         """InitProducerId: (error, producer id, epoch); see ``producers``."""
         return self.producers.init_producer_id(transactional_id)
 
-    def produce(self, ch: ChannelState, topic: str, partition: int, records: Sequence[Record],
-                *, producer_id: int = -1, producer_epoch: int = -1,
-                base_sequence: int = -1) -> Produced:
-        """Append one batch's records to a partition's stream, in order, as AMQP
-        messages (``records.to_amqp``) through the broker's stream append: AMQP
-        consumers see them live, retention and the delivery log apply."""
-        if not records:
-            return Produced(ErrorCode.INVALID_RECORD, message="a batch holds no record")
+    def _produce_target(self, ch: ChannelState, topic: str, partition: int, n: int,
+                        producer_id: int, producer_epoch: int, base_sequence: int,
+                        ) -> Produced | Queue:
+        """The partition's stream a batch of ``n`` records goes to (created when
+        auto-creation is on), or the answer when it is not appended (an error, or an
+        idempotent producer's duplicate)."""
         if (self.auto_create and self.partitions(ch.session.vhost, topic) is None
                 and topic_name_error(topic) is None):
             made = self.create_topic(ch, topic)
@@ -446,12 +466,52 @@ class Topics:
             return Produced(error)
         st = q.stream
         assert st is not None
-        n = len(records)
         error, dup = self.producers.check(q.id, producer_id, producer_epoch, base_sequence, n)
         if error != ErrorCode.NONE:
             return Produced(error, log_start_offset=st.first_offset)
         if dup is not None:
             return Produced(ErrorCode.NONE, dup, st.first_offset)
+        return q
+
+    def _produced(self, ch: ChannelState, q: Queue, base: int, n: int, producer_id: int,
+                  producer_epoch: int, base_sequence: int) -> Produced:
+        st = q.stream
+        assert st is not None
+        self.producers.appended(q.id, producer_id, producer_epoch, base_sequence, n, base,
+                                self.broker.now())
+        cs = ch.confirms
+        seq = cs.next_seq - 1 if ch.confirm and cs is not None else None
+        return Produced(ErrorCode.NONE, base, st.first_offset, seq, queue_id=q.id)
+
+    def produce_batch(self, ch: ChannelState, topic: str, partition: int, raw: bytes | memoryview,
+                      batch: RecordBatch) -> Produced:
+        """Append a produced batch as it came (``stored.storable`` holds for it): one
+        stream record spanning its records' offsets, served to Fetch rebased and
+        expanded for AMQP readers (``kafka.stored``)."""
+        n = batch.record_count
+        q = self._produce_target(ch, topic, partition, n, batch.producer_id,
+                                 batch.producer_epoch, batch.base_sequence)
+        if not isinstance(q, Queue):
+            return q
+        base = self.broker.stream_publish_batch(ch, q, raw, n)
+        return self._produced(ch, q, base, n, batch.producer_id, batch.producer_epoch,
+                              batch.base_sequence)
+
+    def produce(self, ch: ChannelState, topic: str, partition: int, records: Sequence[Record],
+                *, producer_id: int = -1, producer_epoch: int = -1,
+                base_sequence: int = -1) -> Produced:
+        """Append one batch's records to a partition's stream, one by one, as AMQP
+        messages (``mapping.to_amqp``) through the broker's stream append: for a batch
+        that cannot be stored as it came (``produce_batch``)."""
+        if not records:
+            return Produced(ErrorCode.INVALID_RECORD, message="a batch holds no record")
+        n = len(records)
+        q = self._produce_target(ch, topic, partition, n, producer_id, producer_epoch,
+                                 base_sequence)
+        if not isinstance(q, Queue):
+            return q
+        st = q.stream
+        assert st is not None
         try:  # all converted before any is appended: a batch goes in whole or not at all
             entries = [(*to_amqp(r), r.value or b"") for r in records]
         except ValueError as exc:  # a header name over 255 bytes: no AMQP table holds it
@@ -461,11 +521,7 @@ class Topics:
         base = st.next_offset
         for rk, props, body in entries:
             publish(ch, q, rk, props, body)
-        self.producers.appended(q.id, producer_id, producer_epoch, base_sequence, n, base,
-                                self.broker.now())
-        cs = ch.confirms
-        seq = cs.next_seq - 1 if ch.confirm and cs is not None else None
-        return Produced(ErrorCode.NONE, base, st.first_offset, seq, queue_id=q.id)
+        return self._produced(ch, q, base, n, producer_id, producer_epoch, base_sequence)
 
     def produce_failed(self, produced: Produced, producer_id: int) -> None:
         """The commit of an idempotent batch failed (its Confirm was a nack): forget the
@@ -492,26 +548,40 @@ class Topics:
                              log_start_offset=first)
         avg = st.bytes // st.count if st.count > 0 and st.bytes > 0 else 1
         limit = max(1, min(READ_BATCH, max(1, max_bytes) // max(1, avg) + 1))
-        return FetchRead(ErrorCode.NONE, q.id, offset, hw - 1, limit, max_bytes, hw, first)
+        return FetchRead(ErrorCode.NONE, q.id, offset, hw - 1, limit, max_bytes, hw, first,
+                         q.name, (hw - offset) * avg)
 
     @staticmethod
     def fetched(read: FetchRead, chunks: Sequence[tuple[int, int, bytes]]) -> Fetched:
         """The records of ``chunks`` (``Store.fetch_stream``'s answer to ``read``) from
         its offset up to its high watermark, within ``max_bytes``: at least one
-        record whatever its size, as Kafka answers (KIP-74)."""
-        out: list[LogRecord] = []
+        record whatever its size, as Kafka answers (KIP-74). A stored batch comes
+        whole, even when ``read.lo`` lies inside it (the client skips the records
+        below its offset, as with Kafka's own batches)."""
+        out: list[LogRecord | StoredBatch] = []
         total = 0
+        nxt = read.hi + 1
+        head = streamrecord.HEAD.unpack_from
         for off, data, at in streamrecord.entries(chunks, read.lo):
             if off > read.hi:
                 break
-            ts, _key, exchange, rk, props, body = streamrecord.decode(data, at)
-            r = from_amqp(off, ts, exchange, rk, props, body)
+            r: LogRecord | StoredBatch
+            ts, _key, rl, pl, _bl = head(data, at)
+            if rl == streamrecord.BATCH:
+                r = StoredBatch(off, pl, stored.batch_bytes(data, at))
+                end = off + pl
+            else:
+                ts, _key, exchange, rk, props, body = streamrecord.decode(data, at)
+                r = from_amqp(off, ts, exchange, rk, props, body)
+                end = off + 1
             size = r.size
             if out and total + size > read.max_bytes:
                 break
             out.append(r)
             total += size
-        nxt = out[-1].offset + 1 if out else read.hi + 1
+            nxt = end
+        if not out:
+            nxt = read.hi + 1
         return Fetched(out, read.high_watermark, read.log_start_offset, nxt)
 
     def wait_append(self, vhost: str, topic: str, partition: int,
@@ -587,8 +657,8 @@ class Topics:
                 break
             ts = streamrecord.HEAD.unpack_from(data, at)[0]
             if ts >= scan.ts_us:
-                return OffsetAnswer(ErrorCode.NONE, off, ts // 1000)
-            last = off
+                return OffsetAnswer(ErrorCode.NONE, max(off, scan.lo), ts // 1000)
+            last = off + streamrecord.span(data, at) - 1
         if chunks and last >= scan.lo and last < scan.hi:
             return attrs.evolve(scan, lo=last + 1)
         return OffsetAnswer(ErrorCode.NONE)

@@ -8,14 +8,7 @@ from hypothesis import strategies as st
 
 from amqplite.protocol.codec import FieldTable
 from amqplite.protocol.kafka.errors import ErrorCode
-from amqplite.protocol.properties import (
-    BasicProperties,
-    decode_properties,
-    encode_properties,
-    with_header,
-)
-from amqplite.sessions.kafka.producers import INT32_MAX, Producers, last_sequence
-from amqplite.sessions.kafka.records import (
+from amqplite.protocol.kafka.mapping import (
     RESERVED,
     Record,
     _direct,
@@ -25,6 +18,13 @@ from amqplite.sessions.kafka.records import (
     routing_key_of,
     to_amqp,
 )
+from amqplite.protocol.properties import (
+    BasicProperties,
+    decode_properties,
+    encode_properties,
+    with_header,
+)
+from amqplite.sessions.kafka.producers import INT32_MAX, Producers, last_sequence
 
 APPENDED_US = 1_800_000_000_123_456
 

@@ -85,11 +85,11 @@ def test_metadata_advertises_this_node_and_auto_creates(node: Node) -> None:
 def test_produce_acks(node: Node) -> None:
     s = session(node)
     step = produce(s, [b"a", b"b", b"c"])
-    assert isinstance(step, AfterConfirm) and step.seq == 3
+    assert isinstance(step, AfterConfirm) and step.seq == 1  # the batch stored whole
     node.shell.settle()
-    assert not s.confirmed(3)
-    s.send_confirm(s.ch, 3, True, False)  # type: ignore[arg-type]
-    assert s.confirmed(3)
+    assert not s.confirmed(1)
+    s.send_confirm(s.ch, 1, True, False)  # type: ignore[arg-type]
+    assert s.confirmed(1)
     part = answer(ApiKey.PRODUCE, 9, step.build())["responses"][0]["partition_responses"][0]
     assert (part["error_code"], part["base_offset"]) == (0, 0)
     assert produce(s, [b"d"], acks=0) is None  # no response at all
@@ -148,6 +148,33 @@ def test_fetch_waits_then_serves_one_batch(node: Node) -> None:
     assert [r.value for r in decoded.records or []] == [b"y", b"z"]
 
 
+def test_fetch_waits_for_min_bytes_and_is_logged(node: Node) -> None:
+    """``min_bytes`` holds the answer until about that much lies past the fetch offset;
+    a partition answered with records is one ``fetched`` row of the delivery log."""
+    s = session(node)
+    produce(s, [b"x" * 100])
+    node.shell.settle()
+    step = s.handle(request(ApiKey.FETCH, 11, {
+        "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1000, "max_bytes": 1 << 20,
+        "topics": [{"topic": "t", "partitions": [
+            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}), 0.0)
+    assert isinstance(step, FetchWait)
+    assert s.fetch_ready(s.fetch_plan(step), 1)
+    assert not s.fetch_ready(s.fetch_plan(step), 1000)  # one record of ~170 bytes
+    for _ in range(6):
+        produce(s, [b"x" * 100])
+    node.shell.settle()
+    plan = s.fetch_plan(step)
+    assert s.fetch_ready(plan, 1000)
+    node.shell.log.clear()
+    body = answer(ApiKey.FETCH, 11, run_reads(node, s.fetch_reads(step, plan)))
+    assert len(rb.split_batches(body["responses"][0]["partitions"][0]["records"])) == 7
+    node.shell.settle()
+    [row] = [r for r in node.shell.log if r[1] == "fetched"]
+    assert (row[2], row[5], row[8], row[12]) == ("/", "t", "test", "Kafka")
+    assert row[11].startswith("offset:0-6 records:7 bytes:")
+
+
 def test_list_offsets_after_the_commit(node: Node) -> None:
     s = session(node)
     produce(s, [b"a", b"b"])
@@ -202,7 +229,8 @@ def test_a_fetch_reads_on_past_one_store_read(node: Node) -> None:
     """2,500 records, more than one store read brings: one Fetch answers with all of
     them when max_bytes has room, and with fewer when it has not."""
     s = session(node)
-    produce(s, [b"v%d" % i for i in range(2500)])
+    for n in range(0, 2500, 100):  # batches of 100, each stored as it came
+        produce(s, [b"v%d" % i for i in range(n, n + 100)])
     node.shell.settle()
 
     def fetch(max_bytes: int) -> list[int]:

@@ -11,11 +11,13 @@ import pytest
 from amqplite.broker import superstream as ss
 from amqplite.broker.effects import Confirm
 from amqplite.protocol.codec import FieldTable
+from amqplite.protocol.kafka import records as rb
 from amqplite.protocol.kafka.errors import ErrorCode
+from amqplite.protocol.kafka.mapping import Record
 from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
 from amqplite.sessions.kafka.coordinator import GroupCoordinator
-from amqplite.sessions.kafka.records import Record
-from amqplite.sessions.kafka.topics import Fetched, FetchRead, Topics
+from amqplite.sessions.kafka.session import encode_fetched
+from amqplite.sessions.kafka.topics import Fetched, FetchRead, StoredBatch, Topics
 from amqplite.storeops import DeleteKafkaOffsets
 from tests.broker.conftest import PERSISTENT
 from tests.sessions.kafka.topic_node import Node
@@ -217,6 +219,31 @@ def test_fetch_bounds(node: Node) -> None:
     assert (gap.records, gap.next_offset) == ([], 13)
     assert node.fetch("t", 0, partition=1).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # type: ignore[union-attr]
     assert node.fetch("nope", 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # type: ignore[union-attr]
+
+
+def test_a_stored_batch_is_fetched_whole_and_rebased(node: Node) -> None:
+    """A produced batch is stored as it came: Fetch returns it (from any offset inside
+    it) with its base offset patched, beside AMQP entries converted as before."""
+    node.topics.create_topic(node.ch, "t")
+    node.produce("t", [b"a"])  # record by record: offset 0
+    raw = rb.encode_batch([rb.Record(i, i, b"k", b"b%d" % i) for i in range(4)],
+                          base_timestamp=1_700_000_000_000)
+    p = node.topics.produce_batch(node.ch, "t", 0, raw, rb.decode_batch(raw))
+    node.shell.settle()
+    assert (p.error, p.base_offset) == (OK, 1)
+    node.produce("t", [b"c"])
+    got = node.fetch("t", 2)  # inside the batch
+    assert isinstance(got, Fetched)
+    [batch, last] = got.records
+    assert isinstance(batch, StoredBatch) and (batch.offset, batch.count) == (1, 4)
+    assert (got.next_offset, last.offset) == (6, 5)
+    data = encode_fetched(got.records)
+    offsets = [(b.base_offset + r.offset_delta, r.value) for one in rb.split_batches(data)
+               for b in [rb.decode_batch(one)] for r in b.records or []]
+    assert offsets == [*((1 + i, b"b%d" % i) for i in range(4)), (5, b"c")]
+    assert node.values("t", 0)[0] == b"a"
+    # ListOffsets by time finds the batch (append times): the asked offset at the least
+    assert node.list_offset("t", 0).offset == 0
 
 
 def test_partitions_are_separate_logs(node: Node) -> None:

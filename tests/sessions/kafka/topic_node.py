@@ -9,14 +9,16 @@ from typing import Any
 
 from amqplite.broker.core import Broker
 from amqplite.broker.model import ChannelState
+from amqplite.protocol.kafka import records as rb
 from amqplite.protocol.kafka.errors import ErrorCode
-from amqplite.sessions.kafka.records import Record
+from amqplite.protocol.kafka.mapping import Record
 from amqplite.sessions.kafka.topics import (
     Fetched,
     FetchRead,
     OffsetAnswer,
     OffsetScan,
     Produced,
+    StoredBatch,
     Topics,
 )
 from amqplite.store.engine import Store
@@ -67,7 +69,14 @@ class Node:
         if isinstance(got, FetchRead) and got.error == ErrorCode.NONE:
             return []  # at the high watermark: nothing to read
         assert isinstance(got, Fetched), got
-        return [r.value for r in got.records]
+        out: list[bytes | None] = []
+        for r in got.records:
+            if isinstance(r, StoredBatch):  # as the client reads it: whole, offsets rebased
+                out.extend(x.value for i, x in enumerate(rb.decode_batch(r.data).records or [])
+                           if r.offset + i >= offset)
+            else:
+                out.append(r.value)
+        return out
 
     def list_offset(self, topic: str, timestamp: int, partition: int = 0) -> OffsetAnswer:
         self.shell.settle()

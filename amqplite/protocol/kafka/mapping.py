@@ -16,7 +16,8 @@ key when an exchange routed it (a super stream's partition key), no key when
 it came through the default exchange (whose routing key is only the stream's
 name), and the publisher's headers as record headers.
 
-Pure functions and attrs types: the codec's record batches adapt to ``Record``
+Pure functions and attrs types (sans-I/O: the broker expands stored batches with it,
+so it lives beside the codec): the codec's record batches adapt to ``Record``
 by field name.
 """
 

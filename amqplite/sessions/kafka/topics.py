@@ -63,6 +63,23 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
 #: topic configs CreateTopics takes, and the stream argument each sets
 CONFIG_ARGS = {"retention.ms": "x-max-age", "retention.bytes": "x-max-length-bytes",
                "segment.bytes": "x-stream-max-segment-size-bytes"}
+#: Kafka topic configs taken and not applied, because on one node storing every
+#: batch as produced and committing before each ack they change nothing a client
+#: can see (compaction-only, flush, replication and index tuning); CreateTopics
+#: accepts them so that a team's topic scripts run unchanged. Value: the values
+#: allowed, or None for any integer.
+MOOT_CONFIGS: dict[str, frozenset[str] | None] = {
+    "compression.type": frozenset({"producer", "uncompressed", "gzip", "snappy", "lz4",
+                                   "zstd"}),
+    "min.insync.replicas": frozenset({"1"}),
+    "unclean.leader.election.enable": frozenset({"true", "false"}),
+    "preallocate": frozenset({"true", "false"}),
+    "message.downconversion.enable": frozenset({"true", "false"}),
+    "delete.retention.ms": None, "min.compaction.lag.ms": None,
+    "max.compaction.lag.ms": None, "flush.ms": None, "flush.messages": None,
+    "index.interval.bytes": None, "segment.index.bytes": None, "segment.jitter.ms": None,
+    "file.delete.delay.ms": None,
+}
 #: the one broker of this cluster: every partition's leader and only replica
 NODE_ID = 0
 
@@ -85,9 +102,15 @@ def stream_arguments(configs: Mapping[str, str | None]) -> tuple[dict[str, Any],
     for name, value in configs.items():
         if name == "cleanup.policy" and value in (None, "delete"):
             continue  # the only policy a stream has
+        if name in MOOT_CONFIGS:
+            why = _moot_config_error(name, value)
+            if why is not None:
+                return args, why
+            continue
         if name not in CONFIG_ARGS:
             return args, (f"config '{name}' is not supported (only "
-                          f"{', '.join(sorted(CONFIG_ARGS))} and cleanup.policy=delete)")
+                          f"{', '.join(sorted(CONFIG_ARGS))}, cleanup.policy=delete and "
+                          "the settings docs/kafka.md lists as taken without effect)")
         if value is None:
             continue  # the default
         try:
@@ -106,6 +129,22 @@ def stream_arguments(configs: Mapping[str, str | None]) -> tuple[dict[str, Any],
             args[CONFIG_ARGS[name]] = (f"{math.ceil(n / 1000)}s" if name == "retention.ms"
                                        else n)
     return args, None
+
+
+def _moot_config_error(name: str, value: str | None) -> str | None:
+    """Why a value of a config in ``MOOT_CONFIGS`` is not one Kafka takes, or None."""
+    allowed = MOOT_CONFIGS[name]
+    if value is None:
+        return None
+    if allowed is not None:
+        if value.lower() in allowed:
+            return None
+        return f"config '{name}' must be one of {', '.join(sorted(allowed))}, not '{value}'"
+    try:
+        int(value)
+    except ValueError:
+        return f"config '{name}' must be an integer, not '{value}'"
+    return None
 
 
 @attrs.frozen

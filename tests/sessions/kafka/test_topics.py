@@ -112,6 +112,23 @@ def test_retention_configs_become_stream_arguments(node: Node) -> None:
     assert "x-max-age" not in vh.queues["forever"].arguments
 
 
+@pytest.mark.parametrize(("configs", "error"), [
+    ({"compression.type": "lz4", "delete.retention.ms": "900", "min.insync.replicas": "1",
+      "flush.messages": "1"}, OK),
+    ({"compression.type": "brotli"}, ErrorCode.INVALID_CONFIG),
+    ({"min.insync.replicas": "2"}, ErrorCode.INVALID_CONFIG),
+    ({"flush.ms": "soon"}, ErrorCode.INVALID_CONFIG),
+    ({"dummy.doesntexist": "x"}, ErrorCode.INVALID_CONFIG),
+    ({"cleanup.policy": "compact"}, ErrorCode.INVALID_CONFIG),
+])
+def test_moot_configs_are_taken_and_unknown_ones_refused(node: Node, configs: dict[str, str],
+                                                        error: ErrorCode) -> None:
+    got = node.topics.create_topic(node.ch, "c", configs=configs)
+    assert got.error == error
+    assert (got.message is None) == (error == OK)
+    assert ("c" in node.b.vhost("/").queues) == (error == OK)
+
+
 def test_num_partitions_is_the_default(tmp_path: Path) -> None:
     with Node(tmp_path / "k.db", num_partitions=4) as n:
         assert n.topics.create_topic(n.ch, "t").error == OK

@@ -18,8 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from amqplite.protocol import streamrecord
-from amqplite.protocol.kafka.mapping import Record, to_amqp
-from amqplite.protocol.kafka.records import HEADER_SIZE, RecordBatch, decode_batch
+from amqplite.protocol.kafka.mapping import Record, from_amqp, to_amqp
+from amqplite.protocol.kafka.records import (
+    HEADER_SIZE,
+    RecordBatch,
+    decode_batch,
+    read_batch_header,
+)
 from amqplite.protocol.properties import with_long_header
 
 #: the header every stream entry carries its offset in (``broker.streams.OFFSET_HEADER``)
@@ -96,4 +101,32 @@ def entries(chunks: Sequence[tuple[int, int, bytes]], lo: int = 0,
                 yield off + i, exp, s
 
 
-__all__ = ["HEADER_SIZE", "batch_bytes", "entries", "expand", "storable"]
+def record_times(chunks: Sequence[tuple[int, int, bytes]], lo: int, at_least_ms: int,
+                 ) -> Iterator[tuple[int, int]]:
+    """(offset, the record's Kafka timestamp in ms) of each entry at offset >= ``lo``:
+    its CreateTime as Fetch serves it (a stored batch's record time; an AMQP entry's
+    mapped time, else its append time). A stored batch whose max timestamp is below
+    ``at_least_ms`` is not decoded: it yields its last offset with -1."""
+    for off, data, at in streamrecord.entries(chunks, lo):
+        ts_us, _key, rl, count, _bl = _HEAD.unpack_from(data, at)
+        if rl != BATCH:
+            _ts, _k, exchange, rk, props, body = streamrecord.decode(data, at)
+            yield off, from_amqp(off, ts_us, exchange, rk, props, body).timestamp
+            continue
+        raw = batch_bytes(data, at)
+        head = read_batch_header(raw, 0, check_crc=False)
+        if head.base_timestamp < 0:  # a batch without times: its append time
+            for i in range(max(lo - off, 0), count):
+                yield off + i, ts_us // 1000
+            continue
+        if head.max_timestamp < at_least_ms:
+            yield off + count - 1, -1
+            continue
+        batch = decode_batch(raw, check_crc=False)
+        assert batch.records is not None
+        for i, r in enumerate(batch.records):
+            if off + i >= lo:
+                yield off + i, batch.base_timestamp + r.timestamp_delta
+
+
+__all__ = ["HEADER_SIZE", "batch_bytes", "entries", "expand", "record_times", "storable"]

@@ -657,9 +657,11 @@ class Topics:
     def list_offset(self, ch: ChannelState, topic: str, partition: int,
                     timestamp: int) -> OffsetAnswer | OffsetScan:
         """ListOffsets for one partition: earliest (-2), latest (-1), max timestamp
-        (-3), or the first offset appended at or after ``timestamp`` (ms): that one
-        may need a store read (an ``OffsetScan``). Times are append times (a
-        stream's segments index them), so the answer is LogAppendTime's. The latest
+        (-3), or the first offset whose record time (CreateTime, as Kafka's default
+        ``message.timestamp.type``) is at or after ``timestamp`` (ms): that one
+        needs store reads (an ``OffsetScan``), which start at the first segment
+        appended at or after the time (segments index append times; a record
+        stamped later than it was appended can be missed). The latest
         offset counts appends not committed yet: the shell answers after
         ``Server.committed()``, as for a Fetch's high watermark."""
         error, q = self._partition(ch, topic, partition, "read")
@@ -688,16 +690,17 @@ class Topics:
     @staticmethod
     def scanned(scan: OffsetScan, chunks: Sequence[tuple[int, int, bytes]],
                 ) -> OffsetAnswer | OffsetScan:
-        """The first entry of ``chunks`` appended at or after the scan's time, or the
-        next read when these chunks end before it (-1: no such entry)."""
+        """The first record of ``chunks`` whose timestamp (Kafka's CreateTime, as
+        Fetch serves it) is at or after the scan's time, or the next read when these
+        chunks end before it (-1: no such record)."""
         last = scan.lo - 1
-        for off, data, at in streamrecord.entries(chunks, scan.lo):
+        target = scan.ts_us // 1000
+        for off, ts in stored.record_times(chunks, scan.lo, target):
             if off > scan.hi:
                 break
-            ts = streamrecord.HEAD.unpack_from(data, at)[0]
-            if ts >= scan.ts_us:
-                return OffsetAnswer(ErrorCode.NONE, max(off, scan.lo), ts // 1000)
-            last = off + streamrecord.span(data, at) - 1
+            if ts >= target:
+                return OffsetAnswer(ErrorCode.NONE, off, ts)
+            last = off
         if chunks and last >= scan.lo and last < scan.hi:
             return attrs.evolve(scan, lo=last + 1)
         return OffsetAnswer(ErrorCode.NONE)

@@ -349,8 +349,8 @@ def test_list_offsets(node: Node) -> None:
     node.topics.create_topic(node.ch, "t")
     assert node.list_offset("t", -3).offset == -1, "empty: no max timestamp"
     t0 = int(node.clock.t * 1000)
-    for i in range(5):
-        node.produce("t", [b"a%d" % i, b"b%d" % i])
+    for i in range(5):  # record times (CreateTime) as the clock
+        node.produce("t", [b"a%d" % i, b"b%d" % i], ts=int(node.clock.t * 1000))
         node.clock.t += 10
     assert node.list_offset("t", -2).offset == 0
     assert node.list_offset("t", -1).offset == 10
@@ -363,12 +363,32 @@ def test_list_offsets(node: Node) -> None:
     assert node.list_offset("t", t0 + 40_001).offset == -1, "nothing that late"
 
 
+def test_list_offsets_by_time_reads_the_records_own_times(node: Node) -> None:
+    """Kafka's default message.timestamp.type is CreateTime: offsetsForTimes finds the
+    first record the producer stamped at or after the time, inside a stored batch
+    too (librdkafka's test 0054 stamps 1234 and 999999999999 in one batch)."""
+    node.topics.create_topic(node.ch, "t")
+    recs = [Record(0, 1234, None, b"old"), Record(1, 999_999_999_999, None, b"new")]
+    assert node.topics.produce(node.ch, "t", 0, recs).error == OK
+    node.shell.settle()
+    assert node.list_offset("t", 1234).offset == 0
+    assert (node.list_offset("t", 999_999_999_999).offset,
+            node.list_offset("t", 999_999_999_999).timestamp) == (1, 999_999_999_999)
+    assert node.list_offset("t", 1_000_000_000_000).offset == -1
+    # an AMQP publish carries its time in the timestamp property (seconds)
+    b, ch = node.b, node.channel(confirm=False)
+    b.basic_publish(ch, "", "t", encode_properties(BasicProperties(timestamp=1_500_000_000)),
+                    b"amq")
+    node.shell.settle()
+    assert node.list_offset("t", 1_000_000_000_000).offset == 2
+
+
 def test_list_offsets_by_time_scans_past_one_read(node: Node) -> None:
     node.topics.create_topic(node.ch, "t")
     t0 = int(node.clock.t * 1000)
-    node.produce("t", [b"old"] * 30)
+    node.produce("t", [b"old"] * 30, ts=t0)
     node.clock.t += 5
-    node.produce("t", [b"new"])
+    node.produce("t", [b"new"], ts=t0 + 5000)
     node.shell.settle()
     scan = node.topics.list_offset(node.ch, "t", 0, t0 + 1)
     assert not isinstance(scan, Fetched)

@@ -50,8 +50,11 @@ class Node:
         return ch
 
     def produce(self, topic: str, values: list[bytes], partition: int = 0,
-                ch: ChannelState | None = None, **kw: Any) -> Produced:
-        recs = [Record(i, 1_700_000_000_000 + i, b"k%d" % i, v) for i, v in enumerate(values)]
+                ch: ChannelState | None = None, ts: int | None = None, **kw: Any,
+                ) -> Produced:
+        """Records stamped ``ts`` (ms) each, or 1_700_000_000_000 + their index."""
+        recs = [Record(i, 1_700_000_000_000 + i if ts is None else ts, b"k%d" % i, v)
+                for i, v in enumerate(values)]
         out = self.topics.produce(ch or self.ch, topic, partition, recs, **kw)
         self.shell.settle()
         return out

@@ -11,6 +11,9 @@ one broker started here (loopback ports of its own).
   offset 0 (no group), msg/s until it has every record (each ``consume`` asks for
   at most what is left: it waits for its count or its timeout, and asking for
   10,000 when one was left cost the run a whole second).
+- Kafka group fetch: the same read by a consumer of a fresh group (subscribe:
+  FindCoordinator, JoinGroup, SyncGroup, then Fetch with auto-commit on), timed
+  from the subscribe.
 - AMQP: scripts/amqpbench's ``stream`` scenario (one publisher with confirms to a
   fresh stream, then three consumers from ``first`` at once; the read figure is
   their median).
@@ -66,10 +69,14 @@ def produce(bs: str, topic: str, count: int, size: int) -> float:
     return count / (time.perf_counter() - start)
 
 
-def fetch(bs: str, topic: str, count: int) -> float:
-    c = Consumer({"bootstrap.servers": bs, "group.id": "bench", "enable.auto.commit": False,
+def fetch(bs: str, topic: str, count: int, group: bool = False) -> float:
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                  "enable.auto.commit": group, "auto.offset.reset": "earliest",
                   "fetch.max.bytes": 50 * 1024 * 1024})
-    c.assign([TopicPartition(topic, 0, 0)])
+    if group:  # join, sync, then fetch; offsets auto-committed as a group's users run
+        c.subscribe([topic])
+    else:
+        c.assign([TopicPartition(topic, 0, 0)])
     n = 0
     start = time.perf_counter()
     deadline = time.monotonic() + 300
@@ -115,12 +122,13 @@ def main() -> None:
         bs = f"127.0.0.1:{kafka}"
         url = f"amqp://guest:guest@127.0.0.1:{port}/%2F"
         rows: dict[str, list[float]] = {k: [] for k in (
-            "Kafka produce acks=all", "Kafka fetch", "AMQP stream publish, confirms",
-            "AMQP stream read")}
+            "Kafka produce acks=all", "Kafka fetch", "Kafka group fetch",
+            "AMQP stream publish, confirms", "AMQP stream read")}
         cpu = CPU(broker.pid)
         #: µs of broker CPU per message: (main process, store writer)
         us: dict[str, list[tuple[float, float]]] = {k: [] for k in (
-            "Kafka produce acks=all", "Kafka fetch", "AMQP stream publish + 3 reads")}
+            "Kafka produce acks=all", "Kafka fetch", "Kafka group fetch",
+            "AMQP stream publish + 3 reads")}
 
         def per_message(name: str) -> None:
             main_s, rest_s = cpu.mark()
@@ -133,6 +141,8 @@ def main() -> None:
             per_message("Kafka produce acks=all")
             rows["Kafka fetch"].append(fetch(bs, topic, args.count))
             per_message("Kafka fetch")
+            rows["Kafka group fetch"].append(fetch(bs, topic, args.count, group=True))
+            per_message("Kafka group fetch")
             amqp = run_stream(url, args.count, args.size)
             per_message("AMQP stream publish + 3 reads")
             if amqp.error:

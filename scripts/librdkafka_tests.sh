@@ -56,13 +56,33 @@ done
 
 cd "librdkafka-$VERSION/tests"
 printf 'metadata.broker.list=127.0.0.1:%s\ntest.timeout.multiplier=3\n' "$PORT" >test.conf
+# Not run, and why (docs/kafka.md lists them): transactions, which amqplite refuses
+# (0103 fails outside a test thread, which aborts the whole runner): 0098 0103 0105
+# 0129; Kafka's own shell tools (KAFKA_PATH, ZK_ADDRESS): 0052 0077 0109 0115 0119.
+export TESTS_SKIP=${TESTS_SKIP:-0098,0103,0105,0129,0052,0077,0109,0115,0119}
 export LD_LIBRARY_PATH=../src:../src-cpp TEST_KAFKA_VERSION=2.8.0
 set +e
 timeout "${RDK_TIMEOUT:-2700}" ./test-runner -L -Q "-p${RDK_PARALLEL:-2}" >"$WORK/run.log" 2>&1
 rc=$?
 set -e
-sed 's/\x1b\[[0-9;]*m//g' "$WORK/run.log" | grep -a -E "=+ Test [^ ]+ (PASSED|FAILED|SKIPPED)" \
-    | sed -E 's/.*Test ([^ ]+) (PASSED|FAILED|SKIPPED).*/\2 \1/' | sort -u >"$WORK/results.txt"
+# Each test's outcome: its PASSED/SKIPPED banner, a '### Test "NAME..." failed' line
+# (a failure wins), and the summary table's rows (which can stop short of the last
+# tests when the runner aborts on threads a failed test left behind).
+"$PYTHON" - "$WORK/run.log" "$WORK/results.txt" <<'PY'
+import re, sys
+text = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[1], errors="replace").read())
+state = {}
+for name, st in re.findall(r"^\| (\d{4}\w*) +\| +(PASSED|FAILED|SKIPPED) ", text, re.M):
+    state[name] = st
+for name, st in re.findall(r"=+ Test (\d{4}\w*) (PASSED|SKIPPED) =+", text):
+    state.setdefault(name, st)
+for name in re.findall(r'^### Test "(\d{4}\w*)', text, re.M):
+    state[name] = "FAILED"
+why = dict(re.findall(r"^\| (\d{4}\w*) +\| +FAILED +\| +[\d.]+s +\| (.*)$", text, re.M))
+with open(sys.argv[2], "w") as out:
+    for name in sorted(state):
+        out.write(f"{state[name]} {name} {why.get(name, '')[:150]}\n")
+PY
 for state in PASSED FAILED SKIPPED; do
     printf '%-8s %s\n' "$state" "$(grep -c "^$state " "$WORK/results.txt" || true)"
 done

@@ -80,6 +80,12 @@ class ConnectionShell:
     ``listener`` and ``proto`` and offer ``session``. Bytes read go to ``proto``,
     then its events to ``_handle_events``, inline: no extra call per read."""
 
+    # slots: at 10,000 idle MQTT connections an instance dict was ~1.6 KiB each
+    # (a subclass without __slots__ has one again, for its own attributes)
+    __slots__ = ("stream", "tls", "peer_host", "peer_port", "name", "log", "connected_at",
+                 "bytes_in", "bytes_out", "alive", "_wake", "_finishing", "_cancel", "_fd",
+                 "_carry", "_writer_busy", "_read_was_full")
+
     #: the log's name for this kind of connection ("STOMP")
     kind = "client"
     broker: Broker

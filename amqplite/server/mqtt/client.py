@@ -60,6 +60,10 @@ class _StartWriter:
 class MQTTClient(ConnectionShell):
     """One MQTT connection; the broker's transport for its session's deliveries."""
 
+    __slots__ = ("listener", "broker", "proto", "rules", "cert_user", "deliver", "send_confirm",
+                 "_reading_paused", "_writer_running", "_nursery", "task", "_park_next",
+                 "_starting", "_closing", "_writer_done", "_pause_scope", "due_at", "due_seq")
+
     kind = "MQTT"
     listener: MQTTListener
     proto: MQTTConnection

@@ -89,6 +89,12 @@ class Channels(dict[int, ChannelState]):
 class MQTTSession:
     """One connection's session; the broker's deliveries reach it through the shell."""
 
+    # slots: one per connection, idle ones included (an instance dict was ~1 KiB)
+    __slots__ = ("registry", "broker", "proto", "name", "transport", "max_topic_bytes", "wake",
+                 "flush", "finish", "execute", "clock", "alive", "session", "channels", "subs",
+                 "client_id", "key", "persistent", "present", "last", "will", "connected_at_ms",
+                 "confirms", "unmatched", "tags", "ids", "hold", "auto_acks")
+
     def __init__(self, registry: SessionRegistry, proto: MQTTConnection, name: str,
                  transport: Any = None, max_topic_bytes: int = 65_535,
                  wake: Callable[[], None] = _nothing, flush: Callable[[], None] = _nothing,

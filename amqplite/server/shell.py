@@ -82,9 +82,9 @@ class ConnectionShell:
 
     # slots: at 10,000 idle MQTT connections an instance dict was ~1.6 KiB each
     # (a subclass without __slots__ has one again, for its own attributes)
-    __slots__ = ("stream", "tls", "peer_host", "peer_port", "name", "log", "connected_at",
-                 "bytes_in", "bytes_out", "alive", "_wake", "_finishing", "_cancel", "_fd",
-                 "_carry", "_writer_busy", "_read_was_full")
+    __slots__ = ("_cancel", "_carry", "_fd", "_finishing", "_read_was_full", "_wake",
+                 "_writer_busy", "alive", "bytes_in", "bytes_out", "connected_at", "log",
+                 "name", "peer_host", "peer_port", "stream", "tls")
 
     #: the log's name for this kind of connection ("STOMP")
     kind = "client"

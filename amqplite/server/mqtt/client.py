@@ -45,7 +45,7 @@ class _StartWriter:
     """Stands in for the shell's writer Event: ``set()`` starts the writer task when
     none runs (an idle connection has none)."""
 
-    __slots__ = ("c",)
+    __slots__ = ("c")
 
     def __init__(self, c: MQTTClient) -> None:
         self.c = c
@@ -60,9 +60,10 @@ class _StartWriter:
 class MQTTClient(ConnectionShell):
     """One MQTT connection; the broker's transport for its session's deliveries."""
 
-    __slots__ = ("listener", "broker", "proto", "rules", "cert_user", "deliver", "send_confirm",
-                 "_reading_paused", "_writer_running", "_nursery", "task", "_park_next",
-                 "_starting", "_closing", "_writer_done", "_pause_scope", "due_at", "due_seq")
+    __slots__ = ("_closing", "_nursery", "_park_next", "_pause_scope", "_reading_paused",
+                 "_starting", "_writer_done", "_writer_running", "broker", "cert_user",
+                 "deliver", "due_at", "due_seq", "listener", "proto", "rules",
+                 "send_confirm", "task")
 
     kind = "MQTT"
     listener: MQTTListener

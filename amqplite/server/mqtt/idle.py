@@ -95,10 +95,14 @@ class Readiness:
         before last."""
         while True:
             await trio.sleep(every)  # the timer: parking is not urgent
-            self._gen += 1
-            old = self._gen - 1
-            for c in [c for c, g in self._waiting.items() if g < old]:
-                self.wake(c, PARK)
+            self.park_waiting()
+
+    def park_waiting(self) -> None:
+        """One sweep: park the readers that began to wait before the last sweep."""
+        self._gen += 1
+        old = self._gen - 1
+        for c in [c for c, g in self._waiting.items() if g < old]:
+            self.wake(c, PARK)
 
     def close(self) -> None:
         self._ep.close()

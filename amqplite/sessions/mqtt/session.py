@@ -90,10 +90,11 @@ class MQTTSession:
     """One connection's session; the broker's deliveries reach it through the shell."""
 
     # slots: one per connection, idle ones included (an instance dict was ~1 KiB)
-    __slots__ = ("registry", "broker", "proto", "name", "transport", "max_topic_bytes", "wake",
-                 "flush", "finish", "execute", "clock", "alive", "session", "channels", "subs",
-                 "client_id", "key", "persistent", "present", "last", "will", "connected_at_ms",
-                 "confirms", "unmatched", "tags", "ids", "hold", "auto_acks")
+    __slots__ = ("alive", "auto_acks", "broker", "channels", "client_id", "clock",
+                 "confirms", "connected_at_ms", "execute", "finish", "flush", "hold", "ids",
+                 "key", "last", "max_topic_bytes", "name", "persistent", "present", "proto",
+                 "registry", "session", "subs", "tags", "transport", "unmatched", "wake",
+                 "will")
 
     def __init__(self, registry: SessionRegistry, proto: MQTTConnection, name: str,
                  transport: Any = None, max_topic_bytes: int = 65_535,

@@ -149,7 +149,10 @@ class MQTTClient(ConnectionShell):
             connections.add(self)
             self._nursery = self.listener.nursery
             self.listener.deadlines.watch(self, self.proto.deadline)
-            self.listener.readiness.add(self)
+            try:
+                self.listener.readiness.add(self)
+            except OSError:  # gone already: _run ends it
+                self._finishing = True
             await self._run()
             return
         connections.add(self)
@@ -229,7 +232,10 @@ class MQTTClient(ConnectionShell):
             self.task = None
             if not parked:
                 self._finishing = True
-                await self._close()
+                try:
+                    await self._close()
+                except Exception:  # the listener's nursery runs this task: never raise
+                    self.log.exception("%s connection %s: closing failed", self.kind, self.name)
 
     def readable(self) -> None:
         """Bytes (or the peer's close) came to a parked connection."""
@@ -278,17 +284,19 @@ class MQTTClient(ConnectionShell):
         return False
 
     async def _tcp_writer(self) -> None:
+        """In the listener's nursery: a failure ends this connection, never the nursery."""
         try:
-            await self._send_queued()
+            try:
+                await self._send_queued()
+            finally:
+                self._writer_running = False  # before _drained: what it queues starts one
+                if self._writer_done is not None:
+                    self._writer_done.set()
+            if not self._finishing:
+                self._drained()
         except Exception:
             self.log.exception("%s connection %s: writing failed", self.kind, self.name)
             self.finish()
-        finally:
-            self._writer_running = False  # before _drained: what it queues starts one
-            if self._writer_done is not None:
-                self._writer_done.set()
-        if not self._finishing:
-            self._drained()
 
     async def _close(self) -> None:
         """The connection ends: what is queued is sent (the writer's, or here), then

@@ -12,6 +12,7 @@ keep their task: only a connection quiet for seconds pays for a new task.
 
 from __future__ import annotations
 
+import contextlib
 import select
 from typing import Any
 
@@ -47,7 +48,8 @@ class Readiness:
     def remove(self, c: Any) -> None:
         """``c`` closes its socket next (the fd may then be reused)."""
         if self._conns.pop(c.fd, None) is not None:
-            self._ep.unregister(c.fd)
+            with contextlib.suppress(OSError):  # closed under us: epoll dropped it
+                self._ep.unregister(c.fd)
         self._waiting.pop(c, None)
 
     def arm(self, c: Any) -> None:

@@ -24,7 +24,8 @@ processes (so paho is not the bottleneck), per broker:
   more): the growth of the broker's RSS (its process tree) divided by the
   connections, and its CPU over ``--idle-seconds`` (10) while they sit idle.
   Idle runs first; the RSS figure shown is the first round's, on a freshly
-  started broker (later rounds reuse memory the allocator kept).
+  started broker (later rounds reuse memory the allocator kept), counted from
+  when its process tree's RSS holds still (``settled_rss``).
 
 Brokers take turns in every round (the order rotates) and the table shows the
 median over rounds, with the load average of the machine. Prints figures only,

@@ -44,6 +44,15 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
     b.close()
 
 
+@pytest.fixture
+def watched(pair: tuple[socket.socket, socket.socket]) -> Iterator[tuple[Readiness, Conn]]:
+    """A Readiness watching the connection on ``pair[0]``."""
+    r = Readiness()
+    c = Conn(pair[0])
+    r.add(c)
+    yield r, c
+
+
 async def wait_until(pred: Callable[[], object], what: str) -> None:
     """Let the tasks run until ``pred`` holds (within a deadline)."""
     with trio.fail_after(10):
@@ -52,10 +61,9 @@ async def wait_until(pred: Callable[[], object], what: str) -> None:
     assert pred(), what
 
 
-async def test_bytes_wake_the_waiting_reader(pair: tuple[socket.socket, socket.socket]) -> None:
-    r = Readiness()
-    c = Conn(pair[0])
-    r.add(c)
+async def test_bytes_wake_the_waiting_reader(pair: tuple[socket.socket, socket.socket],
+                                         watched: tuple[Readiness, Conn]) -> None:
+    r, c = watched
     async with trio.open_nursery() as nursery:
         nursery.start_soon(r.run)
         nursery.start_soon(c.reader, r)
@@ -65,14 +73,10 @@ async def test_bytes_wake_the_waiting_reader(pair: tuple[socket.socket, socket.s
         await wait_until(lambda: c.woken, "the reader was woken")
         nursery.cancel_scope.cancel()
     assert c.woken == [READ] and c.readable_calls == 0
-    r.remove(c)
-    r.close()
 
 
-async def test_finish_ends_a_wait(pair: tuple[socket.socket, socket.socket]) -> None:
-    r = Readiness()
-    c = Conn(pair[0])
-    r.add(c)
+async def test_finish_ends_a_wait(watched: tuple[Readiness, Conn]) -> None:
+    r, c = watched
     async with trio.open_nursery() as nursery:
         nursery.start_soon(c.reader, r)
         await trio.testing.wait_all_tasks_blocked()
@@ -80,14 +84,11 @@ async def test_finish_ends_a_wait(pair: tuple[socket.socket, socket.socket]) -> 
         await wait_until(lambda: c.woken, "the reader was woken")
         assert not r.wake(c, FINISH)  # no longer waiting
     assert c.woken == [FINISH]
-    r.close()
 
 
 async def test_a_parked_connection_is_called_back_on_bytes(
-        pair: tuple[socket.socket, socket.socket]) -> None:
-    r = Readiness()
-    c = Conn(pair[0])
-    r.add(c)
+        pair: tuple[socket.socket, socket.socket], watched: tuple[Readiness, Conn]) -> None:
+    r, c = watched
     async with trio.open_nursery() as nursery:
         nursery.start_soon(r.run)
         await c.reader(r, park=True)  # right after its CONNECT: parks at once
@@ -97,18 +98,14 @@ async def test_a_parked_connection_is_called_back_on_bytes(
             await c.called.wait()
         nursery.cancel_scope.cancel()
     assert c.readable_calls == 1
-    r.remove(c)
-    r.close()
 
 
 async def test_a_long_wait_is_parked_and_bytes_after_it_are_not_lost(
-        pair: tuple[socket.socket, socket.socket]) -> None:
+        pair: tuple[socket.socket, socket.socket], watched: tuple[Readiness, Conn]) -> None:
     """A sweep parks a reader that waited since the sweep before; bytes that come
     between the sweep's wake-up and the reader's end still call the connection back
     (its wait re-arms the fd when told to park)."""
-    r = Readiness()
-    c = Conn(pair[0])
-    r.add(c)
+    r, c = watched
     async with trio.open_nursery() as nursery:
         nursery.start_soon(c.reader, r)
         await trio.testing.wait_all_tasks_blocked()
@@ -123,5 +120,3 @@ async def test_a_long_wait_is_parked_and_bytes_after_it_are_not_lost(
         with trio.fail_after(10):
             await c.called.wait()
         nursery.cancel_scope.cancel()
-    r.remove(c)
-    r.close()

@@ -80,6 +80,12 @@ class ConnectionShell:
     ``listener`` and ``proto`` and offer ``session``. Bytes read go to ``proto``,
     then its events to ``_handle_events``, inline: no extra call per read."""
 
+    # slots: at 10,000 idle MQTT connections an instance dict was ~1.6 KiB each
+    # (a subclass without __slots__ has one again, for its own attributes)
+    __slots__ = ("_cancel", "_carry", "_fd", "_finishing", "_read_was_full", "_wake",
+                 "_writer_busy", "alive", "bytes_in", "bytes_out", "connected_at", "log",
+                 "name", "peer_host", "peer_port", "stream", "tls")
+
     #: the log's name for this kind of connection ("STOMP")
     kind = "client"
     broker: Broker

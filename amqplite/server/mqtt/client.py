@@ -5,7 +5,9 @@ deliveries."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, MutableSet
 from typing import TYPE_CHECKING, Any
@@ -28,8 +30,9 @@ from amqplite.protocol.mqtt.events import (
     UnsubscribeReceived,
 )
 from amqplite.protocol.mqtt.packets import MQTT_5
+from amqplite.server.mqtt.idle import FINISH, PARK
 from amqplite.server.mqtt.transports import login as transport_login
-from amqplite.server.shell import WRITE_HIGH_WATER, ConnectionShell
+from amqplite.server.shell import _GONE, FINISH_TIMEOUT, RECV_SIZE, WRITE_HIGH_WATER, ConnectionShell
 from amqplite.sessions.mqtt.session import MQTTSession
 
 if TYPE_CHECKING:
@@ -42,20 +45,25 @@ class _StartWriter:
     """Stands in for the shell's writer Event: ``set()`` starts the writer task when
     none runs (an idle connection has none)."""
 
-    __slots__ = ("c",)
+    __slots__ = ("c")
 
     def __init__(self, c: MQTTClient) -> None:
         self.c = c
 
     def set(self) -> None:
         c = self.c
-        if not c._writer_running and c._nursery is not None:
+        if not c._writer_running and c._nursery is not None and not c._closing:
             c._writer_running = True
             c._nursery.start_soon(c._writer)
 
 
 class MQTTClient(ConnectionShell):
     """One MQTT connection; the broker's transport for its session's deliveries."""
+
+    __slots__ = ("_closing", "_nursery", "_park_next", "_pause_scope", "_reading_paused",
+                 "_starting", "_writer_done", "_writer_running", "broker", "cert_user",
+                 "deliver", "due_at", "due_seq", "listener", "proto", "rules",
+                 "send_confirm", "task")
 
     kind = "MQTT"
     listener: MQTTListener
@@ -85,8 +93,19 @@ class MQTTClient(ConnectionShell):
         self._wake = _StartWriter(self)  # type: ignore[assignment]  # set() is all it needs
         self._writer_running = False
         self._nursery: trio.Nursery | None = None
-        #: the task reading this connection: what it queues, it sends itself (flush)
-        self._task: trio.lowlevel.Task | None = None
+        #: the task reading this connection: what it queues, it sends itself (flush);
+        #: None while the connection is parked (plain TCP, see idle.py)
+        self.task: trio.lowlevel.Task | None = None
+        #: plain TCP: the next wait for bytes parks at once (the CONNECT was handled)
+        self._park_next = False
+        #: plain TCP: a task to run the parked connection is started, not running yet
+        self._starting = False
+        #: plain TCP: the connection's end (``_close``) has begun
+        self._closing = False
+        #: plain TCP: set when the writer task ends, while ``_close`` waits for it
+        self._writer_done: trio.Event | None = None
+        #: while reading is paused (store over capacity): ``finish`` cancels the wait
+        self._pause_scope: trio.CancelScope | None = None
         #: this connection's entry on the listener's Deadlines heap (seq 0: none)
         self.due_at = 0.0
         self.due_seq = 0
@@ -113,16 +132,31 @@ class MQTTClient(ConnectionShell):
         return "MQTT 5.0" if self.proto.version >= MQTT_5 else (
             "MQTT 3.1" if self.proto.version == 3 else "MQTT 3.1.1")
 
+    @property
+    def fd(self) -> int:
+        return self._fd
+
     async def run(self) -> None:
         await self.serve(self.listener.connections)
 
     async def serve(self, connections: MutableSet[Any]) -> None:
-        """As the shell's, but one task per idle connection: the reader runs in the
+        """Plain TCP: no task at all while idle (``_run``). Over TLS or a WebSocket,
+        as the shell's but one task per idle connection: the reader runs in the
         connection's own task, the writer task is started when there is something to
         write and ends when it is written, and the keep-alive deadline is on the
         listener's heap (an idle connection was three trio tasks, ~12 KiB of 22)."""
+        if self._fd >= 0:
+            connections.add(self)
+            self._nursery = self.listener.nursery
+            self.listener.deadlines.watch(self, self.proto.deadline)
+            try:
+                self.listener.readiness.add(self)
+            except OSError:  # gone already: _run ends it
+                self._finishing = True
+            await self._run()
+            return
         connections.add(self)
-        self._task = trio.lowlevel.current_task()
+        self.task = trio.lowlevel.current_task()
         deadlines = self.listener.deadlines
         deadlines.watch(self, self.proto.deadline)
         try:
@@ -132,6 +166,7 @@ class MQTTClient(ConnectionShell):
                 if self._finishing or self.proto.pending_bytes():
                     self._wake.set()  # asked for before the nursery was there
                 await self._reader()
+            self.task = None
         except Exception:  # one bad connection never takes the broker down
             self.log.exception("%s connection %s crashed", self.kind, self.name)
         finally:
@@ -154,7 +189,7 @@ class MQTTClient(ConnectionShell):
         s = self.session
         rules = self.rules
         if ((s is not None and not s.writable) or rules.hold or rules.auto_acks
-                or trio.lowlevel.current_task() is not self._task):
+                or trio.lowlevel.current_task() is not self.task):
             self._wake.set()  # the writer task sends it (and makes the session writable)
         else:
             self.send_now()
@@ -164,7 +199,11 @@ class MQTTClient(ConnectionShell):
 
     async def _writer(self) -> None:
         """Write what is queued, then end (``_StartWriter`` starts it again); once the
-        connection is finishing: the rest, then FIN, then the connection's end."""
+        connection is finishing: the rest, then FIN, then the connection's end
+        (plain TCP: ``_close`` does that, this only ends)."""
+        if self._fd >= 0:
+            await self._tcp_writer()
+            return
         await self._send_queued()
         if not self._finishing:
             self._writer_running = False  # before _drained: what it queues starts one
@@ -175,13 +214,138 @@ class MQTTClient(ConnectionShell):
     def _wake_writer(self) -> None:
         self._wake.set()
 
+    # ------------------------------------------------------------ plain TCP
+    # The reader task ends while the connection is idle (it parks: idle.py) and
+    # the listener's nursery runs the tasks (reader, writer, the end), so the
+    # connection itself holds no task, nursery or cancel scope.
+    async def _run(self) -> None:
+        """The reader task: from the accept, or when bytes come to a parked connection
+        (or it finishes); ends the connection unless it parks again."""
+        self.task = trio.lowlevel.current_task()
+        self._starting = False
+        parked = False
+        try:
+            parked = await self._read_tcp()
+        except Exception:  # one bad connection never takes the broker down
+            self.log.exception("%s connection %s crashed", self.kind, self.name)
+        finally:
+            self.task = None
+            if not parked:
+                self._finishing = True
+                try:
+                    await self._close()
+                except Exception:  # the listener's nursery runs this task: never raise
+                    self.log.exception("%s connection %s: closing failed", self.kind, self.name)
+
+    def readable(self) -> None:
+        """Bytes (or the peer's close) came to a parked connection."""
+        if (self.task is None and not self._starting and not self._closing
+                and self._nursery is not None):
+            self._starting = True
+            self._nursery.start_soon(self._run)
+
+    async def _read_tcp(self) -> bool:
+        """The shell's reader over the socket itself; True: parked (idle)."""
+        proto = self.proto
+        persistence = self.listener.persistence
+        readiness = self.listener.readiness
+        fd = self._fd
+        wait = False  # a new task reads first: bytes are there (or the CONNECT soon is)
+        while not self._finishing:
+            if not persistence.has_capacity and self.session is not None:
+                await self._paused(persistence.wait_capacity())
+                continue
+            if wait:
+                park, self._park_next = self._park_next, False
+                why = await readiness.wait(self, park)
+                if why == PARK:
+                    return True
+                if why == FINISH:
+                    break
+            try:
+                data = os.read(fd, RECV_SIZE)
+            except BlockingIOError:
+                wait = True
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            # after a full read more is probably there: only let the others run
+            wait = len(data) < RECV_SIZE
+            if not wait:
+                await trio.lowlevel.checkpoint()
+            self.bytes_in += len(data)
+            proto.receive_data(data, trio.current_time())
+            await self._handle_events()
+            self._interpret()
+            self.flush()
+        self.finish()
+        return False
+
+    async def _tcp_writer(self) -> None:
+        """In the listener's nursery: a failure ends this connection, never the nursery."""
+        try:
+            try:
+                await self._send_queued()
+            finally:
+                self._writer_running = False  # before _drained: what it queues starts one
+                if self._writer_done is not None:
+                    self._writer_done.set()
+            if not self._finishing:
+                self._drained()
+        except Exception:
+            self.log.exception("%s connection %s: writing failed", self.kind, self.name)
+            self.finish()
+
+    async def _close(self) -> None:
+        """The connection ends: what is queued is sent (the writer's, or here), then
+        FIN, within FINISH_TIMEOUT; then the session ends and the socket closes."""
+        if self._closing:
+            return
+        self._closing = True
+        stream = self.stream
+        assert isinstance(stream, trio.SocketStream)  # plain TCP only
+        try:
+            with trio.move_on_after(FINISH_TIMEOUT):
+                while self._writer_running:
+                    self._writer_done = trio.Event()
+                    await self._writer_done.wait()
+                await self._send_queued()
+                with contextlib.suppress(*_GONE):
+                    await stream.send_eof()
+        finally:
+            self.alive = False
+            listener = self.listener
+            listener.connections.discard(self)
+            listener.deadlines.forget(self)
+            listener.readiness.remove(self)
+            try:
+                self._end()
+            finally:
+                stream.socket.close()
+
+    def finish(self) -> None:
+        """Plain TCP: the reader stops (a parked connection gets a task to end it);
+        the rest is ``_close``'s."""
+        if self._fd < 0:
+            super().finish()
+            return
+        self._finishing = True
+        if self._pause_scope is not None:
+            self._pause_scope.cancel()
+        if not self.listener.readiness.wake(self, FINISH) and self.task is None:
+            self.readable()  # parked: a task to end it
+
     # ------------------------------------------------------------ the shell's hooks
     async def _paused(self, wait: Awaitable[None]) -> None:
         """As the shell's, and the keep-alive clock restarts when reading does."""
         self._reading_paused = True
         try:
-            await wait
+            with trio.CancelScope() as self._pause_scope:
+                await wait
         finally:
+            self._pause_scope = None
             self._reading_paused = False
             self.proto.receive_data(b"", trio.current_time())
             self.listener.deadlines.watch(self, self.proto.deadline)
@@ -297,6 +461,9 @@ class MQTTClient(ConnectionShell):
         if self.rules.accept(*opened, time.time()):
             # the keep-alive deadline starts now
             listener.deadlines.watch(self, self.proto.deadline)
+            # parks at once: an idle client costs no task from now on, a busy one
+            # pays for one new task when it sends next
+            self._park_next = True
 
     # ------------------------------------------------------------ broker -> wire
     # The interpreter calls these (and deliver, send_confirm) for this session's

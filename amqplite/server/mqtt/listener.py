@@ -5,6 +5,7 @@ amqplite/sessions/mqtt/registry.py."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,6 +20,7 @@ from amqplite.config import Settings, parse_size
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.server.mqtt.client import MQTTClient
+from amqplite.server.mqtt.idle import Readiness
 from amqplite.server.mqtt.systree import SysTicker
 from amqplite.server.mqtt.timers import Deadlines, KeyTimers
 from amqplite.server.mqtt.transports import open_tls, tls_handler
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
     from amqplite.server.app import Server
 
 log = logging.getLogger("amqplite.mqtt")
+
+#: accept() failures that pass (trio.serve_listeners' list)
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 
 
 class MQTTListener:
@@ -67,6 +72,10 @@ class MQTTListener:
         self.connections: set[MQTTClient] = set()
         #: the connections' keep-alive deadlines, watched by one task
         self.deadlines = Deadlines()
+        #: the plain TCP connections' waits for bytes (idle ones have no task)
+        self.readiness = Readiness()
+        #: runs the plain TCP connections' tasks (serve() opens it)
+        self.nursery: trio.Nursery | None = None
         #: the session rules' state: connected clients, packet ids, rows, wills, groups
         self.registry = SessionRegistry(broker, settings.mqtt_exchange, settings.mqtt_takeover,
                                         settings.mqtt_retained_max_messages,
@@ -107,6 +116,9 @@ class MQTTListener:
         log.info("MQTT listening on port(s) %s%s", self.ports,
                  f", MQTT over TLS on {self.tls_ports}" if tls else "")
         async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            nursery.start_soon(self.readiness.run)
+            nursery.start_soon(self.readiness.sweep)
             reg = self.registry
             now = time.time()
             reg.timers = KeyTimers(nursery, self._expired)
@@ -120,8 +132,8 @@ class MQTTListener:
             self._recovered = []
             self.execute(reg.groups.recover, set(reg.stored))
             nursery.start_soon(self.deadlines.run)
-            if listeners:
-                nursery.start_soon(trio.serve_listeners, self._handle, listeners)
+            for ln in listeners:
+                nursery.start_soon(self._accept, ln)
             if tls is not None:
                 nursery.start_soon(trio.serve_listeners, tls_handler(self, tls[1]),
                                    tls[0])
@@ -145,9 +157,27 @@ class MQTTListener:
         for c in list(self.connections):
             c.force_close(320, text)
 
+    async def _accept(self, ln: trio.SocketListener) -> None:
+        """trio.serve_listeners' loop, but the connection outlives its first task (its
+        reader parks, idle.py): the client closes the stream, not the handler's end."""
+        async with ln:
+            while True:
+                try:
+                    stream = await ln.accept()
+                except OSError as exc:
+                    if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                        raise
+                    log.error("MQTT accept: %s; retrying in 0.1 s", exc)
+                    await trio.sleep(0.1)  # out of descriptors: as serve_listeners
+                    continue
+                assert self.nursery is not None
+                self.nursery.start_soon(self._handle, stream)
+
     async def _handle(self, stream: trio.SocketStream) -> None:
         peer = accepted_peer(stream)
-        if peer is not None:  # serve() itself: two coroutine frames less per connection
+        if peer is None:
+            await trio.aclose_forcefully(stream)
+        else:  # serve() itself: two coroutine frames less per connection
             await MQTTClient(self, stream, peer).serve(self.connections)
 
     async def serve_stream(self, stream: trio.abc.Stream, peer: tuple[str, int],

@@ -89,6 +89,13 @@ class Channels(dict[int, ChannelState]):
 class MQTTSession:
     """One connection's session; the broker's deliveries reach it through the shell."""
 
+    # slots: one per connection, idle ones included (an instance dict was ~1 KiB)
+    __slots__ = ("alive", "auto_acks", "broker", "channels", "client_id", "clock",
+                 "confirms", "connected_at_ms", "execute", "finish", "flush", "hold", "ids",
+                 "key", "last", "max_topic_bytes", "name", "persistent", "present", "proto",
+                 "registry", "session", "subs", "tags", "transport", "unmatched", "wake",
+                 "will")
+
     def __init__(self, registry: SessionRegistry, proto: MQTTConnection, name: str,
                  transport: Any = None, max_topic_bytes: int = 65_535,
                  wake: Callable[[], None] = _nothing, flush: Callable[[], None] = _nothing,

@@ -130,8 +130,10 @@ def test_mqtt5_properties_reach_amqp(mb: BrokerProcess, amqp: Any) -> None:
     assert (h["k"], h["tenant"]) == ("v", "acme")
     assert h["x-reply-to-topic"] == f"{base}.replies"
     assert h["x-mqtt-publisher"] == pub.c._client_id.decode()
-    method, props, _ = amqp.basic_get(q, auto_ack=True)
-    assert method is not None and props.correlation_id is None
+    # QoS 0: publish() does not wait for the broker, so the get waits for the message
+    method, props, _ = wait_for(lambda: (got := amqp.basic_get(q, auto_ack=True))[0]
+                                and got, 10, what="the QoS 0 publish")
+    assert props.correlation_id is None
     assert props.headers["x-correlation-id"] == b"\xff\x00"  # not a short string
     pub.close()
 

@@ -45,7 +45,6 @@ INTERPRETED = {
     "amqplite/protocol/methods.py",
     # an attrs field(factory=list) fails mypyc's type check at import
     "amqplite/broker/auth.py",
-    "amqplite/broker/effects.py",
     # mypyc cannot build its slotted frozen dataclass (KeyError 'object' at import);
     # selectors are parsed once per binding, not per message
     "amqplite/broker/selector.py",

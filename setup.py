@@ -25,27 +25,27 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 
-#: compiled: the protocol codecs and readers, the broker's parts, the interpreter,
-#: and the MQTT and STOMP codecs. Not broker/exchanges/: its subclasses pass
-#: ``**kw`` on to a keyword-only ``__init__`` (compiled, a TypeError at Broker())
-#: and replace ``route`` per instance, which a native class forbids.
+#: compiled: the protocol codecs and readers, the broker's parts and exchanges, the
+#: interpreter, and the MQTT and STOMP codecs. The exchange classes stay Python
+#: classes (``mypyc_attr(native_class=False)``: subclasses pass ``**kw`` on to a
+#: keyword-only ``__init__`` and replace ``route`` per instance); their methods compile.
 COMPILED = [
     "amqplite/protocol/*.py",
     "amqplite/protocol/mqtt/*.py",
     "amqplite/protocol/stomp/*.py",
     "amqplite/broker/*.py",
+    "amqplite/broker/exchanges/*.py",
     "amqplite/server/interpreter.py",
 ]
 
 #: left to the interpreter inside those globs, and why
 INTERPRETED = {
-    # FieldTable and FieldArray subclass dict and list, which a native class cannot
-    "amqplite/protocol/codec.py",
-    # attrs classes subclassing a class mypyc would make native
+    # compiled, mypyc checks each attrs default against its field's type at import,
+    # and the FieldTable fields' default is an attrs.Factory; its codecs are generated
+    # Python (exec) either way, and basic.publish is decoded once per distinct frame
     "amqplite/protocol/methods.py",
     # an attrs field(factory=list) fails mypyc's type check at import
     "amqplite/broker/auth.py",
-    "amqplite/broker/effects.py",
     # mypyc cannot build its slotted frozen dataclass (KeyError 'object' at import);
     # selectors are parsed once per binding, not per message
     "amqplite/broker/selector.py",

@@ -11,21 +11,23 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from amqplite.broker.model import Message
 from amqplite.config import LOG_LEVELS
 
 #: upper bounds of RabbitMQ's ``rabbitmq_message_size_bytes`` histogram (+Inf implied)
-MESSAGE_SIZE_BUCKETS = (100, 1000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000,
+MESSAGE_SIZE_BUCKETS: Final = (100, 1000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000,
                         100_000_000)
 
 #: Direct reply-to: the pseudo-queue RPC clients consume from and name as reply_to.
-REPLY_TO = "amq.rabbitmq.reply-to"
-REPLY_PREFIX = REPLY_TO + "."
+REPLY_TO: Final = "amq.rabbitmq.reply-to"
+REPLY_PREFIX: Final = REPLY_TO + "."
 
 #: enqueue() outcomes
-NOT_STORED, STORED, REJECTED = 0, 1, 2
+NOT_STORED: Final = 0
+STORED: Final = 1
+REJECTED: Final = 2
 
 
 class DeliveryLog:

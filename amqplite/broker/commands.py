@@ -6,6 +6,8 @@ the numbers; a channel.close names the method that failed with these.
 
 from __future__ import annotations
 
+from typing import Final
+
 from amqplite.protocol import methods as M
 
 
@@ -25,12 +27,12 @@ QUEUE_UNBIND = command_id(M.QueueUnbind)
 BASIC_QOS = command_id(M.BasicQos)
 BASIC_CONSUME = command_id(M.BasicConsume)
 BASIC_GET = command_id(M.BasicGet)
-BASIC_ACK = command_id(M.BasicAck)
+BASIC_ACK: Final = command_id(M.BasicAck)
 BASIC_REJECT = command_id(M.BasicReject)
 BASIC_RECOVER = command_id(M.BasicRecover)
 BASIC_NACK = command_id(M.BasicNack)
 CHANNEL_FLOW = command_id(M.ChannelFlow)
-BASIC_PUBLISH = command_id(M.BasicPublish)
+BASIC_PUBLISH: Final = command_id(M.BasicPublish)
 TX_SELECT = command_id(M.TxSelect)
 TX_COMMIT = command_id(M.TxCommit)
 TX_ROLLBACK = command_id(M.TxRollback)

@@ -9,9 +9,7 @@ command returns (``GetOk``, ``PublishResult``) are plain values too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-import attrs
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from amqplite.broker.model import ChannelState, Entry, Message, Session
@@ -19,93 +17,156 @@ if TYPE_CHECKING:
     from amqplite.broker.streamlog import Cursor, StreamEntry
 
 
-@attrs.define(slots=True)
-class Deliver:
+class _Record:
+    """Plain records with attrs' equality and repr, as native classes when compiled:
+    a Deliver per delivery is built and read by compiled code, which an attrs
+    class (its ``__init__`` generated Python) would slow down."""
+
+    __slots__ = ()
+    _FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS)
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self._FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value (as attrs)
+
+
+class Deliver(_Record):
     """Send basic.deliver to a consumer."""
 
-    channel: ChannelState
-    consumer_tag: str
-    delivery_tag: int
-    redelivered: bool
-    message: Message
-    #: replacement property bytes (x-delivery-count on redeliveries), else None
-    properties: bytes | None = None
+    __slots__ = ("channel", "consumer_tag", "delivery_tag", "message", "properties", "redelivered")
+    _FIELDS = ("channel", "consumer_tag", "delivery_tag", "redelivered", "message", "properties")
+
+    def __init__(
+        self,
+        channel: ChannelState,
+        consumer_tag: str,
+        delivery_tag: int,
+        redelivered: bool,
+        message: Message,
+        properties: bytes | None = None,
+    ) -> None:
+        self.channel = channel
+        self.consumer_tag = consumer_tag
+        self.delivery_tag = delivery_tag
+        self.redelivered = redelivered
+        self.message = message
+        #: replacement property bytes (x-delivery-count on redeliveries), else None
+        self.properties = properties
 
 
-@attrs.define(slots=True)
-class StreamDeliver:
+class StreamDeliver(_Record):
     """Send basic.deliver for stream entries read ahead, delivery tags ``first_tag``
     up, one per entry: a batch, so the shell writes them in one go from the stored
     records (``amqplite.protocol.streamrecord``)."""
 
-    channel: ChannelState
-    consumer_tag: str
-    first_tag: int
-    entries: list[StreamEntry]
+    __slots__ = ("channel", "consumer_tag", "entries", "first_tag")
+    _FIELDS = ("channel", "consumer_tag", "first_tag", "entries")
+
+    def __init__(
+        self,
+        channel: ChannelState,
+        consumer_tag: str,
+        first_tag: int,
+        entries: list[StreamEntry],
+    ) -> None:
+        self.channel = channel
+        self.consumer_tag = consumer_tag
+        self.first_tag = first_tag
+        self.entries = entries
 
 
-@attrs.define(slots=True)
-class Return:
+class Return(_Record):
     """Send basic.return for an unroutable mandatory message."""
 
-    channel: ChannelState
-    reply_code: int
-    reply_text: str
-    message: Message
+    __slots__ = ("channel", "message", "reply_code", "reply_text")
+    _FIELDS = ("channel", "reply_code", "reply_text", "message")
+
+    def __init__(
+        self,
+        channel: ChannelState,
+        reply_code: int,
+        reply_text: str,
+        message: Message,
+    ) -> None:
+        self.channel = channel
+        self.reply_code = reply_code
+        self.reply_text = reply_text
+        self.message = message
 
 
-@attrs.define(slots=True)
-class CancelNotify:
+class CancelNotify(_Record):
     """Send a server-initiated basic.cancel (the consumed queue went away)."""
 
-    channel: ChannelState
-    consumer_tag: str
+    __slots__ = ("channel", "consumer_tag")
+    _FIELDS = ("channel", "consumer_tag")
+
+    def __init__(self, channel: ChannelState, consumer_tag: str) -> None:
+        self.channel = channel
+        self.consumer_tag = consumer_tag
 
 
-@attrs.define(slots=True)
-class CloseConnection:
+class CloseConnection(_Record):
     """Close a client's connection (vhost or user deleted): connection.close, then
     the close handshake. The broker has already closed the session."""
 
-    session: Session
-    reply_code: int
-    reply_text: str
+    __slots__ = ("reply_code", "reply_text", "session")
+    _FIELDS = ("session", "reply_code", "reply_text")
+
+    def __init__(self, session: Session, reply_code: int, reply_text: str) -> None:
+        self.session = session
+        self.reply_code = reply_code
+        self.reply_text = reply_text
 
 
-@attrs.define(slots=True)
-class PageIn:
+class PageIn(_Record):
     """Load these paged-out bodies from the store, then call ``Broker.paged_in``."""
 
-    queue: Queue
-    entries: list[Entry]
+    __slots__ = ("entries", "queue")
+    _FIELDS = ("queue", "entries")
+
+    def __init__(self, queue: Queue, entries: list[Entry]) -> None:
+        self.queue = queue
+        self.entries = entries
 
 
-@attrs.define(slots=True)
-class LoadEntries:
+class LoadEntries(_Record):
     """Read spilled entries of ``queue`` back (positions ``lo..hi``, at most ``limit``,
     in order), then call ``Broker.entries_loaded``."""
 
-    queue: Queue
-    lo: int
-    hi: int
-    limit: int
+    __slots__ = ("hi", "limit", "lo", "queue")
+    _FIELDS = ("queue", "lo", "hi", "limit")
+
+    def __init__(self, queue: Queue, lo: int, hi: int, limit: int) -> None:
+        self.queue = queue
+        self.lo = lo
+        self.hi = hi
+        self.limit = limit
 
 
-@attrs.define(slots=True)
-class ReadStream:
+class ReadStream(_Record):
     """Read a stream's entries at offsets ``lo..`` (at most ``limit``) for one
     cursor, once every earlier submission has committed, then call
     ``Broker.stream_loaded``; ``hi`` is the last offset assigned when it was asked."""
 
-    queue: Queue
-    cursor: Cursor
-    lo: int
-    hi: int
-    limit: int
+    __slots__ = ("cursor", "hi", "limit", "lo", "queue")
+    _FIELDS = ("queue", "cursor", "lo", "hi", "limit")
+
+    def __init__(self, queue: Queue, cursor: Cursor, lo: int, hi: int, limit: int) -> None:
+        self.queue = queue
+        self.cursor = cursor
+        self.lo = lo
+        self.hi = hi
+        self.limit = limit
 
 
-@attrs.define(slots=True)
-class Confirm:
+class Confirm(_Record):
     """Send basic.ack (or basic.nack when ``nack``) for publish seq ``upto``.
 
     ``multiple`` covers every unconfirmed seq up to ``upto``. With
@@ -113,17 +174,28 @@ class Confirm:
     publishes has committed, and sends a nack instead if that commit failed.
     """
 
-    channel: ChannelState
-    upto: int
-    multiple: bool
-    nack: bool
-    after_commit: bool
-    #: how many publishes it settles (the confirmed-messages counter)
-    covered: int = 1
+    __slots__ = ("after_commit", "channel", "covered", "multiple", "nack", "upto")
+    _FIELDS = ("channel", "upto", "multiple", "nack", "after_commit", "covered")
+
+    def __init__(
+        self,
+        channel: ChannelState,
+        upto: int,
+        multiple: bool,
+        nack: bool,
+        after_commit: bool,
+        covered: int = 1,
+    ) -> None:
+        self.channel = channel
+        self.upto = upto
+        self.multiple = multiple
+        self.nack = nack
+        self.after_commit = after_commit
+        #: how many publishes it settles (the confirmed-messages counter)
+        self.covered = covered
 
 
-@attrs.define(slots=True)
-class Outcome:
+class Outcome(_Record):
     """One batch of commands, as the shell must carry it out.
 
     ``effects`` in order (a publish's Return precedes its Confirm), then
@@ -132,25 +204,45 @@ class Outcome:
     rows, which nothing waits for (the shell may hold them back a while).
     """
 
-    effects: list[Any]
-    store_ops: list[Any]
-    evictable: list[tuple[Queue, Entry]]
-    log: list[tuple[Any, ...]] = attrs.field(factory=list)
+    __slots__ = ("effects", "evictable", "log", "store_ops")
+    _FIELDS = ("effects", "store_ops", "evictable", "log")
+
+    def __init__(
+        self,
+        effects: list[Any],
+        store_ops: list[Any],
+        evictable: list[tuple[Queue, Entry]],
+        log: list[tuple[Any, ...]] | None = None,
+    ) -> None:
+        self.effects = effects
+        self.store_ops = store_ops
+        self.evictable = evictable
+        self.log: list[tuple[Any, ...]] = [] if log is None else log
 
     def __bool__(self) -> bool:
         return bool(self.effects or self.store_ops or self.evictable or self.log)
 
 
-@attrs.define(slots=True)
-class GetOk:
+class GetOk(_Record):
     """basic.get's answer when the queue had a message."""
 
-    delivery_tag: int
-    redelivered: bool
-    message: Message
-    message_count: int
-    #: replacement property bytes (x-delivery-count), else None
-    properties: bytes | None
+    __slots__ = ("delivery_tag", "message", "message_count", "properties", "redelivered")
+    _FIELDS = ("delivery_tag", "redelivered", "message", "message_count", "properties")
+
+    def __init__(
+        self,
+        delivery_tag: int,
+        redelivered: bool,
+        message: Message,
+        message_count: int,
+        properties: bytes | None,
+    ) -> None:
+        self.delivery_tag = delivery_tag
+        self.redelivered = redelivered
+        self.message = message
+        self.message_count = message_count
+        #: replacement property bytes (x-delivery-count), else None
+        self.properties = properties
 
 
 class NeedPageIn:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from amqplite.broker import errors as E
 from amqplite.broker import persist as P
@@ -42,14 +43,14 @@ from amqplite.protocol.properties import (
 )
 
 #: the results of a publish to one queue, shared: nobody changes a result
-_ROUTED = PublishResult(True, False)
-_ROUTED_STORED = PublishResult(True, True)
-_ROUTED_REJECTED = PublishResult(True, False, True)
+_ROUTED: Final = PublishResult(True, False)
+_ROUTED_STORED: Final = PublishResult(True, True)
+_ROUTED_REJECTED: Final = PublishResult(True, False, True)
 #: A queue with consumers and more ready messages than this after a publish is
 #: "backlogged": the publishing session is told (``Session.congested``) and the
 #: shell reads no more from it while the consumers drain the queue fast (credit
 #: flow, as RabbitMQ's: accept only as fast as the queue hands messages on).
-FLOW_READY = 256
+FLOW_READY: Final = 256
 
 
 class Publisher:

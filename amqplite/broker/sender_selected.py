@@ -18,7 +18,7 @@ pay for a look: the hot path costs a flag test and a byte search.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from amqplite.broker.vhost import RouteResult
 from amqplite.protocol.codec import FieldTable
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from amqplite.broker.vhost import VHost
 
 ROUTING_HEADERS = ("CC", "BCC")
-HEADERS_FLAG = 0x20  # first flag octet: bit 13, headers
+HEADERS_FLAG: Final = 0x20  # first flag octet: bit 13, headers
 
 #: RabbitMQ's names of field types (rabbit_binary_parser), as its errors print them
 TYPE_NAMES = {

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+from mypy_extensions import mypyc_attr
 
 from amqplite.broker.exchanges import EXCHANGE_TYPES, Binding, DirectExchange, Exchange
 from amqplite.broker.exchanges.base import Destination
@@ -35,11 +37,12 @@ class RouteResult:
 
 
 #: no retaining exchange passed: shared, so the common route allocates nothing for it
-NO_RETAINERS: tuple[Exchange, ...] = ()
+NO_RETAINERS: Final[tuple[Exchange, ...]] = ()
 #: reached nothing, passed no retaining exchange
-NO_ROUTE = RouteResult((), NO_RETAINERS)
+NO_ROUTE: Final = RouteResult((), NO_RETAINERS)
 
 
+@mypyc_attr(native_class=False)  # as its base (exchanges/base.py)
 class DefaultExchange(DirectExchange):
     """The nameless exchange: every queue is bound to it by its own name."""
 

@@ -45,35 +45,16 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from amqplite.protocol.errors import FrameSyntaxError
 
 __all__ = [
-    "FieldArray",
-    "FieldTable",
-    "Timestamp",
-    "check_table",
-    "decode_array",
-    "decode_long",
-    "decode_longlong",
-    "decode_longstr",
-    "decode_octet",
-    "decode_short",
-    "decode_shortstr",
-    "decode_table",
-    "decode_value",
-    "encode_array",
-    "encode_bits",
-    "encode_long",
-    "encode_longlong",
-    "encode_longstr",
-    "encode_octet",
-    "encode_short",
-    "encode_shortstr",
-    "encode_table",
-    "encode_value",
-    "infer_tag",
-    "to_plain",
-    "unpack_bits",
+    "FieldArray", "FieldTable", "Timestamp", "check_table", "decode_array", "decode_long",
+    "decode_longlong", "decode_longstr", "decode_octet", "decode_short", "decode_shortstr",
+    "decode_table", "decode_value", "encode_array", "encode_bits", "encode_long",
+    "encode_longlong", "encode_longstr", "encode_octet", "encode_short", "encode_shortstr",
+    "encode_table", "encode_value", "infer_tag", "to_plain", "unpack_bits",
 ]
 
 _b = struct.Struct(">b")
@@ -111,6 +92,7 @@ VALID_TAGS = frozenset("tbBsuIilLfdDSxATFV")
 MAX_NESTING = 64
 
 
+@mypyc_attr(native_class=False)  # a native class cannot subclass it
 class Timestamp(int):
     """AMQP timestamp: whole seconds since the epoch (uint64), kept as an int."""
 
@@ -132,6 +114,7 @@ class Timestamp(int):
         return f"Timestamp({int(self)})"
 
 
+@mypyc_attr(native_class=False)  # a native class cannot subclass it
 class FieldTable(dict):  # type: ignore[type-arg]
     """A ``dict`` that remembers each value's AMQP type tag (see module doc)."""
 
@@ -172,7 +155,8 @@ class FieldTable(dict):  # type: ignore[type-arg]
         new._tags = dict(self._tags)
         return new
 
-    __copy__ = copy
+    def __copy__(self) -> FieldTable:  # a method: compiled, the class body cannot alias one
+        return self.copy()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> FieldTable:
         new = FieldTable()
@@ -188,6 +172,7 @@ class FieldTable(dict):  # type: ignore[type-arg]
         return f"FieldTable({dict.__repr__(self)})"
 
 
+@mypyc_attr(native_class=False)  # a native class cannot subclass it
 class FieldArray(list):  # type: ignore[type-arg]
     """A ``list`` that remembers each element's AMQP type tag (see module doc)."""
 
@@ -227,7 +212,8 @@ class FieldArray(list):  # type: ignore[type-arg]
         new._tags = list(self._tags)
         return new
 
-    __copy__ = copy
+    def __copy__(self) -> FieldArray:  # a method: compiled, the class body cannot alias one
+        return self.copy()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> FieldArray:
         new = FieldArray()
@@ -443,8 +429,9 @@ def _decode_value(buf: Any, tag: int, off: int, stop: int, depth: int) -> tuple[
     if tag == 0x44:  # D
         if off + 5 > stop:
             raise FrameSyntaxError("truncated decimal")
-        scale, raw = _BI.unpack_from(buf, off)
-        return _decimal.Decimal(raw).scaleb(-scale), off + 5
+        # not ``raw``: compiled, that local is bytes (tag S above) and an int fails
+        scale, digits = _BI.unpack_from(buf, off)
+        return _decimal.Decimal(digits).scaleb(-scale), off + 5
     raise FrameSyntaxError(f"unknown field type tag {tag!r}")
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from amqplite.protocol import frames as _frames
 from amqplite.protocol.codec import FieldTable
@@ -97,7 +97,7 @@ _OPEN = ConnectionState.OPEN
 _CLOSING = ConnectionState.CLOSING
 _CLOSED = ConnectionState.CLOSED
 
-_TRANSITIONS = frozenset({ChannelClosed, ConnectionOpened, ConnectionClosing, ConnectionClosed})
+_TRANSITIONS: Final = frozenset({ChannelClosed, ConnectionOpened, ConnectionClosing, ConnectionClosed})
 _CLOSES = frozenset({ChannelClosed, ConnectionClosing, ConnectionClosed})
 
 

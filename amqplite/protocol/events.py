@@ -66,15 +66,34 @@ class MethodReceived:
     method: Method
 
 
-@mypyc_attr(native_class=False)
-@attrs.define(slots=True)
 class ContentReceived:
-    """A complete basic.publish: method, raw property bytes and the body."""
+    """A complete basic.publish: method, raw property bytes and the body.
 
-    channel: int
-    method: BasicPublish
-    properties_raw: bytes
-    body: bytes
+    A plain class, native when compiled (one per publish, built by the compiled
+    reader): attrs' generated ``__init__`` would run interpreted. Equality and
+    repr as the attrs events have them.
+    """
+
+    __slots__ = ("body", "channel", "method", "properties_raw")
+
+    def __init__(self, channel: int, method: BasicPublish, properties_raw: bytes,
+                 body: bytes) -> None:
+        self.channel = channel
+        self.method = method
+        self.properties_raw = properties_raw
+        self.body = body
+
+    def __repr__(self) -> str:
+        return (f"ContentReceived(channel={self.channel!r}, method={self.method!r}, "
+                f"properties_raw={self.properties_raw!r}, body={self.body!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ContentReceived:
+            return NotImplemented
+        return (self.channel == other.channel and self.method == other.method
+                and self.properties_raw == other.properties_raw and self.body == other.body)
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, as attrs makes it
 
 
 @mypyc_attr(native_class=False)

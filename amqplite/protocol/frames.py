@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from amqplite.protocol.spec import (
     BASIC,
@@ -36,16 +36,16 @@ __all__ = [
     "write_stream_deliveries",
 ]
 
-_FRAME_HEAD = struct.Struct(">BHI")
+_FRAME_HEAD: Final = struct.Struct(">BHI")
 # method frame head + class id + method id
-_METHOD_HEAD = struct.Struct(">BHIHH")
+_METHOD_HEAD: Final = struct.Struct(">BHIHH")
 # header frame: type, channel, size, class, weight, body size
-_HEADER_FRAME = struct.Struct(">BHIHHQ")
-_QB = struct.Struct(">QB")
-_HB = struct.Struct(">H")
+_HEADER_FRAME: Final = struct.Struct(">BHIHHQ")
+_QB: Final = struct.Struct(">QB")
+_HB: Final = struct.Struct(">H")
 
-HEARTBEAT_FRAME = bytes((FRAME_HEARTBEAT, 0, 0, 0, 0, 0, 0, 0xCE))
-_END = b"\xce"
+HEARTBEAT_FRAME: Final = bytes((FRAME_HEARTBEAT, 0, 0, 0, 0, 0, 0, 0xCE))
+_END: Final = b"\xce"
 
 
 def _b(value: str | bytes) -> bytes:
@@ -125,9 +125,9 @@ def encode_content(
 
 # (channel, consumer_tag, exchange, routing_key) -> the constant bytes of a
 # basic.deliver frame before and after its delivery-tag/redelivered octets.
-_DELIVER_CACHE: dict[tuple[int, str | bytes, str | bytes, str | bytes], tuple[bytes, bytes]] = {}
-_DELIVER_CACHE_MAX = 4096
-_QB_END = struct.Struct(">BBHI")  # frame-end of the header frame + body frame head
+_DELIVER_CACHE: Final[dict[tuple[int, str | bytes, str | bytes, str | bytes], tuple[bytes, bytes]]] = {}
+_DELIVER_CACHE_MAX: Final = 4096
+_QB_END: Final = struct.Struct(">BBHI")  # frame-end of the header frame + body frame head
 
 
 def _deliver_parts(

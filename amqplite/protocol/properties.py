@@ -19,7 +19,7 @@ a stored message cannot fail.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Final
 
 import attrs
 from mypy_extensions import mypyc_attr
@@ -68,7 +68,7 @@ _PROPS: tuple[tuple[str, int, str], ...] = (
     ("cluster_id", 1 << 2, "s"),
 )
 PROPERTY_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _PROPS)
-_BIT = {name: bit for name, bit, _ in _PROPS}
+_BIT: Final = {name: bit for name, bit, _ in _PROPS}
 #: flag bits of the 14 properties (bit 1 is reserved, bit 0 the continuation flag)
 _DEFINED = sum(_BIT.values())
 #: How to walk a property list, filled on first use: defined flags -> the whole

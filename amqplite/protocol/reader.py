@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from typing import Any
+from typing import Any, Final
 
 from amqplite.protocol.errors import AMQPError, ChannelError, ConnectionError_, amqp_text, erl_binary
 from amqplite.protocol.events import ConnectionState, ContentReceived
@@ -32,25 +32,25 @@ __all__ = [
     "FrameReader",
 ]
 
-_FRAME_HEAD = struct.Struct(">BHI")
-_CONTENT_HEAD = struct.Struct(">HHQ")
-_PUBLISH_ID = b"\x00\x3c\x00\x28"
-_PUBLISH_CACHE_MAX = 1024
+_FRAME_HEAD: Final = struct.Struct(">BHI")
+_CONTENT_HEAD: Final = struct.Struct(">HHQ")
+_PUBLISH_ID: Final = b"\x00\x3c\x00\x28"
+_PUBLISH_CACHE_MAX: Final = 1024
 
-_OPEN = ConnectionState.OPEN
-_CLOSING = ConnectionState.CLOSING
-_CLOSED = ConnectionState.CLOSED
+_OPEN: Final = ConnectionState.OPEN
+_CLOSING: Final = ConnectionState.CLOSING
+_CLOSED: Final = ConnectionState.CLOSED
 
 #: A connection error whose text is RabbitMQ's ``"CODE - detail"``.
-_hard = ConnectionError_.make
+_hard: Final = ConnectionError_.make
 
 # Channel states: ServerConnection moves them; the reader only drops content
 # frames for channels that are no longer open.
-CH_OPEN = 0
-CH_CLIENT_CLOSED = 1  # client sent channel.close; gone once ChannelClosed is handed out
-CH_CLOSING = 2  # we sent channel.close, waiting for close-ok
-CH_CLOSE_RECEIVED = 3  # closing, and the client's own channel.close crossed ours
-CH_SENDABLE = CH_CLIENT_CLOSED  # states <= this still accept the server's replies
+CH_OPEN: Final = 0
+CH_CLIENT_CLOSED: Final = 1  # client sent channel.close; gone once ChannelClosed is handed out
+CH_CLOSING: Final = 2  # we sent channel.close, waiting for close-ok
+CH_CLOSE_RECEIVED: Final = 3  # closing, and the client's own channel.close crossed ours
+CH_SENDABLE: Final = CH_CLIENT_CLOSED  # states <= this still accept the server's replies
 
 
 class Channel:
@@ -127,6 +127,20 @@ class FrameReader:
         fmax = self._in_frame_max
         max_size = min(self.max_message_size, MAX_MSG_SIZE)
         is_open = self._state is _OPEN
+        # struct's tuples are Any to mypy: typed ints here let the compiled loop do its
+        # arithmetic and comparisons natively instead of through Python objects
+        ftype: int
+        ch: int
+        size: int
+        class_id: int
+        weight: int
+        body_size: int
+        ht: int
+        hch: int
+        hsize: int
+        bt: int
+        bch: int
+        bsize: int
         while n - pos >= 7:
             ftype, ch, size = unpack(buf, pos)
             if fmax and size > fmax:

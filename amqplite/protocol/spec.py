@@ -7,29 +7,30 @@ in the codec or the connection state machine.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Final
 
-FRAME_METHOD = 1
-FRAME_HEADER = 2
-FRAME_BODY = 3
-FRAME_HEARTBEAT = 8
-FRAME_END = 0xCE
+FRAME_METHOD: Final = 1
+FRAME_HEADER: Final = 2
+FRAME_BODY: Final = 3
+FRAME_HEARTBEAT: Final = 8
+FRAME_END: Final = 0xCE
 
-PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+PROTOCOL_HEADER: Final = b"AMQP\x00\x00\x09\x01"
 
 #: The smallest frame_max a peer may negotiate; also the limit before tuning.
-FRAME_MIN_SIZE = 4096
+FRAME_MIN_SIZE: Final = 4096
 #: Frame header (type, channel, size) plus the frame-end octet.
-FRAME_OVERHEAD = 8
+FRAME_OVERHEAD: Final = 8
 #: RabbitMQ's hard ceiling on a content body (rabbit.hrl ?MAX_MSG_SIZE).
-MAX_MSG_SIZE = 536870912
+MAX_MSG_SIZE: Final = 536870912
 
-CONNECTION = 10
-CHANNEL = 20
-EXCHANGE = 40
-QUEUE = 50
-BASIC = 60
-CONFIRM = 85
-TX = 90
+CONNECTION: Final = 10
+CHANNEL: Final = 20
+EXCHANGE: Final = 40
+QUEUE: Final = 50
+BASIC: Final = 60
+CONFIRM: Final = 85
+TX: Final = 90
 
 
 class ReplyCode(IntEnum):

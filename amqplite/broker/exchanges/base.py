@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.broker.exchanges.selected import SELECTED, SELECTOR_ARG, compile_selector
 
@@ -54,6 +55,9 @@ def _freeze(v: Any) -> Any:
 PUBLISH_ON_REQUEST = "x-publish-on-request"
 
 
+# not a native class when compiled: subclasses pass ``**kw`` on to its keyword-only
+# ``__init__`` and replace ``route`` per instance; its methods compile all the same
+@mypyc_attr(native_class=False)
 class Exchange:
     """Base class: stores bindings; subclasses index them for ``route``.
 

@@ -7,10 +7,13 @@ partitions instead.
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from amqplite.broker.exchanges.base import Binding, Destination, Exchange, HeadersGetter
 from amqplite.broker.superstream import PARTITION_ORDER_ARG, hash_partition, is_hash_routing
 
 
+@mypyc_attr(native_class=False)  # as its base (exchanges/base.py)
 class DirectExchange(Exchange):
     type_name = "direct"
 
@@ -54,13 +57,16 @@ class DirectExchange(Exchange):
 
     def _partition_order(self) -> list[Destination]:
         """Bound destinations by ``x-stream-partition-order`` (then binding key)."""
-        def order(b: Binding) -> tuple[int, str]:
-            o = b.args_dict.get(PARTITION_ORDER_ARG)
-            ok = isinstance(o, int) and not isinstance(o, bool)
-            return (o if ok else 1 << 62, b.routing_key)  # type: ignore[return-value]
-
         out: list[Destination] = []
-        for b in sorted(self.bindings, key=order):
+        for b in sorted(self.bindings, key=_partition_key):
             if b.destination not in out:
                 out.append(b.destination)
         return out
+
+
+def _partition_key(b: Binding) -> tuple[int, str]:
+    """A module function, not a closure: mypyc cannot compile a nested function
+    in a method of a non-native class."""
+    o = b.args_dict.get(PARTITION_ORDER_ARG)
+    ok = isinstance(o, int) and not isinstance(o, bool)
+    return (o if ok else 1 << 62, b.routing_key)  # type: ignore[return-value]

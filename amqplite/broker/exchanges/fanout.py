@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from amqplite.broker.exchanges.base import Binding, Destination, Exchange, HeadersGetter
 
 
+@mypyc_attr(native_class=False)  # as its base (exchanges/base.py)
 class FanoutExchange(Exchange):
     type_name = "fanout"
 

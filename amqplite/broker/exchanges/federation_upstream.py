@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from amqplite.broker.exchanges.base import Destination, HeadersGetter
 from amqplite.broker.exchanges.fanout import FanoutExchange
 
@@ -53,6 +55,7 @@ def already_seen(name: str | None, vhost: str | None, hops: Any) -> bool:
                and _text(h.get("vhost")) == vhost for h in hops)
 
 
+@mypyc_attr(native_class=False)  # as its base (exchanges/base.py)
 class FederationUpstreamExchange(FanoutExchange):
     type_name = "x-federation-upstream"
 

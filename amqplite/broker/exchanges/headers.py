@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from amqplite.broker.exchanges.base import Binding, Destination, Exchange, HeadersGetter
 from amqplite.broker.exchanges.selected import SELECTED, SELECTOR_ARG
 
@@ -45,6 +47,7 @@ def _eq(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+@mypyc_attr(native_class=False)  # as its base (exchanges/base.py)
 class HeadersExchange(Exchange):
     type_name = "headers"
 

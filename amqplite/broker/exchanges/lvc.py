@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from amqplite.broker.exchanges.base import PUBLISH_ON_REQUEST, Binding, Destination, HeadersGetter
 from amqplite.broker.exchanges.direct import DirectExchange
 from amqplite.broker.exchanges.retaining import (
@@ -34,6 +36,7 @@ def on_request(binding: Binding) -> bool:
     return binding.args_dict.get(PUBLISH_ON_REQUEST) is True
 
 
+@mypyc_attr(native_class=False)  # as its base (exchanges/base.py)
 class LvcExchange(DirectExchange):
     type_name = "x-lvc"
     retains = True

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from amqplite.broker.exchanges.base import Binding
 from amqplite.broker.exchanges.fanout import FanoutExchange
 from amqplite.broker.exchanges.retaining import (
@@ -29,6 +31,7 @@ DEFAULT_LENGTH = 20
 NO_STORE = "x-recent-history-no-store"
 
 
+@mypyc_attr(native_class=False)  # as its base (exchanges/base.py)
 class RecentHistoryExchange(FanoutExchange):
     type_name = "x-recent-history"
     retains = True

@@ -7,6 +7,8 @@ walks the trie once per publish instead of testing every binding.
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from amqplite.broker.exchanges.base import Binding, Destination, Exchange, HeadersGetter
 
 
@@ -23,6 +25,7 @@ class _Node:
         self.dests: dict[Destination, int] = {}
 
 
+@mypyc_attr(native_class=False)  # as its base (exchanges/base.py)
 class TopicExchange(Exchange):
     type_name = "topic"
 

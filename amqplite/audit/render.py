@@ -386,9 +386,11 @@ def render_html(report: dict[str, Any], meta: dict[str, str] | None = None) -> s
     parts.append("<h2>Streams</h2>")
     parts.append(
         _table(
-            ["stream", "messages appended", "bytes", "consumers attached"],
+            ["stream", "messages appended", "bytes", "consumers attached",
+             "records fetched (Kafka)"],
             [
-                [queue_label(d["vhost"], d["queue"]), d["messages"], d["bytes"], d["attached"]]
+                [queue_label(d["vhost"], d["queue"]), d["messages"], d["bytes"], d["attached"],
+                 d.get("fetched", 0)]
                 for d in report.get("streams", [])
             ],
         )

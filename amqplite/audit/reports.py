@@ -46,8 +46,9 @@ EVENTS = (
 #: the link's source queue, often on another broker, so hops are reported per link
 #: and never enter a (message, queue) state: forwarding neither opens nor settles one
 HOP_EVENTS = HOP_KINDS
-#: stream queues' events: an entry appended, a consumer attached (at an offset)
-STREAM_EVENTS = ("appended", "attached")
+#: stream queues' events: an entry appended, a consumer attached (at an offset), a
+#: Kafka Fetch's read of a partition (its records in the reason, "records:N")
+STREAM_EVENTS = ("appended", "attached", "fetched")
 PAIR_EVENTS = tuple(e for e in EVENTS if e not in ("published", "returned"))
 OPEN_EVENTS = ("routed", "replayed", "delivered", "requeued", "retained")
 UNACKED_STATES = ("dead_lettered", "rejected", "expired", "purged", "in_flight", "stuck")
@@ -420,9 +421,11 @@ def compute(
         )
     pairs.unpersist()
 
-    # Per stream: entries appended (messages, body bytes) and consumers attached. A
-    # Kafka batch stored as it came is one row for its records (reason "records:N").
+    # Per stream: entries appended (messages, body bytes), consumers attached and
+    # records Kafka fetches read. A Kafka batch stored as it came is one row for its
+    # records (reason "records:N"), and so is a Fetch's read of one partition.
     appended = F.col("event") == "appended"
+    fetched = F.col("event") == "fetched"
     records = F.coalesce(F.regexp_extract(F.col("reason"), r"records:(\d+)", 1)
                          .try_cast("int"), F.lit(1))
     per_stream = (
@@ -433,6 +436,7 @@ def compute(
             F.sum(F.when(appended, records)).alias("messages"),
             F.sum(F.when(appended, F.col("size"))).alias("bytes"),
             F.sum((F.col("event") == "attached").cast("int")).alias("attached"),
+            F.sum(F.when(fetched, records)).alias("fetched"),
         )
         .orderBy("scope", "vhost", "queue")
         .collect()
@@ -440,7 +444,8 @@ def compute(
     for r in per_stream:
         reports[r.scope]["streams"].append(
             {"vhost": r.vhost, "queue": r.queue, "messages": int(r.messages or 0),
-             "bytes": int(r.bytes or 0), "attached": int(r.attached or 0)}
+             "bytes": int(r.bytes or 0), "attached": int(r.attached or 0),
+             "fetched": int(r.fetched or 0)}
         )
 
     for rep in reports.values():

@@ -363,18 +363,25 @@ def test_streams_report_volume_and_are_never_stuck(spark: Any, tmp_path: Path) -
         rows.append({**r[0], "event": "attached", "queue": "events", "message_id": None,
                      "message_key": None, "size": None, "consumer_tag": tag,
                      "reason": "offset:0 spec=first", "ts_us": T0})
+    # two Kafka fetches of the batch's partition: 3 records, then 2 of them again
+    for reason in ("offset:1-3 records:3 bytes:400", "offset:2-3 records:2 bytes:300"):
+        rows.append({**r[0], "event": "fetched", "queue": "audit-log", "message_id": None,
+                     "message_key": None, "size": None, "consumer_tag": "rdkafka",
+                     "reason": reason, "ts_us": T0 + MS})
     db.add(rows)
     res = run_audit(config_for(tmp_path), spark=spark, now_us=AS_OF)
     rep = json.loads((res.report_dir / "report.json").read_text())
     assert rep["streams"] == [
-        {"vhost": "/", "queue": "audit-log", "messages": 4, "bytes": 350, "attached": 0},
+        {"vhost": "/", "queue": "audit-log", "messages": 4, "bytes": 350, "attached": 0,
+         "fetched": 5},
         {"vhost": "/", "queue": "events", "messages": 7, "bytes": sum(1000 + i for i in range(7)),
-         "attached": 2},
+         "attached": 2, "fetched": 0},
     ]
     assert rep["stuck"]["count"] == 0 and rep["unacked"]["by_queue"] == []
     assert rep["latency"] == []
     html = (res.report_dir / "report.html").read_text()
     assert "<h2>Streams</h2>" in html and "audit-log" in html
+    assert "records fetched (Kafka)" in html
 
 
 def test_retained_deliveries_are_counted(spark: Any, tmp_path: Path) -> None:

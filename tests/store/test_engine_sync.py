@@ -10,12 +10,14 @@ from amqplite.store.engine import Store
 from amqplite.storeops import (
     AppendStream,
     AppendStreams,
+    DeleteEntry,
     DeleteStreamSegments,
     LogEvent,
     PutEntry,
     PutMessage,
     PutQueue,
     PutStreamSegment,
+    UpdateEntry,
 )
 
 
@@ -36,6 +38,40 @@ def test_stream_appends_alone_do_not_need_an_fsync() -> None:
                AppendStream(1, 1, 2, 5, 10, 1, b"r"), DeleteStreamSegments(1, 1, 0), _row(3)]
     assert not committer.needs_fsync([appends])
     assert committer.needs_fsync([appends, [PutEntry(1, 1, 1)]])
+
+
+def test_a_group_whose_inserts_and_acks_cancel_needs_no_fsync() -> None:
+    """A message delivered and acked before its insert committed is never written:
+    the publisher's confirm (a receipt) then waits for no fsync. Anything left over
+    (another queue's entry, an ack of an older row, metadata) still gets one."""
+    published = [PutMessage(7, "", "q", b"", b"x"), PutEntry(1, 3, 7)]
+    acked = [UpdateEntry(1, 3, 1, False), DeleteEntry(1, 3, 7), _row(7)]
+    assert not committer.needs_fsync([published, acked])
+    assert committer.needs_fsync([published])
+    assert committer.needs_fsync([published, acked, [DeleteEntry(1, 2, 6)]])
+    assert committer.needs_fsync([[*published, PutEntry(2, 1, 7)], acked])
+    assert committer.needs_fsync([published, [PutQueue(2, "/", "r")], acked])
+    assert committer.needs_fsync([[DeleteEntry(1, 3, 7)], published])
+
+
+def test_a_group_that_nets_to_nothing_commits_without_an_fsync(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'n.db'}")
+    store.create()
+    store.start()
+    try:
+        store.submit([PutQueue(1, "/", "q")])
+        store.flush(10)
+        assert _synchronous(store) == 2
+        store.submit([PutMessage(1, "", "q", b"", b"x"), PutEntry(1, 1, 1), DeleteEntry(1, 1, 1)])
+        store.flush(10)
+        assert _synchronous(store) == 1
+        store.submit([PutMessage(2, "", "q", b"", b"y"), PutEntry(1, 2, 2)])
+        store.flush(10)
+        assert _synchronous(store) == 2
+    finally:
+        store.close()
+    reopened = Store(f"sqlite:///{tmp_path / 'n.db'}")
+    assert [e.position for e in reopened.load().entries[1]] == [2]
 
 
 def _synchronous(store: Store) -> int:

@@ -233,6 +233,11 @@ class Persistence:
         self._waiters.append(fn)
 
     @property
+    def batch_waited_on(self) -> bool:
+        """Someone (a confirm, a receipt) waits for the batch being gathered."""
+        return bool(self._waiters)
+
+    @property
     def batch_has_ops(self) -> bool:
         return bool(self._ops or self._log.rows)
 

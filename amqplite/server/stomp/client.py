@@ -150,8 +150,9 @@ class StompClient(ConnectionShell):
           ``ACKING_S``): the batch waits up to ``SEND_HOLD_S`` for the ACKs of
           the messages just delivered. A read of ACKs hands a batch someone
           waits on over at once: a message delivered and acked before its
-          insert commits is never written, and a commit left with nothing
-          durable takes no fsync (``store.committer.needs_fsync``), so the
+          insert commits is never written (``Persistence.flush_settled``), and
+          a commit left with nothing durable takes no fsync
+          (``store.committer.needs_fsync``), or none is needed at all, so the
           RECEIPTs leave without waiting for the disk, as RabbitMQ's do when a
           consumer's ack overtakes the write (its message store confirms it
           "ignored"). A RECEIPT still leaves only after its commit.
@@ -165,8 +166,10 @@ class StompClient(ConnectionShell):
         gathered, self._gathered = self._gathered, False
         if self._settled_only:
             listener.acked_at = trio.current_time()
-            if listener.persistence.batch_waited_on:
-                listener.interpret()  # held SENDs wait: their ACKs came
+            persistence = listener.persistence
+            if persistence.batch_waited_on:  # held SENDs wait: their ACKs came
+                listener.interpret(flush=False)
+                persistence.flush_settled()
             else:
                 listener.interpret(flush=False)
                 listener.flush_soon()

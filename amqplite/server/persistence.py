@@ -26,7 +26,15 @@ from amqplite.server.counters import Counters
 from amqplite.store.base import StoreClosed
 from amqplite.store.logbatch import LogBuffer
 from amqplite.store.writer import ProcessStore, StoreWriterGone
-from amqplite.storeops import REPLAYABLE, DeleteVHost, PutQueue
+from amqplite.storeops import (
+    REPLAYABLE,
+    DeleteEntry,
+    DeleteVHost,
+    PutEntry,
+    PutMessage,
+    PutQueue,
+    UpdateEntry,
+)
 
 Waiter = Callable[[BaseException | None], None]
 
@@ -233,6 +241,11 @@ class Persistence:
         self._waiters.append(fn)
 
     @property
+    def batch_waited_on(self) -> bool:
+        """Someone (a confirm, a receipt) waits for the batch being gathered."""
+        return bool(self._waiters)
+
+    @property
     def batch_has_ops(self) -> bool:
         return bool(self._ops or self._log.rows)
 
@@ -275,6 +288,32 @@ class Persistence:
             return
         # a waiter (a confirm, a read-after-write) must not wait for a log linger
         self._hand_over(ops, waiters, n_ops, _PLAIN, urgent=bool(waiters))
+
+    def flush_settled(self) -> None:
+        """``flush`` after a read of acks, for a batch someone waits on (a receipt).
+
+        A message delivered and acked while its insert was still in this batch
+        has no durability left to owe: its insert, its ack and its message row
+        leave the batch (``settle_batch``), unwritten. If nothing else is left
+        and nothing is in flight, the waiters run now, with no commit at all
+        (the delivery-log rows stay deferred as usual); else the rest goes to
+        the writer, whose group commit then needs no fsync if it nets to
+        nothing (``store.committer.needs_fsync``).
+        """
+        if self._ops:
+            self._ops = settle_batch(self._ops)
+        if (not self._ops and self._waiters and self.inflight == 0 and not self.repairing
+                and self._log.rows < DEFER_MAX_OPS):
+            waiters, self._waiters = self._waiters, []
+            for w in waiters:
+                w(None)
+            if self._log.rows and self._deferred_at is None:
+                self._deferred_at = trio.current_time() + LOG_DEFER_S
+                self._output.set()
+            if self.on_commits is not None and not self._in_acks:
+                self.on_commits()
+            return
+        self.flush()
 
     def _hand_over(self, ops: list[Any], waiters: list[Waiter], n_ops: int, kind: int, *,
                    urgent: bool) -> None:
@@ -473,6 +512,39 @@ class Persistence:
     async def wait_idle(self) -> None:
         self.flush(force=True)
         await self._idle.wait()
+
+
+def settle_batch(ops: list[Any]) -> list[Any]:
+    """``ops`` without the entries inserted and deleted within it (a message delivered
+    and acked before its batch was handed over), their updates, and the message rows
+    none of whose entries is left. Cancels nothing across a metadata op (order)."""
+    puts: dict[tuple[int, int], int] = {}
+    drop: set[int] = set()
+    for i, op in enumerate(ops):
+        t = type(op)
+        if t is PutEntry:
+            puts[(op.queue_id, op.position)] = i
+        elif t is DeleteEntry:
+            j = puts.pop((op.queue_id, op.position), None)
+            if j is not None:
+                drop.add(j)
+                drop.add(i)
+        elif t is not PutMessage and t is not UpdateEntry and type(op) is not tuple:
+            puts.clear()
+    if not drop:
+        return ops
+    cancelled = {(ops[j].queue_id, ops[j].position) for j in drop if type(ops[j]) is PutEntry}
+    gone = {ops[j].message_id for j in drop if type(ops[j]) is PutEntry}
+    live = {op.message_id for i, op in enumerate(ops) if type(op) is PutEntry and i not in drop}
+    gone -= live
+    kept = []
+    for i, op in enumerate(ops):
+        t = type(op)
+        if i in drop or (t is PutMessage and op.message_id in gone) or (
+                t is UpdateEntry and (op.queue_id, op.position) in cancelled):
+            continue
+        kept.append(op)
+    return kept
 
 
 def _describe(ops: list[Any]) -> str:

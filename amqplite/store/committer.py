@@ -23,10 +23,14 @@ from sqlalchemy.exc import OperationalError
 from amqplite.storeops import (
     AppendStream,
     AppendStreams,
+    DeleteEntry,
     DeleteStreamSegments,
     EncodedLog,
     LogEvent,
+    PutEntry,
+    PutMessage,
     PutStreamSegment,
+    UpdateEntry,
 )
 
 from .apply import Applier, storable_logs
@@ -62,14 +66,40 @@ def needs_fsync(group: Sequence[Sequence[Any]]) -> bool:
     operating system"; docs/streams, Data Safety). Either way a process crash
     (kill -9) loses nothing committed: the OS has the pages, and a later
     fsynced commit carries them with it (one WAL, in order). Everything else
-    (messages, entries, acks, metadata) is fsynced before anyone hears of it.
+    (messages, entries, acks, metadata) is fsynced before anyone hears of it,
+    except what the group's own ops cancel: a message delivered and acked
+    before its insert committed is never written (``Applier``), so a group that
+    nets to nothing else (its publisher's confirm, a receipt waits on it) needs
+    no fsync, as RabbitMQ's message store confirms a write a remove overtook
+    ("ignored") without one. A later fsynced commit carries the group's WAL
+    frames (the message id mark) along.
     """
     relaxed = _RELAXED
+    #: (queue, position) -> message id of entries inserted in the group, not yet deleted
+    puts: dict[tuple[int, int], int] | None = None
+    #: messages inserted in the group, and those whose entries a delete cancelled
+    msgs: set[int] = set()
+    gone: set[int] = set()
     for ops in group:
         for op in ops:
-            if type(op) not in relaxed:
+            t = type(op)
+            if t in relaxed:
+                continue
+            if t is PutEntry:
+                if puts is None:
+                    puts = {}
+                puts[(op.queue_id, op.position)] = op.message_id
+            elif t is DeleteEntry:
+                if puts is None or puts.pop((op.queue_id, op.position), None) is None:
+                    return True  # an ack of a row an earlier group wrote
+                gone.add(op.message_id)
+            elif t is PutMessage:
+                msgs.add(op.message_id)
+            elif t is not UpdateEntry or puts is None or (op.queue_id, op.position) not in puts:
                 return True
-    return False
+    if puts:
+        return True
+    return not msgs <= gone
 
 
 #: a committing connection checkpoints itself only this far behind (pages of

@@ -10,12 +10,14 @@ from amqplite.store.engine import Store
 from amqplite.storeops import (
     AppendStream,
     AppendStreams,
+    DeleteEntry,
     DeleteStreamSegments,
     LogEvent,
     PutEntry,
     PutMessage,
     PutQueue,
     PutStreamSegment,
+    UpdateEntry,
 )
 
 
@@ -38,6 +40,45 @@ def test_stream_appends_alone_do_not_need_an_fsync() -> None:
     assert committer.needs_fsync([appends, [PutEntry(1, 1, 1)]])
 
 
+def test_a_group_whose_inserts_and_acks_cancel_needs_no_fsync() -> None:
+    """A message delivered and acked before its insert committed is never written:
+    the publisher's confirm (a receipt) then waits for no fsync. Anything left over
+    (another queue's entry, an ack of an older row, metadata) still gets one."""
+    published = [PutMessage(7, "", "q", b"", b"x"), PutEntry(1, 3, 7)]
+    acked = [UpdateEntry(1, 3, 1, False), DeleteEntry(1, 3, 7), _row(7)]
+    assert not committer.needs_fsync([published, acked])
+    assert committer.needs_fsync([published])
+    assert committer.needs_fsync([published, acked, [DeleteEntry(1, 2, 6)]])
+    assert committer.needs_fsync([[*published, PutEntry(2, 1, 7)], acked])
+    assert committer.needs_fsync([published, [PutQueue(2, "/", "r")], acked])
+    assert committer.needs_fsync([[DeleteEntry(1, 3, 7)], published])
+
+
+def _commit_each(db: Path, batches: list[list[object]]) -> tuple[list[int], list[int]]:
+    """Commit ``batches`` one by one: the writer's synchronous setting after each
+    (1 NORMAL, 2 FULL), and queue 1's entry positions once reopened."""
+    store = Store(f"sqlite:///{db}")
+    store.create()
+    store.start()
+    settings = []
+    try:
+        for ops in batches:
+            store.submit(ops)
+            store.flush(10)
+            settings.append(_synchronous(store))
+    finally:
+        store.close()
+    return settings, [e.position for e in Store(f"sqlite:///{db}").load().entries[1]]
+
+
+def test_a_group_that_nets_to_nothing_commits_without_an_fsync(tmp_path: Path) -> None:
+    assert _commit_each(tmp_path / "n.db", [
+        [PutQueue(1, "/", "q")],
+        [PutMessage(1, "", "q", b"", b"x"), PutEntry(1, 1, 1), DeleteEntry(1, 1, 1)],
+        [PutMessage(2, "", "q", b"", b"y"), PutEntry(1, 2, 2)],
+    ]) == ([2, 1, 2], [2])
+
+
 def _synchronous(store: Store) -> int:
     """The writer connection's own setting, as SQLite reports it (1 NORMAL, 2 FULL)."""
     assert store.committer._conn is not None
@@ -47,23 +88,11 @@ def _synchronous(store: Store) -> int:
 
 
 def test_the_writer_switches_between_normal_and_full(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 's.db'}")
-    store.create()
-    store.start()
-    try:
-        store.submit([_row(1)])
-        store.flush(10)
-        assert _synchronous(store) == 1
-        store.submit([PutQueue(1, "/", "q"), PutMessage(1, "", "q", b"", b"x"), PutEntry(1, 1, 1)])
-        store.flush(10)
-        assert _synchronous(store) == 2
-        store.submit([_row(2)])
-        store.flush(10)
-        assert _synchronous(store) == 1
-    finally:
-        store.close()
-    reopened = Store(f"sqlite:///{tmp_path / 's.db'}")
-    assert [e.position for e in reopened.load().entries[1]] == [1]
+    assert _commit_each(tmp_path / "s.db", [
+        [_row(1)],
+        [PutQueue(1, "/", "q"), PutMessage(1, "", "q", b"", b"x"), PutEntry(1, 1, 1)],
+        [_row(2)],
+    ]) == ([1, 2, 1], [1])
 
 
 def test_durability_os_is_left_alone(tmp_path: Path) -> None:

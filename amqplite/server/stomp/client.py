@@ -41,6 +41,11 @@ ACK_LINGER_S = 0.005
 #: how long a windowed publisher's SENDs wait for the rest of its window
 #: before an idle store commits them (``StompClient._interpret``)
 SEND_LINGER_S = 0.001
+#: how long receipted SENDs wait for their subscribers' ACKs before the store
+#: commits them anyway (``StompClient._interpret``), while subscribers ack
+SEND_HOLD_S = 0.004
+#: "while subscribers ack": a read of ACK/NACKs came this recently
+ACKING_S = 0.1
 
 
 class StompClient(ConnectionShell):
@@ -69,6 +74,8 @@ class StompClient(ConnectionShell):
         self._poller: select.poll | None = None
         #: the last read's batch was kept open to gather (the next one flushes)
         self._gathered = False
+        #: the last read's receipted SENDs wait for their subscribers' ACKs
+        self._hold = False
 
     @property
     def session(self) -> Session | None:
@@ -118,9 +125,12 @@ class StompClient(ConnectionShell):
             if self._finishing:
                 return
         self._settled_only = settled_only
+        listener = self.listener
+        self._hold = (receipted and self.rules is not None and not self.rules.held
+                      and trio.current_time() - listener.acked_at < ACKING_S)
         self._gather = (receipted and self._fd >= 0 and self.rules is not None
                         and self.rules.last_released > 1
-                        and self.listener.persistence.inflight == 0)
+                        and listener.persistence.inflight == 0)
         if self.rules is not None and self.rules.held:
             await self.listener.committed()  # a RECEIPT means it is stored
             self.rules.release_held()
@@ -136,6 +146,16 @@ class StompClient(ConnectionShell):
           arriving just after would wait out (a whole fsync more per window of
           receipts). Nobody hears of an ack's commit, and the listener hands the
           batch over within ``ACK_LINGER_S`` anyway.
+        - receipted SENDs while subscribers ack (an ACK read came within
+          ``ACKING_S``): the batch waits up to ``SEND_HOLD_S`` for the ACKs of
+          the messages just delivered. A read of ACKs hands a batch someone
+          waits on over at once: a message delivered and acked before its
+          insert commits is never written (``Persistence.flush_settled``), and
+          a commit left with nothing durable takes no fsync
+          (``store.committer.needs_fsync``), or none is needed at all, so the
+          RECEIPTs leave without waiting for the disk, as RabbitMQ's do when a
+          consumer's ack overtakes the write (its message store confirms it
+          "ignored"). A RECEIPT still leaves only after its commit.
         - receipted SENDs of a windowed publisher, while the store is idle and
           more of its bytes already wait in the socket (a client writing frame
           by frame): the next read, which then always flushes, takes them along
@@ -145,8 +165,17 @@ class StompClient(ConnectionShell):
         listener = self.listener
         gathered, self._gathered = self._gathered, False
         if self._settled_only:
+            listener.acked_at = trio.current_time()
+            persistence = listener.persistence
+            if persistence.batch_waited_on:  # held SENDs wait: their ACKs came
+                listener.interpret(flush=False)
+                persistence.flush_settled()
+            else:
+                listener.interpret(flush=False)
+                listener.flush_soon()
+        elif self._hold:
             listener.interpret(flush=False)
-            listener.flush_soon()
+            listener.flush_soon(SEND_HOLD_S)
         elif self._gather and not gathered and self._readable():
             # once: a client streaming its window must not keep an idle store waiting
             self._gathered = True

@@ -60,6 +60,9 @@ class StompListener:
         self._tls: ssl.SSLContext | None = None
         #: when ``_flusher`` hands the open store batch over (None: not asked)
         self._flush_at: float | None = None
+        #: when a client last sent a read of ACK/NACKs only (trio time; see
+        #: ``StompClient._interpret``)
+        self.acked_at = -math.inf
         self._flush_wake = trio.Event()
 
     @property

@@ -81,7 +81,8 @@ def test_a_read_that_stops_inside_a_batch_goes_on_there(tmp_path: Path) -> None:
     chunks = shell.store.fetch_stream(q.id, 0, 100)
     st = StreamLog()
     st.restore([(1, 0, 8, 0, 0, 100)])
-    cur = Cursor(Consumer.__new__(Consumer), 0)
+    ch = b.open_channel(b.open_session("guest", "/"), 1)
+    cur = Cursor(Consumer("reader", ch, q, True, False, 0), 0)
     got: list[int] = []
     chunk = [(f, n, d, 0) for f, n, d in chunks]
     while Streams._take_entries(st, cur, chunk, 3):

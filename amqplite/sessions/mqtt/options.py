@@ -30,7 +30,7 @@ from amqplite.protocol.mqtt.subscriptions import (
     options_of,
 )
 from amqplite.protocol.mqtt.topics import binding_key_to_filter, filter_to_binding_key
-from amqplite.sessions.mqtt.common import QOS0_CH, queue_name
+from amqplite.sessions.mqtt.common import QOS0_CH
 
 if TYPE_CHECKING:
     from amqplite.sessions.mqtt.subscriptions import Subscriptions
@@ -86,7 +86,7 @@ def delivering_queue(subs: Subscriptions, ch: ChannelState, consumer_tag: str) -
     shared = subs.shared_tags.get(consumer_tag)
     if shared is not None:
         return shared
-    return queue_name(subs.client_id, 0 if ch.number == QOS0_CH else 1)
+    return subs.own_queues[0 if ch.number == QOS0_CH else 1]
 
 
 def admit(subs: Subscriptions, ch: ChannelState, consumer_tag: str, props: bytes,

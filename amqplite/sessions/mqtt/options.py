@@ -19,7 +19,7 @@ import attrs
 from amqplite.broker.exchanges import Binding
 from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.model import ChannelState
-from amqplite.protocol.mqtt.mapping import mqtt_properties, publisher_of
+from amqplite.protocol.mqtt.mapping import mqtt_properties
 from amqplite.protocol.mqtt.packets import MQTT_5
 from amqplite.protocol.mqtt.properties import EMPTY, Properties
 from amqplite.protocol.mqtt.subscriptions import (
@@ -92,10 +92,8 @@ def delivering_queue(subs: Subscriptions, ch: ChannelState, consumer_tag: str) -
 def admit(subs: Subscriptions, ch: ChannelState, consumer_tag: str, props: bytes,
           topic: str) -> Admission:
     """Does this delivery go to the client, and with which identifiers?"""
-    queue = delivering_queue(subs, ch, consumer_tag)
-    table = subs.table
-    own = table.wants_publisher(queue) and publisher_of(props) == subs.client_id
-    return table.admit(queue, topic, own)
+    return subs.table.admit_delivery(delivering_queue(subs, ch, consumer_tag), topic, props,
+                                     subs.client_id)
 
 
 def outbound(props: bytes, verdict: Admission, now: float) -> tuple[Properties, bool]:

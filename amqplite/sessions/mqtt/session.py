@@ -472,7 +472,7 @@ class MQTTSession:
         topic = enc.topic_of(message)
         subs = self.subs
         props = bytes(props)
-        verdict = None if subs is None else subs.admit(ch, consumer_tag, props, topic)
+        verdict = None if subs is None else options.admit(subs, ch, consumer_tag, props, topic)
         if verdict is None or not verdict.deliver:
             # no-local, or [MQTT-4.7.2-1] a $ topic through a leading wildcard: acked
             if ch.number == QOS1_CH:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from amqplite.protocol.mqtt import packets as pk
+from amqplite.protocol.mqtt.decoder import decode_all
 from amqplite.protocol.mqtt.errors import ReasonCode
 from amqplite.protocol.mqtt.packets import MQTT_5, MQTT_311
 from amqplite.sessions.mqtt.common import queue_name
@@ -399,3 +400,40 @@ def test_shared_subscription_members_take_turns() -> None:
     a.close()  # a clean member leaves its group
     assert node.registry.groups.queues_of("/", "a") == []
     assert len(node.registry.groups.queues_of("/", "b")) == 1
+
+
+def test_a_qos0_fan_out_shares_one_encoding_where_the_packets_are_the_same() -> None:
+    node = Node()
+    plain = [node.connect(f"v4-{i}", version=MQTT_311)[0] for i in range(2)]
+    v5 = [node.connect(f"v5-{i}")[0] for i in range(2)]
+    alias, _ = node.connect("alias", topic_alias_maximum=4)
+    ident, _ = node.connect("ident")
+    small, _ = node.connect("small", maximum_packet_size=20)
+    q1, _ = node.connect("q1", version=MQTT_311)  # a QoS 0 message on its qos1 queue
+    for c in (*plain, *v5, alias, small):
+        subscribe(c, pk.Subscription("f/t", 0))
+    ident.send(pk.Subscribe(1, (pk.Subscription("f/#", 0),),
+                            pk.Properties(subscription_identifiers=(3,))))
+    ident.received()
+    subscribe(q1, pk.Subscription("f/t", 1))
+    pub, _ = node.connect("pub")
+    for body in (b"one", b"two-is-longer-than-20"):
+        pub.send(pk.Publish("f/t", body, qos=0))
+        raw = [c.proto.data_to_send() for c in plain]
+        assert raw[0] == raw[1] and raw[0]  # 3.1.1: the same bytes, encoded once
+        assert [(p.topic, p.payload, p.qos, p.retain) for p in decode_all(raw[0], MQTT_311)
+                if isinstance(p, pk.Publish)] == [("f/t", body, 0, False)]
+        assert [(p.topic, p.payload, p.properties) for c in v5 for p in publishes(c)] == [
+            ("f/t", body, pk.Properties())] * 2
+        (got,) = publishes(ident)
+        assert (got.payload, got.properties.subscription_identifiers) == (body, (3,))
+        (got,) = publishes(alias)  # its own topic alias: not the shared packet
+        assert got.properties.topic_alias == 1 and got.topic == ("f/t" if body == b"one" else "")
+        assert [p.payload for p in publishes(small)] == ([body] if body == b"one" else [])
+        assert [(p.payload, p.qos) for p in publishes(q1)] == [(body, 0)]
+    q1_queue = node.broker.vhosts["/"].queues[queue_name("q1", 1)]
+    assert q1_queue.unacked == 0  # no PUBACK comes for QoS 0: acked by the session
+    big = bytes(70_000)  # over SHARED_BODY_MAX: encoded per subscriber, not kept
+    pub.send(pk.Publish("f/t", big, qos=0))
+    assert [p.payload for p in publishes(plain[0])] == [big]
+    assert node.registry.shared.message is None

@@ -642,6 +642,22 @@ class MQTTConnection:
         """Inbound QoS 2 packet ids acknowledged with PUBREC and not yet released."""
         return frozenset(pid for pid, sent in self._in_qos2.items() if sent)
 
+    def shares_publish(self) -> bool:
+        """May a QoS 0 PUBLISH encoded once for every subscriber (``encode_publish``
+        at this ``version``, no properties) be sent here as it is? Not when MQTT 5
+        topic aliases rewrite the topic per connection."""
+        return self.version < MQTT_5 or not self.client_topic_alias_maximum
+
+    def send_encoded(self, data: bytes) -> bool:
+        """Queue a QoS 0 PUBLISH encoded for several connections (``shares_publish``);
+        False when it is larger than the client's Maximum Packet Size
+        ([MQTT-3.1.2-25]: discarded, as ``send_publish`` discards it)."""
+        limit = self.client_max_packet_size
+        if limit is not None and len(data) > limit:
+            return False
+        self._out += data
+        return True
+
     def resume(self, inflight: Iterable[InFlight], awaiting_pubrel: Iterable[int] = ()) -> None:
         """Restore a session after ``accept(session_present=True)``: resend unacknowledged
         PUBLISH with DUP set and PUBREL for released ones, in order ([MQTT-4.4.0-1])."""

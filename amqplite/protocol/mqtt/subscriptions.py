@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 from mypy_extensions import mypyc_attr
 
+from amqplite.protocol.mqtt.mapping import publisher_of
 from amqplite.protocol.mqtt.topics import matches
 
 #: binding arguments of a subscription: its QoS where the queue does not say it (2 on
@@ -221,6 +222,15 @@ class SubscriptionTable:
         """Does a delivery from ``queue`` need its publisher (a no-local subscription)?"""
         q = self._queues.get(queue)
         return q is not None and q.no_local
+
+    def admit_delivery(self, queue: str, topic: str, props: bytes, client_id: str) -> Admission:
+        """:meth:`admit` of a delivery from ``queue`` to the session ``client_id``,
+        reading the publisher from the message's AMQP ``props`` only for a no-local
+        subscription; the common case (plain options) returns at the first test."""
+        q = self._queues.get(queue)
+        if q is None or (not q.special and not topic.startswith("$")):
+            return ADMIT
+        return self.admit(queue, topic, q.no_local and publisher_of(props) == client_id)
 
     def admit(self, queue: str, topic: str, own: bool = False) -> Admission:
         """Does a message on ``topic`` from ``queue`` go to the client, and with which

@@ -19,7 +19,7 @@ import attrs
 from amqplite.broker.exchanges import Binding
 from amqplite.broker.exchanges.base import freeze_args
 from amqplite.broker.model import ChannelState
-from amqplite.protocol.mqtt.mapping import mqtt_properties, publisher_of
+from amqplite.protocol.mqtt.mapping import mqtt_properties
 from amqplite.protocol.mqtt.packets import MQTT_5
 from amqplite.protocol.mqtt.properties import EMPTY, Properties
 from amqplite.protocol.mqtt.subscriptions import (
@@ -30,7 +30,7 @@ from amqplite.protocol.mqtt.subscriptions import (
     options_of,
 )
 from amqplite.protocol.mqtt.topics import binding_key_to_filter, filter_to_binding_key
-from amqplite.sessions.mqtt.common import QOS0_CH, queue_name
+from amqplite.sessions.mqtt.common import QOS0_CH
 
 if TYPE_CHECKING:
     from amqplite.sessions.mqtt.subscriptions import Subscriptions
@@ -86,16 +86,14 @@ def delivering_queue(subs: Subscriptions, ch: ChannelState, consumer_tag: str) -
     shared = subs.shared_tags.get(consumer_tag)
     if shared is not None:
         return shared
-    return queue_name(subs.client_id, 0 if ch.number == QOS0_CH else 1)
+    return subs.own_queues[0 if ch.number == QOS0_CH else 1]
 
 
 def admit(subs: Subscriptions, ch: ChannelState, consumer_tag: str, props: bytes,
           topic: str) -> Admission:
     """Does this delivery go to the client, and with which identifiers?"""
-    queue = delivering_queue(subs, ch, consumer_tag)
-    table = subs.table
-    own = table.wants_publisher(queue) and publisher_of(props) == subs.client_id
-    return table.admit(queue, topic, own)
+    return subs.table.admit_delivery(delivering_queue(subs, ch, consumer_tag), topic, props,
+                                     subs.client_id)
 
 
 def outbound(props: bytes, verdict: Admission, now: float) -> tuple[Properties, bool]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from amqplite.broker import mqtt_retained
 from amqplite.broker.core import Broker
 from amqplite.sessions.mqtt.accounting import MQTTStats
-from amqplite.sessions.mqtt.common import Key, Timers, queue_name
+from amqplite.sessions.mqtt.common import Key, SharedPublish, Timers, queue_name
 from amqplite.sessions.mqtt.inflight import PacketIds
 from amqplite.sessions.mqtt.shared import SharedGroups
 from amqplite.sessions.mqtt.wills import Wills
@@ -60,6 +60,8 @@ class SessionRegistry:
         #: vhosts whose retained quota refused a 3.1.1 publish (logged once each)
         self.quota_logged: set[str] = set()
         self.stats = MQTTStats()
+        #: the last delivered message's topic and QoS 0 PUBLISH, for its next subscriber
+        self.shared = SharedPublish()
         #: the expiry countdowns, once the shell runs them
         self.timers: Timers | None = None
         #: the ``$SYS`` tree's current values, when the shell runs it (server/mqtt/systree.py)

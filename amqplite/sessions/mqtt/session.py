@@ -40,7 +40,7 @@ from amqplite.protocol.mqtt.events import ConnectReceived
 from amqplite.protocol.mqtt.mapping import amqp_properties, message_qos
 from amqplite.protocol.mqtt.packets import MQTT_5, Publish, Will
 from amqplite.protocol.mqtt.properties import EMPTY, Properties
-from amqplite.protocol.mqtt.topics import routing_key_to_topic, topic_to_routing_key
+from amqplite.protocol.mqtt.topics import topic_to_routing_key
 from amqplite.protocol.properties import delivery_mode_of
 from amqplite.sessions.mqtt.accounting import label, log_protocol
 from amqplite.sessions.mqtt.common import (
@@ -468,10 +468,11 @@ class MQTTSession:
             return  # unacked: back to the queue when the session closes
         props = properties or message.properties_raw
         qos = 1 if ch.number == QOS1_CH and delivery_mode_of(props) == 2 else 0
-        topic = routing_key_to_topic(message.routing_key)
+        enc = self.registry.shared
+        topic = enc.topic_of(message)
         subs = self.subs
         props = bytes(props)
-        verdict = None if subs is None else subs.admit(ch, consumer_tag, props, topic)
+        verdict = None if subs is None else options.admit(subs, ch, consumer_tag, props, topic)
         if verdict is None or not verdict.deliver:
             # no-local, or [MQTT-4.7.2-1] a $ topic through a leading wildcard: acked
             if ch.number == QOS1_CH:
@@ -485,6 +486,12 @@ class MQTTSession:
             exactly_once = self.ids.pid_of(message.key) is not None
         if exactly_once:
             self._deliver_qos2(delivery_tag, redelivered, message, topic, retain, mprops)
+            return
+        if not qos and not retain and not mprops and proto.shares_publish():
+            # the same bytes as every other subscriber's: encoded once (SharedPublish)
+            proto.send_encoded(enc.packet(message, topic, proto.version))
+            if ch.number == QOS1_CH:
+                self._auto_ack(delivery_tag)
             return
         out = None
         try:

@@ -59,6 +59,9 @@ class Subscriptions:
     table: SubscriptionTable = attrs.Factory(SubscriptionTable)
     #: consumer tag -> shared queue this session consumes
     shared_tags: dict[str, str] = attrs.Factory(dict)
+    #: the names of our own queues by QoS, built once (a delivery names its queue)
+    own_queues: tuple[str, str] = attrs.Factory(
+        lambda s: (queue_name(s.client_id, 0), queue_name(s.client_id, 1)), takes_self=True)
     #: the ``$SYS`` tree's current values (None: ``mqtt_sys_interval`` 0, no tree);
     #: a new ``$SYS`` subscription gets them as retained messages
     sys_values: Callable[[], dict[str, str]] | None = None

@@ -140,7 +140,10 @@ class DatabaseLock:
         """Publish the ports once the listeners are bound."""
         self._info = info
         if self._session is not None:
-            self._session.rename(self._record())
+            # a dropped lock session: the next check() replaces it, or stops the broker
+            # because another took the lock; neither is a failed start
+            with contextlib.suppress(Exception):
+                self._session.rename(self._record())
 
     def check(self) -> bool:
         """Is the lock still ours? A broken session (the database restarted, the

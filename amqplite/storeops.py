@@ -647,3 +647,41 @@ Op = (
     | LogEvent
     | EncodedLog
 )
+
+
+def settle_batch(ops: list[Any]) -> list[Any]:
+    """``ops`` without the entries inserted and deleted within it (a message delivered
+    and acked before its batch was handed over), their updates, and the message rows
+    none of whose entries is left. Cancels nothing across a metadata op (order).
+
+    The one statement of what a batch owes the disk: the shell drops what it
+    cancels before a receipt waits on it (``Persistence.flush_settled``), and the
+    writer commits a group whose ops all cancel without an fsync
+    (``store.committer.needs_fsync``)."""
+    puts: dict[tuple[int, int], int] = {}
+    drop: set[int] = set()
+    for i, op in enumerate(ops):
+        t = type(op)
+        if t is PutEntry:
+            puts[(op.queue_id, op.position)] = i
+        elif t is DeleteEntry:
+            j = puts.pop((op.queue_id, op.position), None)
+            if j is not None:
+                drop.add(j)
+                drop.add(i)
+        elif t is not PutMessage and t is not UpdateEntry and type(op) is not tuple:
+            puts.clear()
+    if not drop:
+        return ops
+    cancelled = {(ops[j].queue_id, ops[j].position) for j in drop if type(ops[j]) is PutEntry}
+    gone = {ops[j].message_id for j in drop if type(ops[j]) is PutEntry}
+    live = {op.message_id for i, op in enumerate(ops) if type(op) is PutEntry and i not in drop}
+    gone -= live
+    kept = []
+    for i, op in enumerate(ops):
+        t = type(op)
+        if i in drop or (t is PutMessage and op.message_id in gone) or (
+                t is UpdateEntry and (op.queue_id, op.position) in cancelled):
+            continue
+        kept.append(op)
+    return kept

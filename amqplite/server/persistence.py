@@ -26,15 +26,7 @@ from amqplite.server.counters import Counters
 from amqplite.store.base import StoreClosed
 from amqplite.store.logbatch import LogBuffer
 from amqplite.store.writer import ProcessStore, StoreWriterGone
-from amqplite.storeops import (
-    REPLAYABLE,
-    DeleteEntry,
-    DeleteVHost,
-    PutEntry,
-    PutMessage,
-    PutQueue,
-    UpdateEntry,
-)
+from amqplite.storeops import REPLAYABLE, DeleteVHost, PutQueue, settle_batch
 
 Waiter = Callable[[BaseException | None], None]
 
@@ -512,39 +504,6 @@ class Persistence:
     async def wait_idle(self) -> None:
         self.flush(force=True)
         await self._idle.wait()
-
-
-def settle_batch(ops: list[Any]) -> list[Any]:
-    """``ops`` without the entries inserted and deleted within it (a message delivered
-    and acked before its batch was handed over), their updates, and the message rows
-    none of whose entries is left. Cancels nothing across a metadata op (order)."""
-    puts: dict[tuple[int, int], int] = {}
-    drop: set[int] = set()
-    for i, op in enumerate(ops):
-        t = type(op)
-        if t is PutEntry:
-            puts[(op.queue_id, op.position)] = i
-        elif t is DeleteEntry:
-            j = puts.pop((op.queue_id, op.position), None)
-            if j is not None:
-                drop.add(j)
-                drop.add(i)
-        elif t is not PutMessage and t is not UpdateEntry and type(op) is not tuple:
-            puts.clear()
-    if not drop:
-        return ops
-    cancelled = {(ops[j].queue_id, ops[j].position) for j in drop if type(ops[j]) is PutEntry}
-    gone = {ops[j].message_id for j in drop if type(ops[j]) is PutEntry}
-    live = {op.message_id for i, op in enumerate(ops) if type(op) is PutEntry and i not in drop}
-    gone -= live
-    kept = []
-    for i, op in enumerate(ops):
-        t = type(op)
-        if i in drop or (t is PutMessage and op.message_id in gone) or (
-                t is UpdateEntry and (op.queue_id, op.position) in cancelled):
-            continue
-        kept.append(op)
-    return kept
 
 
 def _describe(ops: list[Any]) -> str:

@@ -31,6 +31,7 @@ from amqplite.storeops import (
     PutMessage,
     PutStreamSegment,
     UpdateEntry,
+    settle_batch,
 )
 
 from .apply import Applier, storable_logs
@@ -55,6 +56,8 @@ def _may_pass(exc: BaseException) -> bool:
 #: ops whose commit need not survive a power loss the moment it is confirmed
 _RELAXED = frozenset({tuple, LogEvent, EncodedLog, AppendStream, AppendStreams,
                       PutStreamSegment, DeleteStreamSegments})
+#: the ops a group's own acks can cancel (``settle_batch``)
+_CANCELLABLE = frozenset({PutMessage, PutEntry, DeleteEntry, UpdateEntry})
 
 
 def needs_fsync(group: Sequence[Sequence[Any]]) -> bool:
@@ -74,32 +77,17 @@ def needs_fsync(group: Sequence[Sequence[Any]]) -> bool:
     ("ignored") without one. A later fsynced commit carries the group's WAL
     frames (the message id mark) along.
     """
-    relaxed = _RELAXED
-    #: (queue, position) -> message id of entries inserted in the group, not yet deleted
-    puts: dict[tuple[int, int], int] | None = None
-    #: messages inserted in the group, and those whose entries a delete cancelled
-    msgs: set[int] = set()
-    gone: set[int] = set()
-    for ops in group:
-        for op in ops:
+    relaxed, cancellable = _RELAXED, _CANCELLABLE
+    ops: list[Any] = []
+    for batch in group:
+        for op in batch:
             t = type(op)
             if t in relaxed:
                 continue
-            if t is PutEntry:
-                if puts is None:
-                    puts = {}
-                puts[(op.queue_id, op.position)] = op.message_id
-            elif t is DeleteEntry:
-                if puts is None or puts.pop((op.queue_id, op.position), None) is None:
-                    return True  # an ack of a row an earlier group wrote
-                gone.add(op.message_id)
-            elif t is PutMessage:
-                msgs.add(op.message_id)
-            elif t is not UpdateEntry or puts is None or (op.queue_id, op.position) not in puts:
-                return True
-    if puts:
-        return True
-    return not msgs <= gone
+            if t not in cancellable:
+                return True  # metadata, stream segments' rows, ...
+            ops.append(op)
+    return bool(settle_batch(ops))
 
 
 #: a committing connection checkpoints itself only this far behind (pages of

@@ -3,8 +3,14 @@ leaves the batch unwritten (``Persistence.flush_settled``): plain calls."""
 
 from __future__ import annotations
 
-from amqplite.server.persistence import settle_batch
-from amqplite.storeops import DeleteEntry, DeleteQueue, PutEntry, PutMessage, UpdateEntry
+from amqplite.storeops import (
+    DeleteEntry,
+    DeleteQueue,
+    PutEntry,
+    PutMessage,
+    UpdateEntry,
+    settle_batch,
+)
 
 
 def _published(mid: int, *queues: int) -> list[object]:

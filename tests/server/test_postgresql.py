@@ -203,6 +203,26 @@ def test_lost_lock_session_is_replaced_or_reported(pg_url: str) -> None:
         admin.close()
 
 
+def test_a_session_dropped_before_the_ports_are_published_is_left_to_check(
+        pg_url: str) -> None:
+    """The lock session dies as the broker publishes its ports (update): that is not a
+    failed start; check() then replaces the session, or reports the takeover."""
+    lock = DatabaseLock(pg_url, grace_s=0)
+    lock.acquire()
+    admin = LockSession(pg_url, "test admin")
+    try:
+        found = admin.holder()
+        assert found is not None
+        terminate(pg_url, found[0])
+        lock.update(ports=[5672], admin_port=15672)  # raised OperationalError before
+        assert lock.check()  # the lock was free: a new session holds it
+        again = admin.holder()
+        assert again is not None and "ports=5672" in again[1]
+    finally:
+        lock.release()
+        admin.close()
+
+
 def test_broker_stops_when_another_takes_its_database(tmp_path: Path, pg_url: str) -> None:
     """Its lock session dropped and the lock taken by another: the broker stops,
     non-zero, saying so, and records no clean shutdown in the other's database."""

@@ -102,12 +102,23 @@ class Expiry:
         now = self.now()
         heap = self._expiry
         due: dict[Queue, set[int]] = {}
+        parked: dict[Queue, set[int]] = {}
         while heap and heap[0][0] <= now:
             _, _, q, e = heapq.heappop(heap)
-            if e.in_ready and not q.deleted:
+            if q.deleted:
+                continue
+            if e.in_ready:
                 due.setdefault(q, set()).add(id(e))
+            elif q.parked and any(p is e for p in q.parked):  # no selector matched it
+                parked.setdefault(q, set()).add(id(e))
+        expired: list[tuple[Queue, list[Entry]]] = []
+        for q, ids in parked.items():
+            expired.append((q, [p for p in q.parked if id(p) in ids]))
+            q.parked = [p for p in q.parked if id(p) not in ids]
         for q, ids in due.items():
-            for e in q.ready.remove_where(lambda x, ids=ids: id(x) in ids):
+            expired.append((q, q.ready.remove_where(lambda x, ids=ids: id(x) in ids)))
+        for q, entries in expired:
+            for e in entries:
                 try:
                     self._expire(q, e)
                 except Exception:  # one message must not stop expiry for the rest

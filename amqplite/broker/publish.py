@@ -372,8 +372,9 @@ class Publisher:
         """x-overflow reject-publish(-dlx): a full queue refuses what would not fit."""
         if q.overflow == "drop-head":
             return False
-        return (q.max_length is not None and len(q.ready) >= q.max_length) or (
-            q.max_bytes is not None and q.ready.bytes + size > q.max_bytes)
+        count, used = q.backlog()
+        return (q.max_length is not None and count >= q.max_length) or (
+            q.max_bytes is not None and used + size > q.max_bytes)
 
     def enqueue(self, q: Queue, msg: Message) -> int:
         """Append ``msg`` to ``q``: NOT_STORED, STORED (needs a commit) or REJECTED."""

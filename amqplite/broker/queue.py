@@ -154,6 +154,15 @@ class Queue:
     def message_count(self) -> int:
         return len(self.ready) + len(self.parked)
 
+    def backlog(self) -> tuple[int, int]:
+        """(messages, body bytes) the queue holds for its limits (x-max-length,
+        x-max-length-bytes): ready, and parked where no consumer's selector matched."""
+        parked = self.parked
+        if not parked:
+            return len(self.ready), self.ready.bytes
+        return (len(self.ready) + len(parked),
+                self.ready.bytes + sum(e.message.body_size for e in parked))
+
     @property
     def deliver_get(self) -> int:
         """Messages handed out: consumer deliveries and basic.get-oks, either ack mode."""

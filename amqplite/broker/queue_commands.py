@@ -342,11 +342,13 @@ class Queues:
         return count
 
     def _over_limit(self, q: Queue) -> bool:
-        return (q.max_length is not None and len(q.ready) > q.max_length) or (
-            q.max_bytes is not None and q.ready.bytes > q.max_bytes
+        count, used = q.backlog()
+        return (q.max_length is not None and count > q.max_length) or (
+            q.max_bytes is not None and used > q.max_bytes
         )
 
     def _enforce_limits(self, q: Queue) -> None:
-        """drop-head: the oldest ready messages make room (dead-lettered as maxlen)."""
-        while q.ready and self._over_limit(q):
-            self.dead_letter(q, q.ready.popleft(), "maxlen")
+        """drop-head: the oldest messages make room (dead-lettered as maxlen): those no
+        selector matched (parked, older than what is ready), then the ready ones."""
+        while (q.parked or q.ready) and self._over_limit(q):
+            self.dead_letter(q, q.parked.pop(0) if q.parked else q.ready.popleft(), "maxlen")

@@ -79,6 +79,7 @@ def needs_fsync(group: Sequence[Sequence[Any]]) -> bool:
     """
     relaxed, cancellable = _RELAXED, _CANCELLABLE
     ops: list[Any] = []
+    acks = False
     for batch in group:
         for op in batch:
             t = type(op)
@@ -86,7 +87,10 @@ def needs_fsync(group: Sequence[Sequence[Any]]) -> bool:
                 continue
             if t not in cancellable:
                 return True  # metadata, stream segments' rows, ...
+            acks = acks or t is DeleteEntry
             ops.append(op)
+    if ops and not acks:
+        return True  # nothing to cancel against (the common publish-only group)
     return bool(settle_batch(ops))
 
 

@@ -35,3 +35,10 @@ def test_acks_of_rows_written_before_and_metadata_in_between_stay() -> None:
     assert settle_batch(across) == across
     untouched = _published(3, 1)
     assert settle_batch(untouched) is untouched
+
+
+def test_a_batch_with_metadata_keeps_its_message_rows() -> None:
+    """A later op may read a cancelled message's row (the store's Applier cancels
+    those within its own segments): only the entry pair goes."""
+    ops = [*_published(1, 1), DeleteEntry(1, 1, 1), DeleteQueue(2)]
+    assert settle_batch(ops) == [PutMessage(1, "", "q", b"", b"x", True), DeleteQueue(2)]

@@ -214,7 +214,8 @@ class Publisher:
         self._next_message_key = key + 1
         stats = self.stats
         stats["published"] += count
-        self.new_sizes.append(len(batch) // count)
+        # the size histogram counts records: each gets the batch's mean size
+        self.new_sizes.extend([len(batch) // count] * count)
         off = self.stream_append_batch(q, batch, count, key, ch.session.protocol)
         ch.publishes += count
         stats["routed"] += count

@@ -161,3 +161,8 @@ def test_a_compressed_batch_reads_over_amqp(tmp_path: Path) -> None:
                     len(d.message.body or b"")))
     assert got == [x for i, codec in enumerate((rb.GZIP, rb.LZ4, rb.ZSTD, rb.SNAPPY))
                    for x in ((2 * i, f"c{codec}", None, 500), (2 * i + 1, "", True, 0))]
+
+
+def test_a_stored_batch_counts_each_record_in_the_size_histogram(tmp_path: Path) -> None:
+    b, shell, _ = mixed(tmp_path)  # two AMQP publishes, a batch of five, two more
+    assert sum(b.message_sizes) == 9, "rabbitmq_message_size_bytes counts records"

@@ -26,7 +26,7 @@ cd "$WORK"
 
 if [ ! -x "librdkafka-$VERSION/tests/test-runner" ]; then
     if [ ! -f "librdkafka_$VERSION.orig.tar.gz" ]; then
-        if ! grep -rqs "deb-src" /etc/apt/sources.list.d/ /etc/apt/sources.list; then
+        if ! grep -rqsE '^(deb-src|Types:.*deb-src)' /etc/apt/sources.list.d/ /etc/apt/sources.list; then
             sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
                 > /etc/apt/sources.list.d/amqplite-deb-src.sources
             apt-get update -q

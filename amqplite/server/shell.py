@@ -30,7 +30,7 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: after the connection ends, how long the writer may take to send what is queued
 FINISH_TIMEOUT = 2.0
 
-_GONE = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+GONE = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
 async def read_fd(fd: int, size: int, was_full: bool) -> bytes:
@@ -197,7 +197,7 @@ class ConnectionShell:
                     await self._paused(persistence.wait_capacity())
                 try:
                     data = await receive(RECV_SIZE)
-                except _GONE:
+                except GONE:
                     return
                 if not data:
                     return
@@ -272,7 +272,7 @@ class ConnectionShell:
                 break
             try:
                 await self.stream.send_all(data)
-            except _GONE:
+            except GONE:
                 self._finishing = True
                 break
             self.bytes_out += len(data)
@@ -281,7 +281,7 @@ class ConnectionShell:
     async def _close_write(self) -> None:
         """The connection is finishing and nothing awaited since the last empty
         _outgoing(): all of it went. FIN, then the connection's nursery ends."""
-        with contextlib.suppress(*_GONE):
+        with contextlib.suppress(*GONE):
             if isinstance(self.stream, trio.abc.HalfCloseableStream):  # not TLS
                 await self.stream.send_eof()
         assert self._cancel is not None

@@ -32,7 +32,7 @@ from amqplite.protocol.mqtt.events import (
 from amqplite.protocol.mqtt.packets import MQTT_5
 from amqplite.server.mqtt.idle import FINISH, PARK
 from amqplite.server.mqtt.transports import login as transport_login
-from amqplite.server.shell import _GONE, FINISH_TIMEOUT, RECV_SIZE, WRITE_HIGH_WATER, ConnectionShell
+from amqplite.server.shell import FINISH_TIMEOUT, GONE, RECV_SIZE, WRITE_HIGH_WATER, ConnectionShell
 from amqplite.sessions.mqtt.session import MQTTSession
 
 if TYPE_CHECKING:
@@ -312,7 +312,7 @@ class MQTTClient(ConnectionShell):
                     self._writer_done = trio.Event()
                     await self._writer_done.wait()
                 await self._send_queued()
-                with contextlib.suppress(*_GONE):
+                with contextlib.suppress(*GONE):
                     await stream.send_eof()
         finally:
             self.alive = False

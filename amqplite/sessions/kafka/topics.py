@@ -414,7 +414,7 @@ class Topics:
         if not is_super and name in vh.exchanges:
             return Answer(ErrorCode.INVALID_PARTITIONS,
                           f"an exchange named '{name}' exists in vhost '{vh.name}'")
-        added = [(f"{name}-{i}", str(i), i) for i in range(have, count)]
+        added = ss.layout(name, count)[have:]
         for qname, _, _ in added:
             if qname in vh.queues:
                 return Answer(ErrorCode.INVALID_PARTITIONS,

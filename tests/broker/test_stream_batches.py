@@ -164,5 +164,5 @@ def test_a_compressed_batch_reads_over_amqp(tmp_path: Path) -> None:
 
 
 def test_a_stored_batch_counts_each_record_in_the_size_histogram(tmp_path: Path) -> None:
-    b, shell, _ = mixed(tmp_path)  # two AMQP publishes, a batch of five, two more
+    b, _, _ = mixed(tmp_path)  # two AMQP publishes, a batch of five, two more
     assert sum(b.message_sizes) == 9, "rabbitmq_message_size_bytes counts records"

@@ -491,4 +491,3 @@ def test_records_survive_a_restart(tmp_path: Path) -> None:
         assert t.produce(ch, "t", 1, [Record(0, 5, None, b"c")]).base_offset == 2
     finally:
         store.close(timeout=10)
-

@@ -39,7 +39,7 @@ drawing. Who receives what:
 - ``Sessions`` (sessions.py): vhosts, outbox, counters, streams,
   dispatcher, queues;
 - ``VHosts`` (vhost_commands.py): vhosts, outbox, retained, policies,
-  parameters, access, topic permissions; wired: ``close_sessions``,
+  parameters, access, topic permissions, topology; wired: ``close_sessions``,
   ``_delete_queue``;
 - ``Transactions`` (tx.py): vhosts, publisher, dispatcher;
 - ``MQTTRows`` (mqtt_rows.py), ``KafkaRows`` (kafka_rows.py): outbox.
@@ -138,7 +138,8 @@ class Broker:
         #: runtime parameters (shovels, ...): their store operations go to this outbox
         self.parameters = RuntimeParameters(emit=lambda op: outbox.emit(op))
         self.topic_permissions = TopicPermissions(emit=lambda op: outbox.emit(op))
-        #: who is told of binding and exchange changes (exchange federation)
+        #: who is told of binding and exchange changes (exchange federation) and of
+        #: deleted vhosts (the Kafka listener's groups)
         self.topology = Topology()
 
         # ------------------------------------- the parts, callees before callers
@@ -178,7 +179,8 @@ class Broker:
                                              streams=streams, dispatcher=disp, queues=queues)
         self._vhosts = vhs = VHosts(vhosts=vhosts, outbox=outbox, retained=self.retained,
                                     policies=policies.policies, parameters=self.parameters,
-                                    access=access, topic_permissions=self.topic_permissions)
+                                    access=access, topic_permissions=self.topic_permissions,
+                                    topology=self.topology)
         self._tx = tx = Transactions(vhosts=vhosts, publisher=pub, dispatcher=disp)
         self._mqtt = mqtt = MQTTRows(outbox)
         self._kafka = KafkaRows(outbox)

@@ -22,19 +22,22 @@ if TYPE_CHECKING:
     from amqplite.broker.queue import Queue
     from amqplite.broker.retained import RetainedStore
     from amqplite.broker.topic_permissions import TopicPermissions
+    from amqplite.broker.topology import Topology
 
 
 class VHosts:
     """The vhost table and its lifecycle.
 
     Receives the tables a vhost's deletion empties (policies, parameters,
-    retained, the access part's permissions); ``wire`` hands it the sessions
+    retained, the access part's permissions) and the topology, whose vhost
+    watchers it tells of a deletion; ``wire`` hands it the sessions
     part's ``close_sessions`` and the queues part's ``delete_queue``, built after it.
     """
 
     def __init__(self, *, vhosts: dict[str, VHost], outbox: Outbox, retained: RetainedStore,
                  policies: dict[str, dict[str, Policy]], parameters: RuntimeParameters,
-                 access: Access, topic_permissions: TopicPermissions) -> None:
+                 access: Access, topic_permissions: TopicPermissions,
+                 topology: Topology) -> None:
         self.vhosts = vhosts
         self.outbox = outbox
         self.retained = retained
@@ -43,6 +46,7 @@ class VHosts:
         self.permissions = access.permissions
         self._access_changed = access._access_changed
         self.topic_permissions = topic_permissions
+        self.topology = topology
 
     def wire(self, *, close_sessions: Callable[[Callable[[Session], bool], str], None],
              delete_queue: Callable[[VHost, Queue], Any]) -> None:
@@ -80,4 +84,5 @@ class VHosts:
         self.topic_permissions.forget(vhost=name)  # rows: DeleteVHost's
         self._access_changed()
         self.outbox.emit(ops.DeleteVHost(name))
+        self.topology.vhost_deleted(name)
         return True

@@ -134,3 +134,41 @@ def test_kafka_python_aiokafka_and_kcat_groups(tmp_path: Path) -> None:
             out = subprocess.run(["kcat", "-b", bs, "-G", "kc", "-o", "beginning", "-e", TOPIC],
                                  capture_output=True, timeout=DEADLINE, check=True)
             assert sorted(int(v) for v in out.stdout.split()) == list(range(20))
+
+
+def test_a_vhost_created_again_has_no_committed_offsets(tmp_path: Path) -> None:
+    """A deleted vhost's groups go with it: created again at once under the same name,
+    OffsetFetch finds no committed offset of the group."""
+    import httpx
+    from confluent_kafka import OFFSET_INVALID, TopicPartition
+
+    with kafka_broker(tmp_path / "data") as b:
+        bs = bootstrap(b)
+        sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                "sasl.username": "tenant:guest", "sasl.password": "guest"}
+
+        def committed() -> int:
+            c = Consumer({"bootstrap.servers": bs, "group.id": "g", **sasl})
+            try:
+                tp = c.committed([TopicPartition(TOPIC, 0)], timeout=DEADLINE)[0]
+                assert tp.error is None
+                return int(tp.offset)
+            finally:
+                c.close()
+
+        with httpx.Client(base_url=b.admin_url or "", auth=("guest", "guest"),
+                          timeout=30) as api:
+            for rnd in range(2):
+                assert api.put("/api/vhosts/tenant").status_code in (201, 204)
+                assert api.put("/api/permissions/tenant/guest", json={
+                    "configure": ".*", "write": ".*", "read": ".*"}).status_code in (201, 204)
+                p = Producer({"bootstrap.servers": bs, "acks": "all", **sasl})
+                p.produce(TOPIC, b"v")
+                assert p.flush(DEADLINE) == 0
+                if rnd == 0:
+                    c = Consumer({"bootstrap.servers": bs, "group.id": "g", **sasl})
+                    c.commit(offsets=[TopicPartition(TOPIC, 0, 1)], asynchronous=False)
+                    c.close()
+                    assert committed() == 1
+                    assert api.delete("/api/vhosts/tenant").status_code == 204
+            assert committed() == OFFSET_INVALID

@@ -1,5 +1,5 @@
 """The Kafka listener's own rules with plain calls (no sockets): a deleted vhost's
-consumer groups go at the next sweep, their waiting members answered."""
+consumer groups go as the broker deletes it, their waiting members answered."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ async def _never() -> None:
     raise AssertionError("not awaited here")
 
 
-def test_a_deleted_vhosts_groups_go_at_the_sweep() -> None:
+def test_a_deleted_vhosts_groups_go_with_it() -> None:
     b = Broker()
     b.add_vhost("tenant", persist=False)
     listener = KafkaListener(Settings(), b, UserDB(), lambda f, *a: f(*a), lambda: None,
@@ -23,5 +23,4 @@ def test_a_deleted_vhosts_groups_go_at_the_sweep() -> None:
     c.join_group(0.0, ("conn", 2), "/", "g", "", "consumer", [("range", b"")], 10_000)
     assert {v for v, _g in c.groups} == {"tenant", "/"}
     b.delete_vhost("tenant")
-    listener._forget_deleted_vhosts()
     assert {v for v, _g in c.groups} == {"/"}

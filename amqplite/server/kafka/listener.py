@@ -65,6 +65,9 @@ class KafkaListener:
         self.tls_ports: list[int] = []
         self._tls: ssl.SSLContext | None = None
         self._coordinator_wake = trio.Event()
+        # the groups follow the broker's vhosts for the coordinator's whole life: a vhost
+        # created again at once must not find the deleted one's groups and offsets
+        broker.topology.watch_vhosts(self.vhost_deleted)
 
     @property
     def clients(self) -> list[KafkaClient]:
@@ -122,7 +125,7 @@ class KafkaListener:
 
     async def _coordinate(self) -> None:
         """Tick the coordinator at its next deadline (a group call may move it), and
-        now and then forget idle idempotent producers and deleted vhosts' groups."""
+        now and then forget idle idempotent producers."""
         c = self.coordinator
         expire_at = trio.current_time() + PRODUCER_SWEEP
         while True:
@@ -136,15 +139,12 @@ class KafkaListener:
                 self.dispatch([answers])
             if now >= expire_at:
                 self.topics.producers.expire(self.broker.now())
-                self._forget_deleted_vhosts()
                 expire_at = now + PRODUCER_SWEEP
 
-    def _forget_deleted_vhosts(self) -> None:
-        """The groups of vhosts deleted since the last sweep go (their members'
-        connections were closed with the vhost)."""
-        c = self.coordinator
-        for vhost in {v for v, _g in c.groups} - set(self.broker.vhosts):
-            self.dispatch([c.delete_vhost(vhost)])
+    def vhost_deleted(self, vhost: str) -> None:
+        """The broker deleted ``vhost`` (its members' connections were closed with it):
+        its groups go at once (the store drops their offsets' rows with the vhost's)."""
+        self.dispatch([self.coordinator.delete_vhost(vhost)])
 
     def forget(self, client: KafkaClient) -> None:
         """A closed connection's waiting group answers are dropped (its members stay

@@ -10,6 +10,7 @@ its segment list and each consumer's read-ahead only. The part that drives it
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -142,9 +143,9 @@ class Group:
 class StreamLog:
     """Segments in offset order (the last one open), the next offset, the cursors."""
 
-    __slots__ = ("bytes", "cache", "cache_bytes", "cursors", "expanded", "expanded_bytes",
-                 "groups", "loading", "member_of", "next_offset", "on_append", "routes",
-                 "segments", "splice")
+    __slots__ = ("bytes", "cache", "cache_bytes", "cache_starts", "cursors", "expanded",
+                 "expanded_bytes", "groups", "loading", "member_of", "next_offset",
+                 "on_append", "routes", "segments", "splice")
 
     def __init__(self) -> None:
         #: (exchange, routing key) -> its route bytes in a record (publishers repeat them)
@@ -164,9 +165,12 @@ class StreamLog:
         #: waiting for ``max_wait_ms``) is woken instead of polling; None costs an
         #: append one attribute test
         self.on_append: Callable[[], None] | None = None
-        #: the chunks read last, (first offset, count, data), up to CACHE_BYTES:
-        #: committed and never rewritten, so any cursor may take entries from them
-        self.cache: deque[tuple[int, int, bytes]] = deque()
+        #: the chunks read last by first offset -> (first offset, count, data), oldest
+        #: read first, up to CACHE_BYTES: committed and never rewritten, so any cursor
+        #: may take entries from them
+        self.cache: dict[int, tuple[int, int, bytes]] = {}
+        #: the cache's first offsets in order (chunks never overlap): found by bisection
+        self.cache_starts: list[int] = []
         self.cache_bytes = 0
         #: store reads out, by the offset they start at -> the cursor that asked
         self.loading: dict[int, Cursor] = {}
@@ -189,10 +193,17 @@ class StreamLog:
 
     def cached(self, offset: int) -> tuple[int, int, bytes] | None:
         """The cached chunk holding ``offset``, if any."""
-        for c in self.cache:
-            if c[0] <= offset < c[0] + c[1]:
-                return c
-        return None
+        starts = self.cache_starts
+        i = bisect_right(starts, offset) - 1
+        if i < 0:
+            return None
+        c = self.cache[starts[i]]
+        return c if offset < c[0] + c[1] else None
+
+    def _uncache(self, first: int) -> None:
+        starts = self.cache_starts
+        del starts[bisect_left(starts, first)]
+        self.cache_bytes -= len(self.cache.pop(first)[2])
 
     def loaded(self, cur: Cursor, chunks: list[tuple[int, int, bytes]]) -> None:
         """``cur``'s store read came back (``chunks``, maybe none): they join the
@@ -200,10 +211,12 @@ class StreamLog:
         cache = self.cache
         for c in chunks:
             if c[1] and self.cached(c[0]) is None:
-                cache.append(c)
+                cache[c[0]] = c
+                starts = self.cache_starts
+                starts.insert(bisect_left(starts, c[0]), c[0])
                 self.cache_bytes += len(c[2])
         while self.cache_bytes > CACHE_BYTES and len(cache) > 1:
-            self.cache_bytes -= len(cache.popleft()[2])
+            self._uncache(next(iter(cache)))
         for lo, owner in list(self.loading.items()):
             if owner is cur:
                 del self.loading[lo]
@@ -296,10 +309,8 @@ class StreamLog:
         for _ in range(n):
             self.bytes -= self.segments.popleft().size
         first = self.first_offset
-        kept = [c for c in self.cache if c[0] + c[1] > first]
-        self.cache.clear()
-        self.cache.extend(kept)
-        self.cache_bytes = sum(len(c[2]) for c in kept)
+        for lo in [lo for lo, c in self.cache.items() if c[0] + c[1] <= first]:
+            self._uncache(lo)
         for k in [k for k, e in self.expanded.items() if k + len(e[1]) <= first]:
             self.expanded_bytes -= len(self.expanded.pop(k)[0])
         for cur in self.cursors.values():

@@ -32,7 +32,9 @@ READ_BYTES = 1024 * 1024
 #: fewest entries one read brings back
 MIN_READ = 8
 #: bytes of chunks a stream keeps after a read, for its other cursors (readers of one
-#: log tend to read the same chunks close together: one store read serves them all)
+#: log tend to read the same chunks close together: one store read serves them all),
+#: and bytes of Kafka batches it keeps expanded; never more (a larger chunk or batch is
+#: not kept), and nothing once the stream has no cursor
 CACHE_BYTES = 4 * READ_BYTES
 
 _AGE = re.compile(r"^([0-9]+)([YMDhms])$")
@@ -175,20 +177,26 @@ class StreamLog:
         #: store reads out, by the offset they start at -> the cursor that asked
         self.loading: dict[int, Cursor] = {}
         #: stored Kafka batches expanded for AMQP readers, by first offset -> (records,
-        #: their starts), oldest first, up to CACHE_BYTES: readers of one log reach
-        #: the same batches close together, and each expands them once
+        #: their starts), least recently used first, up to CACHE_BYTES: readers of one
+        #: log reach the same batches close together, and each expands them once
         self.expanded: dict[int, tuple[bytes, list[int]]] = {}
         self.expanded_bytes = 0
 
     def expansion(self, offset: int, data: bytes, at: int) -> tuple[bytes, list[int]]:
         """The AMQP entries of the stored batch at ``offset`` (``kafka.stored.expand``)."""
-        e = self.expanded.get(offset)
-        if e is None:
-            e = self.expanded[offset] = expand(data, at, offset)
-            self.expanded_bytes += len(e[0])
-            cache = self.expanded
-            while self.expanded_bytes > CACHE_BYTES and len(cache) > 1:
-                self.expanded_bytes -= len(cache.pop(next(iter(cache)))[0])
+        cache = self.expanded
+        e = cache.pop(offset, None)
+        if e is not None:
+            cache[offset] = e  # the most recently used now
+            return e
+        e = expand(data, at, offset)
+        size = len(e[0])
+        if size > CACHE_BYTES:  # its reader holds it; kept, it would break the bound
+            return e
+        cache[offset] = e
+        self.expanded_bytes += size
+        while self.expanded_bytes > CACHE_BYTES:
+            self.expanded_bytes -= len(cache.pop(next(iter(cache)))[0])
         return e
 
     def cached(self, offset: int) -> tuple[int, int, bytes] | None:
@@ -209,13 +217,14 @@ class StreamLog:
         """``cur``'s store read came back (``chunks``, maybe none): they join the
         cache, and the cursors waiting for it may read again."""
         cache = self.cache
+        keep = bool(self.cursors)  # none left: nobody would read from the cache
         for c in chunks:
-            if c[1] and self.cached(c[0]) is None:
+            if keep and c[1] and len(c[2]) <= CACHE_BYTES and self.cached(c[0]) is None:
                 cache[c[0]] = c
                 starts = self.cache_starts
                 starts.insert(bisect_left(starts, c[0]), c[0])
                 self.cache_bytes += len(c[2])
-        while self.cache_bytes > CACHE_BYTES and len(cache) > 1:
+        while self.cache_bytes > CACHE_BYTES:
             self._uncache(next(iter(cache)))
         for lo, owner in list(self.loading.items()):
             if owner is cur:
@@ -224,6 +233,15 @@ class StreamLog:
             for w in cur.waiters:
                 w.reading = False
             cur.waiters = None
+
+    def shed(self) -> None:
+        """The last cursor left: the chunks and expansions kept for cursors go (a log
+        nobody reads pins no memory until retention reaches it)."""
+        self.cache.clear()
+        self.cache_starts.clear()
+        self.cache_bytes = 0
+        self.expanded.clear()
+        self.expanded_bytes = 0
 
     @property
     def first_offset(self) -> int:

@@ -285,6 +285,8 @@ class Streams:
         st = q.stream
         assert st is not None
         cur = st.cursors.pop(c, None)
+        if not st.cursors:
+            st.shed()
         g = st.member_of.pop(c, None)
         if g is None:
             return False

@@ -36,16 +36,15 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from amqplite import __version__
-from amqplite.admin.handlers.kafka import kafka_groups
 from amqplite.admin.nodes import CLUSTER_NAME, NODE
-from amqplite.admin.views import RABBITMQ_VERSION
+from amqplite.admin.views import RABBITMQ_VERSION, kafka_group_lags
 from amqplite.broker.base import MESSAGE_SIZE_BUCKETS
 from amqplite.broker.model import CHANNEL_STATS, channel_counts
 from amqplite.server.counters import DEAD_LETTER_REASONS, Histogram
 
 if TYPE_CHECKING:
     from amqplite.admin.node import NodeView
-    from amqplite.sessions.kafka.report import GroupReport
+    from amqplite.sessions.kafka.report import GroupLags
 
 __all__ = ["CONTENT_TYPE", "Snapshot", "render", "snapshot"]
 
@@ -188,8 +187,9 @@ class Snapshot:
     stomp: dict[str, int] = attrs.field(factory=dict)
     #: Kafka clients logged in (server/kafka/)
     kafka: int = 0
-    #: the Kafka listener's consumer groups (sessions/kafka/report.py)
-    kafka_groups: list[GroupReport] = attrs.field(factory=list)
+    #: the Kafka listener's consumer groups, what the gauges read of them
+    #: (sessions/kafka/report.py)
+    kafka_groups: list[GroupLags] = attrs.field(factory=list)
 
 
 @attrs.define
@@ -315,7 +315,7 @@ def snapshot(server: NodeView) -> Snapshot:
         mqtt=mqtt,
         stomp=stomp,
         kafka=kafka,
-        kafka_groups=kafka_groups(server),
+        kafka_groups=kafka_group_lags(server),
     )
 
 
@@ -445,16 +445,16 @@ class SnapshotCollector(Collector):
         current = GaugeMetricFamily("kafka_consumergroup_current_offset",
                                     "A consumer group's committed offset on one partition",
                                     labels=["vhost", "consumergroup", "topic", "partition"])
+        per_object = self.per_object
         for g in groups:
-            members.add_metric([g.vhost, g.group_id], len(g.members))
+            members.add_metric([g.vhost, g.group_id], g.members)
             per_topic: dict[str, int] = {}
-            for p in g.partitions:
-                if p.lag is None:
-                    continue
-                per_topic[p.topic] = per_topic.get(p.topic, 0) + p.lag
-                labels = [g.vhost, g.group_id, p.topic, str(p.partition)]
-                lag.add_metric(labels, p.lag)
-                current.add_metric(labels, p.committed_offset)
+            for topic, p, offset, behind in g.lags:
+                per_topic[topic] = per_topic.get(topic, 0) + behind
+                if per_object:
+                    labels = [g.vhost, g.group_id, topic, str(p)]
+                    lag.add_metric(labels, behind)
+                    current.add_metric(labels, offset)
             for topic, n in sorted(per_topic.items()):
                 lag_sum.add_metric([g.vhost, g.group_id, topic], n)
         yield members

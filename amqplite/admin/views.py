@@ -18,6 +18,14 @@ from amqplite.admin.nodes import EXCHANGE_TYPES, NODE
 from amqplite.broker.model import CHANNEL_STATS, channel_counts
 from amqplite.broker.queue import QUEUE_STATS, queue_counts
 from amqplite.broker.streamlog import StreamEntry
+from amqplite.sessions.kafka.report import (
+    GroupLags,
+    GroupReport,
+    group_lags,
+    group_report,
+    group_reports,
+    stream_ends,
+)
 
 if TYPE_CHECKING:
     from amqplite.admin.node import NodeView
@@ -642,4 +650,53 @@ def filter_fields(msg: Message, death: dict[str, Any] | None) -> dict[str, Any]:
         "type": p.type,
         "app_id": p.app_id,
         "correlation_id": p.correlation_id,
+    }
+
+
+# ------------------------------------------------------------ Kafka consumer groups
+def kafka_groups(server: NodeView, vhosts: set[str] | None = None) -> list[GroupReport]:
+    """Every consumer group the node's Kafka listener coordinates (of ``vhosts`` when
+    given; none when Kafka is off)."""
+    kafka = getattr(server, "kafka", None)  # the Kafka front, when it runs
+    if kafka is None:
+        return []
+    return group_reports(kafka.coordinator, stream_ends(kafka.topics), vhosts)
+
+
+def kafka_group(server: NodeView, vhost: str, group_id: str) -> GroupReport | None:
+    """One consumer group, None when the listener does not know it (or Kafka is off)."""
+    kafka = getattr(server, "kafka", None)
+    if kafka is None:
+        return None
+    return group_report(kafka.coordinator, stream_ends(kafka.topics), vhost, group_id)
+
+
+def kafka_group_lags(server: NodeView) -> list[GroupLags]:
+    """What the Prometheus gauges read of every group: states, member counts, lags."""
+    kafka = getattr(server, "kafka", None)
+    if kafka is None:
+        return []
+    return group_lags(kafka.coordinator, stream_ends(kafka.topics))
+
+
+def group_info(r: GroupReport) -> dict[str, Any]:
+    """A group as the API shows it."""
+    return {
+        "vhost": r.vhost, "name": r.group_id, "state": r.state,
+        "protocol_type": r.protocol_type, "protocol": r.protocol,
+        "generation": r.generation, "leader": r.leader, "lag": r.lag,
+        "members": [{
+            "member_id": m.member_id, "group_instance_id": m.instance_id,
+            "client_id": m.client_id, "client_host": m.client_host,
+            "assignment": None if m.assignment is None else [
+                {"topic": t, "partitions": list(ps)} for t, ps in m.assignment],
+        } for m in r.members],
+        "partitions": [{
+            "topic": p.topic, "partition": p.partition,
+            "committed_offset": p.committed_offset, "metadata": p.metadata,
+            "committed_at": p.committed_at // 1000 if p.committed_at else None,
+            "log_start_offset": p.log_start_offset, "log_end_offset": p.log_end_offset,
+            "lag": p.lag, "member_id": p.member_id, "client_id": p.client_id,
+            "client_host": p.client_host,
+        } for p in r.partitions],
     }

@@ -142,6 +142,36 @@ def group_reports(coordinator: GroupCoordinator, ends: Ends,
             if want is None or v in want]
 
 
+@attrs.frozen
+class GroupLags:
+    """What ``/metrics`` shows of a group: its state, how many members, and per
+    partition it committed on a topic that exists, (topic, partition, committed
+    offset, lag). No assignment decoded, nothing of the members: a scrape reads
+    every group."""
+
+    vhost: str
+    group_id: str
+    state: str
+    members: int
+    lags: tuple[tuple[str, int, int, int], ...]
+
+
+def group_lags(coordinator: GroupCoordinator, ends: Ends) -> list[GroupLags]:
+    """Every group's ``GroupLags`` (the rows of ``report`` that have a lag), by vhost
+    and group id; each topic's ends are read once for all groups."""
+    known: dict[tuple[str, str], Sequence[tuple[int, int]] | None] = {}
+    out = []
+    for (vhost, gid), g in sorted(coordinator.groups.items()):
+        lags = []
+        for (topic, p), c in sorted(g.offsets.items()):
+            key = (vhost, topic)
+            parts = known[key] if key in known else known.setdefault(key, ends(vhost, topic))
+            if parts is not None and 0 <= p < len(parts) and c.offset >= 0:
+                lags.append((topic, p, c.offset, max(0, parts[p][1] - c.offset)))
+        out.append(GroupLags(vhost, gid, g.state, len(g.members), tuple(lags)))
+    return out
+
+
 def group_report(coordinator: GroupCoordinator, ends: Ends, vhost: str,
                  group_id: str) -> GroupReport | None:
     """One group, or None when the coordinator does not know it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from amqplite.protocol.kafka.consumer import decode_assignment, encode_assignment
 from amqplite.sessions.kafka.coordinator import GroupCoordinator
-from amqplite.sessions.kafka.report import group_report, group_reports
+from amqplite.sessions.kafka.report import group_lags, group_report, group_reports
 from tests.sessions.kafka.helpers import G, V, join, lone_member
 
 #: topic -> each partition's (log start, log end)
@@ -73,3 +73,29 @@ def test_reports_by_vhost() -> None:
         ("/", "a"), ("/", "b"), ("other", "a")]
     assert [(r.vhost, r.group_id) for r in group_reports(c, ends, {"other"})] == [("other", "a")]
     assert group_report(c, ends, "/", "nope") is None
+
+
+def test_metrics_lags_are_the_reports_rows_with_a_lag() -> None:
+    """``group_lags`` (what /metrics reads) agrees with the full reports, and reads each
+    topic's ends once however many groups committed on it."""
+    c = GroupCoordinator()
+    member, gen = lone_member(c, assignment=encode_assignment([("orders", [0, 1, 2])]))
+    c.commit_offsets(0, V, G, gen, member, [("orders", 0, 4, "m"), ("orders", 1, 7, ""),
+                                            ("gone", 0, 1, "")])
+    for group in ("a", "b"):
+        c.commit_offsets(0, V, group, -1, "", [("orders", 0, 1, ""), ("orders", 9, 1, "")])
+    asked: list[tuple[str, str]] = []
+
+    def counted(vhost: str, topic: str) -> list[tuple[int, int]] | None:
+        asked.append((vhost, topic))
+        return ends(vhost, topic)
+
+    lags = group_lags(c, counted)
+    assert sorted(asked) == [(V, "gone"), (V, "orders")]
+    reports = group_reports(c, ends)
+    assert [(r.vhost, r.group_id, r.state, len(r.members)) for r in reports] == [
+        (g.vhost, g.group_id, g.state, g.members) for g in lags]
+    for r, g in zip(reports, lags, strict=True):
+        assert [(p.topic, p.partition, p.committed_offset, p.lag) for p in r.partitions
+                if p.lag is not None] == list(g.lags)
+    assert lags[-1].lags == (("orders", 0, 4, 6), ("orders", 1, 7, 0))

@@ -30,6 +30,7 @@ from amqplite.sessions.kafka.steps import AfterCommit, GroupWait, Step
 from amqplite.sessions.kafka.topics import NODE_ID, Answer
 
 if TYPE_CHECKING:
+    from amqplite.broker.queue import Queue
     from amqplite.sessions.kafka.session import KafkaSession
 
 #: DescribeConfigs' resource types
@@ -49,8 +50,9 @@ def may_group(s: KafkaSession, group_id: str, perm: str = "read") -> bool:
     return sess.internal or s.broker.may(sess.username, sess.vhost, perm, "group", group_id)
 
 
-def _may_read_topic(s: KafkaSession, topic: str, partition: int) -> bool:
-    parts = s.topics.partitions(_vhost(s), topic)
+def _may_read_partition(s: KafkaSession, parts: list[Queue] | None, partition: int) -> bool:
+    """Read on a partition's stream; ``parts`` are its topic's partitions, looked up
+    once per topic of a request (``Topics.partitions`` walks a super stream's bindings)."""
     if parts is None or not 0 <= partition < len(parts):
         return True  # the caller reports it unknown
     sess = s.session
@@ -167,7 +169,7 @@ def offset_commit(s: KafkaSession, req: Request, now: float) -> Step:
             i = p["partition_index"]
             if not group_ok:
                 unknown[(t["name"], i)] = DENIED
-            elif not _may_read_topic(s, t["name"], i):
+            elif not _may_read_partition(s, known, i):
                 unknown[(t["name"], i)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif known is None or not 0 <= i < len(known):
                 unknown[(t["name"], i)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -194,10 +196,14 @@ def offset_commit(s: KafkaSession, req: Request, now: float) -> Step:
 def _fetched_topics(s: KafkaSession, group_id: str, topics: Any) -> list[dict]:
     wanted = None if topics is None else [(t["name"], i) for t in topics
                                           for i in t["partition_indexes"]]
-    rows = s.coordinator.fetch_offsets(_vhost(s), group_id, wanted)
+    vhost = _vhost(s)
+    rows = s.coordinator.fetch_offsets(vhost, group_id, wanted)
     by_topic: dict[str, list[dict]] = {}
+    known: dict[str, list[Queue] | None] = {}
     for r in rows:
-        readable = _may_read_topic(s, r.topic, r.partition)
+        parts = known[r.topic] if r.topic in known else known.setdefault(
+            r.topic, s.topics.partitions(vhost, r.topic))
+        readable = _may_read_partition(s, parts, r.partition)
         if not readable and wanted is None:
             continue  # every committed offset asked for: those of unreadable topics left out
         by_topic.setdefault(r.topic, []).append(

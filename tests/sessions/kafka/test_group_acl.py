@@ -150,3 +150,25 @@ def test_offsets_of_a_topic_need_read_on_its_stream(node: Node) -> None:
     named = fetched(app, MINE, [{"name": "secret", "partition_indexes": [0]}])
     [p] = named["topics"][0]["partitions"]
     assert (p["error_code"], p["committed_offset"]) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)
+
+
+def test_each_partition_of_a_topic_needs_read_on_its_own_stream(node: Node) -> None:
+    """A super stream's partitions are streams of their own: read on some of them lets
+    offsets of those through, in one request with the others refused."""
+    guest, app = sessions(node)
+    assert node.topics.create_topic(node.ch, "multi", 3).error == ErrorCode.NONE
+    node.b.set_permissions("app", "/", "", "", r"^(multi-0|multi-2|app\..*)$", persist=False)
+    parts = [{"partition_index": i, "committed_offset": 0, "committed_metadata": ""}
+             for i in range(3)]
+    body = {"group_id": MINE, "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"name": "multi", "partitions": parts}]}
+    assert [p["error_code"] for p in call(guest, ApiKey.OFFSET_COMMIT, 7, body)["topics"][0][
+        "partitions"]] == [0, 0, 0]
+    assert [p["error_code"] for p in call(app, ApiKey.OFFSET_COMMIT, 7, body)["topics"][0][
+        "partitions"]] == [0, ErrorCode.TOPIC_AUTHORIZATION_FAILED, 0]
+    every = fetched(app, MINE)
+    assert [(t["name"], [p["partition_index"] for p in t["partitions"]])
+            for t in every["topics"]] == [("multi", [0, 2])]
+    named = fetched(app, MINE, [{"name": "multi", "partition_indexes": [0, 1, 2]}])
+    assert [p["error_code"] for p in named["topics"][0]["partitions"]] == [
+        0, ErrorCode.TOPIC_AUTHORIZATION_FAILED, 0]

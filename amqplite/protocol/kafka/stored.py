@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from amqplite.protocol import streamrecord
-from amqplite.protocol.kafka.mapping import Record, from_amqp, to_amqp
+from amqplite.protocol.kafka.mapping import Record, record_time, to_amqp
 from amqplite.protocol.kafka.records import (
     HEADER_SIZE,
     RecordBatch,
@@ -109,9 +109,9 @@ def record_times(chunks: Sequence[tuple[int, int, bytes]], lo: int, at_least_ms:
     ``at_least_ms`` is not decoded: it yields its last offset with -1."""
     for off, data, at in streamrecord.entries(chunks, lo):
         ts_us, _key, rl, count, _bl = _HEAD.unpack_from(data, at)
-        if rl != BATCH:
-            _ts, _k, exchange, rk, props, body = streamrecord.decode(data, at)
-            yield off, from_amqp(off, ts_us, exchange, rk, props, body).timestamp
+        if rl != BATCH:  # ``count`` is its properties' length: only they are read
+            p = at + _HEAD_SIZE + rl
+            yield off, record_time(ts_us, data[p:p + count])
             continue
         raw = batch_bytes(data, at)
         head = read_batch_header(raw, 0, check_crc=False)

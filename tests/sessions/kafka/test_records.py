@@ -15,6 +15,7 @@ from amqplite.protocol.kafka.mapping import (
     _generic,
     _to_amqp_table,
     from_amqp,
+    record_time,
     routing_key_of,
     to_amqp,
 )
@@ -79,6 +80,20 @@ def test_the_direct_decoding_is_the_generic_ones(r: Record, exchange: str) -> No
         assert _direct(stored) is not None, "a Kafka record's properties take the direct way"
     assert (from_amqp(5, APPENDED_US, exchange, rk, stored, b"v")
             == _generic(5, APPENDED_US, exchange, rk, stored, b"v"))
+
+
+@given(records, st.sampled_from([None, 1_700_000_000]))
+@settings(max_examples=200, deadline=None)
+def test_a_records_time_alone_is_the_one_its_record_has(r: Record, seconds: int | None,
+                                                        ) -> None:
+    """``record_time`` (ListOffsets by time) gives what ``from_amqp`` would, for Kafka's
+    shape of properties and for others (an AMQP publisher's timestamp, a content type)."""
+    _rk, props = to_amqp(r)
+    for raw in (with_header(props, "x-stream-offset", 5, "l"),
+                encode_properties(BasicProperties(content_type="text/plain",
+                                                  timestamp=seconds))):
+        assert record_time(APPENDED_US, raw) == from_amqp(5, APPENDED_US, "", "k", raw,
+                                                           b"v").timestamp
 
 
 def test_other_properties_take_the_generic_way() -> None:

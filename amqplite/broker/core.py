@@ -311,6 +311,7 @@ class Broker:
         self.confirm_after_commit = mqtt.confirm_after_commit
         # the Kafka shell's rows (committed offsets)
         self.kafka_offsets_write = self._kafka.kafka_offsets_write
+        self.kafka_offsets_delete = self._kafka.kafka_offsets_delete
         self.log_event = dlog.log_event
 
     # ------------------------------------------------- the parts' own state

@@ -258,9 +258,9 @@ def delete_groups(s: KafkaSession, req: Request, now: float) -> Step:
         if not may_group(s, gid, "configure"):
             rows.append({"group_id": gid, "error_code": DENIED})
             continue
-        error, ops = s.coordinator.delete_group(_vhost(s), gid)
-        if ops:
-            s.broker.kafka_offsets_write(ops)
+        error = s.coordinator.delete_group(_vhost(s), gid)
+        if error == ErrorCode.NONE:
+            s.broker.kafka_offsets_delete(_vhost(s), group_id=gid)
             stored = True
         rows.append({"group_id": gid, "error_code": error})
 

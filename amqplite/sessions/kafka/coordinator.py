@@ -12,7 +12,8 @@ and the members it removed; ``tick(now)`` does what the timeouts decide and
 ``next_deadline()`` says when the shell must call it next. Group state is not
 stored: after a restart the clients' heartbeats get UNKNOWN_MEMBER_ID and they
 rejoin, as after a Kafka coordinator moves. Committed offsets are stored:
-commits and deletions return store ops for ``Broker.kafka_offsets_write``, and
+commits return store ops for ``Broker.kafka_offsets_write``, deletions say
+whether there are rows for ``Broker.kafka_offsets_delete`` to delete, and
 ``restore`` takes the rows read back at start.
 
 Out of scope: the consumer group protocol of KIP-848 (ConsumerGroupHeartbeat,
@@ -57,7 +58,7 @@ from amqplite.sessions.kafka.group import (
     Group,
     Member,
 )
-from amqplite.storeops import DeleteKafkaOffsets, PutKafkaOffset
+from amqplite.storeops import PutKafkaOffset
 
 GroupKey = tuple[str, str]
 
@@ -353,26 +354,28 @@ class GroupCoordinator:
             g.offsets[(r.topic, r.partition)] = Committed(r.offset, r.metadata, r.committed_at)
 
     # -------------------------------------------------------------- deletion
-    def delete_group(self, vhost: str, group_id: str) -> tuple[ErrorCode, list[DeleteKafkaOffsets]]:
-        """DeleteGroups of one group: only an Empty one goes, with its offsets."""
+    def delete_group(self, vhost: str, group_id: str) -> ErrorCode:
+        """DeleteGroups of one group: only an Empty one goes, with its offsets (NONE:
+        the caller deletes their rows, ``Broker.kafka_offsets_delete``)."""
         g = self.groups.get((vhost, group_id))
         if g is None:
-            return ErrorCode.GROUP_ID_NOT_FOUND, []
+            return ErrorCode.GROUP_ID_NOT_FOUND
         if g.state != EMPTY or g.members:
-            return ErrorCode.NON_EMPTY_GROUP, []
+            return ErrorCode.NON_EMPTY_GROUP
         g.state = DEAD
         del self.groups[(vhost, group_id)]
-        return ErrorCode.NONE, [DeleteKafkaOffsets(vhost, group_id=group_id)]
+        return ErrorCode.NONE
 
-    def delete_topic(self, vhost: str, topic: str) -> list[DeleteKafkaOffsets]:
-        """A topic (its stream or super stream) is deleted: every group's offsets of it go."""
+    def delete_topic(self, vhost: str, topic: str) -> bool:
+        """A topic (its stream or super stream) is deleted: every group's offsets of it
+        go; True when some group had any (the caller deletes their rows)."""
         found = False
         for g in [g for (v, _gid), g in self.groups.items() if v == vhost]:
             for key in [k for k in g.offsets if k[0] == topic]:
                 del g.offsets[key]
                 found = True
             self._settle(g)
-        return [DeleteKafkaOffsets(vhost, topic=topic)] if found else []
+        return found
 
     def delete_vhost(self, vhost: str) -> Answers:
         """A vhost is deleted (the store drops its rows with it): its groups end, and

@@ -456,8 +456,8 @@ class Topics:
             self.broker.queue_delete(ch, q.name)
         if is_super:
             self.broker.exchange_delete(ch, name)
-        if self.coordinator is not None:
-            self.broker.kafka_offsets_write(self.coordinator.delete_topic(vh.name, name))
+        if self.coordinator is not None and self.coordinator.delete_topic(vh.name, name):
+            self.broker.kafka_offsets_delete(vh.name, topic=name)
         return Answer()
 
     def metadata(self, ch: ChannelState, topics: Sequence[str] | None,

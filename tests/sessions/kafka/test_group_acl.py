@@ -16,6 +16,7 @@ from amqplite.protocol.kafka.messages import ApiKey
 from amqplite.sessions.kafka.coordinator import GroupCoordinator
 from amqplite.sessions.kafka.session import KafkaSession
 from amqplite.sessions.kafka.steps import AfterCommit, GroupWait
+from amqplite.storeops import DeleteKafkaOffsets
 from tests.sessions.kafka.test_session import PORT, answer, produce, request
 from tests.sessions.kafka.topic_node import Node
 
@@ -136,8 +137,10 @@ def test_deleting_a_group_needs_configure(node: Node) -> None:
     body = call(app, ApiKey.DELETE_GROUPS, 2, {"groups_names": [MINE]})
     assert body["results"] == [{"group_id": MINE, "error_code": DENIED}]
     assert fetched(app, MINE)["topics"][0]["partitions"][0]["committed_offset"] == 1
+    node.shell.settle()
     body = call(guest, ApiKey.DELETE_GROUPS, 2, {"groups_names": [MINE]})
     assert body["results"] == [{"group_id": MINE, "error_code": 0}]
+    assert DeleteKafkaOffsets("/", MINE, None) in node.b.take_outcome().store_ops
 
 
 def test_offsets_of_a_topic_need_read_on_its_stream(node: Node) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from amqplite.protocol.kafka.errors import ErrorCode
 from amqplite.sessions.kafka.answers import FetchedOffset, JoinAnswer
 from amqplite.sessions.kafka.coordinator import GroupCoordinator
-from amqplite.storeops import DeleteKafkaOffsets, PutKafkaOffset
+from amqplite.storeops import PutKafkaOffset
 from tests.sessions.kafka.helpers import G, V, join, lone_member
 
 E = ErrorCode
@@ -96,12 +96,12 @@ def test_a_group_keeps_its_offsets_when_its_members_go() -> None:
 
 def test_delete_group() -> None:
     c = GroupCoordinator()
-    assert c.delete_group(V, G) == (E.GROUP_ID_NOT_FOUND, [])
+    assert c.delete_group(V, G) == E.GROUP_ID_NOT_FOUND
     a, gen = lone_member(c)
     _commit(c, gen, a, (0, 5))
-    assert c.delete_group(V, G) == (E.NON_EMPTY_GROUP, [])
+    assert c.delete_group(V, G) == E.NON_EMPTY_GROUP
     c.leave_group(1, V, G, [(a, None)])
-    assert c.delete_group(V, G) == (E.NONE, [DeleteKafkaOffsets(V, group_id=G)])
+    assert c.delete_group(V, G) == E.NONE
     assert c.fetch_offsets(V, G, [(T, 0)]) == [FetchedOffset(T, 0, -1, "")]
 
 
@@ -109,9 +109,9 @@ def test_delete_topic_drops_its_offsets_in_every_group() -> None:
     c = GroupCoordinator()
     for group in ("g1", "g2"):
         c.commit_offsets(0, V, group, -1, "", [(T, 0, 1, ""), ("audit", 0, 2, "")])
-    assert c.delete_topic(V, T) == [DeleteKafkaOffsets(V, topic=T)]
+    assert c.delete_topic(V, T) is True
     assert c.fetch_offsets(V, "g1", None) == [FetchedOffset("audit", 0, 2, "")]
-    assert c.delete_topic(V, T) == []  # nothing left to delete
+    assert c.delete_topic(V, T) is False  # nothing left to delete
     c.delete_topic(V, "audit")
     assert c.list_groups(V) == []  # nothing left in them either
 

@@ -124,12 +124,7 @@ class Streams:
         ts = self._dlog.ts or self._dlog.log_time()  # one time per batch, as a chunk's
         props = msg.properties_raw
         size = len(body) + len(props)
-        off, seg, sealed, opened = st.append(ts, size, q.segment_size)
-        if sealed is not None:
-            self._put_segment(q, sealed)
-        if opened:
-            self._put_segment(q, seg)
-            self._apply_retention(q, ts)
+        off, seg = self._place(q, st, ts, size, 1)
         # stored as it will be delivered: the offset header spliced in once, here
         exchange, routing_key = msg.exchange, msg.routing_key
         route = st.routes.get((exchange, routing_key))
@@ -151,15 +146,7 @@ class Streams:
         else:
             record = streamrecord.pack(ts, key, route,
                                        with_header(props, OFFSET_HEADER, off, "l"), body)
-        # appends to one stream in a row share one op (see AppendStreams), built as
-        # the NamedTuple's own __new__ does, minus its Python-level frame
-        ops = self.outbox._ops  # the list: CPython specialises list.append
-        last = ops[-1] if ops else None
-        if type(last) is _AppendStreams and last.queue_id == q.id:
-            last.entries.append((off, seg.number, ts, key, size, record))
-        else:
-            ops.append(_new_tuple(_AppendStreams, (q.id, [(off, seg.number, ts, key, size,
-                                                           record)])))
+        self._add_entry(q, (off, seg.number, ts, key, size, record))
         # "appended", not "routed": a stream entry is never settled, so the audit's
         # per-message states (in flight, stuck) must not count it
         if self._log_on:
@@ -179,19 +166,9 @@ class Streams:
         assert st is not None
         ts = self._dlog.ts or self._dlog.log_time()
         size = len(batch)
-        off, seg, sealed, opened = st.append(ts, size, q.segment_size, count)
-        if sealed is not None:
-            self._put_segment(q, sealed)
-        if opened:
-            self._put_segment(q, seg)
-            self._apply_retention(q, ts)
-        entry = (off, seg.number, ts, key, size, streamrecord.pack_batch(ts, key, count, batch))
-        ops = self.outbox._ops
-        last = ops[-1] if ops else None
-        if type(last) is _AppendStreams and last.queue_id == q.id:
-            last.entries.append(entry)
-        else:
-            ops.append(_AppendStreams(q.id, [entry]))
+        off, seg = self._place(q, st, ts, size, count)
+        self._add_entry(q, (off, seg.number, ts, key, size,
+                            streamrecord.pack_batch(ts, key, count, batch)))
         if self._log_on:
             reason = f"offset:{off}-{off + count - 1} records:{count}"
             rows = self._dlog.rows
@@ -202,6 +179,28 @@ class Streams:
         if st.on_append is not None:
             st.on_append()
         return off
+
+    def _place(self, q: Queue, st: StreamLog, ts: int, size: int, span: int,
+               ) -> tuple[int, Segment]:
+        """An entry's first offset and segment (``StreamLog.append``); a segment it seals
+        or opens is stored, and opening one applies retention."""
+        off, seg, sealed, opened = st.append(ts, size, q.segment_size, span)
+        if sealed is not None:
+            self._put_segment(q, sealed)
+        if opened:
+            self._put_segment(q, seg)
+            self._apply_retention(q, ts)
+        return off, seg
+
+    def _add_entry(self, q: Queue, entry: P.ops.StreamEntryRow) -> None:
+        """Appends to one stream in a row share one op (see AppendStreams), built as the
+        NamedTuple's own __new__ does, minus its Python-level frame."""
+        ops = self.outbox._ops  # the list: CPython specialises list.append
+        last = ops[-1] if ops else None
+        if type(last) is _AppendStreams and last.queue_id == q.id:
+            last.entries.append(entry)
+        else:
+            ops.append(_new_tuple(_AppendStreams, (q.id, [entry])))
 
     def _put_segment(self, q: Queue, s: Segment) -> None:
         self.outbox.emit(P.ops.PutStreamSegment(q.id, *s.row(), s.size))

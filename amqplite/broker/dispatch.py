@@ -22,9 +22,8 @@ from amqplite.broker.commands import (
 )
 from amqplite.broker.deadletter import DeadLetterer, with_delivery_count
 from amqplite.broker.effects import NEED_PAGE_IN, Deliver, GetOk, NeedPageIn
-from amqplite.broker.exchanges.selected import message_headers
 from amqplite.broker.expiry import Expiry
-from amqplite.broker.model import ChannelState, Consumer, Delivery, Entry, Message, Session
+from amqplite.broker.model import ChannelState, Consumer, Delivery, Entry, Session
 from amqplite.broker.outbox import Outbox
 from amqplite.broker.paging import Pager
 from amqplite.broker.queue import Queue
@@ -291,12 +290,13 @@ class Dispatcher:
                 # redelivered in a loop) until the consumers change; one whose
                 # matching consumers are all full waits for them, and what is
                 # behind it waits too (the order among matching messages is kept)
-                c, matched = _pick_selected(q, head.message)
-                if c is None:
-                    if matched:
+                chosen = q.pick_consumer(head.message)
+                if chosen is None:
+                    if q.selected_by_any(head.message):
                         break
                     q.parked.append(ready.popleft())
                     continue
+                c = chosen
             elif len(consumers) == 1 and simple:
                 # q.pick_consumer() with nothing to choose: Consumer.has_room, inlined
                 c = consumers[0]
@@ -556,43 +556,6 @@ class Dispatcher:
                 qs[c.queue] = None
         for q in qs:
             self._dispatch(q)
-
-
-def _pick_selected(q: Queue, msg: Message) -> tuple[Consumer | None, bool]:
-    """The consumer with room whose selector matches ``msg`` (round-robin, or by
-    priority, or the single active one), and whether any consumer's selector
-    matches it at all. The message's headers are built once, for the first
-    selector met."""
-    cs: list[Consumer] = q.consumers
-    if q.single_active:
-        cs = [] if q.active is None else [q.active]
-    headers: dict[str, str] | None = None
-    matched = False
-    best: Consumer | None = None
-    n = len(cs)
-    start = q.rr if q.rr < n else 0
-    for i in range(n):
-        c = cs[(start + i) % n]
-        sel = c.selector
-        if sel is not None:
-            if headers is None:
-                headers = message_headers(msg)
-            if not sel.matches(headers):
-                continue
-        matched = True
-        if not c.has_room():
-            continue
-        if not q.prioritised:
-            if not q.single_active:
-                q.rr = (start + i + 1) % n
-            return c, True
-        if best is None or c.priority > best.priority or (
-                c.priority == best.priority and c.served < best.served):
-            best = c
-    if best is not None:
-        q.served += 1
-        best.served = q.served
-    return best, matched
 
 
 def unpark(q: Queue) -> bool:

@@ -6,12 +6,13 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from amqplite.broker.exchanges.selected import message_headers
 from amqplite.broker.model import Consumer, PriorityReadyList, ReadyList
 from amqplite.broker.streamlog import DEFAULT_SEGMENT_SIZE, StreamLog, parse_age
 from amqplite.broker.vhost import NO_RETAINERS, RouteResult
 
 if TYPE_CHECKING:
-    from amqplite.broker.model import Entry, Session
+    from amqplite.broker.model import Entry, Message, Session
 
 
 class Queue:
@@ -192,39 +193,64 @@ class Queue:
         self.active = max(self.consumers, key=lambda x: x.priority, default=None)
         return self.active is not None
 
-    def pick_consumer(self) -> Consumer | None:
+    def pick_consumer(self, msg: Message | None = None) -> Consumer | None:
         """The consumer to serve next, or None when every candidate is full.
 
         Plain queues take turns (round-robin among consumers with room). With
         consumer priorities, the highest priority with room wins, and the one
         served longest ago among equals; single active consumer queues serve
-        only the active one.
+        only the active one. With ``msg`` (a queue with a selector consumer), a
+        consumer whose selector does not match it is no candidate; its headers
+        are built once, for the first selector met.
         """
         cs = self.consumers
         if self.single_active:
             a = self.active
-            return a if a is not None and a.has_room() else None
-        if self.prioritised:
-            best: Consumer | None = None
-            for c in cs:
-                if (best is None or c.priority > best.priority
-                        or (c.priority == best.priority and c.served < best.served)) \
-                        and c.has_room():
-                    best = c
-            if best is not None:
-                self.served += 1
-                best.served = self.served
-            return best
+            if a is None or not a.has_room():
+                return None
+            if msg is None or a.selector is None:
+                return a
+            return a if a.selector.matches(message_headers(msg)) else None
+        headers: dict[str, str] | None = None
+        prioritised = self.prioritised
+        best: Consumer | None = None
         n = len(cs)
-        if n == 1:
-            return cs[0] if cs[0].has_room() else None
-        start = self.rr
+        start = self.rr if not prioritised and self.rr < n else 0
         for i in range(n):
             c = cs[(start + i) % n]
-            if c.has_room():
+            if msg is not None and c.selector is not None:
+                if headers is None:
+                    headers = message_headers(msg)
+                if not c.selector.matches(headers):
+                    continue
+            if not c.has_room():
+                continue
+            if not prioritised:
                 self.rr = (start + i + 1) % n
                 return c
-        return None
+            if best is None or c.priority > best.priority or (
+                    c.priority == best.priority and c.served < best.served):
+                best = c
+        if best is not None:
+            self.served += 1
+            best.served = self.served
+        return best
+
+    def selected_by_any(self, msg: Message) -> bool:
+        """Whether some candidate consumer's selector (or lack of one) takes ``msg``, full
+        or not: when none does, the dispatcher parks it instead of waiting."""
+        cs = self.consumers
+        if self.single_active:
+            cs = [] if self.active is None else [self.active]
+        headers: dict[str, str] | None = None
+        for c in cs:
+            if c.selector is None:
+                return True
+            if headers is None:
+                headers = message_headers(msg)
+            if c.selector.matches(headers):
+                return True
+        return False
 
 
 #: a queue's message counters as RabbitMQ's queue message_stats names them (besides

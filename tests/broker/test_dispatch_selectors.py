@@ -158,3 +158,53 @@ SelectiveDispatch.TestCase.settings = settings(
     max_examples=300, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 TestSelectiveDispatch = SelectiveDispatch.TestCase
+
+
+def _delivered(b: Broker) -> list[tuple[str, bytes]]:
+    out = [(e.consumer_tag, e.message.body or b"") for e in b.effects if isinstance(e, Deliver)]
+    b.effects.clear()
+    b.outbox.take()
+    return out
+
+
+def _consumer(b: Broker, s: Any, n: int, sel: str | None, prefetch: int,
+              **args: Any) -> None:
+    ch = b.open_channel(s, n)
+    b.basic_qos(ch, 0, prefetch, False)
+    b.basic_consume(ch, "q", f"c{n}", selector=None if sel is None else parse(sel),
+                    arguments=args)
+    b.start_consumer(ch, f"c{n}")
+
+
+def test_selectors_with_consumer_priorities() -> None:
+    """The highest priority whose selector matches and has room gets the message."""
+    b = Broker(now=FakeClock())
+    s = b.open_session("guest", "/")
+    pub = b.open_channel(s, 1)
+    b.queue_declare(pub, "q")
+    _consumer(b, s, 2, "k = 'a'", 1, **{"x-priority": 5})
+    _consumer(b, s, 3, None, 0)
+    _delivered(b)
+    for i, k in enumerate(("b", "a", "a")):
+        b.basic_publish(pub, "", "q", _props(k), b"%d" % i)
+    # b: only c3 matches; the first a: c2 (higher); the second: c2 is full, c3 takes it
+    assert _delivered(b) == [("c3", b"0"), ("c2", b"1"), ("c3", b"2")]
+
+
+def test_selectors_on_a_single_active_consumer_queue() -> None:
+    """Only the active consumer is a candidate: what its selector refuses is parked,
+    though a waiting consumer would take it."""
+    b = Broker(now=FakeClock())
+    s = b.open_session("guest", "/")
+    pub = b.open_channel(s, 1)
+    b.queue_declare(pub, "q", arguments={"x-single-active-consumer": True})
+    _consumer(b, s, 2, "k = 'a'", 1)
+    _consumer(b, s, 3, None, 0)
+    _delivered(b)
+    b.basic_publish(pub, "", "q", _props("b"), b"0")
+    b.basic_publish(pub, "", "q", _props("a"), b"1")
+    b.basic_publish(pub, "", "q", _props("a"), b"2")
+    assert _delivered(b) == [("c2", b"1")]  # the second a waits for room
+    q = b.vhosts["/"].queues["q"]
+    assert [e.message.body for e in q.parked] == [b"0"]
+    assert [e.message.body for e in q.ready] == [b"2"]

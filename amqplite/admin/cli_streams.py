@@ -16,6 +16,7 @@ from amqplite.admin.cli import Ctx, _body_of, _plural, _table, common
 from amqplite.admin.cli_common import common_long_format
 from amqplite.admin.client import AdminError, path
 from amqplite.admin.messages import preview
+from amqplite.protocol.streamrecord import OFFSET_HEADER
 
 #: entries asked for per request (the API's bound is 1000)
 TAIL_PAGE = 200
@@ -81,7 +82,7 @@ def delete_super_stream(ctx: Ctx, name: str) -> None:
 
 def _line(e: dict[str, Any], width: int) -> str:
     props = e.get("properties") or {}
-    headers = {k: v for k, v in (props.get("headers") or {}).items() if k != "x-stream-offset"}
+    headers = {k: v for k, v in (props.get("headers") or {}).items() if k != OFFSET_HEADER}
     text, _ = preview(_body_of(e), props.get("content_type"), limit=width)
     hdr = json.dumps(headers, ensure_ascii=False, separators=(",", ":")) if headers else "-"
     return (f"{e['offset']:>8}  {e['timestamp']}  {e['routing_key'] or '-'}  {hdr}  "

@@ -36,13 +36,14 @@ from amqplite.broker.streamlog import Cursor, Group, Segment, StreamEntry, Strea
 from amqplite.protocol import streamrecord
 from amqplite.protocol.codec import Timestamp
 from amqplite.protocol.properties import long_header_splice, with_header
+from amqplite.protocol.streamrecord import OFFSET_HEADER
 
 #: the hot path's callables, looked up once
 _AppendStreams = P.ops.AppendStreams
 _new_tuple = tuple.__new__
 
-#: the header every stream delivery carries its offset in (a long, as RabbitMQ)
-OFFSET_HEADER = "x-stream-offset"
+#: the consume argument saying where a consumer starts: the offset header's name
+OFFSET_ARG = OFFSET_HEADER
 #: consumer arguments of amqplite's stream consumer groups (RabbitMQ ignores them)
 GROUP_ARG = "x-stream-consumer-group"
 SAC_ARG = "x-single-active-consumer"
@@ -230,7 +231,7 @@ class Streams:
         if not ch.prefetch:
             raise E.precondition("consumer prefetch count is not set for "
                                  f"'queue '{q.name}' in vhost '{q.vhost}''", cm)
-        spec = (arguments or {}).get("x-stream-offset")
+        spec = (arguments or {}).get(OFFSET_ARG)
         try:
             group_name(arguments)
         except ValueError:
@@ -247,7 +248,7 @@ class Streams:
         active, and a group that read before goes on where it stopped."""
         st = q.stream
         assert st is not None
-        spec = describe_spec(c.arguments.get("x-stream-offset"))
+        spec = describe_spec(c.arguments.get(OFFSET_ARG))
         name = group_name(c.arguments)
         if name is None:
             st.cursors[c] = Cursor(c, *start)

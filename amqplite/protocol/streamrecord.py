@@ -27,8 +27,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 
-__all__ = ["BATCH", "HEAD", "HEAD_SIZE", "decode", "entries", "pack", "pack_batch",
-           "pack_spliced", "route", "span", "walk"]
+__all__ = ["BATCH", "HEAD", "HEAD_SIZE", "OFFSET_HEADER", "decode", "entries", "pack",
+           "pack_batch", "pack_spliced", "route", "span", "walk"]
 
 HEAD = struct.Struct(">qqHII")
 HEAD_SIZE = HEAD.size
@@ -37,6 +37,9 @@ _pack_head = HEAD.pack
 _pack_long = struct.Struct(">q").pack
 #: the route length that marks a stored Kafka record batch (a route is at most 512)
 BATCH = 0xFFFF
+#: the header (a long, as RabbitMQ's) each entry's properties carry its offset in; also
+#: the name of the consume argument saying where a stream consumer starts
+OFFSET_HEADER = "x-stream-offset"
 
 
 def route(exchange: str, routing_key: str) -> bytes:

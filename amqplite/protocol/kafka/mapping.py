@@ -33,6 +33,7 @@ import attrs
 
 from amqplite.protocol.codec import FieldArray, FieldTable, Timestamp
 from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
+from amqplite.protocol.streamrecord import OFFSET_HEADER
 
 #: the key, exactly (a longstr: any bytes)
 KEY_HEADER = "x-kafka-key"
@@ -42,7 +43,7 @@ TIMESTAMP_HEADER = "x-kafka-timestamp"
 #: true when the record's value was null (the body is then empty)
 NULL_VALUE_HEADER = "x-kafka-value-null"
 #: headers the mapping owns (and the stream's offset header): never record headers
-RESERVED = frozenset({KEY_HEADER, TIMESTAMP_HEADER, NULL_VALUE_HEADER, "x-stream-offset"})
+RESERVED = frozenset({KEY_HEADER, TIMESTAMP_HEADER, NULL_VALUE_HEADER, OFFSET_HEADER})
 
 Headers = Sequence[tuple[str, bytes | None]]
 

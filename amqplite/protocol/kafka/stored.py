@@ -26,9 +26,8 @@ from amqplite.protocol.kafka.records import (
     read_batch_header,
 )
 from amqplite.protocol.properties import with_long_header
+from amqplite.protocol.streamrecord import OFFSET_HEADER
 
-#: the header every stream entry carries its offset in (``broker.streams.OFFSET_HEADER``)
-OFFSET_HEADER = "x-stream-offset"
 _HEAD = streamrecord.HEAD
 _HEAD_SIZE = streamrecord.HEAD_SIZE
 BATCH = streamrecord.BATCH

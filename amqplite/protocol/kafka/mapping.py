@@ -27,13 +27,16 @@ import decimal
 import json
 import struct
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from amqplite.protocol.codec import FieldArray, FieldTable, Timestamp
 from amqplite.protocol.properties import BasicProperties, decode_properties, encode_properties
 from amqplite.protocol.streamrecord import OFFSET_HEADER
+
+if TYPE_CHECKING:
+    from amqplite.protocol.kafka.records import RecordBatch
 
 #: the key, exactly (a longstr: any bytes)
 KEY_HEADER = "x-kafka-key"
@@ -58,6 +61,17 @@ class Record:
     key: bytes | None = None
     value: bytes | None = None
     headers: Headers = ()
+
+
+def produced(batch: RecordBatch) -> list[Record]:
+    """A decoded produced batch's records with their own timestamps (base plus delta;
+    -1 in a batch without times), as ``to_amqp`` takes them."""
+    assert batch.records is not None
+    base_ts = batch.base_timestamp
+    if base_ts < 0:
+        return [Record(r.offset_delta, -1, r.key, r.value, r.headers) for r in batch.records]
+    return [Record(r.offset_delta, base_ts + r.timestamp_delta, r.key, r.value, r.headers)
+            for r in batch.records]
 
 
 @attrs.define(slots=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from amqplite.protocol import streamrecord
-from amqplite.protocol.kafka.mapping import Record, record_time, to_amqp
+from amqplite.protocol.kafka.mapping import produced, record_time, to_amqp
 from amqplite.protocol.kafka.records import (
     HEADER_SIZE,
     RecordBatch,
@@ -64,17 +64,14 @@ def expand(data: bytes, at: int, base_offset: int) -> tuple[bytes, list[int]]:
     back, and where each starts."""
     ts_us, key, _rl, _count, _bl = _HEAD.unpack_from(data, at)
     batch = decode_batch(batch_bytes(data, at), check_crc=False)
-    assert batch.records is not None
-    base_ts = batch.base_timestamp
     pack = streamrecord.pack
     route = streamrecord.route
     routes: dict[str, bytes] = {}
     parts: list[bytes] = []
     starts: list[int] = []
     pos = 0
-    for i, r in enumerate(batch.records):
-        rk, props = to_amqp(Record(i, base_ts + r.timestamp_delta if base_ts >= 0 else -1,
-                                   r.key, r.value, r.headers))
+    for i, r in enumerate(produced(batch)):  # storable: offset deltas are 0..n-1
+        rk, props = to_amqp(r)
         rb = routes.get(rk)
         if rb is None:
             rb = routes[rk] = route("", rk)

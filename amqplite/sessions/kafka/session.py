@@ -34,7 +34,7 @@ from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.kafka import records as rb
 from amqplite.protocol.kafka import stored
 from amqplite.protocol.kafka.errors import ErrorCode
-from amqplite.protocol.kafka.mapping import LogRecord, Record
+from amqplite.protocol.kafka.mapping import LogRecord, produced
 from amqplite.protocol.kafka.messages import ApiKey, Request, api_versions_body, encode_response
 from amqplite.protocol.kafka.primitives import CodecError
 from amqplite.sessions.kafka import admin
@@ -296,11 +296,7 @@ class KafkaSession:
             if stored.storable(b):
                 out = self.topics.produce_batch(ch, topic, idx, raw, b)
             else:
-                base_ts = b.base_timestamp
-                recs = [Record(r.offset_delta,
-                               base_ts + r.timestamp_delta if base_ts >= 0 else -1,
-                               r.key, r.value, r.headers) for r in b.records]
-                out = self.topics.produce(ch, topic, idx, recs, producer_id=b.producer_id,
+                out = self.topics.produce(ch, topic, idx, produced(b), producer_id=b.producer_id,
                                           producer_epoch=b.producer_epoch,
                                           base_sequence=b.base_sequence)
             if out.error != ErrorCode.NONE:

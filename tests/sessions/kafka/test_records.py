@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqplite.protocol.codec import FieldTable
+from amqplite.protocol.kafka import records as rb
 from amqplite.protocol.kafka.errors import ErrorCode
 from amqplite.protocol.kafka.mapping import (
     RESERVED,
@@ -15,6 +16,7 @@ from amqplite.protocol.kafka.mapping import (
     _generic,
     _to_amqp_table,
     from_amqp,
+    produced,
     record_time,
     routing_key_of,
     to_amqp,
@@ -94,6 +96,17 @@ def test_a_records_time_alone_is_the_one_its_record_has(r: Record, seconds: int 
                                                   timestamp=seconds))):
         assert record_time(APPENDED_US, raw) == from_amqp(5, APPENDED_US, "", "k", raw,
                                                            b"v").timestamp
+
+
+def test_a_produced_batchs_records_carry_their_own_times() -> None:
+    """What Produce appends (one by one, or expanded later from the stored batch): each
+    record's time is the batch's base plus its delta; a batch without times has none."""
+    wire = [rb.Record(0, 0, b"k", b"v0", [("h", b"x")]), rb.Record(1, 250, None, None, [])]
+    timed = rb.decode_batch(rb.encode_batch(wire, base_timestamp=1_700_000_000_000))
+    assert produced(timed) == [Record(0, 1_700_000_000_000, b"k", b"v0", [("h", b"x")]),
+                               Record(1, 1_700_000_000_250, None, None, [])]
+    untimed = rb.decode_batch(rb.encode_batch(wire, base_timestamp=-1))
+    assert [r.timestamp for r in produced(untimed)] == [-1, -1]
 
 
 def test_other_properties_take_the_generic_way() -> None:

@@ -84,7 +84,7 @@ def test_every_queue_must_ack() -> None:
     b, pub, sub = _setup(queues=("a", "b"))
     b.basic_consume(sub, "a", "ca")
     b.basic_consume(sub, "b", "cb")
-    (held,), dels = _publish(b, pub, 1, exchange="fan")
+    (_held,), dels = _publish(b, pub, 1, exchange="fan")
     assert len(dels) == 2
     b.basic_ack(sub, dels[0].delivery_tag)
     assert _confirms(b)[0] == []

@@ -176,8 +176,10 @@ class Confirms:
         self.due.clear()  # the gates hold this list itself
         for gate in due:
             c = gate.confirm
-            st = None if c is None else c.channel.confirms
-            if st is None or c is None or c.state == SENT:
+            if c is None or c.state == SENT or not c.channel.open:
+                continue  # a closed channel's confirms die with it
+            st = c.channel.confirms
+            if st is None:
                 continue
             for r in _due(st):
                 self.effects.append(Confirm(r.channel, r.upto, r.multiple, r.nack, False,

@@ -60,6 +60,13 @@ DEFER_MAX_OPS = 3000
 #: (RabbitMQ keeps no such log at all; its firehose tracer is off by default.)
 LOG_DEFER_S = 0.25
 
+#: A batch held behind the commit in flight (see ``Persistence.flush``) goes over
+#: anyway at this many ops, so a slow commit does not make one huge frame (its
+#: bytes are copied twice on the way): S1 holds about 3 ops per message and
+#: 1,000-4,000 ops per commit; uncapped, slow commits on a loaded machine raised
+#: the loop's peak RSS by some 30 MiB.
+HOLD_MAX_OPS = 6000
+
 #: Stop reading from publishers while this many ops wait for the writer.
 HIGH_WATER_OPS = 200_000
 
@@ -283,7 +290,8 @@ class Persistence:
                     self._output.set()  # ``_pump_out`` keeps the time
                 return
         acked = self.broker.stats["acked"]
-        if not force and self.inflight and acked != self._acked_seen and not self.repairing:
+        if (not force and self.inflight and acked != self._acked_seen and not self.repairing
+                and len(self._ops) < HOLD_MAX_OPS):
             self._holding = True  # ``_done`` hands it over
             return
         self._acked_seen = acked

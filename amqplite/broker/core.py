@@ -359,8 +359,11 @@ class Broker:
         Publisher confirms owed for the publishes so far close the wire effects,
         so a publish's basic.return always precedes its confirm.
         """
-        if self._confirms.confirm_dirty:
-            self._confirms._emit_confirms()
+        confirms = self._confirms
+        if confirms.confirm_dirty:
+            confirms._emit_confirms()
+        if confirms.due:
+            confirms.release_due()
         counters = self._counters
         if counters.new_sizes:
             counters.fold_sizes()

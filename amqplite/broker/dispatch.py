@@ -338,6 +338,12 @@ class Dispatcher:
             if entry.stored:  # _entry_done, inlined
                 entry.stored = False
                 self.outbox._ops.append(P.delete_entry(q, entry))
+                gate = entry.gate
+                if gate is not None:  # taken by a consumer: counted out, see confirms.py
+                    entry.gate = None
+                    gate.pending -= 1
+                    if not gate.pending and gate.confirm is not None:
+                        gate.due.append(gate)
             else:
                 msg.pinned -= 1
             stats["delivered_consume_auto_ack"] += 1
@@ -416,6 +422,12 @@ class Dispatcher:
                     if e.stored:  # _entry_done, inlined
                         e.stored = False
                         store_ops.append(P.delete_entry(q, e))
+                        gate = e.gate
+                        if gate is not None:  # acked: counted out, see confirms.py
+                            e.gate = None
+                            gate.pending -= 1
+                            if not gate.pending and gate.confirm is not None:
+                                gate.due.append(gate)
                     else:
                         e.message.pinned -= 1
                 q.n_ack += 1

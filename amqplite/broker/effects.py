@@ -174,7 +174,8 @@ class Confirm(_Record):
     publishes has committed, and sends a nack instead if that commit failed.
     """
 
-    __slots__ = ("after_commit", "channel", "covered", "multiple", "nack", "upto")
+    __slots__ = ("after_commit", "channel", "covered", "gate", "multiple", "nack", "state",
+                 "upto")
     _FIELDS = ("channel", "upto", "multiple", "nack", "after_commit", "covered")
 
     def __init__(
@@ -193,6 +194,10 @@ class Confirm(_Record):
         self.after_commit = after_commit
         #: how many publishes it settles (the confirmed-messages counter)
         self.covered = covered
+        #: bookkeeping of a held Confirm (``confirms.Confirms``): the ConfirmGate that
+        #: may release it before its commit, and HELD, LANDED or SENT
+        self.gate: Any = None
+        self.state = 0
 
 
 class Outcome(_Record):

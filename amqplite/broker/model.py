@@ -16,6 +16,7 @@ from amqplite.protocol.errors import FrameSyntaxError
 from amqplite.protocol.properties import delivery_mode_of, headers_of, message_id_of, printable
 
 if TYPE_CHECKING:
+    from amqplite.broker.confirms import ConfirmGate
     from amqplite.broker.queue import Queue
     from amqplite.broker.streamlog import StreamEntry
     from amqplite.protocol.properties import BasicProperties
@@ -138,6 +139,7 @@ class Entry:
         "committed",
         "delivery_count",
         "expires_at",
+        "gate",
         "in_ready",
         "message",
         "position",
@@ -157,6 +159,8 @@ class Entry:
         self.expires_at: float | None = None
         self.in_ready = False
         self.priority = 0
+        #: the ConfirmGate its publish counts it in (confirms.py), till it is acked
+        self.gate: ConfirmGate | None = None
 
 
 class Consumer:

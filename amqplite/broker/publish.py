@@ -17,7 +17,7 @@ from amqplite.broker.base import (
     DeliveryLog,
 )
 from amqplite.broker.commands import BASIC_PUBLISH
-from amqplite.broker.confirms import Confirms
+from amqplite.broker.confirms import ConfirmGate, Confirms
 from amqplite.broker.effects import Deliver, PublishResult, Return
 from amqplite.broker.exchanges import Exchange
 from amqplite.broker.expiry import Expiry, parse_expiration
@@ -85,6 +85,11 @@ class Publisher:
         self._authorize = access._authorize
         self._authorize_topic = access._authorize_topic
         self._confirm_published = confirms._confirm_published
+        self._gate_of = confirms.gate_of
+        #: the ConfirmGate of the basic.publish under way (a ``settle_early`` channel's):
+        #: ``enqueue`` counts each durable entry in it. Left set by a publish that
+        #: raised, it may count a later entry too, which only holds its Confirm back
+        self._gate: ConfirmGate | None = None
         self.stream_append = streams.stream_append
         self.stream_append_batch = streams.stream_append_batch
         self.arm_ttl = expiry.arm_ttl
@@ -157,6 +162,10 @@ class Publisher:
         if ch.tx:
             ch.tx_publishes.append((exchange, routing_key, properties_raw, body, mandatory))
             res = PublishResult(True, False)
+        elif ch.confirm:
+            self._gate = self._gate_of(ch)
+            res = self.publish(vh, ex, routing_key, properties_raw, body, mandatory, ch)
+            self._gate = None
         else:
             res = self.publish(vh, ex, routing_key, properties_raw, body, mandatory, ch)
         # the global counters (RabbitMQ's), then the confirm seq
@@ -334,6 +343,8 @@ class Publisher:
         keeps it in the retained store, then it goes to ``queues`` as any publish;
         a confirm waits for the retained rows' commit as for a queue entry's."""
         kept = self._retain(vh, retainers, msg)
+        if kept and self._gate is not None:
+            self._gate.pending += 1  # a retained row: no ack settles it, the commit must
         if not queues:
             if mandatory and ch is not None:
                 self.effects.append(Return(ch, 312, "NO_ROUTE", msg))
@@ -380,6 +391,8 @@ class Publisher:
     def enqueue(self, q: Queue, msg: Message) -> int:
         """Append ``msg`` to ``q``: NOT_STORED, STORED (needs a commit) or REJECTED."""
         if q.stream is not None:
+            if self._gate is not None:
+                self._gate.pending += 1  # an append: no ack settles it, the commit must
             return self.stream_append(q, msg)
         limited = q.max_length is not None or q.max_bytes is not None
         if limited and self._refuses(q, msg.body_size):
@@ -405,6 +418,10 @@ class Publisher:
             e.stored = True
             self.outbox._ops.append(P.put_entry(q, e))
             self.stats["disk_writes"] += 1
+            gate = self._gate
+            if gate is not None:  # its ack counts it out (``Confirms.release_due``)
+                e.gate = gate
+                gate.pending += 1
             if len(ready) >= self.body_window:
                 self.evictable.append((q, e))
         else:

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import hmac
 import logging
-import os
 import secrets
 import signal
 import ssl
@@ -44,6 +42,7 @@ from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
 from amqplite.store.apply import PruneRange
 from amqplite.store.database import is_postgresql, masked
+from amqplite.store.gctune import tune_gc
 from amqplite.store.lifecycle import CLEAN_KEY
 from amqplite.store.writer import ProcessStore
 from amqplite.storeops import EXPORTED_KEY
@@ -336,7 +335,7 @@ class Server:
         self.mqtt_sessions = recovered.mqtt_sessions
         self.kafka_offsets = recovered.kafka_offsets
         del recovered
-        _tune_gc()
+        tune_gc()
         await trio.to_thread.run_sync(store.mark_open)
         store.start()
         clean = False
@@ -548,27 +547,6 @@ class Server:
             await self.persistence.wait_idle()
             return not self.connections
         return False
-
-
-#: the cyclic collector runs after this many allocations net of frees (CPython: 700)
-GC_GEN0_THRESHOLD = 50_000
-
-
-def _tune_gc() -> None:
-    """Fewer, cheaper cyclic collections on the message path.
-
-    Every message allocates a handful of objects that die without cycles;
-    with CPython's default threshold the collector runs every 700 of them and
-    every tenth of those also walks generation 1. Freezing what start-up built
-    (recovered topology, imported modules) takes it out of every later full
-    collection. ``AMQPLITE_GC_TUNE=0`` keeps CPython's defaults (to measure).
-    """
-    if os.environ.get("AMQPLITE_GC_TUNE") == "0":
-        return
-    gc.collect()
-    gc.freeze()
-    _g0, g1, g2 = gc.get_threshold()
-    gc.set_threshold(GC_GEN0_THRESHOLD, g1, g2)
 
 
 def _lock_dir(s: Settings) -> Path | None:

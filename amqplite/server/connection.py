@@ -722,7 +722,7 @@ class AMQPConnection:
         pass
 
     async def _confirm_select(self, ch: ChannelState, m: Any) -> None:
-        self.broker.confirm_select(ch)
+        self.broker.confirm_select(ch, settle_early=True)  # RabbitMQ's rule: see confirms.py
         if not m.no_wait:
             self._reply(ch, M.ConfirmSelectOk())
 

@@ -120,15 +120,17 @@ class Interpreter:
         self.apply(self.broker.take_outcome())
 
     def _committed(self, c: Confirm, err: BaseException | None) -> None:
-        """The submission a Confirm waited for has ended: a failed commit turns it to nack."""
-        self.broker.confirm_landed(c)
-        nack = c.nack or err is not None
-        tr = self._send_confirm(c, nack)
-        if tr is not None:
-            self._confirmed[tr] = None
-        if not nack:
-            self.counters.confirmed += c.covered
-            c.channel.n_confirm += c.covered
+        """The submission a Confirm waited for has ended: a failed commit turns it to
+        nack. The broker says which held Confirms go now, in order: ``c`` as a rule,
+        none if its consumers' acks let it go already, more if later ones were
+        released by acks while ``c`` held them back."""
+        for r in self.broker.confirm_landed(c, err is not None):
+            tr = self._send_confirm(r, r.nack)
+            if tr is not None:
+                self._confirmed[tr] = None
+            if not r.nack:
+                self.counters.confirmed += r.covered
+                r.channel.n_confirm += r.covered
 
     def flush_confirmed(self) -> None:
         """Write the confirms the commits just acknowledged, one write per connection.

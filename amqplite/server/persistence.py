@@ -60,6 +60,13 @@ DEFER_MAX_OPS = 3000
 #: (RabbitMQ keeps no such log at all; its firehose tracer is off by default.)
 LOG_DEFER_S = 0.25
 
+#: A batch held behind the commit in flight (see ``Persistence.flush``) goes over
+#: anyway at this many ops, so a slow commit does not make one huge frame (its
+#: bytes are copied twice on the way): S1 holds about 3 ops per message and
+#: 1,000-4,000 ops per commit; uncapped, slow commits on a loaded machine raised
+#: the loop's peak RSS by some 30 MiB.
+HOLD_MAX_OPS = 6000
+
 #: Stop reading from publishers while this many ops wait for the writer.
 HIGH_WATER_OPS = 200_000
 
@@ -120,6 +127,10 @@ class Persistence:
         #: called after ops that could not be written were undone in memory (the
         #: interpreter carries out the broker's outcome: consumers cancelled...)
         self.on_rollback: Callable[[], None] | None = None
+        #: the batch waits for the submission in flight to commit (see ``flush``)
+        self._holding = False
+        #: the broker's ack count at the last hand-over
+        self._acked_seen = 0
 
     def bind_loop(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
@@ -257,6 +268,18 @@ class Persistence:
         any flush with other work takes them along): one frame and one commit
         per 100 ms instead of one per message, which is what an idle-ish broker spends
         its CPU on. ``force``: hand everything over now (reads, shutdown).
+
+        While consumers ack (acks came since the last hand-over) and a
+        submission is in the writer, the batch keeps gathering until that one
+        has committed (``_done``), then goes over as one submission, less what
+        its own acks cancelled (``settle_batch``): a message delivered and
+        acked meanwhile (S1: most of them, their confirms released by the acks,
+        see ``broker.confirms``) is never encoded, sent, decoded or written. The
+        writer could not have started its next group before that commit
+        anyway, so nothing waits longer than one hand-over: the writer's CPU per
+        message in S1 went from about 6 us to 3-4 us, and the loop's fell too
+        (one frame per commit, not one per read). Without acks (a backlog being
+        published) batches go over at once, as before.
         """
         if not self._ops and not self._waiters:
             if not self._log.rows:
@@ -266,6 +289,15 @@ class Persistence:
                     self._deferred_at = trio.current_time() + LOG_DEFER_S
                     self._output.set()  # ``_pump_out`` keeps the time
                 return
+        acked = self.broker.stats["acked"]
+        if (not force and self.inflight and acked != self._acked_seen and not self.repairing
+                and len(self._ops) < HOLD_MAX_OPS):
+            self._holding = True  # ``_done`` hands it over
+            return
+        self._acked_seen = acked
+        if self._holding:
+            self._holding = False
+            self._ops = settle_batch(self._ops)
         self._deferred_at = None
         ops, waiters, rows = self._ops, self._waiters, self._log.rows
         self._ops, self._waiters = [], []
@@ -382,6 +414,8 @@ class Persistence:
                 for w in held:
                     w(None)
         self._update_capacity()
+        if self._holding and self.inflight == 0:
+            self.flush()
         if self.inflight == 0:
             self._idle.set()
         if not self._in_acks and self.on_commits is not None:

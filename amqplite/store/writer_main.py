@@ -26,6 +26,7 @@ from typing import Any
 from .apply import PruneRange
 from .base import StoreBase
 from .committer import Committer, needs_fsync
+from .gctune import tune_gc
 from .writer_frames import RECV_SIZE, FrameBuffer, encode, recv_into
 
 PR_SET_PDEATHSIG = 1
@@ -232,6 +233,7 @@ def serve(sock: socket.socket) -> int:
     writer.frames = frames
     committer.on_failing = lambda reason: writer.send(("f", reason))
     committer.prepare()
+    tune_gc()
     writer._take()
     threading.Thread(target=writer.receive, name="amqplite-writer-recv", daemon=True).start()
     return writer.run()

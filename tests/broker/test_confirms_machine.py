@@ -9,7 +9,8 @@ on the frames a client would see:
 
 - every seq is confirmed exactly once, in order, with no gap;
 - a stored (persistent, durable) message is confirmed only after its commit,
-  acked when it committed and nacked when it failed;
+  acked when it committed and nacked when it failed, or (channels selected
+  with ``settle_early``, as AMQP's) once a consumer has acked it;
 - a message refused by a full ``reject-publish`` queue is nacked;
 - a publish's basic.return precedes the Confirm covering it;
 - a closed channel gets no frame, and a reopened channel number starts at 1.
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from amqplite.broker.core import Broker
-from amqplite.broker.effects import Confirm, Return
+from amqplite.broker.effects import Confirm, Deliver, Return
 from amqplite.broker.model import ChannelState
 from tests.broker.conftest import PERSISTENT, TRANSIENT, FakeClock
 
@@ -34,6 +35,7 @@ KINDS = ("durable", "transient", "unroutable", "full")
 class ConfirmMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
+        self.early = False
         self.b = Broker(now=FakeClock())
         self.session = self.b.open_session("guest", "/")
         setup = self.b.open_channel(self.session, 9)
@@ -41,6 +43,13 @@ class ConfirmMachine(RuleBasedStateMachine):
         self.b.queue_declare(setup, "transient")
         self.b.queue_declare(setup, "full", arguments={"x-max-length": 0,
                                                        "x-overflow": "reject-publish"})
+        #: a consumer of "durable" that acks when told (``ack``): delivery tag -> body
+        self.sub = self.b.open_channel(self.session, 8)
+        self.b.basic_qos(self.sub, 0, 5, False)
+        self.b.basic_consume(self.sub, "durable", "c")
+        self.delivered: dict[int, bytes] = {}
+        #: bodies (channel id, seq) a consumer has acked
+        self.acked: set[tuple[int, int]] = set()
         self.b.take_outcome()
         #: per channel object: seq -> kind, and the frames a client saw
         self.kinds: dict[int, dict[int, str]] = {}
@@ -48,11 +57,14 @@ class ConfirmMachine(RuleBasedStateMachine):
         #: store submissions not yet committed, oldest first: their waiting Confirms
         self.submissions: list[list[Confirm]] = []
         self.closed: list[ChannelState] = []
+        self.acked_at: dict[tuple[int, int], set[tuple[int, int]]] = {}
+        #: id of each Confirm whose submission ended -> whether it committed
+        self.landed: dict[int, bool] = {}
         self.ch = self._open()
 
     def _open(self) -> ChannelState:
         ch = self.b.open_channel(self.session, 1)
-        self.b.confirm_select(ch)
+        self.b.confirm_select(ch, settle_early=self.early)
         self.kinds[id(ch)] = {}
         self.frames[id(ch)] = []
         return ch
@@ -60,6 +72,8 @@ class ConfirmMachine(RuleBasedStateMachine):
     def _send(self, c: Confirm, nack: bool, when: str) -> None:
         if c.channel.open:  # the interpreter's rule
             self.frames[id(c.channel)].append((c.upto, c.multiple, nack, when))
+            if when == "now":  # what was acked when it left
+                self.acked_at[(id(c.channel), c.upto)] = set(self.acked)
 
     # ------------------------------------------------------------ rules
     @rule(kind=st.sampled_from(KINDS))
@@ -67,14 +81,18 @@ class ConfirmMachine(RuleBasedStateMachine):
         seq = len(self.kinds[id(self.ch)]) + 1
         props = PERSISTENT if kind == "durable" else TRANSIENT
         rk = "nowhere" if kind == "unroutable" else kind
-        self.b.basic_publish(self.ch, "", rk, props, str(seq).encode(), mandatory=True)
+        self.b.basic_publish(self.ch, "", rk, props, f"{id(self.ch)} {seq}".encode(),
+                             mandatory=True)
         self.kinds[id(self.ch)][seq] = kind
 
     @rule()
     def end_batch(self) -> None:
         out = self.b.take_outcome()
-        returned = [(e.channel, int(e.message.body)) for e in out.effects
+        returned = [(e.channel, int(e.message.body.split()[1])) for e in out.effects
                     if isinstance(e, Return)]
+        for e in out.effects:
+            if isinstance(e, Deliver):
+                self.delivered[e.delivery_tag] = e.message.body
         confirms = [e for e in out.effects if isinstance(e, Confirm)]
         for c in confirms:
             assert c.channel.open, "no Confirm is emitted for a closed channel"
@@ -97,8 +115,32 @@ class ConfirmMachine(RuleBasedStateMachine):
     @rule(ok=st.booleans())
     def commit(self, ok: bool) -> None:
         for c in self.submissions.pop(0):
-            self.b.confirm_landed(c)
-            self._send(c, c.nack or not ok, "ok" if ok else "failed")
+            self.landed[id(c)] = ok
+            for r in self.b.confirm_landed(c, not ok):  # the interpreter's way
+                # r: c, or a later one c held back: landed already, or let go by acks
+                landed = self.landed.get(id(r))
+                when = "now" if landed is None else "ok" if landed else "failed"
+                self._send(r, r.nack, when)
+
+    @precondition(lambda self: bool(self.delivered))
+    @rule(data=st.data(), multiple=st.booleans())
+    def ack(self, data: st.DataObject, multiple: bool) -> None:
+        """The consumer acks a delivery (or all up to it); acks can release Confirms."""
+        tag = data.draw(st.sampled_from(sorted(self.delivered)))
+        tags = [t for t in self.delivered if t <= tag] if multiple else [tag]
+        self.b.basic_ack(self.sub, tag, multiple=multiple)
+        for t in tags:
+            ch_id, seq = self.delivered.pop(t).split()
+            self.acked.add((int(ch_id), int(seq)))
+
+    @precondition(lambda self: not self.early and not self.kinds[id(self.ch)])
+    @rule()
+    def settle_early(self) -> None:
+        """From now on, channels opened are AMQP's: acks may release their Confirms."""
+        self.early = True
+        self.b.close_channel(self.ch)
+        self.closed.append(self.ch)
+        self.ch = self._open()
 
     @rule()
     def close_and_reopen(self) -> None:
@@ -142,8 +184,10 @@ class ConfirmMachine(RuleBasedStateMachine):
                     assert nack, f"seq {seq}: its commit failed"
                 else:
                     assert not nack, f"seq {seq} ({kind}) was nacked for nothing"
-                if kind == "durable":
-                    assert when != "now", f"seq {seq} confirmed before its commit"
+                if kind == "durable" and when == "now":
+                    upto = next(u for u, *_ in self.frames[id(ch)] if u >= seq)
+                    assert (id(ch), seq) in self.acked_at[(id(ch), upto)], (
+                        f"seq {seq} confirmed before its commit and before its ack")
 
     @invariant()
     def reopened_channel_starts_at_one(self) -> None:

@@ -1,0 +1,183 @@
+"""Deleting a vhost deletes its runtime parameters and policies, so its shovels and
+federation links stop, as RabbitMQ's do: with two real brokers, a shovel and a
+federation link defined in vhost ``tenant`` stop connecting and moving messages,
+leave /api/shovels, /api/federation-links and the store (a restart brings none back),
+and a vhost re-created with the same name starts with none of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pika
+import pytest
+
+from tests.admin.conftest import AdminBroker, start_admin_broker
+from tests.brokerproc import wait_for
+
+V = "tenant"
+
+
+def node(tmp_path: Path, tag: str) -> AdminBroker:
+    return start_admin_broker(tmp_path / tag, env={"AMQPLITE_CLUSTER_NAME": f"node-{tag}"})
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[AdminBroker, AdminBroker]]:
+    a, b = node(tmp_path, "a"), node(tmp_path, "b")
+    yield a, b
+    for x in (a, b):
+        x.proc.stop()
+
+
+def put(api: httpx.Client, path: str, body: dict[str, Any]) -> None:
+    r = api.put(path, json=body)
+    assert r.status_code in (201, 204), r.text
+
+
+def make_vhost(b: AdminBroker) -> None:
+    with b.api() as api:
+        put(api, f"/api/vhosts/{V}", {})
+        put(api, f"/api/permissions/{V}/guest", {"configure": ".*", "write": ".*", "read": ".*"})
+
+
+def channel_in(b: AdminBroker, vhost: str) -> pika.BlockingConnection:
+    params = pika.URLParameters(b.amqp_url)
+    params.virtual_host = vhost
+    return pika.BlockingConnection(params)
+
+
+def publish(b: AdminBroker, vhost: str, exchange: str, key: str, n: int) -> None:
+    conn = channel_in(b, vhost)
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        for i in range(n):
+            ch.basic_publish(exchange, key, b"m-%d" % i, pika.BasicProperties(delivery_mode=2))
+    finally:
+        conn.close()
+
+
+def depth(b: AdminBroker, vhost: str, queue: str) -> int:
+    """Messages in ``queue`` (-1: no such queue)."""
+    with b.api() as api:
+        r = api.get(f"/api/queues/{vhost}/{queue}")
+    return int(r.json().get("messages", 0)) if r.status_code == 200 else -1
+
+
+def rows(b: AdminBroker, path: str) -> list[dict[str, Any]]:
+    with b.api() as api:
+        r = api.get(path)
+    return list(r.json()) if r.status_code == 200 else []
+
+
+def api_up(b: AdminBroker) -> bool:
+    try:
+        return rows(b, "/api/vhosts") != []
+    except httpx.ConnectError:
+        return False
+
+
+def connections(b: AdminBroker) -> int:
+    return len(rows(b, "/api/connections"))
+
+
+def nothing_left(b: AdminBroker) -> None:
+    """No link of ``tenant`` runs or is stored, in the API of the running broker."""
+    assert rows(b, "/api/shovels") == []
+    assert rows(b, "/api/federation-links") == []
+    assert rows(b, "/api/parameters") == []
+    assert [p for p in rows(b, "/api/policies") if p["vhost"] == V] == []
+
+
+def test_deleting_a_vhost_stops_its_shovel(pair: tuple[AdminBroker, AdminBroker]) -> None:
+    a, b = pair
+    make_vhost(a)
+    conn = channel_in(a, V)
+    conn.channel().queue_declare("src", durable=True)
+    conn.close()
+    with a.api() as api:
+        put(api, f"/api/parameters/shovel/{V}/out", {"value": {
+            "src-uri": f"amqp:///{V}", "src-queue": "src",
+            "dest-uri": b.amqp_url, "dest-queue": "dst", "reconnect-delay": 0.2}})
+    wait_for(lambda: [r["state"] for r in rows(a, "/api/shovels")] == ["running"], 20,
+             what="the shovel to run")
+    publish(a, V, "", "src", 5)
+    wait_for(lambda: depth(b, "%2F", "dst") == 5, 20, what="5 messages on B")
+    assert connections(b) == 1  # the shovel's destination connection
+
+    with a.api() as api:
+        assert api.delete(f"/api/vhosts/{V}").status_code == 204
+    nothing_left(a)
+    wait_for(lambda: connections(b) == 0, 20, what="the shovel's connection to B to close")
+
+    # a tenant of the same name starts afresh: no shovel drains its queue ``src``
+    make_vhost(a)
+    conn = channel_in(a, V)
+    ch = conn.channel()
+    ch.queue_declare("src", durable=True)
+    ch.confirm_delivery()
+    for i in range(3):
+        ch.basic_publish("", "src", b"new-%d" % i, pika.BasicProperties(delivery_mode=2))
+    conn.close()
+    nothing_left(a)
+    a.proc.stop()
+    a.proc.start()
+    wait_for(lambda: api_up(a), 30, what="A's API after its restart")
+    nothing_left(a)
+    assert depth(a, V, "src") == 3 and depth(b, "%2F", "dst") == 5
+    assert connections(b) == 0
+
+
+def test_deleting_a_vhost_stops_its_federation_links(
+        pair: tuple[AdminBroker, AdminBroker]) -> None:
+    a, b = pair  # A upstream (vhost /), B downstream (vhost tenant)
+    conn = a.connect()
+    conn.channel().exchange_declare("fed.x", "direct", durable=True)
+    conn.close()
+    make_vhost(b)
+    conn = channel_in(b, V)
+    ch = conn.channel()
+    ch.exchange_declare("fed.x", "direct", durable=True)
+    ch.queue_declare("q", durable=True)
+    ch.queue_bind("q", "fed.x", "k")
+    conn.close()
+    with b.api() as api:
+        put(api, f"/api/parameters/federation-upstream/{V}/up",
+            {"value": {"uri": a.amqp_url, "reconnect-delay": 0.2}})
+        put(api, f"/api/policies/{V}/federate", {
+            "pattern": r"^fed\.", "apply-to": "exchanges",
+            "definition": {"federation-upstream-set": "all"}})
+    wait_for(lambda: [r["status"] for r in rows(b, "/api/federation-links")] == ["running"],
+             30, what="the link to run")
+
+    def upstream_queues() -> list[str]:
+        return [q["name"] for q in rows(a, "/api/queues") if q["name"].startswith("federation:")]
+
+    wait_for(lambda: len(upstream_queues()) == 1, 20, what="the upstream queue on A")
+    publish(a, "/", "fed.x", "k", 4)
+    wait_for(lambda: depth(b, V, "q") == 4, 20, what="4 messages federated")
+
+    with b.api() as api:
+        assert api.delete(f"/api/vhosts/{V}").status_code == 204
+    nothing_left(b)
+    # the link stopped and cleaned up after itself upstream, as a removed link does
+    wait_for(lambda: upstream_queues() == [] and connections(a) == 0, 20,
+             what="the link's queue and connections on A to go")
+
+    make_vhost(b)
+    conn = channel_in(b, V)
+    ch = conn.channel()
+    ch.exchange_declare("fed.x", "direct", durable=True)
+    ch.queue_declare("q", durable=True)
+    ch.queue_bind("q", "fed.x", "k")
+    conn.close()
+    nothing_left(b)
+    b.proc.stop()
+    b.proc.start()
+    wait_for(lambda: api_up(b), 30, what="B's API after its restart")
+    nothing_left(b)
+    publish(a, "/", "fed.x", "k", 2)  # unrouted on A: nothing federates it to B
+    assert depth(b, V, "q") == 0 and upstream_queues() == [] and connections(a) == 0

@@ -13,8 +13,14 @@ from typing import Any
 import httpx
 import pika
 import pytest
+import trio
+import trio.testing
 
+from amqplite.broker.core import Broker
+from amqplite.links.access import Access
+from amqplite.links.federation_links import Federation
 from tests.admin.conftest import AdminBroker, start_admin_broker
+from tests.broker.conftest import FakeClock
 from tests.brokerproc import wait_for
 
 V = "tenant"
@@ -181,3 +187,32 @@ def test_deleting_a_vhost_stops_its_federation_links(
     nothing_left(b)
     publish(a, "/", "fed.x", "k", 2)  # unrouted on A: nothing federates it to B
     assert depth(b, V, "q") == 0 and upstream_queues() == [] and connections(a) == 0
+
+
+def federated_vhost(broker: Broker) -> None:
+    """``tenant`` with exchange ``fed.x`` federated from an upstream nobody listens on."""
+    broker.add_vhost(V)
+    ch = broker.open_channel(broker.open_session("guest", V), 1)
+    broker.exchange_declare(ch, "fed.x", "direct")
+    broker.parameters.put("federation-upstream", V, "up", {"uri": "amqp://127.0.0.1:1"},
+                          defined_by="guest")
+    broker.set_policy(V, "federate", r"^fed\.", {"federation-upstream-set": "all"},
+                      apply_to="exchanges")
+
+
+async def test_a_deleted_vhosts_links_stop_at_once() -> None:
+    """The core's vhost hook stops the links synchronously, before the reconciler
+    runs; a vhost created again with the same definitions gets links of its own."""
+    broker = Broker(now=FakeClock())
+    federated_vhost(broker)
+    fed = Federation(broker, broker.parameters, lambda: ("127.0.0.1", 1), node="n",
+                     access=Access(broker, "secret", "guest"))
+    async with trio.open_nursery() as n:
+        await n.start(fed.run)
+        assert [row["exchange"] for row in fed.links(V)] == ["fed.x"]
+        broker.delete_vhost(V)
+        assert fed.links() == []
+        federated_vhost(broker)
+        await trio.testing.wait_all_tasks_blocked()
+        assert [row["exchange"] for row in fed.links(V)] == ["fed.x"]
+        n.cancel_scope.cancel()

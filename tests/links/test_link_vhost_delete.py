@@ -55,6 +55,19 @@ def channel_in(b: AdminBroker, vhost: str) -> pika.BlockingConnection:
     return pika.BlockingConnection(params)
 
 
+def declare(b: AdminBroker, vhost: str, queue: str, exchange: str = "") -> None:
+    """A durable ``queue``, bound with key ``k`` to a durable direct ``exchange`` if named."""
+    conn = channel_in(b, vhost)
+    try:
+        ch = conn.channel()
+        ch.queue_declare(queue, durable=True)
+        if exchange:
+            ch.exchange_declare(exchange, "direct", durable=True)
+            ch.queue_bind(queue, exchange, "k")
+    finally:
+        conn.close()
+
+
 def publish(b: AdminBroker, vhost: str, exchange: str, key: str, n: int) -> None:
     conn = channel_in(b, vhost)
     try:
@@ -101,9 +114,7 @@ def nothing_left(b: AdminBroker) -> None:
 def test_deleting_a_vhost_stops_its_shovel(pair: tuple[AdminBroker, AdminBroker]) -> None:
     a, b = pair
     make_vhost(a)
-    conn = channel_in(a, V)
-    conn.channel().queue_declare("src", durable=True)
-    conn.close()
+    declare(a, V, "src")
     with a.api() as api:
         put(api, f"/api/parameters/shovel/{V}/out", {"value": {
             "src-uri": f"amqp:///{V}", "src-queue": "src",
@@ -121,13 +132,8 @@ def test_deleting_a_vhost_stops_its_shovel(pair: tuple[AdminBroker, AdminBroker]
 
     # a tenant of the same name starts afresh: no shovel drains its queue ``src``
     make_vhost(a)
-    conn = channel_in(a, V)
-    ch = conn.channel()
-    ch.queue_declare("src", durable=True)
-    ch.confirm_delivery()
-    for i in range(3):
-        ch.basic_publish("", "src", b"new-%d" % i, pika.BasicProperties(delivery_mode=2))
-    conn.close()
+    declare(a, V, "src")
+    publish(a, V, "", "src", 3)
     nothing_left(a)
     a.proc.stop()
     a.proc.start()
@@ -140,16 +146,9 @@ def test_deleting_a_vhost_stops_its_shovel(pair: tuple[AdminBroker, AdminBroker]
 def test_deleting_a_vhost_stops_its_federation_links(
         pair: tuple[AdminBroker, AdminBroker]) -> None:
     a, b = pair  # A upstream (vhost /), B downstream (vhost tenant)
-    conn = a.connect()
-    conn.channel().exchange_declare("fed.x", "direct", durable=True)
-    conn.close()
+    declare(a, "/", "unused", "fed.x")
     make_vhost(b)
-    conn = channel_in(b, V)
-    ch = conn.channel()
-    ch.exchange_declare("fed.x", "direct", durable=True)
-    ch.queue_declare("q", durable=True)
-    ch.queue_bind("q", "fed.x", "k")
-    conn.close()
+    declare(b, V, "q", "fed.x")
     with b.api() as api:
         put(api, f"/api/parameters/federation-upstream/{V}/up",
             {"value": {"uri": a.amqp_url, "reconnect-delay": 0.2}})
@@ -174,19 +173,54 @@ def test_deleting_a_vhost_stops_its_federation_links(
              what="the link's queue and connections on A to go")
 
     make_vhost(b)
-    conn = channel_in(b, V)
-    ch = conn.channel()
-    ch.exchange_declare("fed.x", "direct", durable=True)
-    ch.queue_declare("q", durable=True)
-    ch.queue_bind("q", "fed.x", "k")
-    conn.close()
+    declare(b, V, "q", "fed.x")
     nothing_left(b)
     b.proc.stop()
     b.proc.start()
     wait_for(lambda: api_up(b), 30, what="B's API after its restart")
     nothing_left(b)
-    publish(a, "/", "fed.x", "k", 2)  # unrouted on A: nothing federates it to B
+    publish(a, "/", "fed.x", "k", 2)  # reaches A's own queue; nothing federates it to B
     assert depth(b, V, "q") == 0 and upstream_queues() == [] and connections(a) == 0
+
+
+def test_a_shovel_into_a_deleted_vhost_stops_and_stays_out_of_its_successor(
+        tmp_path: Path) -> None:
+    """A shovel of ``/`` writing into ``tenant`` (as guest, who defined it) stops when
+    ``tenant`` goes, with guest's permissions there; a ``tenant`` created again by
+    someone else for another user gets nothing from it (had guest created it, guest
+    would hold its permissions, as in RabbitMQ, and the shovel would run again)."""
+    b = start_admin_broker(tmp_path / "b")
+    try:
+        make_vhost(b)
+        declare(b, "/", "in")
+
+        def row() -> dict[str, Any]:
+            found = rows(b, "/api/shovels")
+            return found[0] if found else {}
+
+        with b.api() as api:
+            put(api, "/api/parameters/shovel/%2F/into", {"value": {
+                "src-uri": "amqp://", "src-queue": "in", "dest-uri": f"amqp:///{V}",
+                "dest-queue": "out", "reconnect-delay": 0.2}})
+            wait_for(lambda: row().get("state") == "running", 20, what="the shovel to run")
+            publish(b, "/", "", "in", 2)
+            wait_for(lambda: depth(b, V, "out") == 2, 20, what="2 messages into tenant")
+            assert api.delete(f"/api/vhosts/{V}").status_code == 204
+            wait_for(lambda: V in (row().get("reason") or ""), 20,
+                     what="the shovel to stop, naming the vhost")
+            # another administrator creates it (the creator gets its permissions) for bob
+            put(api, "/api/users/root", {"password": "root-secret", "tags": "administrator"})
+            put(api, "/api/users/bob", {"password": "bob-secret", "tags": ""})
+        with b.api(("root", "root-secret")) as api:
+            put(api, f"/api/vhosts/{V}", {})
+            put(api, f"/api/permissions/{V}/bob", {"configure": ".*", "write": ".*",
+                                                   "read": ".*"})
+        with b.api() as api:
+            publish(b, "/", "", "in", 3)
+            assert V in (row().get("reason") or "")
+            assert depth(b, "%2F", "in") == 3 and depth(b, V, "out") == -1
+    finally:
+        b.proc.stop()
 
 
 def federated_vhost(broker: Broker) -> None:

@@ -6,13 +6,11 @@ and a vhost re-created with the same name starts with none of them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pika
-import pytest
 import trio
 import trio.testing
 
@@ -22,20 +20,11 @@ from amqplite.links.federation_links import Federation
 from tests.admin.conftest import AdminBroker, start_admin_broker
 from tests.broker.conftest import FakeClock
 from tests.brokerproc import wait_for
+from tests.links import test_federation
 
 V = "tenant"
-
-
-def node(tmp_path: Path, tag: str) -> AdminBroker:
-    return start_admin_broker(tmp_path / tag, env={"AMQPLITE_CLUSTER_NAME": f"node-{tag}"})
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[AdminBroker, AdminBroker]]:
-    a, b = node(tmp_path, "a"), node(tmp_path, "b")
-    yield a, b
-    for x in (a, b):
-        x.proc.stop()
+#: the fixture of two brokers, A and B, with cluster names of their own
+pair = test_federation.pair
 
 
 def put(api: httpx.Client, path: str, body: dict[str, Any]) -> None:

@@ -1,10 +1,10 @@
 """The Kafka shell's stored rows: consumer groups' committed offsets.
 
-The group coordinator (``sessions/kafka``) decides what a commit writes and
-returns it as store ops, and says whether a deletion (of a group, of a topic)
-leaves offsets to delete, whose op is built here; they reach the store with the
-broker's outcome like every other change, so the shell hands them here instead
-of touching the outbox. An OffsetCommit answer then waits for the commit
+The group coordinator (``sessions/kafka``) decides what a commit writes (its
+rows, as plain tuples) and whether a deletion (of a group, of a topic) leaves
+offsets to delete; their store ops are built here, as every store op is in
+broker/, and reach the store with the broker's outcome like every other change,
+so the shell hands them here instead of touching the outbox. An OffsetCommit answer then waits for the commit
 (``Server.committed()``), as CONNACK does for MQTT's rows.
 """
 
@@ -15,6 +15,10 @@ from collections.abc import Iterable
 from amqplite import storeops as ops
 from amqplite.broker.outbox import Outbox
 
+#: a committed offset: (topic, partition, offset, metadata, committed_at), the
+#: last one wall-clock microseconds
+CommittedRow = tuple[str, int, int, str, int]
+
 
 class KafkaRows:
     """Store commands of the Kafka shell (committed offsets); receives the outbox only."""
@@ -22,9 +26,10 @@ class KafkaRows:
     def __init__(self, outbox: Outbox) -> None:
         self.outbox = outbox
 
-    def kafka_offsets_write(self, rows: Iterable[ops.PutKafkaOffset]) -> None:
-        """Committed offsets, in the coordinator's order."""
-        self.outbox.emit_all(rows)
+    def kafka_offsets_write(self, vhost: str, group_id: str,
+                            rows: Iterable[CommittedRow]) -> None:
+        """A group's committed offsets, in the coordinator's order."""
+        self.outbox.emit_all(ops.PutKafkaOffset(vhost, group_id, *r) for r in rows)
 
     def kafka_offsets_delete(self, vhost: str, *, group_id: str | None = None,
                              topic: str | None = None) -> None:

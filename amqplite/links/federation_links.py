@@ -65,6 +65,7 @@ class Federation:
             self._nursery = n
             self._dirty.update(self._broker.vhosts)
             self._broker.topology.watch(self)
+            self._broker.topology.watch_vhosts(self.vhost_deleted)
             self._params.watch(self._param_changed)
             try:
                 self._reconcile_dirty()
@@ -75,6 +76,7 @@ class Federation:
                     self._reconcile_dirty()
             finally:
                 self._broker.topology.unwatch(self)
+                self._broker.topology.unwatch_vhosts(self.vhost_deleted)
 
     # ------------------------------------------------------------ observers
     def binding_changed(self, vhost: str, binding: Binding, added: bool) -> None:
@@ -89,6 +91,16 @@ class Federation:
                 key in p.definition for p in self._broker.policies.get(vhost, {}).values()
                 for key in FEDERATION_KEYS):
             self._mark(vhost)
+
+    def vhost_deleted(self, vhost: str) -> None:
+        """The vhost went, with its upstreams and policies: its links stop now (and
+        clean up upstream, as a removed link does), not at the next reconcile, so
+        none retries into the deleted vhost or outlives it into a vhost created
+        again with its name before the reconciler runs."""
+        for key in [k for k in self._running if k[0] == vhost]:
+            self._stop(key, cleanup=True)
+        self._dirty.discard(vhost)
+        self._capped.pop(vhost, None)
 
     def _param_changed(self, key: ParamKey, value: Any) -> None:
         if key[0] in COMPONENTS:

@@ -9,7 +9,9 @@ parameters, where the broker's own listener is (for ``amqp://`` without a
 host), how to delete a parameter through the store (``src-delete-after``)
 and the access checks (``links.access``): each link acts as the user who
 defined it, and the broker core tells :meth:`Links.access_changed` when users
-or permissions change, so a link whose user lost what it needs stops.
+or permissions change, so a link whose user lost what it needs stops. A
+deleted vhost's shovels stop as its parameters go (``drop_vhost`` tells the
+parameter watchers, synchronously).
 """
 
 from __future__ import annotations

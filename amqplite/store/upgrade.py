@@ -103,7 +103,7 @@ def stream_entries_to_chunks(conn: Connection) -> int:
         appends = []
         for r in rows:
             try:
-                props = with_long_header(r.properties, "x-stream-offset", r.offset)
+                props = with_long_header(r.properties, streamrecord.OFFSET_HEADER, r.offset)
             except Exception:  # checked at publish; never let one entry stop the start
                 log.warning("stream entry %s of queue %s: properties not decodable, moved "
                             "without the offset header", r.offset, r.queue_id)

@@ -176,13 +176,13 @@ def offset_commit(s: KafkaSession, req: Request, now: float) -> Step:
             else:
                 parts.append((t["name"], i, p["committed_offset"],
                               p["committed_metadata"] or ""))
-    results, ops = s.coordinator.commit_offsets(
+    results, rows = s.coordinator.commit_offsets(
         now, vhost, b["group_id"], b["generation_id_or_member_epoch"], b["member_id"], parts,
         instance_id=b["group_instance_id"], wall_us=int(time.time() * 1_000_000)) \
         if group_ok else ([], [])
     errors = {(t, p): e for t, p, e in results} | unknown
-    if ops:
-        s.broker.kafka_offsets_write(ops)
+    if rows:
+        s.broker.kafka_offsets_write(vhost, b["group_id"], rows)
 
     def build() -> bytes:
         return s.answer(req, {"throttle_time_ms": 0, "topics": [
@@ -190,7 +190,7 @@ def offset_commit(s: KafkaSession, req: Request, now: float) -> Step:
                 {"partition_index": p["partition_index"],
                  "error_code": errors.get((t["name"], p["partition_index"]), ErrorCode.NONE)}
                 for p in t["partitions"]]} for t in b["topics"]]})
-    return AfterCommit(build) if ops else build()
+    return AfterCommit(build) if rows else build()
 
 
 def _fetched_topics(s: KafkaSession, group_id: str, topics: Any) -> list[dict]:

@@ -12,7 +12,7 @@ and the members it removed; ``tick(now)`` does what the timeouts decide and
 ``next_deadline()`` says when the shell must call it next. Group state is not
 stored: after a restart the clients' heartbeats get UNKNOWN_MEMBER_ID and they
 rejoin, as after a Kafka coordinator moves. Committed offsets are stored:
-commits return store ops for ``Broker.kafka_offsets_write``, deletions say
+commits return rows for ``Broker.kafka_offsets_write``, deletions say
 whether there are rows for ``Broker.kafka_offsets_delete`` to delete, and
 ``restore`` takes the rows read back at start.
 
@@ -31,6 +31,7 @@ import itertools
 import uuid
 from collections.abc import Iterable, Sequence
 
+from amqplite.broker.kafka_rows import CommittedRow
 from amqplite.protocol.kafka.errors import ErrorCode
 from amqplite.sessions.kafka import offsets as _offsets
 from amqplite.sessions.kafka.answers import (
@@ -321,9 +322,10 @@ class GroupCoordinator:
     def commit_offsets(self, now: float, vhost: str, group_id: str, generation_id: int,
                        member_id: str, parts: Sequence[tuple[str, int, int, str]], *,
                        instance_id: str | None = None, wall_us: int = 0,
-                       ) -> tuple[list[tuple[str, int, ErrorCode]], list[PutKafkaOffset]]:
+                       ) -> tuple[list[tuple[str, int, ErrorCode]], list[CommittedRow]]:
         """An OffsetCommit of (topic, partition, offset, metadata): each partition's
-        error and the store ops to write (answer once they committed). Whether the
+        error and the group's rows to write (``Broker.kafka_offsets_write``; answer
+        once they committed). Whether the
         topics exist is the shell's to check before."""
         if not group_id:
             return [(t, p, ErrorCode.INVALID_GROUP_ID) for t, p, _o, _m in parts], []

@@ -12,17 +12,18 @@ What is stored is what was committed: Kafka keeps the last commit of each
 partition even when it is lower than the one before (a consumer that seeks
 back and commits means it), so "OffsetFetch returns the last successful
 commit" is the rule, not "offsets never go back". Each accepted partition
-becomes a ``PutKafkaOffset`` store op; the shell answers after the commit.
+becomes a row for ``Broker.kafka_offsets_write`` (which builds its store op);
+the shell answers after the commit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from amqplite.broker.kafka_rows import CommittedRow
 from amqplite.protocol.kafka.errors import ErrorCode
 from amqplite.sessions.kafka.answers import FetchedOffset
 from amqplite.sessions.kafka.group import COMPLETING_REBALANCE, DEAD, EMPTY, Committed, Group
-from amqplite.storeops import PutKafkaOffset
 
 #: Kafka's ``offset.metadata.max.bytes``: longer metadata is OFFSET_METADATA_TOO_LARGE
 MAX_METADATA = 4096
@@ -67,19 +68,18 @@ def commit_error(g: Group | None, generation: int, member_id: str,
 
 def store(g: Group, parts: Iterable[tuple[str, int, int, str]], wall_us: int,
           max_metadata: int = MAX_METADATA,
-          ) -> tuple[list[tuple[str, int, ErrorCode]], list[PutKafkaOffset]]:
+          ) -> tuple[list[tuple[str, int, ErrorCode]], list[CommittedRow]]:
     """Record accepted commits (topic, partition, offset, metadata) in the group:
-    each partition's outcome and the store ops of those recorded."""
+    each partition's outcome and the rows of those recorded."""
     errors: list[tuple[str, int, ErrorCode]] = []
-    rows: list[PutKafkaOffset] = []
+    rows: list[CommittedRow] = []
     for topic, partition, offset, metadata in parts:
         metadata = metadata or ""
         if len(metadata.encode()) > max_metadata:
             errors.append((topic, partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
             continue
         g.offsets[(topic, partition)] = Committed(offset, metadata, wall_us)
-        rows.append(PutKafkaOffset(g.vhost, g.group_id, topic, partition, offset, metadata,
-                                   wall_us))
+        rows.append((topic, partition, offset, metadata, wall_us))
         errors.append((topic, partition, ErrorCode.NONE))
     return errors, rows
 

@@ -229,9 +229,9 @@ class GroupMachine(RuleBasedStateMachine):
         gen_before = self._group_gen()
         g = self.c.groups.get((V, G))
         empty = g is None or g.state == EMPTY
-        errors, ops = self.c.commit_offsets(self.now, V, G, cl.generation, cl.member_id,
-                                            [(T, partition, offset, name)],
-                                            instance_id=INSTANCE.get(name))
+        errors, rows = self.c.commit_offsets(self.now, V, G, cl.generation, cl.member_id,
+                                             [(T, partition, offset, name)],
+                                             instance_id=INSTANCE.get(name))
         [(_t, _p, error)] = errors
         if error is E.NONE:
             # Kafka takes generation -1 in an Empty group whatever the member id says
@@ -239,9 +239,9 @@ class GroupMachine(RuleBasedStateMachine):
             assert simple or cl.generation == gen_before, "a stale generation's commit"
             assert simple or cl.member_id not in self.removed
             self.committed[(T, partition)] = offset
-            assert [op.offset for op in ops] == [offset]
+            assert [o for _t, _p, o, *_ in rows] == [offset]
         else:
-            assert ops == []
+            assert rows == []
 
     @rule(partition=st.integers(0, PARTITIONS - 1), offset=st.integers(0, 1000))
     def simple_commit(self, partition: int, offset: int) -> None:

@@ -1,5 +1,5 @@
 """OffsetCommit and OffsetFetch on the pure coordinator (issue 37): who may commit in
-which group state, what is stored (the last commit, lower ones too), the store ops,
+which group state, what is stored (the last commit, lower ones too), the rows to write,
 deletion by group and topic, and restoring the rows read at start."""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ def _commit(c: GroupCoordinator, gen: int, member: str, *parts: tuple[int, int],
 
 def test_a_simple_commit_creates_an_empty_group_and_is_stored() -> None:
     c = GroupCoordinator()
-    errors, ops = c.commit_offsets(0, V, G, -1, "", [(T, 0, 10, "m"), (T, 1, 20, "")],
-                                   wall_us=123)
+    errors, rows = c.commit_offsets(0, V, G, -1, "", [(T, 0, 10, "m"), (T, 1, 20, "")],
+                                    wall_us=123)
     assert errors == [(T, 0, E.NONE), (T, 1, E.NONE)]
-    assert ops == [PutKafkaOffset(V, G, T, 0, 10, "m", 123), PutKafkaOffset(V, G, T, 1, 20, "", 123)]
+    assert rows == [(T, 0, 10, "m", 123), (T, 1, 20, "", 123)]
     assert c.describe_group(V, G).state == "Empty"
     assert c.fetch_offsets(V, G, [(T, 0), (T, 2)]) == [FetchedOffset(T, 0, 10, "m"),
                                                        FetchedOffset(T, 2, -1, "")]
@@ -73,9 +73,9 @@ def test_the_last_commit_wins_even_when_lower() -> None:
 
 def test_metadata_too_large_fails_that_partition_only() -> None:
     c = GroupCoordinator(max_metadata=8)
-    errors, ops = c.commit_offsets(0, V, G, -1, "", [(T, 0, 1, "x" * 9), (T, 1, 2, "ok")])
+    errors, rows = c.commit_offsets(0, V, G, -1, "", [(T, 0, 1, "x" * 9), (T, 1, 2, "ok")])
     assert [e for _t, _p, e in errors] == [E.OFFSET_METADATA_TOO_LARGE, E.NONE]
-    assert [op.partition for op in ops] == [1]
+    assert [partition for _t, partition, *_ in rows] == [1]
 
 
 def test_an_empty_group_id_is_invalid() -> None:

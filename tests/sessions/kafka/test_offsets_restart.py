@@ -25,14 +25,14 @@ async def test_committed_offsets_come_back_after_a_restart(tmp_path: Path) -> No
     member, gen = lone_member(c)
     async with trio.open_nursery() as nursery:
         server: Server = await nursery.start(Server(settings).run)
-        _errors, ops = c.commit_offsets(0, V, G, gen, member, [(T, 0, 41, "a"), (T, 1, 7, "")],
-                                        wall_us=1)
-        server.broker.kafka_offsets_write(ops)
-        _errors, ops = c.commit_offsets(1, V, G, gen, member, [(T, 0, 42, "b")], wall_us=2)
-        server.broker.kafka_offsets_write(ops)
+        _errors, rows = c.commit_offsets(0, V, G, gen, member,
+                                         [(T, 0, 41, "a"), (T, 1, 7, "")], wall_us=1)
+        server.broker.kafka_offsets_write(V, G, rows)
+        _errors, rows = c.commit_offsets(1, V, G, gen, member, [(T, 0, 42, "b")], wall_us=2)
+        server.broker.kafka_offsets_write(V, G, rows)
         # another group's offsets of a topic that is then deleted go too
-        _errors, ops = c.commit_offsets(1, V, "other", -1, "", [("gone", 0, 5, "")])
-        server.broker.kafka_offsets_write(ops)
+        _errors, rows = c.commit_offsets(1, V, "other", -1, "", [("gone", 0, 5, "")])
+        server.broker.kafka_offsets_write(V, "other", rows)
         assert c.delete_topic(V, "gone")
         server.broker.kafka_offsets_delete(V, topic="gone")
         await server.committed()

@@ -185,7 +185,7 @@ def test_delete_takes_the_streams_and_the_committed_offsets(tmp_path: Path) -> N
         t = n.topics
         assert t.create_topic(n.ch, "gone", 2).error == OK
         _errors, rows = c.commit_offsets(0, "/", "g", -1, "", [("gone", 0, 3, "")])
-        n.b.kafka_offsets_write(rows)
+        n.b.kafka_offsets_write("/", "g", rows)
         n.shell.settle()
         assert t.delete_topic(n.ch, "gone").error == OK
         out = n.b.take_outcome()

@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable, Set
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 import amqplite.sessions.mqtt.options as options
 import amqplite.sessions.mqtt.shared as shared
 from amqplite.broker import mqtt_retained
@@ -67,6 +69,7 @@ def _run(command: Callable[..., Any], *args: Any) -> Any:
     return command(*args)
 
 
+@mypyc_attr(native_class=False)  # compiled, a native class cannot subclass dict
 class Channels(dict[int, ChannelState]):
     """The session's channels by number, each opened when first asked for with
     ``[n]`` (``get`` does not open one): an idle client holds no ChannelState

@@ -51,8 +51,6 @@ INTERPRETED = {
     # mypyc cannot build its slotted frozen dataclass (KeyError 'object' at import);
     # selectors are parsed once per binding, not per message
     "amqplite/broker/selector.py",
-    # compiled, attrs rejects its classes' field order (Connect's client_id after defaults)
-    "amqplite/protocol/mqtt/packets.py",
     # an attrs field(factory=dict) fails mypyc's type check at import (Frame.headers)
     "amqplite/protocol/stomp/frames.py",
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.mqtt.datatypes import (
     encode_bin,
@@ -57,11 +58,15 @@ __all__ = [
     "UnsubAck", "Unsubscribe", "Will", "decode_body", "encode",
 ]  # fmt: skip
 
+# The packet classes are Python classes (native_class=False) in the compiled build:
+# mypyc's native attrs classes fail attrs' field order check at import; the codec
+# functions compile either way.
 MQTT_31, MQTT_311, MQTT_5 = 3, 4, 5
 VERSIONS = (MQTT_31, MQTT_311, MQTT_5)
 PROTOCOL_NAMES = {MQTT_31: "MQIsdp", MQTT_311: "MQTT", MQTT_5: "MQTT"}
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Will:
     """The will message of a CONNECT (MQTT 5 will properties included)."""
@@ -73,6 +78,7 @@ class Will:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Connect:
     TYPE: ClassVar[int] = CONNECT
@@ -86,6 +92,7 @@ class Connect:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class ConnAck:
     TYPE: ClassVar[int] = CONNACK
@@ -94,6 +101,7 @@ class ConnAck:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Publish:
     TYPE: ClassVar[int] = PUBLISH
@@ -106,6 +114,7 @@ class Publish:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class _PublishAck:
     """PUBACK, PUBREC, PUBREL and PUBCOMP share one layout; the class is the type."""
@@ -116,26 +125,31 @@ class _PublishAck:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class PubAck(_PublishAck):
     TYPE: ClassVar[int] = PUBACK
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class PubRec(_PublishAck):
     TYPE: ClassVar[int] = PUBREC
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class PubRel(_PublishAck):
     TYPE: ClassVar[int] = PUBREL
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class PubComp(_PublishAck):
     TYPE: ClassVar[int] = PUBCOMP
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Subscription:
     """One topic filter of a SUBSCRIBE with its options (only ``qos`` before MQTT 5)."""
@@ -147,6 +161,7 @@ class Subscription:
     retain_handling: int = 0
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Subscribe:
     TYPE: ClassVar[int] = SUBSCRIBE
@@ -155,6 +170,7 @@ class Subscribe:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class SubAck:
     TYPE: ClassVar[int] = SUBACK
@@ -163,6 +179,7 @@ class SubAck:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Unsubscribe:
     TYPE: ClassVar[int] = UNSUBSCRIBE
@@ -171,6 +188,7 @@ class Unsubscribe:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class UnsubAck:
     TYPE: ClassVar[int] = UNSUBACK
@@ -179,16 +197,19 @@ class UnsubAck:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class PingReq:
     TYPE: ClassVar[int] = PINGREQ
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class PingResp:
     TYPE: ClassVar[int] = PINGRESP
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Disconnect:
     TYPE: ClassVar[int] = DISCONNECT
@@ -196,6 +217,7 @@ class Disconnect:
     properties: Properties = EMPTY
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Auth:
     """MQTT 5 only (enhanced authentication)."""

@@ -21,11 +21,6 @@ from amqplite.protocol.mqtt.events import (
     ConnectReceived,
     DisconnectReceived,
     ProtocolViolation,
-    PubAckReceived,
-    PubCompReceived,
-    PublishReceived,
-    PubRecReceived,
-    PubRelReceived,
     SubscribeReceived,
     UnsubscribeReceived,
 )
@@ -389,25 +384,10 @@ class MQTTClient(ConnectionShell):
     async def _handle_events(self) -> None:
         proto = self.proto
         rules = self.rules
-        while (ev := proto.next_event()) is not None:
+        # PUBLISH and the acknowledgements: the rules' (compiled) dispatch
+        while (ev := rules.handle_events()) is not None:
             t = type(ev)
-            if t is PublishReceived:
-                assert isinstance(ev, PublishReceived)
-                p = ev.publish
-                rules.publish(p.topic, p.payload, p.qos, p.packet_id, p.retain, p.properties)
-            elif t is PubAckReceived:
-                assert isinstance(ev, PubAckReceived)
-                rules.ack(ev.packet_id)
-            elif t is PubRecReceived:
-                assert isinstance(ev, PubRecReceived)
-                rules.pubrec(ev.packet_id, ev.reason_code)
-            elif t is PubCompReceived:
-                assert isinstance(ev, PubCompReceived)
-                rules.complete(ev.packet_id)
-            elif t is PubRelReceived:
-                assert isinstance(ev, PubRelReceived)
-                rules.pubrel(ev.packet_id)
-            elif t is ConnectReceived:
+            if t is ConnectReceived:
                 assert isinstance(ev, ConnectReceived)
                 await self._connect(ev)
             elif t is SubscribeReceived:

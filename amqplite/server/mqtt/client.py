@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, MutableSet
 from typing import TYPE_CHECKING, Any
@@ -25,9 +24,9 @@ from amqplite.protocol.mqtt.events import (
     UnsubscribeReceived,
 )
 from amqplite.protocol.mqtt.packets import MQTT_5
-from amqplite.server.mqtt.idle import FINISH, PARK
+from amqplite.server.mqtt.idle import FINISH
 from amqplite.server.mqtt.transports import login as transport_login
-from amqplite.server.shell import FINISH_TIMEOUT, GONE, RECV_SIZE, WRITE_HIGH_WATER, ConnectionShell
+from amqplite.server.shell import FINISH_TIMEOUT, GONE, WRITE_HIGH_WATER, ConnectionShell
 from amqplite.sessions.mqtt.session import MQTTSession
 
 if TYPE_CHECKING:
@@ -220,7 +219,8 @@ class MQTTClient(ConnectionShell):
         self._starting = False
         parked = False
         try:
-            parked = await self._read_tcp()
+            # a new task reads first: bytes are there (or the CONNECT soon is)
+            parked = await self._reader(wait=False)
         except Exception:  # one bad connection never takes the broker down
             self.log.exception("%s connection %s crashed", self.kind, self.name)
         finally:
@@ -239,44 +239,11 @@ class MQTTClient(ConnectionShell):
             self._starting = True
             self._nursery.start_soon(self._run)
 
-    async def _read_tcp(self) -> bool:
-        """The shell's reader over the socket itself; True: parked (idle)."""
-        proto = self.proto
-        persistence = self.listener.persistence
-        readiness = self.listener.readiness
-        fd = self._fd
-        wait = False  # a new task reads first: bytes are there (or the CONNECT soon is)
-        while not self._finishing:
-            if not persistence.has_capacity and self.session is not None:
-                await self._paused(persistence.wait_capacity())
-                continue
-            if wait:
-                park, self._park_next = self._park_next, False
-                why = await readiness.wait(self, park)
-                if why == PARK:
-                    return True
-                if why == FINISH:
-                    break
-            try:
-                data = os.read(fd, RECV_SIZE)
-            except BlockingIOError:
-                wait = True
-                continue
-            except OSError:
-                break
-            if not data:
-                break
-            # after a full read more is probably there: only let the others run
-            wait = len(data) < RECV_SIZE
-            if not wait:
-                await trio.lowlevel.checkpoint()
-            self.bytes_in += len(data)
-            proto.receive_data(data, trio.current_time())
-            await self._handle_events()
-            self._interpret()
-            self.flush()
-        self.finish()
-        return False
+    async def _wait_readable(self) -> int:
+        """The shell's reader waits on the listener's epoll set (idle.py); PARK right
+        after the CONNECT, or once it has waited long."""
+        park, self._park_next = self._park_next, False
+        return await self.listener.readiness.wait(self, park)
 
     async def _tcp_writer(self) -> None:
         """In the listener's nursery: a failure ends this connection, never the nursery."""

@@ -9,7 +9,8 @@ been read; :class:`amqplite.protocol.mqtt.decoder.Decoder` frames the stream.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
 
 import attrs
 from mypy_extensions import mypyc_attr
@@ -58,12 +59,32 @@ __all__ = [
     "UnsubAck", "Unsubscribe", "Will", "decode_body", "encode",
 ]  # fmt: skip
 
-# The packet classes are Python classes (native_class=False) in the compiled build:
-# mypyc's native attrs classes fail attrs' field order check at import; the codec
-# functions compile either way.
 MQTT_31, MQTT_311, MQTT_5 = 3, 4, 5
 VERSIONS = (MQTT_31, MQTT_311, MQTT_5)
 PROTOCOL_NAMES = {MQTT_31: "MQIsdp", MQTT_311: "MQTT", MQTT_5: "MQTT"}
+
+# The packet classes are Python classes (native_class=False) in the compiled build,
+# built by attrs; the codec functions compile. A compiled class body lists every
+# class attribute in ``__annotations__``, where attrs would take ``TYPE`` for a
+# field: ``packet_type`` sets it after attrs has built the class.
+_P = TypeVar("_P", bound="_Packet")
+
+
+@mypyc_attr(native_class=False)
+class _Packet:
+    __slots__ = ()
+    #: the fixed header's packet type
+    TYPE: ClassVar[int] = 0
+
+
+def packet_type(ptype: int) -> Callable[[type[_P]], type[_P]]:
+    """Class decorator: the packet class's ``TYPE``."""
+
+    def mark(cls: type[_P]) -> type[_P]:
+        cls.TYPE = ptype
+        return cls
+
+    return mark
 
 
 @mypyc_attr(native_class=False)
@@ -78,10 +99,10 @@ class Will:
     properties: Properties = EMPTY
 
 
+@packet_type(CONNECT)
 @mypyc_attr(native_class=False)
 @attrs.frozen
-class Connect:
-    TYPE: ClassVar[int] = CONNECT
+class Connect(_Packet):
     client_id: str
     protocol_level: int = MQTT_311
     clean_start: bool = True
@@ -92,19 +113,19 @@ class Connect:
     properties: Properties = EMPTY
 
 
+@packet_type(CONNACK)
 @mypyc_attr(native_class=False)
 @attrs.frozen
-class ConnAck:
-    TYPE: ClassVar[int] = CONNACK
+class ConnAck(_Packet):
     session_present: bool = False
     reason_code: int = 0  # a 3.1.1 return code (0-5) when encoded for levels 3/4
     properties: Properties = EMPTY
 
 
+@packet_type(PUBLISH)
 @mypyc_attr(native_class=False)
 @attrs.frozen
-class Publish:
-    TYPE: ClassVar[int] = PUBLISH
+class Publish(_Packet):
     topic: str
     payload: bytes = b""
     qos: int = 0
@@ -116,37 +137,40 @@ class Publish:
 
 @mypyc_attr(native_class=False)
 @attrs.frozen
-class _PublishAck:
+class _PublishAck(_Packet):
     """PUBACK, PUBREC, PUBREL and PUBCOMP share one layout; the class is the type."""
 
-    TYPE: ClassVar[int]
     packet_id: int
     reason_code: int = 0
     properties: Properties = EMPTY
 
 
+@packet_type(PUBACK)
 @mypyc_attr(native_class=False)
 @attrs.frozen
 class PubAck(_PublishAck):
-    TYPE: ClassVar[int] = PUBACK
+    pass
 
 
+@packet_type(PUBREC)
 @mypyc_attr(native_class=False)
 @attrs.frozen
 class PubRec(_PublishAck):
-    TYPE: ClassVar[int] = PUBREC
+    pass
 
 
+@packet_type(PUBREL)
 @mypyc_attr(native_class=False)
 @attrs.frozen
 class PubRel(_PublishAck):
-    TYPE: ClassVar[int] = PUBREL
+    pass
 
 
+@packet_type(PUBCOMP)
 @mypyc_attr(native_class=False)
 @attrs.frozen
 class PubComp(_PublishAck):
-    TYPE: ClassVar[int] = PUBCOMP
+    pass
 
 
 @mypyc_attr(native_class=False)
@@ -161,68 +185,70 @@ class Subscription:
     retain_handling: int = 0
 
 
+@packet_type(SUBSCRIBE)
 @mypyc_attr(native_class=False)
 @attrs.frozen
-class Subscribe:
-    TYPE: ClassVar[int] = SUBSCRIBE
+class Subscribe(_Packet):
     packet_id: int
     subscriptions: tuple[Subscription, ...]
     properties: Properties = EMPTY
 
 
+@packet_type(SUBACK)
 @mypyc_attr(native_class=False)
 @attrs.frozen
-class SubAck:
-    TYPE: ClassVar[int] = SUBACK
+class SubAck(_Packet):
     packet_id: int
     reason_codes: tuple[int, ...]
     properties: Properties = EMPTY
 
 
+@packet_type(UNSUBSCRIBE)
 @mypyc_attr(native_class=False)
 @attrs.frozen
-class Unsubscribe:
-    TYPE: ClassVar[int] = UNSUBSCRIBE
+class Unsubscribe(_Packet):
     packet_id: int
     topic_filters: tuple[str, ...]
     properties: Properties = EMPTY
 
 
+@packet_type(UNSUBACK)
 @mypyc_attr(native_class=False)
 @attrs.frozen
-class UnsubAck:
-    TYPE: ClassVar[int] = UNSUBACK
+class UnsubAck(_Packet):
     packet_id: int
     reason_codes: tuple[int, ...] = ()  # MQTT 5 only
     properties: Properties = EMPTY
 
 
+@packet_type(PINGREQ)
 @mypyc_attr(native_class=False)
 @attrs.frozen
-class PingReq:
-    TYPE: ClassVar[int] = PINGREQ
+class PingReq(_Packet):
+    pass
 
 
+@packet_type(PINGRESP)
 @mypyc_attr(native_class=False)
 @attrs.frozen
-class PingResp:
-    TYPE: ClassVar[int] = PINGRESP
+class PingResp(_Packet):
+    pass
 
 
+@packet_type(DISCONNECT)
 @mypyc_attr(native_class=False)
 @attrs.frozen
-class Disconnect:
-    TYPE: ClassVar[int] = DISCONNECT
+class Disconnect(_Packet):
     reason_code: int = 0
     properties: Properties = EMPTY
 
 
+@packet_type(AUTH)
 @mypyc_attr(native_class=False)
 @attrs.frozen
-class Auth:
+class Auth(_Packet):
     """MQTT 5 only (enhanced authentication)."""
 
-    TYPE: ClassVar[int] = AUTH
     reason_code: int = 0
     properties: Properties = EMPTY
 

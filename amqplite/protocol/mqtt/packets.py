@@ -67,6 +67,9 @@ PROTOCOL_NAMES = {MQTT_31: "MQIsdp", MQTT_311: "MQTT", MQTT_5: "MQTT"}
 # built by attrs; the codec functions compile. A compiled class body lists every
 # class attribute in ``__annotations__``, where attrs would take ``TYPE`` for a
 # field: ``packet_type`` sets it after attrs has built the class.
+# The classes of every message (Publish and its acknowledgements) are not frozen:
+# a frozen class's __init__ sets each field through object.__setattr__ (4x the
+# time); they are hashable by value as the frozen ones, and never changed.
 _P = TypeVar("_P", bound="_Packet")
 
 
@@ -124,7 +127,7 @@ class ConnAck(_Packet):
 
 @packet_type(PUBLISH)
 @mypyc_attr(native_class=False)
-@attrs.frozen
+@attrs.define(unsafe_hash=True)  # per message: see above
 class Publish(_Packet):
     topic: str
     payload: bytes = b""
@@ -136,7 +139,7 @@ class Publish(_Packet):
 
 
 @mypyc_attr(native_class=False)
-@attrs.frozen
+@attrs.define(unsafe_hash=True)  # per message: see above
 class _PublishAck(_Packet):
     """PUBACK, PUBREC, PUBREL and PUBCOMP share one layout; the class is the type."""
 
@@ -147,28 +150,28 @@ class _PublishAck(_Packet):
 
 @packet_type(PUBACK)
 @mypyc_attr(native_class=False)
-@attrs.frozen
+@attrs.define(unsafe_hash=True)  # per message: see above
 class PubAck(_PublishAck):
     pass
 
 
 @packet_type(PUBREC)
 @mypyc_attr(native_class=False)
-@attrs.frozen
+@attrs.define(unsafe_hash=True)  # per message: see above
 class PubRec(_PublishAck):
     pass
 
 
 @packet_type(PUBREL)
 @mypyc_attr(native_class=False)
-@attrs.frozen
+@attrs.define(unsafe_hash=True)  # per message: see above
 class PubRel(_PublishAck):
     pass
 
 
 @packet_type(PUBCOMP)
 @mypyc_attr(native_class=False)
-@attrs.frozen
+@attrs.define(unsafe_hash=True)  # per message: see above
 class PubComp(_PublishAck):
     pass
 

@@ -27,6 +27,11 @@ processes (so paho is not the bottleneck), per broker:
   started broker (later rounds reuse memory the allocator kept), counted from
   when its process tree's RSS holds still (``settled_rss``).
 
+Pairs and fan-out also show the broker's CPU (its process tree's user + system
+time over the run) per message received: steadier than rates on a shared machine.
+``BENCH_BASELINE=DIR`` adds ``amqplite@DIR``, the checkout in DIR (a before, e.g.
+``git archive main | tar -x -C DIR``, compiled or not), beside this one.
+
 Brokers take turns in every round (the order rotates) and the table shows the
 median over rounds, with the load average of the machine. Prints figures only,
 asserts nothing: a shared 2-core machine makes them indicative. QoS 1 on

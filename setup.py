@@ -26,9 +26,10 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 
 #: compiled: the protocol codecs and readers, the broker's parts and exchanges, the
-#: interpreter, and the MQTT and STOMP codecs. The exchange classes stay Python
-#: classes (``mypyc_attr(native_class=False)``: subclasses pass ``**kw`` on to a
-#: keyword-only ``__init__`` and replace ``route`` per instance); their methods compile.
+#: interpreter, the MQTT and STOMP codecs and the MQTT session rules. The exchange
+#: classes stay Python classes (``mypyc_attr(native_class=False)``: subclasses pass
+#: ``**kw`` on to a keyword-only ``__init__`` and replace ``route`` per instance);
+#: their methods compile.
 COMPILED = [
     "amqplite/protocol/*.py",
     "amqplite/protocol/mqtt/*.py",
@@ -36,6 +37,7 @@ COMPILED = [
     "amqplite/broker/*.py",
     "amqplite/broker/exchanges/*.py",
     "amqplite/server/interpreter.py",
+    "amqplite/sessions/mqtt/*.py",
 ]
 
 #: left to the interpreter inside those globs, and why
@@ -49,8 +51,6 @@ INTERPRETED = {
     # mypyc cannot build its slotted frozen dataclass (KeyError 'object' at import);
     # selectors are parsed once per binding, not per message
     "amqplite/broker/selector.py",
-    # compiled, attrs rejects its classes' field order (Connect's client_id after defaults)
-    "amqplite/protocol/mqtt/packets.py",
     # an attrs field(factory=dict) fails mypyc's type check at import (Frame.headers)
     "amqplite/protocol/stomp/frames.py",
 }

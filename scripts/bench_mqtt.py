@@ -27,6 +27,11 @@ processes (so paho is not the bottleneck), per broker:
   started broker (later rounds reuse memory the allocator kept), counted from
   when its process tree's RSS holds still (``settled_rss``).
 
+Pairs and fan-out also show the broker's CPU (its process tree's user + system
+time over the run) per message received: steadier than rates on a shared machine.
+``BENCH_BASELINE=DIR`` adds ``amqplite@DIR``, the checkout in DIR (a before, e.g.
+``git archive main | tar -x -C DIR``, compiled or not), beside this one.
+
 Brokers take turns in every round (the order rotates) and the table shows the
 median over rounds, with the load average of the machine. Prints figures only,
 asserts nothing: a shared 2-core machine makes them indicative. QoS 1 on
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import multiprocessing
 import os
 import resource
@@ -85,9 +91,12 @@ class Broker:
 
 
 @contextlib.contextmanager
-def serving(cmd: list[str], port: int, what: str) -> Iterator[Broker]:
-    """Run ``cmd`` until the block ends; yields it once something listens on ``port``."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+def serving(cmd: list[str], port: int, what: str, tree: Path = ROOT) -> Iterator[Broker]:
+    """Run ``cmd`` in ``tree`` (its ``amqplite/`` imported) until the block ends; yields
+    it once something listens on ``port``."""
+    env = None if tree == ROOT else dict(os.environ, PYTHONPATH=str(tree))
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tree,
+                            env=env)
     try:
         wait(lambda: listening(port), 60, what)
         yield Broker(port, proc.pid)
@@ -96,13 +105,13 @@ def serving(cmd: list[str], port: int, what: str) -> Iterator[Broker]:
         proc.wait(30)
 
 
-def amqplite(tmp: Path) -> contextlib.AbstractContextManager[Broker]:
+def amqplite(tmp: Path, tree: Path = ROOT) -> contextlib.AbstractContextManager[Broker]:
     port, mqtt = free_port(), free_port()
     return serving([sys.executable, "-m", "amqplite", "serve", "--host", "127.0.0.1", "--port",
                     str(port), "--mqtt-port", str(mqtt), "--stomp-port", "0", "--kafka-port", "0",
                     "--admin-port", "0",
-                    "--data-dir", str(tmp / "amqplite"), "--log-level", "warning"], mqtt,
-                   "amqplite's MQTT listener")
+                    "--data-dir", str(tmp / f"amqplite-{tree.name}"), "--log-level", "warning"],
+                   mqtt, f"amqplite's MQTT listener ({tree})", tree)
 
 
 def mosquitto(tmp: Path) -> contextlib.AbstractContextManager[Broker]:
@@ -132,6 +141,9 @@ def rabbitmq(tmp: Path, protocol: str = "MQTT") -> Iterator[Broker]:
 
 BROKERS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Broker]]] = {
     "amqplite": amqplite, "Mosquitto 2.0": mosquitto, "RabbitMQ 3.10 mqtt": rabbitmq}
+if os.environ.get("BENCH_BASELINE"):  # another checkout beside this one (a before)
+    _tree = Path(os.environ["BENCH_BASELINE"]).resolve()
+    BROKERS = {f"amqplite@{_tree.name}": functools.partial(amqplite, tree=_tree), **BROKERS}
 
 
 # ---------------------------------------------------------------- clients
@@ -268,32 +280,41 @@ def load(plans: list[mqtt_load.Plan], args: argparse.Namespace,
                    args.timeout, between)
 
 
-def rate(outs: list[mqtt_load.Outcome]) -> tuple[float, int]:
-    """(received per second from the first publish to the last receipt, lost)."""
+def cpu(pid: int) -> float:
+    """User + system CPU seconds of ``pid``'s process tree so far."""
+    return sum(sum(p.cpu_times()[:2]) for p in tree(pid))
+
+
+def rate(outs: list[mqtt_load.Outcome], b: Broker, cpu0: float) -> tuple[float, int, float]:
+    """(received per second from the first publish to the last receipt, lost, the
+    broker's CPU microseconds per message received since ``cpu0``)."""
+    used = cpu(b.pid) - cpu0
     got = sum(o.received for o in outs)
     start = min(o.first_send for o in outs)
     end = max(o.last_recv for o in outs)
     return (got / (end - start) if got and end > start else 0.0,
-            sum(o.expected for o in outs) - got)
+            sum(o.expected for o in outs) - got, 1e6 * used / got if got else 0.0)
 
 
-def pairs(b: Broker, qos: int, args: argparse.Namespace) -> tuple[float, int]:
+def pairs(b: Broker, qos: int, args: argparse.Namespace) -> tuple[float, int, float]:
     base = f"bench/{uuid.uuid4().hex[:8]}"
     topics = [f"{base}/{j}" for j in range(args.pairs)]
     plans = [mqtt_load.Plan(b.port, qos, args.size, subs=tuple(ts), expect=args.pair_count,
                             pubs=tuple((t, args.pair_count) for t in ts), timeout=args.timeout)
              for ts in spread(topics, args.procs)]
-    return rate(load(plans, args))
+    cpu0 = cpu(b.pid)
+    return rate(load(plans, args), b, cpu0)
 
 
-def fanout(b: Broker, qos: int, args: argparse.Namespace) -> tuple[float, int]:
+def fanout(b: Broker, qos: int, args: argparse.Namespace) -> tuple[float, int, float]:
     topic = f"bench/{uuid.uuid4().hex[:8]}/fan"
     plans = [mqtt_load.Plan(b.port, qos, args.size, subs=(topic,) * len(part),
                             expect=args.fanout_count,
                             pubs=((topic, args.fanout_count),) if w == 0 else (),
                             timeout=args.timeout)
              for w, part in enumerate(spread(list(range(args.fanout)), args.procs))]
-    return rate(load(plans, args))
+    cpu0 = cpu(b.pid)
+    return rate(load(plans, args), b, cpu0)
 
 
 def tree(pid: int) -> list[psutil.Process]:
@@ -356,7 +377,7 @@ def run_one(name: str, scenario: str, b: Broker, args: argparse.Namespace,
                     f"{res[2]} connected")
         else:
             res = (pairs if scenario == "pairs" else fanout)(b, qos, args)
-            text = f"{res[0]:>8.0f} msg/s, lost {res[1]}"
+            text = f"{res[0]:>8.0f} msg/s, lost {res[1]}, broker CPU {res[2]:.1f} us/msg"
         results.setdefault((name, scenario, qos), []).append(res)
         print(f"round {r + 1} {name:<20} {scenario:<6} QoS {qos}: {text} "
               f"(load {os.getloadavg()[0]:.1f})", flush=True)
@@ -384,15 +405,16 @@ def table(names: list[str], args: argparse.Namespace,
         print(f"\nmany clients ({args.procs} processes): {args.pairs} pairs x "
               f"{args.pair_count} msgs; 1 -> {args.fanout} subscribers x {args.fanout_count}"
               " msgs (deliveries/s)")
-        print("| broker | QoS | pairs msg/s | lost | fan-out deliveries/s | lost |")
-        print("|---|---|---|---|---|---|")
+        print("| broker | QoS | pairs msg/s | lost | CPU us/msg | fan-out deliveries/s | lost "
+              "| CPU us/delivery |")
+        print("|---|---|---|---|---|---|---|---|")
         for n in names:
             for q in (0, 1):
                 cells = []
                 for sc in ("pairs", "fanout"):
                     k = (n, sc, q)
-                    cells += ([f"{med(k, 0):,.0f}", str(lost(k, 1))] if k in results
-                              else ["-", "-"])
+                    cells += ([f"{med(k, 0):,.0f}", str(lost(k, 1)), f"{med(k, 2):.1f}"]
+                              if k in results else ["-", "-", "-"])
                 print(f"| {n} | {q} | " + " | ".join(cells) + " |")
     if "idle" in args.scenarios:
         print(f"\n{args.idle} idle connections, CPU over {args.idle_seconds:.0f} s")

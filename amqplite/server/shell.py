@@ -31,11 +31,15 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 FINISH_TIMEOUT = 2.0
 
 GONE = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+#: what ``ConnectionShell._wait_readable`` returns: bytes may be there; the reader
+#: ends and the connection stays (parked); the connection is finishing
+READ, PARK, FINISH = 0, 1, 2
 
 
 async def read_fd(fd: int, size: int, was_full: bool) -> bytes:
     """The next bytes of a plain TCP socket, read straight from it (the AMQP
-    connection and the shell both read this way).
+    connection reads this way; the shell's reader does the same inline, where MQTT
+    waits on its own epoll set instead).
 
     Why not ``SocketStream.receive_some``: it tries a recv first (on a mostly
     idle connection that fails: nothing came yet), then waits, then reads, then
@@ -82,7 +86,7 @@ class ConnectionShell:
 
     # slots: at 10,000 idle MQTT connections an instance dict was ~1.6 KiB each
     # (a subclass without __slots__ has one again, for its own attributes)
-    __slots__ = ("_cancel", "_carry", "_fd", "_finishing", "_read_was_full", "_wake",
+    __slots__ = ("_cancel", "_carry", "_fd", "_finishing", "_wake",
                  "_writer_busy", "alive", "bytes_in", "bytes_out", "connected_at", "log",
                  "name", "peer_host", "peer_port", "stream", "tls")
 
@@ -111,8 +115,6 @@ class ConnectionShell:
         #: what ``send_now`` could not write, sent first by the writer task
         self._carry: memoryview | None = None
         self._writer_busy = False
-        #: the last read filled RECV_SIZE: more is probably waiting (see ``_receive``)
-        self._read_was_full = False
 
     # ------------------------------------------------------------ for subclasses
     async def _handle_events(self) -> None:
@@ -187,33 +189,59 @@ class ConnectionShell:
             self._cancel.deadline = min(self._cancel.deadline,
                                         trio.current_time() + FINISH_TIMEOUT)
 
-    async def _reader(self) -> None:
+    async def _wait_readable(self) -> int:
+        """Plain TCP: wait until the socket has bytes (READ). A front may park the
+        connection instead (PARK: the reader ends, the connection stays) or end the
+        wait when it finishes (FINISH): MQTT's does (server/mqtt/idle.py)."""
+        await trio.lowlevel.wait_readable(self._fd)
+        return READ
+
+    async def _reader(self, wait: bool = True) -> bool:
+        """Read until the connection ends (then ``finish``) or parks (True). Plain TCP
+        reads its socket itself (``read_fd`` says why): after a short read it waits
+        first (``wait``; False: bytes are there), after a full one it only lets the
+        others run. TLS and WebSocket read the stream."""
         proto = self.proto
         persistence = self.listener.persistence
-        receive = self._receive if self._fd >= 0 else self.stream.receive_some
+        fd = self._fd
+        parked = False
         try:
             while not self._finishing:
                 if not persistence.has_capacity and self.session is not None:
                     await self._paused(persistence.wait_capacity())
-                try:
-                    data = await receive(RECV_SIZE)
-                except GONE:
-                    return
+                    continue
+                if fd < 0:
+                    try:
+                        data = await self.stream.receive_some(RECV_SIZE)
+                    except GONE:
+                        return False
+                else:
+                    if wait:
+                        why = await self._wait_readable()
+                        if why != READ:
+                            parked = why == PARK
+                            return parked
+                    try:
+                        data = os.read(fd, RECV_SIZE)
+                    except BlockingIOError:  # woken without data: wait again
+                        wait = True
+                        continue
+                    except OSError:
+                        return False
+                    wait = len(data) < RECV_SIZE
+                    if not wait:
+                        await trio.lowlevel.checkpoint()
                 if not data:
-                    return
+                    return False
                 self.bytes_in += len(data)
                 proto.receive_data(data, trio.current_time())
                 await self._handle_events()
                 self._interpret()
                 self.flush()
+            return False
         finally:
-            self.finish()
-
-    async def _receive(self, size: int) -> bytes:
-        """The next bytes of a plain TCP client, straight from its socket (``read_fd``)."""
-        data = await read_fd(self._fd, size, self._read_was_full)
-        self._read_was_full = len(data) == size
-        return data
+            if not parked:
+                self.finish()
 
     def send_now(self) -> None:
         """Send what is queued now, from the task that queued it, when the socket
@@ -271,12 +299,31 @@ class ConnectionShell:
                     continue
                 break
             try:
-                await self.stream.send_all(data)
+                if self._fd >= 0:
+                    await self._write_fd(data)
+                else:
+                    await self.stream.send_all(data)
             except GONE:
                 self._finishing = True
                 break
             self.bytes_out += len(data)
         self._writer_busy = False
+
+    async def _write_fd(self, data: bytes | memoryview) -> None:
+        """Plain TCP: write ``data`` to the socket itself, waiting only while it is
+        full. trio's ``send_all`` takes a trip through the scheduler after every
+        send, and a writer task started per delivery (MQTT fan-out) paid it each time."""
+        fd = self._fd
+        view = memoryview(data)
+        while view:
+            if not self.alive:  # closed (or closing): its fd may be another's soon
+                raise trio.ClosedResourceError("the connection is closed")
+            try:
+                n = os.write(fd, view)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(fd)
+                continue
+            view = view[n:]
 
     async def _close_write(self) -> None:
         """The connection is finishing and nothing awaited since the last empty

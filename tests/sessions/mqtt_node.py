@@ -56,19 +56,8 @@ class Client:
         data = b"".join(pk.encode(p, self.version) for p in packets)
         self.proto.receive_data(data, 0.0)
         r = self.rules
-        while (e := self.proto.next_event()) is not None:
-            if isinstance(e, ev.PublishReceived):
-                p = e.publish
-                r.publish(p.topic, p.payload, p.qos, p.packet_id, p.retain, p.properties)
-            elif isinstance(e, ev.PubAckReceived):
-                r.ack(e.packet_id)
-            elif isinstance(e, ev.PubRecReceived):
-                r.pubrec(e.packet_id, e.reason_code)
-            elif isinstance(e, ev.PubCompReceived):
-                r.complete(e.packet_id)
-            elif isinstance(e, ev.PubRelReceived):
-                r.pubrel(e.packet_id)
-            elif isinstance(e, ev.SubscribeReceived):
+        while (e := r.handle_events()) is not None:  # PUBLISH and acks: the rules'
+            if isinstance(e, ev.SubscribeReceived):
                 assert r.subs is not None
                 codes, owed = r.subs.subscribe(e)
                 self.node.carry()  # the commit a SUBACK waits for

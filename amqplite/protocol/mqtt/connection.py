@@ -111,15 +111,17 @@ class ServerLimits:
     max_topic_bytes: int = MAX_TOPIC_BYTES
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
 class InFlight:
     """An outbound QoS 1/2 PUBLISH not yet completed. ``publish`` has the full
     topic (no alias) and its packet id; ``released`` means PUBREC came and
-    PUBREL went out, so only PUBCOMP is awaited."""
+    PUBREL went out, so only PUBCOMP is awaited. A plain class, not attrs: one is
+    made per QoS 1/2 delivery, and compiled it is a native one."""
 
-    publish: Publish
-    released: bool = False
+    __slots__ = ("publish", "released")
+
+    def __init__(self, publish: Publish, released: bool = False) -> None:
+        self.publish = publish
+        self.released = released
 
     @property
     def packet_id(self) -> int:
@@ -127,13 +129,15 @@ class InFlight:
         return self.publish.packet_id
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
 class OutgoingPublish:
-    """What ``send_publish`` queued: its packet id (None at QoS 0) and size."""
+    """What ``send_publish`` queued: its packet id (None at QoS 0) and size. A plain
+    class, as InFlight."""
 
-    packet_id: int | None
-    size: int
+    __slots__ = ("packet_id", "size")
+
+    def __init__(self, packet_id: int | None, size: int) -> None:
+        self.packet_id = packet_id
+        self.size = size
 
 
 class FlowControlError(Exception):

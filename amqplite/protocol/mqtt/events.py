@@ -23,7 +23,7 @@ class ConnectReceived:
 
 
 @mypyc_attr(native_class=False)
-@attrs.frozen
+@attrs.define(unsafe_hash=True)  # per message: not frozen (packets.py)
 class PublishReceived:
     """An application message. ``publish.topic`` is resolved (topic alias applied);
     QoS 1/2 wait for ``ack_publish(packet_id)`` (PUBACK/PUBREC) from the shell."""
@@ -71,7 +71,7 @@ class UnsubscribeReceived:
 
 
 @mypyc_attr(native_class=False)
-@attrs.frozen
+@attrs.define(unsafe_hash=True)  # per message: not frozen (packets.py)
 class PubAckReceived:
     """The client acknowledged our QoS 1 PUBLISH ``packet_id`` (the id is free again)."""
 
@@ -80,7 +80,7 @@ class PubAckReceived:
 
 
 @mypyc_attr(native_class=False)
-@attrs.frozen
+@attrs.define(unsafe_hash=True)  # per message: not frozen (packets.py)
 class PubRecReceived:
     """The client received our QoS 2 PUBLISH; PUBREL went out (unless ``reason_code``
     >= 0x80, which ends the flow and frees the id)."""
@@ -90,7 +90,7 @@ class PubRecReceived:
 
 
 @mypyc_attr(native_class=False)
-@attrs.frozen
+@attrs.define(unsafe_hash=True)  # per message: not frozen (packets.py)
 class PubCompReceived:
     """The QoS 2 flow of our PUBLISH ``packet_id`` is complete; the id is free."""
 
@@ -99,7 +99,7 @@ class PubCompReceived:
 
 
 @mypyc_attr(native_class=False)
-@attrs.frozen
+@attrs.define(unsafe_hash=True)  # per message: not frozen (packets.py)
 class PubRelReceived:
     """The client released inbound QoS 2 ``packet_id``; PUBCOMP went out. The
     session may forget the id (it was delivered once, at PUBLISH time)."""

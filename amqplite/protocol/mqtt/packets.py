@@ -9,9 +9,11 @@ been read; :class:`amqplite.protocol.mqtt.decoder.Decoder` frames the stream.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
 
 import attrs
+from mypy_extensions import mypyc_attr
 
 from amqplite.protocol.mqtt.datatypes import (
     encode_bin,
@@ -61,7 +63,34 @@ MQTT_31, MQTT_311, MQTT_5 = 3, 4, 5
 VERSIONS = (MQTT_31, MQTT_311, MQTT_5)
 PROTOCOL_NAMES = {MQTT_31: "MQIsdp", MQTT_311: "MQTT", MQTT_5: "MQTT"}
 
+# The packet classes are Python classes (native_class=False) in the compiled build,
+# built by attrs; the codec functions compile. A compiled class body lists every
+# class attribute in ``__annotations__``, where attrs would take ``TYPE`` for a
+# field: ``packet_type`` sets it after attrs has built the class.
+# The classes of every message (Publish and its acknowledgements) are not frozen:
+# a frozen class's __init__ sets each field through object.__setattr__ (4x the
+# time); they are hashable by value as the frozen ones, and never changed.
+_P = TypeVar("_P", bound="_Packet")
 
+
+@mypyc_attr(native_class=False)
+class _Packet:
+    __slots__ = ()
+    #: the fixed header's packet type
+    TYPE: ClassVar[int] = 0
+
+
+def packet_type(ptype: int) -> Callable[[type[_P]], type[_P]]:
+    """Class decorator: the packet class's ``TYPE``."""
+
+    def mark(cls: type[_P]) -> type[_P]:
+        cls.TYPE = ptype
+        return cls
+
+    return mark
+
+
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Will:
     """The will message of a CONNECT (MQTT 5 will properties included)."""
@@ -73,9 +102,10 @@ class Will:
     properties: Properties = EMPTY
 
 
+@packet_type(CONNECT)
+@mypyc_attr(native_class=False)
 @attrs.frozen
-class Connect:
-    TYPE: ClassVar[int] = CONNECT
+class Connect(_Packet):
     client_id: str
     protocol_level: int = MQTT_311
     clean_start: bool = True
@@ -86,17 +116,19 @@ class Connect:
     properties: Properties = EMPTY
 
 
+@packet_type(CONNACK)
+@mypyc_attr(native_class=False)
 @attrs.frozen
-class ConnAck:
-    TYPE: ClassVar[int] = CONNACK
+class ConnAck(_Packet):
     session_present: bool = False
     reason_code: int = 0  # a 3.1.1 return code (0-5) when encoded for levels 3/4
     properties: Properties = EMPTY
 
 
-@attrs.frozen
-class Publish:
-    TYPE: ClassVar[int] = PUBLISH
+@packet_type(PUBLISH)
+@mypyc_attr(native_class=False)
+@attrs.define(unsafe_hash=True)  # per message: see above
+class Publish(_Packet):
     topic: str
     payload: bytes = b""
     qos: int = 0
@@ -106,36 +138,45 @@ class Publish:
     properties: Properties = EMPTY
 
 
-@attrs.frozen
-class _PublishAck:
+@mypyc_attr(native_class=False)
+@attrs.define(unsafe_hash=True)  # per message: see above
+class _PublishAck(_Packet):
     """PUBACK, PUBREC, PUBREL and PUBCOMP share one layout; the class is the type."""
 
-    TYPE: ClassVar[int]
     packet_id: int
     reason_code: int = 0
     properties: Properties = EMPTY
 
 
-@attrs.frozen
+@packet_type(PUBACK)
+@mypyc_attr(native_class=False)
+@attrs.define(unsafe_hash=True)  # per message: see above
 class PubAck(_PublishAck):
-    TYPE: ClassVar[int] = PUBACK
+    pass
 
 
-@attrs.frozen
+@packet_type(PUBREC)
+@mypyc_attr(native_class=False)
+@attrs.define(unsafe_hash=True)  # per message: see above
 class PubRec(_PublishAck):
-    TYPE: ClassVar[int] = PUBREC
+    pass
 
 
-@attrs.frozen
+@packet_type(PUBREL)
+@mypyc_attr(native_class=False)
+@attrs.define(unsafe_hash=True)  # per message: see above
 class PubRel(_PublishAck):
-    TYPE: ClassVar[int] = PUBREL
+    pass
 
 
-@attrs.frozen
+@packet_type(PUBCOMP)
+@mypyc_attr(native_class=False)
+@attrs.define(unsafe_hash=True)  # per message: see above
 class PubComp(_PublishAck):
-    TYPE: ClassVar[int] = PUBCOMP
+    pass
 
 
+@mypyc_attr(native_class=False)
 @attrs.frozen
 class Subscription:
     """One topic filter of a SUBSCRIBE with its options (only ``qos`` before MQTT 5)."""
@@ -147,60 +188,70 @@ class Subscription:
     retain_handling: int = 0
 
 
+@packet_type(SUBSCRIBE)
+@mypyc_attr(native_class=False)
 @attrs.frozen
-class Subscribe:
-    TYPE: ClassVar[int] = SUBSCRIBE
+class Subscribe(_Packet):
     packet_id: int
     subscriptions: tuple[Subscription, ...]
     properties: Properties = EMPTY
 
 
+@packet_type(SUBACK)
+@mypyc_attr(native_class=False)
 @attrs.frozen
-class SubAck:
-    TYPE: ClassVar[int] = SUBACK
+class SubAck(_Packet):
     packet_id: int
     reason_codes: tuple[int, ...]
     properties: Properties = EMPTY
 
 
+@packet_type(UNSUBSCRIBE)
+@mypyc_attr(native_class=False)
 @attrs.frozen
-class Unsubscribe:
-    TYPE: ClassVar[int] = UNSUBSCRIBE
+class Unsubscribe(_Packet):
     packet_id: int
     topic_filters: tuple[str, ...]
     properties: Properties = EMPTY
 
 
+@packet_type(UNSUBACK)
+@mypyc_attr(native_class=False)
 @attrs.frozen
-class UnsubAck:
-    TYPE: ClassVar[int] = UNSUBACK
+class UnsubAck(_Packet):
     packet_id: int
     reason_codes: tuple[int, ...] = ()  # MQTT 5 only
     properties: Properties = EMPTY
 
 
+@packet_type(PINGREQ)
+@mypyc_attr(native_class=False)
 @attrs.frozen
-class PingReq:
-    TYPE: ClassVar[int] = PINGREQ
+class PingReq(_Packet):
+    pass
 
 
+@packet_type(PINGRESP)
+@mypyc_attr(native_class=False)
 @attrs.frozen
-class PingResp:
-    TYPE: ClassVar[int] = PINGRESP
+class PingResp(_Packet):
+    pass
 
 
+@packet_type(DISCONNECT)
+@mypyc_attr(native_class=False)
 @attrs.frozen
-class Disconnect:
-    TYPE: ClassVar[int] = DISCONNECT
+class Disconnect(_Packet):
     reason_code: int = 0
     properties: Properties = EMPTY
 
 
+@packet_type(AUTH)
+@mypyc_attr(native_class=False)
 @attrs.frozen
-class Auth:
+class Auth(_Packet):
     """MQTT 5 only (enhanced authentication)."""
 
-    TYPE: ClassVar[int] = AUTH
     reason_code: int = 0
     properties: Properties = EMPTY
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, MutableSet
 from typing import TYPE_CHECKING, Any
@@ -21,18 +20,13 @@ from amqplite.protocol.mqtt.events import (
     ConnectReceived,
     DisconnectReceived,
     ProtocolViolation,
-    PubAckReceived,
-    PubCompReceived,
-    PublishReceived,
-    PubRecReceived,
-    PubRelReceived,
     SubscribeReceived,
     UnsubscribeReceived,
 )
 from amqplite.protocol.mqtt.packets import MQTT_5
-from amqplite.server.mqtt.idle import FINISH, PARK
+from amqplite.server.mqtt.idle import FINISH
 from amqplite.server.mqtt.transports import login as transport_login
-from amqplite.server.shell import FINISH_TIMEOUT, GONE, RECV_SIZE, WRITE_HIGH_WATER, ConnectionShell
+from amqplite.server.shell import FINISH_TIMEOUT, GONE, WRITE_HIGH_WATER, ConnectionShell
 from amqplite.sessions.mqtt.session import MQTTSession
 
 if TYPE_CHECKING:
@@ -225,7 +219,8 @@ class MQTTClient(ConnectionShell):
         self._starting = False
         parked = False
         try:
-            parked = await self._read_tcp()
+            # a new task reads first: bytes are there (or the CONNECT soon is)
+            parked = await self._reader(wait=False)
         except Exception:  # one bad connection never takes the broker down
             self.log.exception("%s connection %s crashed", self.kind, self.name)
         finally:
@@ -244,44 +239,11 @@ class MQTTClient(ConnectionShell):
             self._starting = True
             self._nursery.start_soon(self._run)
 
-    async def _read_tcp(self) -> bool:
-        """The shell's reader over the socket itself; True: parked (idle)."""
-        proto = self.proto
-        persistence = self.listener.persistence
-        readiness = self.listener.readiness
-        fd = self._fd
-        wait = False  # a new task reads first: bytes are there (or the CONNECT soon is)
-        while not self._finishing:
-            if not persistence.has_capacity and self.session is not None:
-                await self._paused(persistence.wait_capacity())
-                continue
-            if wait:
-                park, self._park_next = self._park_next, False
-                why = await readiness.wait(self, park)
-                if why == PARK:
-                    return True
-                if why == FINISH:
-                    break
-            try:
-                data = os.read(fd, RECV_SIZE)
-            except BlockingIOError:
-                wait = True
-                continue
-            except OSError:
-                break
-            if not data:
-                break
-            # after a full read more is probably there: only let the others run
-            wait = len(data) < RECV_SIZE
-            if not wait:
-                await trio.lowlevel.checkpoint()
-            self.bytes_in += len(data)
-            proto.receive_data(data, trio.current_time())
-            await self._handle_events()
-            self._interpret()
-            self.flush()
-        self.finish()
-        return False
+    async def _wait_readable(self) -> int:
+        """The shell's reader waits on the listener's epoll set (idle.py); PARK right
+        after the CONNECT, or once it has waited long."""
+        park, self._park_next = self._park_next, False
+        return await self.listener.readiness.wait(self, park)
 
     async def _tcp_writer(self) -> None:
         """In the listener's nursery: a failure ends this connection, never the nursery."""
@@ -389,25 +351,10 @@ class MQTTClient(ConnectionShell):
     async def _handle_events(self) -> None:
         proto = self.proto
         rules = self.rules
-        while (ev := proto.next_event()) is not None:
+        # PUBLISH and the acknowledgements: the rules' (compiled) dispatch
+        while (ev := rules.handle_events()) is not None:
             t = type(ev)
-            if t is PublishReceived:
-                assert isinstance(ev, PublishReceived)
-                p = ev.publish
-                rules.publish(p.topic, p.payload, p.qos, p.packet_id, p.retain, p.properties)
-            elif t is PubAckReceived:
-                assert isinstance(ev, PubAckReceived)
-                rules.ack(ev.packet_id)
-            elif t is PubRecReceived:
-                assert isinstance(ev, PubRecReceived)
-                rules.pubrec(ev.packet_id, ev.reason_code)
-            elif t is PubCompReceived:
-                assert isinstance(ev, PubCompReceived)
-                rules.complete(ev.packet_id)
-            elif t is PubRelReceived:
-                assert isinstance(ev, PubRelReceived)
-                rules.pubrel(ev.packet_id)
-            elif t is ConnectReceived:
+            if t is ConnectReceived:
                 assert isinstance(ev, ConnectReceived)
                 await self._connect(ev)
             elif t is SubscribeReceived:

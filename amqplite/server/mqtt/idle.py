@@ -19,9 +19,9 @@ from typing import Any
 import outcome
 import trio
 
-#: what ``wait`` returns: bytes may be there; the task should end (the connection
-#: stays, parked); the connection is finishing
-READ, PARK, FINISH = 0, 1, 2
+# what ``wait`` returns (the shell's reader acts on them)
+from amqplite.server.shell import FINISH, PARK, READ  # noqa: F401
+
 #: a reader that waited at least this long (and at most twice) is parked
 PARK_AFTER = 2.0
 _ARMED = select.EPOLLIN | select.EPOLLONESHOT

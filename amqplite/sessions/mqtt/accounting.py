@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import attrs
-
 #: protocol level -> the ``protocol`` label rabbitmq_prometheus (3.13) gives MQTT
 PROTOCOL_LABELS = {3: "mqtt310", 4: "mqtt311", 5: "mqtt50"}
 
@@ -27,20 +25,24 @@ def log_protocol(version: int) -> str:
     return {3: "mqtt-3.1", 5: "mqtt-5.0"}.get(version, "mqtt-3.1.1")
 
 
-@attrs.define
 class MQTTStats:
-    """Counters since start; the session registry owns one, its sessions bump it."""
+    """Counters since start; the session registry owns one, its sessions bump it.
+    A plain class (not attrs): mypyc rejects attrs factory defaults at import."""
 
-    #: PUBLISH packets routed into the broker (wills included), by protocol label
-    received: Counter[str] = attrs.field(factory=Counter)
-    #: messages the core delivered to MQTT sessions from their queues, by label
-    delivered: Counter[str] = attrs.field(factory=Counter)
-    #: CONNECTs accepted, and sessions of those that ended
-    opened: int = 0
-    closed: int = 0
-    #: CONNECTs refused because the node's ``max_connections`` was reached
-    refused_at_limit: int = 0
-    #: bytes read from and written to MQTT connections that have ended (the live
-    #: ones keep their own counts; ``$SYS/broker/bytes/...`` adds the two)
-    bytes_received: int = 0
-    bytes_sent: int = 0
+    __slots__ = ("bytes_received", "bytes_sent", "closed", "delivered", "opened", "received",
+                 "refused_at_limit")
+
+    def __init__(self) -> None:
+        #: PUBLISH packets routed into the broker (wills included), by protocol label
+        self.received: Counter[str] = Counter()
+        #: messages the core delivered to MQTT sessions from their queues, by label
+        self.delivered: Counter[str] = Counter()
+        #: CONNECTs accepted, and sessions of those that ended
+        self.opened = 0
+        self.closed = 0
+        #: CONNECTs refused because the node's ``max_connections`` was reached
+        self.refused_at_limit = 0
+        #: bytes read from and written to MQTT connections that have ended (the live
+        #: ones keep their own counts; ``$SYS/broker/bytes/...`` adds the two)
+        self.bytes_received = 0
+        self.bytes_sent = 0

@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable, Set
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 import amqplite.sessions.mqtt.options as options
 import amqplite.sessions.mqtt.shared as shared
 from amqplite.broker import mqtt_retained
@@ -36,7 +38,15 @@ from amqplite.broker.retained import RetainedSet
 from amqplite.protocol.errors import AMQPError
 from amqplite.protocol.mqtt.connection import FlowControlError, InFlight, MQTTConnection, State
 from amqplite.protocol.mqtt.errors import ReasonCode
-from amqplite.protocol.mqtt.events import ConnectReceived
+from amqplite.protocol.mqtt.events import (
+    ConnectReceived,
+    MQTTEvent,
+    PubAckReceived,
+    PubCompReceived,
+    PublishReceived,
+    PubRecReceived,
+    PubRelReceived,
+)
 from amqplite.protocol.mqtt.mapping import amqp_properties, message_qos
 from amqplite.protocol.mqtt.packets import MQTT_5, Publish, Will
 from amqplite.protocol.mqtt.properties import EMPTY, Properties
@@ -67,6 +77,23 @@ def _run(command: Callable[..., Any], *args: Any) -> Any:
     return command(*args)
 
 
+#: properties -> persistent (delivery mode 2): an MQTT publisher's messages carry the
+#: same properties (mapping.py), whose headers make delivery_mode_of parse them
+_PERSISTENT: dict[bytes, bool] = {}
+
+
+def _persistent(props: bytes) -> bool:
+    if len(props) > 512:  # not a publisher's plain ones: not kept
+        return delivery_mode_of(props) == 2
+    found = _PERSISTENT.get(props)
+    if found is None:
+        if len(_PERSISTENT) >= 4096:
+            _PERSISTENT.clear()
+        found = _PERSISTENT[props] = delivery_mode_of(props) == 2
+    return found
+
+
+@mypyc_attr(native_class=False)  # compiled, a native class cannot subclass dict
 class Channels(dict[int, ChannelState]):
     """The session's channels by number, each opened when first asked for with
     ``[n]`` (``get`` does not open one): an idle client holds no ChannelState
@@ -319,6 +346,35 @@ class MQTTSession:
                                          user=s.username)
 
     # ------------------------------------------------------------ client -> broker
+    def handle_events(self) -> MQTTEvent | None:
+        """Act on the client's PUBLISH and acknowledgements the bytes read produced,
+        up to the first other event, returned for the shell (CONNECT, SUBSCRIBE and
+        UNSUBSCRIBE await the store; DISCONNECT and a violation end the
+        connection); None when none is left. Here, not in the shell: the per
+        message dispatch runs compiled."""
+        proto = self.proto
+        while (ev := proto.next_event()) is not None:
+            t = type(ev)
+            if t is PublishReceived:
+                assert isinstance(ev, PublishReceived)
+                p = ev.publish
+                self.publish(p.topic, p.payload, p.qos, p.packet_id, p.retain, p.properties)
+            elif t is PubAckReceived:
+                assert isinstance(ev, PubAckReceived)
+                self.ack(ev.packet_id)
+            elif t is PubRecReceived:
+                assert isinstance(ev, PubRecReceived)
+                self.pubrec(ev.packet_id, ev.reason_code)
+            elif t is PubCompReceived:
+                assert isinstance(ev, PubCompReceived)
+                self.complete(ev.packet_id)
+            elif t is PubRelReceived:
+                assert isinstance(ev, PubRelReceived)
+                self.pubrel(ev.packet_id)
+            else:
+                return ev
+        return None
+
     def publish(self, topic: str, payload: bytes, qos: int, packet_id: int | None,
                 retain: bool = False, mprops: Properties = EMPTY) -> None:
         """Into the broker's publish path; QoS 1/2 are acknowledged by the confirm. The
@@ -466,12 +522,11 @@ class MQTTSession:
         if (not self.alive or proto.state is not State.CONNECTED
                 or self.channels.get(ch.number) is not ch):
             return  # unacked: back to the queue when the session closes
-        props = properties or message.properties_raw
-        qos = 1 if ch.number == QOS1_CH and delivery_mode_of(props) == 2 else 0
+        props = bytes(properties or message.properties_raw)
+        qos = 1 if ch.number == QOS1_CH and _persistent(props) else 0
         enc = self.registry.shared
         topic = enc.topic_of(message)
         subs = self.subs
-        props = bytes(props)
         verdict = None if subs is None else options.admit(subs, ch, consumer_tag, props, topic)
         if verdict is None or not verdict.deliver:
             # no-local, or [MQTT-4.7.2-1] a $ topic through a leading wildcard: acked

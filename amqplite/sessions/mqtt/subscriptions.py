@@ -10,8 +10,6 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-import attrs
-
 import amqplite.sessions.mqtt.options as options
 import amqplite.sessions.mqtt.shared as shared
 from amqplite.broker import mqtt_retained
@@ -32,39 +30,45 @@ from amqplite.sessions.mqtt.systree import matching as sys_matching
 log = logging.getLogger("amqplite.mqtt")
 
 
-@attrs.define(eq=False)
 class Subscriptions:
-    """One connected session's queues; built at CONNECT with what it uses."""
+    """One connected session's queues; built at CONNECT with what it uses.
 
-    broker: Broker
-    proto: MQTTConnection
-    session: Session
-    channels: dict[int, ChannelState]
-    client_id: str
-    #: queues outlive the connection (durable, not exclusive)
-    persistent: bool
-    exchange: str
-    #: the connection's name, for the log
-    name: str
-    #: wakes the connection's writer
-    flush: Callable[[], None]
+    A plain class (not attrs): mypyc rejects attrs factory defaults at import."""
 
-    #: the listener's index of shared subscription members
-    groups: SharedGroups
+    __slots__ = ("broker", "channels", "client_id", "ended", "exchange", "flush", "groups",
+                 "name", "own_queues", "persistent", "proto", "session", "shared_tags",
+                 "sys_values", "table")
 
-    #: set when the session ends: what an await left pending is not sent
-    ended: bool = False
-    #: the options of each subscription, by queue and filter (options.py): QoS 2,
-    #: retain as published, no local, subscription identifiers
-    table: SubscriptionTable = attrs.Factory(SubscriptionTable)
-    #: consumer tag -> shared queue this session consumes
-    shared_tags: dict[str, str] = attrs.Factory(dict)
-    #: the names of our own queues by QoS, built once (a delivery names its queue)
-    own_queues: tuple[str, str] = attrs.Factory(
-        lambda s: (queue_name(s.client_id, 0), queue_name(s.client_id, 1)), takes_self=True)
-    #: the ``$SYS`` tree's current values (None: ``mqtt_sys_interval`` 0, no tree);
-    #: a new ``$SYS`` subscription gets them as retained messages
-    sys_values: Callable[[], dict[str, str]] | None = None
+    def __init__(self, broker: Broker, proto: MQTTConnection, session: Session,
+                 channels: dict[int, ChannelState], client_id: str, persistent: bool,
+                 exchange: str, name: str, flush: Callable[[], None], groups: SharedGroups,
+                 sys_values: Callable[[], dict[str, str]] | None = None) -> None:
+        self.broker = broker
+        self.proto = proto
+        self.session = session
+        self.channels = channels
+        self.client_id = client_id
+        #: queues outlive the connection (durable, not exclusive)
+        self.persistent = persistent
+        self.exchange = exchange
+        #: the connection's name, for the log
+        self.name = name
+        #: wakes the connection's writer
+        self.flush = flush
+        #: the listener's index of shared subscription members
+        self.groups = groups
+        #: set when the session ends: what an await left pending is not sent
+        self.ended = False
+        #: the options of each subscription, by queue and filter (options.py): QoS 2,
+        #: retain as published, no local, subscription identifiers
+        self.table = SubscriptionTable()
+        #: consumer tag -> shared queue this session consumes
+        self.shared_tags: dict[str, str] = {}
+        #: the names of our own queues by QoS, built once (a delivery names its queue)
+        self.own_queues = (queue_name(client_id, 0), queue_name(client_id, 1))
+        #: the ``$SYS`` tree's current values (None: ``mqtt_sys_interval`` 0, no tree);
+        #: a new ``$SYS`` subscription gets them as retained messages
+        self.sys_values = sys_values
 
     def _bindings(self, key: str) -> list[tuple[int, Binding]]:
         """Our queues' bindings of ``key`` from ``mqtt_exchange``."""

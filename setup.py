@@ -36,6 +36,9 @@ COMPILED = [
     "amqplite/broker/*.py",
     "amqplite/broker/exchanges/*.py",
     "amqplite/server/interpreter.py",
+    # the STOMP session rules and connection shell (per SEND, ACK and delivery)
+    "amqplite/sessions/stomp/*.py",
+    "amqplite/server/stomp/client.py",
 ]
 
 #: left to the interpreter inside those globs, and why
@@ -51,8 +54,6 @@ INTERPRETED = {
     "amqplite/broker/selector.py",
     # compiled, attrs rejects its classes' field order (Connect's client_id after defaults)
     "amqplite/protocol/mqtt/packets.py",
-    # an attrs field(factory=dict) fails mypyc's type check at import (Frame.headers)
-    "amqplite/protocol/stomp/frames.py",
 }
 
 

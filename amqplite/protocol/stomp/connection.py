@@ -484,7 +484,7 @@ def _trim_1_0(frame: Frame) -> Frame:
     h = frame.headers
     if not any(v[:1].isspace() for v in h.values()):
         return frame
-    return attrs.evolve(frame, headers={k: v.lstrip() for k, v in h.items()})
+    return Frame(frame.command, {k: v.lstrip() for k, v in h.items()}, frame.body)
 
 
 def _destination(frame: Frame) -> Destination:

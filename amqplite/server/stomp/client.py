@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 import trio
+from mypy_extensions import mypyc_attr
 
 from amqplite import __version__
 from amqplite.broker.model import Session
@@ -48,6 +49,7 @@ SEND_HOLD_S = 0.004
 ACKING_S = 0.1
 
 
+@mypyc_attr(native_class=False)  # compiled, its base (server/shell.py) is not
 class StompClient(ConnectionShell):
     """One STOMP connection; its session rules are the broker's transport."""
 

@@ -25,9 +25,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-import attrs
-from mypy_extensions import mypyc_attr
-
 from amqplite.protocol.stomp.destinations import Destination, check_direction, parse_destination
 from amqplite.protocol.stomp.errors import FrameError, StompError, keeps_open
 from amqplite.protocol.stomp.events import (
@@ -78,17 +75,27 @@ class State(enum.Enum):
     CLOSED = "closed"
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
 class ServerLimits:
-    """What this server accepts (RabbitMQ's defaults and setting names)."""
+    """What this server accepts (RabbitMQ's defaults and setting names). A plain
+    class: compiled, mypyc checks an attrs default (a factory) against the
+    field's type at import and refuses it."""
 
-    # stomp.max_frame_size is parser.max_frame_size; this one bounds every
-    # frame before the login succeeded (stomp.max_frame_size_unauthenticated)
-    max_frame_size_unauthenticated: int = DEFAULT_MAX_FRAME_SIZE_UNAUTHENTICATED
-    parser: ParserLimits = attrs.field(factory=ParserLimits)
-    login_timeout: float = 10.0  # stomp.login_timeout: socket to CONNECTED, seconds
-    trailing_lf: bool = True  # stomp.trailing_lf: an EOL after every frame's NUL
+    __slots__ = ("login_timeout", "max_frame_size_unauthenticated", "parser", "trailing_lf")
+
+    def __init__(self, max_frame_size_unauthenticated: int = DEFAULT_MAX_FRAME_SIZE_UNAUTHENTICATED,
+                 parser: ParserLimits | None = None, login_timeout: float = 10.0,
+                 trailing_lf: bool = True) -> None:
+        # stomp.max_frame_size is parser.max_frame_size; this one bounds every
+        # frame before the login succeeded (stomp.max_frame_size_unauthenticated)
+        self.max_frame_size_unauthenticated = max_frame_size_unauthenticated
+        self.parser = ParserLimits() if parser is None else parser
+        self.login_timeout = login_timeout  # stomp.login_timeout: socket to CONNECTED, seconds
+        self.trailing_lf = trailing_lf  # stomp.trailing_lf: an EOL after every frame's NUL
+
+    def __repr__(self) -> str:
+        return (f"ServerLimits(max_frame_size_unauthenticated={self.max_frame_size_unauthenticated}, "
+                f"parser={self.parser!r}, login_timeout={self.login_timeout}, "
+                f"trailing_lf={self.trailing_lf})")
 
 
 def negotiate_version(accept_version: str | None) -> str | None:

@@ -54,17 +54,17 @@ class StompClient(ConnectionShell):
     """One STOMP connection; its session rules are the broker's transport."""
 
     kind = "STOMP"
-    listener: StompListener
-    proto: StompConnection
 
     def __init__(self, listener: StompListener, stream: trio.abc.Stream,
                  peer: tuple[str, int], cert_user: str | None = None) -> None:
         super().__init__(stream, peer, log)
         #: over TLS: the verified client certificate's user name (its CN)
         self.cert_user = cert_user
-        self.listener = listener
+        # typed here, not in the class body: compiled, a Python class's annotations
+        # are evaluated at import, and StompListener is imported for the type checker only
+        self.listener: StompListener = listener
         self.broker = listener.broker
-        self.proto = StompConnection(listener.limits, trio.current_time())
+        self.proto: StompConnection = StompConnection(listener.limits, trio.current_time())
         self.rules: StompSession | None = None
         #: what the admin listing reads (the CONNECT's ``client-id``, if any)
         self.client_id = ""

@@ -238,10 +238,10 @@ class StompSession:
                 assert isinstance(ev, DisconnectReceived)
                 if ev.receipt is not None:
                     self._after_everything(ev.receipt)
-        except StompError as exc:
+        except StompError as exc:  # compiled, one name has one type: not ``exc`` below
             self._refuse(exc, getattr(ev, "receipt", None), keeps_open(exc))
-        except AMQPError as exc:
-            self._refuse(_amqp_error(exc), getattr(ev, "receipt", None))
+        except AMQPError as amqp_exc:
+            self._refuse(_amqp_error(amqp_exc), getattr(ev, "receipt", None))
 
     def _refuse(self, exc: StompError, receipt: str | None, keep_open: bool = False) -> None:
         """ERROR, then the close; after a frame refused by the STOMP rules (not by

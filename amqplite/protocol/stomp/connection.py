@@ -52,6 +52,7 @@ from amqplite.protocol.stomp.frames import (
     ParserLimits,
     header_tables,
     serialize,
+    translated,
 )
 
 _VERSION_HEADER = ",".join(SUPPORTED_VERSIONS)
@@ -170,6 +171,8 @@ class StompConnection:
         #: SEND destinations parsed so far (a publisher sends to few): one dict
         #: lookup per SEND instead of a parse
         self._send_destinations: dict[str, Destination] = {}
+        #: the escaping of a MESSAGE's header names and values in ``version``
+        self._message_tables = header_tables("MESSAGE", None)
 
     # ------------------------------------------------------------ plumbing
 
@@ -310,23 +313,24 @@ class StompConnection:
         start = len(self._out)
         # the MESSAGE frame built here in one pass (serialize()'s rules, inlined):
         # this is the consumer's hot path
-        name_tr, tr = header_tables("MESSAGE", self.version)
+        name_tr, tr = self._message_tables
         parts = ["MESSAGE\n"]
         if subscription is not None:
-            parts.append(f"subscription:{subscription.translate(tr)}\n")
-        parts.append(f"destination:{destination.translate(tr)}\n"
-                     f"message-id:{message_id.translate(tr)}\n"
+            parts.append(f"subscription:{translated(subscription, tr)}\n")
+        message_id = translated(message_id, tr)
+        parts.append(f"destination:{translated(destination, tr)}\n"
+                     f"message-id:{message_id}\n"
                      f"redelivered:{'true' if redelivered else 'false'}\n")
         with_ack = False
         if ack is not None and self.version == V12:
             with_ack = True
-            parts.append(f"ack:{ack.translate(tr)}\n")
+            parts.append(f"ack:{message_id if ack is message_id else translated(ack, tr)}\n")
         # the headers already written win over the message's own; content-length is ours
         reserved = _MESSAGE_RESERVED[subscription is not None, with_ack]
         items = headers.items() if isinstance(headers, Mapping) else headers
         for k, v in items:
             if k not in reserved:
-                parts.append(f"{k.translate(name_tr)}:{v.translate(tr)}\n")
+                parts.append(f"{translated(k, name_tr)}:{translated(v, tr)}\n")
         parts.append(f"content-length:{len(body)}\n\n")
         out = self._out
         out += "".join(parts).encode()
@@ -403,6 +407,7 @@ class StompConnection:
         heart_beat = parse_heart_beat(frame.get("heart-beat"))
         self.version = version
         self._parser.version = version
+        self._message_tables = header_tables("MESSAGE", version)
         h = frame.headers
         self.connect = ConnectRequested(
             version, h.get("host"), h.get("login"), h.get("passcode"), heart_beat, h, frame.command

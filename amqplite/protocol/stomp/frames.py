@@ -131,7 +131,17 @@ def escapes(command: str, version: str | None) -> bool:
 
 def escape(text: str) -> str:
     """1.1/1.2 escaping (``\\r`` too: RabbitMQ sends it to 1.1 clients as well)."""
-    return text.translate(_ESCAPES)
+    return translated(text, _ESCAPES)
+
+
+def translated(text: str, table: dict[int, str]) -> str:
+    """``text.translate(table)`` for one of the header tables, skipped when
+    ``text`` holds no character any of them changes (the common header): a
+    dict table costs ``str.translate`` a KeyError raised and cleared for every
+    character it keeps, which made escaping most of a MESSAGE's encoding."""
+    if table and ("\\" in text or "\n" in text or "\r" in text or ":" in text):
+        return text.translate(table)
+    return text
 
 
 def unescape(raw: str) -> str:
@@ -187,7 +197,7 @@ def serialize(
     """
     items = headers.items() if isinstance(headers, Mapping) else headers
     name_tr, value_tr = header_tables(command, version)
-    lines = [f"{k.translate(name_tr)}:{v.translate(value_tr)}"
+    lines = [f"{translated(k, name_tr)}:{translated(v, value_tr)}"
              for k, v in items if k != "content-length"]
     if body or command == "MESSAGE":
         lines.append(f"content-length:{len(body)}")

@@ -7,9 +7,9 @@ maps (AMQP properties, queue arguments, ``prefetch-count``) itself.
 ``send_receipt`` once the action took effect (for a persistent SEND, after
 the commit).
 
-The records are plain classes with attrs' value equality and repr: one is
-built per frame read (a SEND, an ACK), natively when compiled, where an
-attrs class's generated ``__init__`` ran as interpreted Python.
+The records are plain classes (``protocol.records.Record``): one is built per
+frame read (a SEND, an ACK), natively when compiled, where an attrs class's
+generated ``__init__`` ran as interpreted Python.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 from typing import ClassVar
 
+from amqplite.protocol.records import Record
 from amqplite.protocol.stomp.destinations import Destination
 
 
@@ -26,23 +27,7 @@ class AckMode(enum.Enum):
     CLIENT_INDIVIDUAL = "client-individual"
 
 
-class _Event:
-    __slots__ = ()
-    _FIELDS: ClassVar[tuple[str, ...]] = ()
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS)
-        return f"{type(self).__name__}({args})"
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in self._FIELDS)
-
-    __hash__ = None  # type: ignore[assignment]  # compared by value (as attrs)
-
-
-class ConnectRequested(_Event):
+class ConnectRequested(Record):
     """CONNECT or STOMP with a version both sides speak. The shell authenticates
     (``login``/``passcode`` None when absent: a default user or a client
     certificate may apply), picks the vhost (``host`` None: the default) and
@@ -63,7 +48,7 @@ class ConnectRequested(_Event):
         self.command = command
 
 
-class SendReceived(_Event):
+class SendReceived(Record):
     __slots__ = ("body", "destination", "headers", "receipt", "transaction")
     _FIELDS = ("destination", "headers", "body", "transaction", "receipt")
 
@@ -76,7 +61,7 @@ class SendReceived(_Event):
         self.receipt = receipt
 
 
-class SubscribeReceived(_Event):
+class SubscribeReceived(Record):
     """``subscription_id`` is None only in 1.0, where RabbitMQ keys the
     subscription by its destination header instead."""
 
@@ -92,7 +77,7 @@ class SubscribeReceived(_Event):
         self.receipt = receipt
 
 
-class UnsubscribeReceived(_Event):
+class UnsubscribeReceived(Record):
     """By ``subscription_id`` or, when absent, by ``destination`` (the raw header)."""
 
     __slots__ = ("destination", "headers", "receipt", "subscription_id")
@@ -106,7 +91,7 @@ class UnsubscribeReceived(_Event):
         self.receipt = receipt
 
 
-class SettleFrame(_Event):
+class SettleFrame(Record):
     """ACK or NACK (each its own subclass). ``ack_id`` is the 1.2 ``id`` header
     or the 1.0/1.1 ``message-id``."""
 
@@ -137,7 +122,7 @@ class NackReceived(SettleFrame):
         self.requeue = requeue
 
 
-class TransactionFrame(_Event):
+class TransactionFrame(Record):
     """BEGIN, COMMIT or ABORT; each is its own subclass."""
 
     __slots__ = ("receipt", "transaction")
@@ -160,7 +145,7 @@ class AbortReceived(TransactionFrame):
     __slots__ = ()
 
 
-class DisconnectReceived(_Event):
+class DisconnectReceived(Record):
     """The client is leaving: the shell settles what is pending, sends the
     RECEIPT if ``receipt`` is set, then calls ``close``."""
 
@@ -171,7 +156,7 @@ class DisconnectReceived(_Event):
         self.receipt = receipt
 
 
-class ProtocolError(_Event):
+class ProtocolError(Record):
     """A frame broke a rule: the ERROR frame is queued and the connection closed."""
 
     __slots__ = ("detail", "message")

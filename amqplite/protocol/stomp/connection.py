@@ -339,9 +339,13 @@ class StompConnection:
         return len(out) - start
 
     def send_receipt(self, receipt_id: str) -> None:
+        """Queue a RECEIPT (``serialize``'s bytes, built inline: one per receipted
+        SEND; its header escapes as a MESSAGE's do)."""
         if self.state is State.CLOSED:
             return
-        self._write("RECEIPT", {"receipt-id": receipt_id})
+        out = self._out
+        out += f"RECEIPT\nreceipt-id:{translated(receipt_id, self._message_tables[1])}\n\n".encode()
+        out += b"\x00\n" if self.limits.trailing_lf else b"\x00"
 
     def send_error(
         self,

@@ -26,7 +26,7 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 
 #: compiled: the protocol codecs and readers, the broker's parts and exchanges, the
-#: interpreter, the MQTT and STOMP codecs and the MQTT session rules. The exchange
+#: interpreter, the MQTT and STOMP codecs and session rules. The exchange
 #: classes stay Python classes (``mypyc_attr(native_class=False)``: subclasses pass
 #: ``**kw`` on to a keyword-only ``__init__`` and replace ``route`` per instance);
 #: their methods compile.
@@ -38,6 +38,9 @@ COMPILED = [
     "amqplite/broker/exchanges/*.py",
     "amqplite/server/interpreter.py",
     "amqplite/sessions/mqtt/*.py",
+    # the STOMP session rules and connection shell (per SEND, ACK and delivery)
+    "amqplite/sessions/stomp/*.py",
+    "amqplite/server/stomp/client.py",
 ]
 
 #: left to the interpreter inside those globs, and why
@@ -51,8 +54,6 @@ INTERPRETED = {
     # mypyc cannot build its slotted frozen dataclass (KeyError 'object' at import);
     # selectors are parsed once per binding, not per message
     "amqplite/broker/selector.py",
-    # an attrs field(factory=dict) fails mypyc's type check at import (Frame.headers)
-    "amqplite/protocol/stomp/frames.py",
 }
 
 

@@ -9,32 +9,14 @@ command returns (``GetOk``, ``PublishResult``) are plain values too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
+
+from amqplite.protocol.records import Record as _Record
 
 if TYPE_CHECKING:
     from amqplite.broker.model import ChannelState, Entry, Message, Session
     from amqplite.broker.queue import Queue
     from amqplite.broker.streamlog import Cursor, StreamEntry
-
-
-class _Record:
-    """Plain records with attrs' equality and repr, as native classes when compiled:
-    a Deliver per delivery is built and read by compiled code, which an attrs
-    class (its ``__init__`` generated Python) would slow down."""
-
-    __slots__ = ()
-    _FIELDS: ClassVar[tuple[str, ...]] = ()
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS)
-        return f"{type(self).__name__}({args})"
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in self._FIELDS)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value (as attrs)
 
 
 class Deliver(_Record):

@@ -89,6 +89,13 @@ class Persistence:
         self._log = LogBuffer()
         self._waiters: list[Waiter] = []
         self.inflight = 0  # submissions handed to the store, not yet called back
+        #: counts the gathered batches that ended (handed over, or their waiters
+        #: released without a commit): a timer armed for one batch (the STOMP
+        #: listener's ``flush_soon``) knows it has nothing left to do
+        self.batches = 0
+        #: the submissions in flight that carry delivery-log rows only (no
+        #: receipt or confirm depends on them: see ``flush_settled``)
+        self._log_flights: set[int] = set()
         self.inflight_ops = 0
         self._capacity = trio.Event()
         self._capacity.set()
@@ -301,7 +308,9 @@ class Persistence:
         self._deferred_at = None
         ops, waiters, rows = self._ops, self._waiters, self._log.rows
         self._ops, self._waiters = [], []
+        self.batches += 1
         n_ops = len(ops) + rows  # for the capacity: what the writer has yet to store
+        log_only = not ops and not waiters
         if rows:  # every message key in the rows is below the broker's next one
             ops.extend(self._log.take(self.broker.message_key_mark))
         if not ops and self.inflight == 0 and not self.repairing:
@@ -311,7 +320,7 @@ class Persistence:
                 self.on_commits()  # confirms released just now go out now too
             return
         # a waiter (a confirm, a read-after-write) must not wait for a log linger
-        self._hand_over(ops, waiters, n_ops, _PLAIN, urgent=bool(waiters))
+        self._hand_over(ops, waiters, n_ops, _PLAIN, urgent=bool(waiters), log_only=log_only)
 
     def flush_settled(self) -> None:
         """``flush`` after a read of acks, for a batch someone waits on (a receipt).
@@ -319,31 +328,38 @@ class Persistence:
         A message delivered and acked while its insert was still in this batch
         has no durability left to owe: its insert, its ack and its message row
         leave the batch (``settle_batch``), unwritten. If nothing else is left
-        and nothing is in flight, the waiters run now, with no commit at all
-        (the delivery-log rows stay deferred as usual); else the rest goes to
-        the writer, whose group commit then needs no fsync if it nets to
-        nothing (``store.committer.needs_fsync``).
+        and nothing but delivery-log rows is in flight, the waiters run now,
+        with no commit at all (the delivery-log rows, which nobody waits on,
+        stay deferred as usual, or go on their own once there are
+        ``DEFER_MAX_OPS``); else the rest goes to the writer, whose group
+        commit then needs no fsync if it nets to nothing
+        (``store.committer.needs_fsync``).
         """
         if self._ops:
             self._ops = settle_batch(self._ops)
-        if (not self._ops and self._waiters and self.inflight == 0 and not self.repairing
-                and self._log.rows < DEFER_MAX_OPS):
+        if (not self._ops and self._waiters and self.inflight == len(self._log_flights)
+                and not self.repairing):
             waiters, self._waiters = self._waiters, []
+            self.batches += 1
             for w in waiters:
                 w(None)
-            if self._log.rows and self._deferred_at is None:
-                self._deferred_at = trio.current_time() + LOG_DEFER_S
-                self._output.set()
             if self.on_commits is not None and not self._in_acks:
                 self.on_commits()
+            if self._log.rows >= DEFER_MAX_OPS:  # nobody waits on them: after the receipts
+                self.flush(force=True)
+            elif self._log.rows and self._deferred_at is None:
+                self._deferred_at = trio.current_time() + LOG_DEFER_S
+                self._output.set()
             return
         self.flush()
 
     def _hand_over(self, ops: list[Any], waiters: list[Waiter], n_ops: int, kind: int, *,
-                   urgent: bool) -> None:
+                   urgent: bool, log_only: bool = False) -> None:
         """Submit ``ops`` to the store; ``_done`` runs once it has committed or failed."""
         self._seq = seq = self._seq + 1
         self._flight[seq] = ops
+        if log_only:
+            self._log_flights.add(seq)
         self.inflight += 1
         self.inflight_ops += n_ops
         self._idle = trio.Event() if self._idle.is_set() else self._idle
@@ -388,6 +404,7 @@ class Persistence:
         self.inflight -= 1
         self.inflight_ops -= n_ops
         flight = self._flight.pop(seq, None)
+        self._log_flights.discard(seq)
         if kind != _PLAIN:
             self._repairs -= 1
         if err is not None:

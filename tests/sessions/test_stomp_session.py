@@ -289,6 +289,11 @@ def test_refusals() -> None:
                            (("SUBSCRIBE", {"id": "s", "destination": "/queue/q",
                                            "selector": "a ="}), "Invalid selector"),
                            (("SEND", {"destination": "/queue/q", "priority": "high"}),
+                            "Invalid header"),
+                           # AMQP's timestamp is unsigned 64 bits (found by the fuzz test)
+                           (("SEND", {"destination": "/queue/q", "timestamp": "-1"}),
+                            "Invalid header"),
+                           (("SEND", {"destination": "/queue/q", "timestamp": str(1 << 64)}),
                             "Invalid header")):
         d = node.connect()
         d.send(frame[0], **frame[1])

@@ -25,9 +25,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-import attrs
-from mypy_extensions import mypyc_attr
-
 from amqplite.protocol.stomp.destinations import Destination, check_direction, parse_destination
 from amqplite.protocol.stomp.errors import FrameError, StompError, keeps_open
 from amqplite.protocol.stomp.events import (
@@ -55,6 +52,7 @@ from amqplite.protocol.stomp.frames import (
     ParserLimits,
     header_tables,
     serialize,
+    translated,
 )
 
 _VERSION_HEADER = ",".join(SUPPORTED_VERSIONS)
@@ -78,17 +76,27 @@ class State(enum.Enum):
     CLOSED = "closed"
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
 class ServerLimits:
-    """What this server accepts (RabbitMQ's defaults and setting names)."""
+    """What this server accepts (RabbitMQ's defaults and setting names). A plain
+    class: compiled, mypyc checks an attrs default (a factory) against the
+    field's type at import and refuses it."""
 
-    # stomp.max_frame_size is parser.max_frame_size; this one bounds every
-    # frame before the login succeeded (stomp.max_frame_size_unauthenticated)
-    max_frame_size_unauthenticated: int = DEFAULT_MAX_FRAME_SIZE_UNAUTHENTICATED
-    parser: ParserLimits = attrs.field(factory=ParserLimits)
-    login_timeout: float = 10.0  # stomp.login_timeout: socket to CONNECTED, seconds
-    trailing_lf: bool = True  # stomp.trailing_lf: an EOL after every frame's NUL
+    __slots__ = ("login_timeout", "max_frame_size_unauthenticated", "parser", "trailing_lf")
+
+    def __init__(self, max_frame_size_unauthenticated: int = DEFAULT_MAX_FRAME_SIZE_UNAUTHENTICATED,
+                 parser: ParserLimits | None = None, login_timeout: float = 10.0,
+                 trailing_lf: bool = True) -> None:
+        # stomp.max_frame_size is parser.max_frame_size; this one bounds every
+        # frame before the login succeeded (stomp.max_frame_size_unauthenticated)
+        self.max_frame_size_unauthenticated = max_frame_size_unauthenticated
+        self.parser = ParserLimits() if parser is None else parser
+        self.login_timeout = login_timeout  # stomp.login_timeout: socket to CONNECTED, seconds
+        self.trailing_lf = trailing_lf  # stomp.trailing_lf: an EOL after every frame's NUL
+
+    def __repr__(self) -> str:
+        return (f"ServerLimits(max_frame_size_unauthenticated={self.max_frame_size_unauthenticated}, "
+                f"parser={self.parser!r}, login_timeout={self.login_timeout}, "
+                f"trailing_lf={self.trailing_lf})")
 
 
 def negotiate_version(accept_version: str | None) -> str | None:
@@ -163,6 +171,8 @@ class StompConnection:
         #: SEND destinations parsed so far (a publisher sends to few): one dict
         #: lookup per SEND instead of a parse
         self._send_destinations: dict[str, Destination] = {}
+        #: the escaping of a MESSAGE's header names and values in ``version``
+        self._message_tables = header_tables("MESSAGE", None)
 
     # ------------------------------------------------------------ plumbing
 
@@ -303,23 +313,24 @@ class StompConnection:
         start = len(self._out)
         # the MESSAGE frame built here in one pass (serialize()'s rules, inlined):
         # this is the consumer's hot path
-        name_tr, tr = header_tables("MESSAGE", self.version)
+        name_tr, tr = self._message_tables
         parts = ["MESSAGE\n"]
         if subscription is not None:
-            parts.append(f"subscription:{subscription.translate(tr)}\n")
-        parts.append(f"destination:{destination.translate(tr)}\n"
-                     f"message-id:{message_id.translate(tr)}\n"
+            parts.append(f"subscription:{translated(subscription, tr)}\n")
+        message_id = translated(message_id, tr)
+        parts.append(f"destination:{translated(destination, tr)}\n"
+                     f"message-id:{message_id}\n"
                      f"redelivered:{'true' if redelivered else 'false'}\n")
         with_ack = False
         if ack is not None and self.version == V12:
             with_ack = True
-            parts.append(f"ack:{ack.translate(tr)}\n")
+            parts.append(f"ack:{message_id if ack is message_id else translated(ack, tr)}\n")
         # the headers already written win over the message's own; content-length is ours
         reserved = _MESSAGE_RESERVED[subscription is not None, with_ack]
         items = headers.items() if isinstance(headers, Mapping) else headers
         for k, v in items:
             if k not in reserved:
-                parts.append(f"{k.translate(name_tr)}:{v.translate(tr)}\n")
+                parts.append(f"{translated(k, name_tr)}:{translated(v, tr)}\n")
         parts.append(f"content-length:{len(body)}\n\n")
         out = self._out
         out += "".join(parts).encode()
@@ -328,9 +339,13 @@ class StompConnection:
         return len(out) - start
 
     def send_receipt(self, receipt_id: str) -> None:
+        """Queue a RECEIPT (``serialize``'s bytes, built inline: one per receipted
+        SEND; its header escapes as a MESSAGE's do)."""
         if self.state is State.CLOSED:
             return
-        self._write("RECEIPT", {"receipt-id": receipt_id})
+        out = self._out
+        out += f"RECEIPT\nreceipt-id:{translated(receipt_id, self._message_tables[1])}\n\n".encode()
+        out += b"\x00\n" if self.limits.trailing_lf else b"\x00"
 
     def send_error(
         self,
@@ -396,6 +411,7 @@ class StompConnection:
         heart_beat = parse_heart_beat(frame.get("heart-beat"))
         self.version = version
         self._parser.version = version
+        self._message_tables = header_tables("MESSAGE", version)
         h = frame.headers
         self.connect = ConnectRequested(
             version, h.get("host"), h.get("login"), h.get("passcode"), heart_beat, h, frame.command
@@ -484,7 +500,7 @@ def _trim_1_0(frame: Frame) -> Frame:
     h = frame.headers
     if not any(v[:1].isspace() for v in h.values()):
         return frame
-    return attrs.evolve(frame, headers={k: v.lstrip() for k, v in h.items()})
+    return Frame(frame.command, {k: v.lstrip() for k, v in h.items()}, frame.body)
 
 
 def _destination(frame: Frame) -> Destination:

@@ -6,15 +6,18 @@ maps (AMQP properties, queue arguments, ``prefetch-count``) itself.
 ``receipt`` is the frame's ``receipt`` header: the shell answers with
 ``send_receipt`` once the action took effect (for a persistent SEND, after
 the commit).
+
+The records are plain classes (``protocol.records.Record``): one is built per
+frame read (a SEND, an ACK), natively when compiled, where an attrs class's
+generated ``__init__`` ran as interpreted Python.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import ClassVar
 
-import attrs
-from mypy_extensions import mypyc_attr
-
+from amqplite.protocol.records import Record
 from amqplite.protocol.stomp.destinations import Destination
 
 
@@ -24,126 +27,144 @@ class AckMode(enum.Enum):
     CLIENT_INDIVIDUAL = "client-individual"
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
-class ConnectRequested:
+class ConnectRequested(Record):
     """CONNECT or STOMP with a version both sides speak. The shell authenticates
     (``login``/``passcode`` None when absent: a default user or a client
     certificate may apply), picks the vhost (``host`` None: the default) and
     answers ``accept`` or ``reject``; no further event comes before that."""
 
-    version: str
-    host: str | None
-    login: str | None
-    passcode: str | None
-    heart_beat: tuple[int, int]  # the client's cx, cy in milliseconds
-    headers: dict[str, str]
-    command: str = "CONNECT"
+    __slots__ = ("command", "headers", "heart_beat", "host", "login", "passcode", "version")
+    _FIELDS = ("version", "host", "login", "passcode", "heart_beat", "headers", "command")
+
+    def __init__(self, version: str, host: str | None, login: str | None,
+                 passcode: str | None, heart_beat: tuple[int, int], headers: dict[str, str],
+                 command: str = "CONNECT") -> None:
+        self.version = version
+        self.host = host
+        self.login = login
+        self.passcode = passcode
+        self.heart_beat = heart_beat  # the client's cx, cy in milliseconds
+        self.headers = headers
+        self.command = command
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
-class SendReceived:
-    destination: Destination
-    headers: dict[str, str]
-    body: bytes
-    transaction: str | None = None
-    receipt: str | None = None
+class SendReceived(Record):
+    __slots__ = ("body", "destination", "headers", "receipt", "transaction")
+    _FIELDS = ("destination", "headers", "body", "transaction", "receipt")
+
+    def __init__(self, destination: Destination, headers: dict[str, str], body: bytes,
+                 transaction: str | None = None, receipt: str | None = None) -> None:
+        self.destination = destination
+        self.headers = headers
+        self.body = body
+        self.transaction = transaction
+        self.receipt = receipt
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
-class SubscribeReceived:
+class SubscribeReceived(Record):
     """``subscription_id`` is None only in 1.0, where RabbitMQ keys the
     subscription by its destination header instead."""
 
-    subscription_id: str | None
-    destination: Destination
-    ack: AckMode
-    headers: dict[str, str]
-    receipt: str | None = None
+    __slots__ = ("ack", "destination", "headers", "receipt", "subscription_id")
+    _FIELDS = ("subscription_id", "destination", "ack", "headers", "receipt")
+
+    def __init__(self, subscription_id: str | None, destination: Destination, ack: AckMode,
+                 headers: dict[str, str], receipt: str | None = None) -> None:
+        self.subscription_id = subscription_id
+        self.destination = destination
+        self.ack = ack
+        self.headers = headers
+        self.receipt = receipt
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
-class UnsubscribeReceived:
+class UnsubscribeReceived(Record):
     """By ``subscription_id`` or, when absent, by ``destination`` (the raw header)."""
 
-    subscription_id: str | None
-    destination: str | None
-    headers: dict[str, str]
-    receipt: str | None = None
+    __slots__ = ("destination", "headers", "receipt", "subscription_id")
+    _FIELDS = ("subscription_id", "destination", "headers", "receipt")
+
+    def __init__(self, subscription_id: str | None, destination: str | None,
+                 headers: dict[str, str], receipt: str | None = None) -> None:
+        self.subscription_id = subscription_id
+        self.destination = destination
+        self.headers = headers
+        self.receipt = receipt
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
-class SettleFrame:
+class SettleFrame(Record):
     """ACK or NACK (each its own subclass). ``ack_id`` is the 1.2 ``id`` header
     or the 1.0/1.1 ``message-id``."""
 
-    ack_id: str
-    subscription: str | None
-    transaction: str | None = None
-    receipt: str | None = None
+    __slots__ = ("ack_id", "receipt", "subscription", "transaction")
+    _FIELDS: ClassVar[tuple[str, ...]] = ("ack_id", "subscription", "transaction", "receipt")
+
+    def __init__(self, ack_id: str, subscription: str | None, transaction: str | None = None,
+                 receipt: str | None = None) -> None:
+        self.ack_id = ack_id
+        self.subscription = subscription
+        self.transaction = transaction
+        self.receipt = receipt
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
 class AckReceived(SettleFrame):
-    pass
+    __slots__ = ()
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
 class NackReceived(SettleFrame):
     """``requeue`` is None when the client did not say (the server's default applies)."""
 
-    requeue: bool | None = None
+    __slots__ = ("requeue",)
+    _FIELDS = ("ack_id", "subscription", "transaction", "receipt", "requeue")
+
+    def __init__(self, ack_id: str, subscription: str | None, transaction: str | None = None,
+                 receipt: str | None = None, requeue: bool | None = None) -> None:
+        super().__init__(ack_id, subscription, transaction, receipt)
+        self.requeue = requeue
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
-class TransactionFrame:
+class TransactionFrame(Record):
     """BEGIN, COMMIT or ABORT; each is its own subclass."""
 
-    transaction: str
-    receipt: str | None = None
+    __slots__ = ("receipt", "transaction")
+    _FIELDS = ("transaction", "receipt")
+
+    def __init__(self, transaction: str, receipt: str | None = None) -> None:
+        self.transaction = transaction
+        self.receipt = receipt
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
 class BeginReceived(TransactionFrame):
-    pass
+    __slots__ = ()
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
 class CommitReceived(TransactionFrame):
-    pass
+    __slots__ = ()
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
 class AbortReceived(TransactionFrame):
-    pass
+    __slots__ = ()
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
-class DisconnectReceived:
+class DisconnectReceived(Record):
     """The client is leaving: the shell settles what is pending, sends the
     RECEIPT if ``receipt`` is set, then calls ``close``."""
 
-    receipt: str | None = None
+    __slots__ = ("receipt",)
+    _FIELDS = ("receipt",)
+
+    def __init__(self, receipt: str | None = None) -> None:
+        self.receipt = receipt
 
 
-@mypyc_attr(native_class=False)
-@attrs.frozen
-class ProtocolError:
+class ProtocolError(Record):
     """A frame broke a rule: the ERROR frame is queued and the connection closed."""
 
-    message: str
-    detail: str
+    __slots__ = ("detail", "message")
+    _FIELDS = ("message", "detail")
+
+    def __init__(self, message: str, detail: str) -> None:
+        self.message = message
+        self.detail = detail
 
 
 StompEvent = (

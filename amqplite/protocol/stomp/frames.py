@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-import attrs
-
 from amqplite.protocol.stomp.errors import FrameError
 
 V10 = "1.0"
@@ -54,26 +52,65 @@ _CR = 0x0D
 _NUL = 0x00
 
 
-@attrs.frozen
 class Frame:
-    """One frame. ``headers`` keeps the first occurrence of each name, in order."""
+    """One frame. ``headers`` keeps the first occurrence of each name, in order.
 
-    command: str
-    headers: dict[str, str] = attrs.field(factory=dict)
-    body: bytes = b""
+    A plain class (value equality and repr as attrs gave it): one is built per
+    frame read, natively when compiled (an attrs ``factory`` default also failed
+    mypyc's import-time type check)."""
+
+    __slots__ = ("body", "command", "headers")
+
+    def __init__(self, command: str, headers: dict[str, str] | None = None,
+                 body: bytes = b"") -> None:
+        self.command = command
+        self.headers: dict[str, str] = {} if headers is None else headers
+        self.body = body
 
     def get(self, name: str, default: str | None = None) -> str | None:
         return self.headers.get(name, default)
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Frame):
+            return NotImplemented
+        return (self.command == other.command and self.headers == other.headers
+                and self.body == other.body)
 
-@attrs.frozen
+    __hash__ = None  # type: ignore[assignment]  # its headers are a dict
+
+    def __repr__(self) -> str:
+        return f"Frame(command={self.command!r}, headers={self.headers!r}, body={self.body!r})"
+
+
 class ParserLimits:
     """What the parser accepts (RabbitMQ's defaults)."""
 
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
-    max_header_length: int = DEFAULT_MAX_HEADER_LENGTH
-    max_headers: int = DEFAULT_MAX_HEADERS
-    max_body_length: int = DEFAULT_MAX_BODY_LENGTH
+    __slots__ = ("max_body_length", "max_frame_size", "max_header_length", "max_headers")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+                 max_header_length: int = DEFAULT_MAX_HEADER_LENGTH,
+                 max_headers: int = DEFAULT_MAX_HEADERS,
+                 max_body_length: int = DEFAULT_MAX_BODY_LENGTH) -> None:
+        self.max_frame_size = max_frame_size
+        self.max_header_length = max_header_length
+        self.max_headers = max_headers
+        self.max_body_length = max_body_length
+
+    def _values(self) -> tuple[int, int, int, int]:
+        return (self.max_frame_size, self.max_header_length, self.max_headers,
+                self.max_body_length)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ParserLimits):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return ("ParserLimits(max_frame_size={}, max_header_length={}, max_headers={}, "
+                "max_body_length={})".format(*self._values()))
 
 
 # ------------------------------------------------------------------ escaping
@@ -94,7 +131,17 @@ def escapes(command: str, version: str | None) -> bool:
 
 def escape(text: str) -> str:
     """1.1/1.2 escaping (``\\r`` too: RabbitMQ sends it to 1.1 clients as well)."""
-    return text.translate(_ESCAPES)
+    return translated(text, _ESCAPES)
+
+
+def translated(text: str, table: dict[int, str]) -> str:
+    """``text.translate(table)`` for one of the header tables, skipped when
+    ``text`` holds no character any of them changes (the common header): a
+    dict table costs ``str.translate`` a KeyError raised and cleared for every
+    character it keeps, which made escaping most of a MESSAGE's encoding."""
+    if table and ("\\" in text or "\n" in text or "\r" in text or ":" in text):
+        return text.translate(table)
+    return text
 
 
 def unescape(raw: str) -> str:
@@ -150,7 +197,7 @@ def serialize(
     """
     items = headers.items() if isinstance(headers, Mapping) else headers
     name_tr, value_tr = header_tables(command, version)
-    lines = [f"{k.translate(name_tr)}:{v.translate(value_tr)}"
+    lines = [f"{translated(k, name_tr)}:{translated(v, value_tr)}"
              for k, v in items if k != "content-length"]
     if body or command == "MESSAGE":
         lines.append(f"content-length:{len(body)}")

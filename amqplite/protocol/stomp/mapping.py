@@ -89,9 +89,12 @@ def amqp_properties(headers: Mapping[str, str], reply_to: str | None = None) -> 
     priority = _integer(headers, "priority")
     if priority is not None and not 0 <= priority <= 255:
         raise StompError("Invalid header", f"'priority' must be 0 to 255, not {priority}\n")
+    timestamp = _integer(headers, "timestamp")
+    if timestamp is not None and not 0 <= timestamp < 1 << 64:  # AMQP's unsigned 64 bits
+        raise StompError("Invalid header", f"'timestamp' must be 0 to 2^64-1, not {timestamp}\n")
     return encode_properties(BasicProperties(
         headers=table, delivery_mode=2 if persistent else None, priority=priority,
-        timestamp=_integer(headers, "timestamp"), **fields))
+        timestamp=timestamp, **fields))
 
 
 def _text(value: Any) -> str | None:

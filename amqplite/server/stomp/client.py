@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 import trio
+from mypy_extensions import mypyc_attr
 
 from amqplite import __version__
 from amqplite.broker.model import Session
@@ -48,21 +49,22 @@ SEND_HOLD_S = 0.004
 ACKING_S = 0.1
 
 
+@mypyc_attr(native_class=False)  # compiled, its base (server/shell.py) is not
 class StompClient(ConnectionShell):
     """One STOMP connection; its session rules are the broker's transport."""
 
     kind = "STOMP"
-    listener: StompListener
-    proto: StompConnection
 
     def __init__(self, listener: StompListener, stream: trio.abc.Stream,
                  peer: tuple[str, int], cert_user: str | None = None) -> None:
         super().__init__(stream, peer, log)
         #: over TLS: the verified client certificate's user name (its CN)
         self.cert_user = cert_user
-        self.listener = listener
+        # typed here, not in the class body: compiled, a Python class's annotations
+        # are evaluated at import, and StompListener is imported for the type checker only
+        self.listener: StompListener = listener
         self.broker = listener.broker
-        self.proto = StompConnection(listener.limits, trio.current_time())
+        self.proto: StompConnection = StompConnection(listener.limits, trio.current_time())
         self.rules: StompSession | None = None
         #: what the admin listing reads (the CONNECT's ``client-id``, if any)
         self.client_id = ""

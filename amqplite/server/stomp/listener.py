@@ -8,7 +8,6 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from amqplite.broker.auth import UserDB
@@ -48,8 +47,7 @@ class StompListener:
         self.limits = ServerLimits(
             max_frame_size_unauthenticated=parse_size(
                 settings.stomp_max_frame_size_unauthenticated),
-            parser=attrs.evolve(ParserLimits(),
-                                max_frame_size=parse_size(settings.stomp_max_frame_size)))
+            parser=ParserLimits(max_frame_size=parse_size(settings.stomp_max_frame_size)))
         self.connections: set[StompClient] = set()
         #: is max_connections reached, by AMQP, MQTT and STOMP clients together
         self.at_connection_limit = at_limit
@@ -60,6 +58,10 @@ class StompListener:
         self._tls: ssl.SSLContext | None = None
         #: when ``_flusher`` hands the open store batch over (None: not asked)
         self._flush_at: float | None = None
+        #: the batch that deadline is for (``Persistence.batches`` then)
+        self._flush_batch = -1
+        #: when ``_flusher`` wakes next (inf: not armed)
+        self._flusher_at = math.inf
         #: when a client last sent a read of ACK/NACKs only (trio time; see
         #: ``StompClient._interpret``)
         self.acked_at = -math.inf
@@ -82,17 +84,29 @@ class StompListener:
 
     def flush_soon(self, delay: float = ACK_LINGER_S) -> None:
         """Hand the store batch over within ``delay`` seconds, unless a flush by
-        anyone (the next read's ``interpret``) takes it along before."""
+        anyone (the next read's ``interpret``) takes it along before.
+
+        The deadline is the open batch's: once that batch is handed over (or its
+        waiters released), it lapses, and a later batch gets its own. Before,
+        a deadline armed for one window of receipted SENDs, released by its
+        ACKs, handed the next window's batch over before its ACKs came: a
+        commit and an fsync the window's receipts waited for."""
         at = trio.current_time() + delay
-        if self._flush_at is None or at < self._flush_at:
-            self._flush_at = at
-            self._flush_wake.set()
+        batch = self.persistence.batches
+        if self._flush_at is None or batch != self._flush_batch or at < self._flush_at:
+            self._flush_at, self._flush_batch = at, batch
+            if at < self._flusher_at:  # else it wakes earlier and sleeps on to ``at``
+                self._flush_wake.set()
 
     async def _flusher(self) -> None:
+        persistence = self.persistence
         while True:
             at = self._flush_at
+            if at is not None and persistence.batches != self._flush_batch:
+                self._flush_at = at = None  # that batch went without us
             if at is None or trio.current_time() < at:
-                with trio.move_on_at(math.inf if at is None else at):
+                self._flusher_at = math.inf if at is None else at
+                with trio.move_on_at(self._flusher_at):
                     await self._flush_wake.wait()
                 self._flush_wake = trio.Event()
                 continue

@@ -28,8 +28,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import attrs
-
 from amqplite.broker.core import Broker
 from amqplite.broker.exchanges.selected import SELECTOR_ARG
 from amqplite.broker.model import ChannelState
@@ -137,27 +135,36 @@ def _amqp_error(exc: AMQPError) -> StompError:
     return StompError(kind.lower() if kind.isupper() else "Processing error", exc.reply_text)
 
 
-@attrs.define(eq=False)
 class Subscription:
     """A SUBSCRIBE: its consumer on its own channel."""
 
-    #: the ``id`` header; None for a 1.0 subscription keyed by its destination
-    id: str | None
-    tag: str
-    channel: ChannelState
-    queue: str
-    ack: AckMode
-    #: the queue outlives the connection (a durable topic subscription)
-    durable: bool
-    active: bool = True
+    def __init__(self, id: str | None, tag: str, channel: ChannelState, queue: str,
+                 ack: AckMode, durable: bool, active: bool = True) -> None:
+        #: the ``id`` header; None for a 1.0 subscription keyed by its destination
+        self.id = id
+        self.tag = tag
+        self.channel = channel
+        self.queue = queue
+        self.ack = ack
+        #: the queue outlives the connection (a durable topic subscription)
+        self.durable = durable
+        self.active = active
+
+    def __repr__(self) -> str:
+        return f"Subscription(id={self.id!r}, tag={self.tag!r}, queue={self.queue!r})"
+
+
+def _nothing() -> None:
+    """The default ``flush`` and ``finish`` (a module function: compiled, a lambda
+    default broke)."""
 
 
 class StompSession:
     """A logged-in STOMP connection; the broker's transport for its session."""
 
     def __init__(self, broker: Broker, proto: StompConnection, *, user: str, vhost: str,
-                 peer: str, name: str, flush: Callable[[], None] = lambda: None,
-                 finish: Callable[[], None] = lambda: None,
+                 peer: str, name: str, flush: Callable[[], None] = _nothing,
+                 finish: Callable[[], None] = _nothing,
                  default_nack_requeue: bool = True) -> None:
         self.broker = broker
         self.proto = proto
@@ -231,10 +238,10 @@ class StompSession:
                 assert isinstance(ev, DisconnectReceived)
                 if ev.receipt is not None:
                     self._after_everything(ev.receipt)
-        except StompError as exc:
+        except StompError as exc:  # compiled, one name has one type: not ``exc`` below
             self._refuse(exc, getattr(ev, "receipt", None), keeps_open(exc))
-        except AMQPError as exc:
-            self._refuse(_amqp_error(exc), getattr(ev, "receipt", None))
+        except AMQPError as amqp_exc:
+            self._refuse(_amqp_error(amqp_exc), getattr(ev, "receipt", None))
 
     def _refuse(self, exc: StompError, receipt: str | None, keep_open: bool = False) -> None:
         """ERROR, then the close; after a frame refused by the STOMP rules (not by
@@ -595,7 +602,10 @@ class StompSession:
     def flush(self) -> None:
         self._flush()
 
-    wake = flush
+    def wake(self) -> None:
+        """The same as ``flush`` (the broker's name for it); a method, not an alias,
+        which a compiled class cannot have."""
+        self._flush()
 
     # ------------------------------------------------------------ end
     def close(self) -> None:

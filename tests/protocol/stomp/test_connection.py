@@ -583,3 +583,12 @@ def test_fuzz_connection_never_raises(data: bytes, prefix: bytes, accept: bool, 
     written = output(conn)
     assert all(f.command in ("CONNECTED", "ERROR") for f in written)
     assert "ERROR" not in [f.command for f in written[:-1]]
+
+
+@pytest.mark.parametrize("version", [V10, V11, V12])
+def test_a_receipt_is_what_serialize_makes(version: str) -> None:
+    """send_receipt builds its frame inline: the same bytes as serialize()."""
+    conn = connected(version)
+    for rid in ("r-1", "a:b\nc\\d"):
+        conn.send_receipt(rid)
+        assert conn.data_to_send(0.0) == serialize("RECEIPT", {"receipt-id": rid}, b"", version)

@@ -19,8 +19,10 @@ from amqplite.protocol.stomp.frames import (
     ParserLimits,
     encode_frame,
     escape,
+    header_tables,
     parse_all,
     serialize,
+    translated,
     unescape,
 )
 
@@ -425,3 +427,13 @@ def test_whole_head_fast_path_agrees_with_line_by_line(data: bytes, version: str
     # fed at once, a buffered LF-only ASCII head takes the fast path; byte by byte, never.
     # Same frames, same refusal (which limit is named first may depend on the chunking)
     assert _outcome(data, version, len(data) or 1) == _outcome(data, version, 1)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("text", ["plain", "a:b", "line\nbreak", "cr\rlf", "back\\slash", ""])
+def test_translated_is_str_translate_and_skips_plain_text(version: str, text: str) -> None:
+    """The escaping shortcut changes nothing but the cost: the same as
+    ``str.translate`` with each table, and a plain value comes back as it is."""
+    for table in header_tables("MESSAGE", version):
+        assert translated(text, table) == text.translate(table)
+    assert translated("T_0@@session-x@@17", header_tables("MESSAGE", V12)[1]) == "T_0@@session-x@@17"

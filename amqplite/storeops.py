@@ -652,16 +652,16 @@ Op = (
 def settle_batch(ops: list[Any]) -> list[Any]:
     """``ops`` without the entries inserted and deleted within it (a message delivered
     and acked before its batch was handed over), their updates, and the message rows
-    none of whose entries is left. Cancels nothing across a metadata op (order), and
-    keeps every message row of a batch that has one (a later op may still read it;
-    the store's ``Applier`` cancels those within its own segments).
+    none of whose entries is left. A batch with a metadata op goes as it is: a later
+    op may still read a cancelled message's row, and a row kept without its entry
+    pair would be written with no entry and no delete to sweep it (an orphan until
+    recovery); the store's ``Applier`` cancels such pairs within its own segments.
 
     The shell drops what it cancels before a receipt waits on it
     (``Persistence.flush_settled``), and the writer commits a group whose ops all
     cancel without an fsync (``store.committer.needs_fsync``)."""
     puts: dict[tuple[int, int], int] = {}
     drop: set[int] = set()
-    barrier = False
     for i, op in enumerate(ops):
         t = type(op)
         if t is PutEntry:
@@ -672,12 +672,11 @@ def settle_batch(ops: list[Any]) -> list[Any]:
                 drop.add(j)
                 drop.add(i)
         elif t is not PutMessage and t is not UpdateEntry and type(op) is not tuple:
-            puts.clear()
-            barrier = True
+            return ops
     if not drop:
         return ops
     cancelled = {(ops[j].queue_id, ops[j].position) for j in drop if type(ops[j]) is PutEntry}
-    gone = set() if barrier else {ops[j].message_id for j in drop if type(ops[j]) is PutEntry}
+    gone = {ops[j].message_id for j in drop if type(ops[j]) is PutEntry}
     live = {op.message_id for i, op in enumerate(ops) if type(op) is PutEntry and i not in drop}
     gone -= live
     kept = []

@@ -198,5 +198,9 @@ def _due(st: ConfirmState) -> list[Confirm]:
                 break
         held.popleft()
         c.state = SENT
+        g = c.gate
+        if g is not None:  # sent: later acks need not find it (nor keep its channel)
+            g.confirm = None
+            c.gate = None
         out.append(c)
     return out

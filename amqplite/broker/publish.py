@@ -164,8 +164,10 @@ class Publisher:
             res = PublishResult(True, False)
         elif ch.confirm:
             self._gate = self._gate_of(ch)
-            res = self.publish(vh, ex, routing_key, properties_raw, body, mandatory, ch)
-            self._gate = None
+            try:
+                res = self.publish(vh, ex, routing_key, properties_raw, body, mandatory, ch)
+            finally:  # a refused publish must not leave later enqueues counting in
+                self._gate = None
         else:
             res = self.publish(vh, ex, routing_key, properties_raw, body, mandatory, ch)
         # the global counters (RabbitMQ's), then the confirm seq

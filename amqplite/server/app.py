@@ -33,6 +33,7 @@ from amqplite.server.counters import Counters
 from amqplite.server.datalock import DatabaseLock, DatabaseLockLost, DataDirLock
 from amqplite.server.disk import DiskMonitor
 from amqplite.server.flow import Flow
+from amqplite.server.gctune import tune_gc
 from amqplite.server.interpreter import Interpreter
 from amqplite.server.memory import MemoryMonitor
 from amqplite.server.persistence import Persistence
@@ -42,7 +43,6 @@ from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
 from amqplite.store.apply import PruneRange
 from amqplite.store.database import is_postgresql, masked
-from amqplite.store.gctune import tune_gc
 from amqplite.store.lifecycle import CLEAN_KEY
 from amqplite.store.writer import ProcessStore
 from amqplite.storeops import EXPORTED_KEY

@@ -7,8 +7,8 @@ tenth of those also walks generation 1: in the writer process it was a fifth
 of its CPU under S1 (perf: gc_collect_main, visit_decref, visit_reachable).
 Freezing what start-up built (recovered topology, imported modules) takes it
 out of every later full collection. ``AMQPLITE_GC_TUNE=0`` keeps CPython's
-defaults (to measure). The server calls it after recovery; the writer process
-does not (``writer_main`` says why: memory).
+defaults (to measure). The server calls it after recovery; the store's writer
+process does not (``store/writer_main.py`` says why: memory).
 """
 
 from __future__ import annotations

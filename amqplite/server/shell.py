@@ -217,7 +217,10 @@ class ConnectionShell:
                         return False
                 else:
                     if wait:
-                        why = await self._wait_readable()
+                        try:
+                            why = await self._wait_readable()
+                        except GONE:  # closed while waiting: the connection ends quietly
+                            return False
                         if why != READ:
                             parked = why == PARK
                             return parked

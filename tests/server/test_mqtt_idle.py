@@ -11,7 +11,8 @@ import pytest
 import trio
 import trio.testing
 
-from amqplite.server.mqtt.idle import FINISH, PARK, READ, Readiness
+from amqplite.server.mqtt.idle import Readiness
+from amqplite.server.shell import FINISH, PARK, READ
 
 
 class Conn:

@@ -164,6 +164,9 @@ async def run_kafka(server: Server,
                              server.interpret, server.committed, server.persist,
                              server.at_connection_limit, server.kafka_offsets)
     server.kafka = listener
-    async with trio.open_nursery() as nursery:
-        await nursery.start(listener.serve)
-        task_status.started()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(listener.serve)
+            task_status.started()
+    finally:  # the core outlives this listener (tests, a restarted service)
+        server.broker.topology.unwatch_vhosts(listener.vhost_deleted)

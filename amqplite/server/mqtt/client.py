@@ -24,9 +24,8 @@ from amqplite.protocol.mqtt.events import (
     UnsubscribeReceived,
 )
 from amqplite.protocol.mqtt.packets import MQTT_5
-from amqplite.server.mqtt.idle import FINISH
 from amqplite.server.mqtt.transports import login as transport_login
-from amqplite.server.shell import FINISH_TIMEOUT, GONE, WRITE_HIGH_WATER, ConnectionShell
+from amqplite.server.shell import FINISH, FINISH_TIMEOUT, GONE, WRITE_HIGH_WATER, ConnectionShell
 from amqplite.sessions.mqtt.session import MQTTSession
 
 if TYPE_CHECKING:

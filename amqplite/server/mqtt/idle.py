@@ -20,7 +20,7 @@ import outcome
 import trio
 
 # what ``wait`` returns (the shell's reader acts on them)
-from amqplite.server.shell import FINISH, PARK, READ  # noqa: F401
+from amqplite.server.shell import PARK, READ
 
 #: a reader that waited at least this long (and at most twice) is parked
 PARK_AFTER = 2.0

@@ -51,7 +51,6 @@ from amqplite.protocol.mqtt.mapping import amqp_properties, message_qos
 from amqplite.protocol.mqtt.packets import MQTT_5, Publish, Will
 from amqplite.protocol.mqtt.properties import EMPTY, Properties
 from amqplite.protocol.mqtt.topics import topic_to_routing_key
-from amqplite.protocol.properties import delivery_mode_of
 from amqplite.sessions.mqtt.accounting import label, log_protocol
 from amqplite.sessions.mqtt.common import (
     PUBLISH_CH,
@@ -75,22 +74,6 @@ def _nothing() -> None:
 
 def _run(command: Callable[..., Any], *args: Any) -> Any:
     return command(*args)
-
-
-#: properties -> persistent (delivery mode 2): an MQTT publisher's messages carry the
-#: same properties (mapping.py), whose headers make delivery_mode_of parse them
-_PERSISTENT: dict[bytes, bool] = {}
-
-
-def _persistent(props: bytes) -> bool:
-    if len(props) > 512:  # not a publisher's plain ones: not kept
-        return delivery_mode_of(props) == 2
-    found = _PERSISTENT.get(props)
-    if found is None:
-        if len(_PERSISTENT) >= 4096:
-            _PERSISTENT.clear()
-        found = _PERSISTENT[props] = delivery_mode_of(props) == 2
-    return found
 
 
 @mypyc_attr(native_class=False)  # compiled, a native class cannot subclass dict
@@ -523,7 +506,7 @@ class MQTTSession:
                 or self.channels.get(ch.number) is not ch):
             return  # unacked: back to the queue when the session closes
         props = bytes(properties or message.properties_raw)
-        qos = 1 if ch.number == QOS1_CH and _persistent(props) else 0
+        qos = 1 if ch.number == QOS1_CH and message.persistent else 0  # as published
         enc = self.registry.shared
         topic = enc.topic_of(message)
         subs = self.subs

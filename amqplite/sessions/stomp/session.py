@@ -346,7 +346,8 @@ class StompSession:
             q = None if vh is None else vh.queues.get(queue)
             args = None
             if q is not None and q.stream is not None:
-                args = {"x-stream-offset": stream_offset(h.get("x-stream-offset"))}
+                key = streamrecord.OFFSET_HEADER
+                args = {key: stream_offset(h.get(key))}
             b.basic_consume(ch, queue, tag, no_ack=ev.ack is AckMode.AUTO, arguments=args,
                             selector=consumer_selector)
         except BaseException:

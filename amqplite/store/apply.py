@@ -316,6 +316,8 @@ class Applier:
     def __init__(self, engine: Engine) -> None:
         self.hw_message = 0
         self.hw_queue = 0
+        #: entries deleted (acks, drops) so far, those cancelled in their own group too
+        self.deleted = 0
         m, e = s.messages, s.queue_entries
         eng = engine  # statements are compiled for this engine's dialect
         msg_cols = ("id", "exchange", "routing_key", "properties", "body", "body_size",
@@ -340,10 +342,14 @@ class Applier:
         self.hw_log = 0
         self._ins_chunk = _Stmt(insert(s.stream_chunks).values(_bound(CHUNK_COLS)), eng,
                                 CHUNK_COLS)
-        # Set-based orphan removal: messages among these ids that no entry references.
-        self._del_orphans = delete(m).where(
-            m.c.id.in_(bindparam("ids", expanding=True)),
-            ~exists().where(e.c.message_id == m.c.id),
+        # Orphan removal: each of these messages goes if no entry references it. One
+        # prepared statement run per id (executemany): an IN list was compiled anew
+        # for every chunk, and that Python cost was a sixth of a backlog's drain.
+        self._del_orphan = _Stmt(
+            delete(m).where(m.c.id == bindparam("mid"),
+                            ~exists().where(e.c.message_id == bindparam("ref"))),
+            eng,
+            ("mid", "ref"),
         )
         self._set_meta = update(s.meta).where(s.meta.c.key == bindparam("k")).values(
             value=bindparam("v")
@@ -454,6 +460,7 @@ class Applier:
         self.hw_message, self.hw_queue = hw_message, hw_queue
 
     def _flush_segment(self, conn: Connection, seg: _Segment) -> None:
+        self.deleted += len(seg.dels) + len(seg.cancelled)
         msgs = seg.msgs
         if seg.cancelled and msgs:
             # A message none of whose entries survived this segment is never written.
@@ -490,9 +497,7 @@ class Applier:
             self._ins_chunk.run(conn, stream_chunks(seg.streams))
 
     def _delete_orphans(self, conn: Connection, message_ids: list[int]) -> None:
-        stmt = self._del_orphans
-        for i in range(0, len(message_ids), s.IN_CHUNK):
-            conn.execute(stmt, {"ids": message_ids[i : i + s.IN_CHUNK]})
+        self._del_orphan.run(conn, [(mid, mid) for mid in message_ids])
 
     # --- metadata ops (rare; plain Core) ----------------------------------------
 

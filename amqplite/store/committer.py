@@ -258,7 +258,7 @@ class Committer:
     """
 
     def __init__(self, engine: Engine, durability: str = "fsync", *,
-                 pause: Callable[[float], None] = time.sleep) -> None:
+                 pause: Callable[[float], None] = time.sleep, defer_sync: bool = False) -> None:
         self.engine = engine
         self._is_sqlite = engine.dialect.name == "sqlite"
         self._applier = Applier(engine)
@@ -271,6 +271,12 @@ class Committer:
         self._relaxable = self._is_sqlite and durability == "fsync"
         #: the connection's synchronous setting (None: as connected, FULL)
         self._sync: bool | None = None
+        #: SQLite with durability "fsync", and the owner syncs the WAL itself
+        #: (``defer_sync``): every group commits under NORMAL, and ``owes_sync`` says
+        #: that one since the owner last cleared it needs the WAL on disk before
+        #: anyone hears of it (see ``WalSync`` in writer_main)
+        self.defers_sync = self._relaxable and defer_sync
+        self.owes_sync = False
         self._failing_since: float | None = None
         self._closed = False
         #: set by the owner once it stops: a failing commit then gives up in time
@@ -284,6 +290,11 @@ class Committer:
         #: committed (or failed) groups so far, and the size of the last one
         self.groups = 0
         self.last_group_size = 0
+
+    @property
+    def deleted(self) -> int:
+        """Entries deleted by the groups committed so far (see ``Applier.deleted``)."""
+        return self._applier.deleted
 
     def prepare(self) -> None:
         """Read what the writer needs to know before its first group (the id marks)."""
@@ -338,7 +349,11 @@ class Committer:
                 if self._conn is None:
                     self._conn = self.engine.connect()
                     self._sync = None
-                if self._relaxable:
+                if self.defers_sync:
+                    self._set_sync(self._conn, False)
+                    if not self.owes_sync and needs_fsync(group):
+                        self.owes_sync = True  # set before the commit: a retry keeps it
+                elif self._relaxable:
                     self._set_sync(self._conn, needs_fsync(group))
                 with self._conn.begin():
                     self._applier.apply(self._conn, group)

@@ -318,6 +318,11 @@ class Applier:
         self.hw_queue = 0
         #: entries deleted (acks, drops) so far, those cancelled in their own group too
         self.deleted = 0
+        #: the last ``apply`` wrote something that must survive a power loss before
+        #: anyone hears of it: a message, entry, ack or metadata row; not log rows,
+        #: stream appends or their segment rows (see ``committer.needs_fsync``), nor
+        #: inserts that the group's own acks cancelled
+        self.durable = False
         m, e = s.messages, s.queue_entries
         eng = engine  # statements are compiled for this engine's dialect
         msg_cols = ("id", "exchange", "routing_key", "properties", "body", "body_size",
@@ -371,6 +376,7 @@ class Applier:
     def apply(self, conn: Connection, group: Iterable[Sequence[Any]]) -> None:
         """Apply one group's op lists in order: hot ops batched per table, metadata
         ops in between. The caller commits (or rolls back) the transaction."""
+        self.durable = False
         seg = _Segment()
         msgs, entries, upds, dels, cancelled, logs = (
             seg.msgs, seg.entries, seg.upds, seg.dels, seg.cancelled, seg.logs,
@@ -449,6 +455,8 @@ class Applier:
                         hw_queue = op.queue_id
                     elif (t is CopyMessage or t is PutRetained) and op.message_id > hw_message:
                         hw_message = op.message_id
+                    if t is not PutStreamSegment and t is not DeleteStreamSegments:
+                        self.durable = True
                     self._apply_meta(conn, op)
         if seg:
             self._flush_segment(conn, seg)
@@ -468,6 +476,8 @@ class Applier:
             for mid in seg.cancelled:
                 if mid not in live:
                     msgs.pop(mid, None)
+        if msgs or seg.entries or seg.upds or seg.dels:
+            self.durable = True
         # Inserts first, then updates, then deletes: a delete of a key inserted
         # in the same segment was already cancelled above, and a message shared
         # with a fresh entry must survive the orphan check.

@@ -14,7 +14,7 @@ from amqplite.store.base import StoreBase
 from amqplite.store.committer import Committer
 from amqplite.store.writer_frames import FrameBuffer, encode, recv_into
 from amqplite.store.writer_main import WalSync, _Writer
-from amqplite.storeops import PutEntry, PutMessage, PutQueue
+from amqplite.storeops import DeleteEntry, PutEntry, PutMessage, PutQueue
 
 
 def _row(i: int) -> tuple[object, ...]:
@@ -65,6 +65,12 @@ def test_an_ack_owing_durability_follows_a_wal_sync_and_log_rows_need_none(
         ack = w.call(("s", 2, [_row(1), _row(2)], True))
         assert ack[1] == [(2, None, None)]
         assert w.wal.syncs == 1  # log rows alone owe no sync
+        ack = w.call(("s", 3, [PutMessage(2, "", "q", b"", b"y"), PutEntry(1, 2, 2),
+                               DeleteEntry(1, 2, 2), _row(3)], True))
+        assert ack[1] == [(3, None, None)]
+        assert w.wal.syncs == 1  # nor a message acked before its insert was written
+        ack = w.call(("s", 4, [DeleteEntry(1, 1, 1)], True))
+        assert w.wal.syncs == 2  # an ack of a stored message does
         conn = w.committer._conn
         assert conn is not None and conn.connection.driver_connection is not None
         # the commit itself never waits for a sync

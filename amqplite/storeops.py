@@ -379,9 +379,15 @@ class PutMeta:
 
 
 # --- hot path ---------------------------------------------------------------
+#
+# The per-message ops are built once per message by the broker and again by the
+# writer when it unpickles them: plain slotted attrs classes, equal and hashable by
+# value like the frozen ones but with a plain ``__init__`` (a frozen one sets each
+# field through ``object.__setattr__``: three times the cost, twice per message).
+# Nothing mutates an op once built.
 
 
-@attrs.frozen
+@attrs.define(unsafe_hash=True)
 class PutMessage:
     """Store one message body, shared by every entry that references it."""
 
@@ -412,7 +418,7 @@ class CopyMessage:
     persistent: bool = True
 
 
-@attrs.frozen
+@attrs.define(unsafe_hash=True)
 class PutEntry:
     """Place a message in a queue at a broker-assigned position."""
 
@@ -423,7 +429,7 @@ class PutEntry:
     redelivered: bool = False
 
 
-@attrs.frozen
+@attrs.define(unsafe_hash=True)
 class DeleteEntry:
     """Remove an entry (ack, drop, expiry); its message goes with its last entry."""
 
@@ -442,7 +448,7 @@ class DeleteEntries:
     hi: int
 
 
-@attrs.frozen
+@attrs.define(unsafe_hash=True)
 class UpdateEntry:
     """Record a delivery attempt / requeue on an entry."""
 

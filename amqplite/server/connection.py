@@ -222,6 +222,10 @@ class AMQPConnection:
                 except Exception as exc:
                     log.exception("internal error on %s", self.name)
                     self._connection_error(AMQPError(541, f"INTERNAL_ERROR - {exc!r}"))
+            # what the events put on this connection (deliveries an ack made room
+            # for) goes before the store hand-over: a consumer acking each batch
+            # otherwise waits for the next one behind its own acks' encoding
+            self.flush()
             self.server.interpret()
             self.flush()
             if done:

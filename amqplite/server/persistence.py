@@ -341,6 +341,7 @@ class Persistence:
                 and not self.repairing):
             waiters, self._waiters = self._waiters, []
             self.batches += 1
+            self._holding = False  # nothing is left to hand over when the flight lands
             for w in waiters:
                 w(None)
             if self.on_commits is not None and not self._in_acks:

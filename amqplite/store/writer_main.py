@@ -107,15 +107,20 @@ class WalSync:
 
 
 class _Outgoing:
-    """Frames to the broker, sent in order by a thread of their own; a frame that
-    acknowledges a commit owing a sync goes only after ``WalSync.sync`` (one sync
-    for everything queued by then), and every frame behind it waits with it."""
+    """Frames to the broker, in order. A frame that acknowledges a commit owing a
+    sync goes only after ``WalSync.sync`` (one sync for everything queued by then),
+    sent by a thread of its own so the committing thread goes on; every frame
+    behind it waits with it. A frame with nothing ahead of it (a read's answer,
+    most of all: a stream reader waits on each) is sent by the caller at once:
+    a hand-over to that thread cost a wake-up and a copy of up to a megabyte."""
 
     def __init__(self, sock: socket.socket, wal: WalSync | None) -> None:
         self.sock = sock
         self.wal = wal
         self._items: list[tuple[bytes, bool]] = []
         self._cond = threading.Condition()
+        #: a thread is sending (or syncing for) frames taken off ``_items``
+        self._busy = False
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="amqplite-writer-send",
                                         daemon=True)
@@ -123,8 +128,19 @@ class _Outgoing:
 
     def put(self, frame: bytes, sync: bool = False) -> None:
         with self._cond:
-            self._items.append((frame, sync))
-            self._cond.notify()
+            if sync or self._items or self._busy:
+                self._items.append((frame, sync))
+                self._cond.notify()
+                return
+            self._busy = True  # nothing is ahead of it: this thread sends it
+        try:
+            self.sock.sendall(frame)
+        except OSError:
+            pass  # the broker is gone: the reader thread sees the end of stream
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify()  # the sending thread: frames queued meanwhile, or close
 
     def close(self) -> None:
         """Send what is queued, then stop the thread."""
@@ -137,24 +153,31 @@ class _Outgoing:
         cond = self._cond
         while True:
             with cond:
-                while not self._items and not self._closing:
+                while (self._busy or not self._items) and not (
+                        self._closing and not self._items and not self._busy):
                     cond.wait()
                 items, self._items = self._items, []
-            if not items:
-                return
-            if self.wal is not None and any(sync for _f, sync in items):
-                try:
-                    self.wal.sync()
-                except OSError:
-                    # the kernel may have dropped the pages it failed to write: no
-                    # retry can prove them durable. Stop; the broker fails what it
-                    # has not heard of and starts a new writer (recovery rereads).
-                    log.critical("syncing the WAL failed: stopping the writer", exc_info=True)
-                    os._exit(3)
+                if not items:
+                    return  # closing, and everything went
+                self._busy = True
             try:
-                self.sock.sendall(b"".join(f for f, _s in items))
+                if self.wal is not None and any(sync for _f, sync in items):
+                    try:
+                        self.wal.sync()
+                    except OSError:
+                        # the kernel may have dropped the pages it failed to write: no
+                        # retry can prove them durable. Stop; the broker fails what it
+                        # has not heard of and starts a new writer (recovery rereads).
+                        log.critical("syncing the WAL failed: stopping the writer",
+                                     exc_info=True)
+                        os._exit(3)
+                for frame, _sync in items:
+                    self.sock.sendall(frame)
             except OSError:
                 return  # the broker is gone: the reader thread sees the end of stream
+            finally:
+                with cond:
+                    self._busy = False
 
 
 class _Writer:

@@ -316,7 +316,9 @@ class Applier:
     def __init__(self, engine: Engine) -> None:
         self.hw_message = 0
         self.hw_queue = 0
-        #: entries deleted (acks, drops) so far, those cancelled in their own group too
+        #: entries inserted and deleted (acks, drops) so far, those cancelled in
+        #: their own group too (the writer paces commits by them)
+        self.inserted = 0
         self.deleted = 0
         #: the last ``apply`` wrote something that must survive a power loss before
         #: anyone hears of it: a message, entry, ack or metadata row; not log rows,
@@ -468,6 +470,7 @@ class Applier:
         self.hw_message, self.hw_queue = hw_message, hw_queue
 
     def _flush_segment(self, conn: Connection, seg: _Segment) -> None:
+        self.inserted += len(seg.entries) + len(seg.cancelled)
         self.deleted += len(seg.dels) + len(seg.cancelled)
         msgs = seg.msgs
         if seg.cancelled and msgs:

@@ -292,9 +292,10 @@ class Committer:
         self.last_group_size = 0
 
     @property
-    def deleted(self) -> int:
-        """Entries deleted by the groups committed so far (see ``Applier.deleted``)."""
-        return self._applier.deleted
+    def entry_traffic(self) -> tuple[int, int]:
+        """Entries inserted and deleted by the groups committed so far (see
+        ``Applier.inserted``)."""
+        return self._applier.inserted, self._applier.deleted
 
     def prepare(self) -> None:
         """Read what the writer needs to know before its first group (the id marks)."""

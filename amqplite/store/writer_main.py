@@ -31,16 +31,18 @@ from .writer_frames import RECV_SIZE, FrameBuffer, encode, recv_into
 PR_SET_PDEATHSIG = 1
 #: the reads the broker may ask the writer to do (in order with its writes)
 READS = frozenset({"fetch_entries", "fetch_bodies", "fetch_stream"})
-#: Under load, while consumers ack, commits start at most this often (RabbitMQ's
-#: message store syncs every 25 ms while busy). Confirms then trail deliveries by
-#: about this much: a publisher's window of unconfirmed messages holds messages
-#: its consumers already have instead of a queue's backlog (publish->deliver
-#: latency is in-flight / throughput), and a message acked within the interval is
-#: never written (S3's fan-out to ten durable queues: 72k deliveries/s unpaced,
-#: 103k paced). Without acks (a backlog being published, a stream appended)
-#: waiting only delays the confirms a publisher's window waits on: the backlog
-#: scenario published 53k msg/s paced and 84k unpaced, for the same CPU per
-#: message (docs/dev/performance-history.md, "Latency under load").
+#: Under load, while messages are both stored and acked, commits start at most
+#: this often (RabbitMQ's message store syncs every 25 ms while busy). Confirms
+#: then trail deliveries by about this much: a publisher's window of unconfirmed
+#: messages holds messages its consumers already have instead of a queue's
+#: backlog (publish->deliver latency is in-flight / throughput), and a message
+#: acked within the interval is never written (S3's fan-out to ten durable
+#: queues: 72k deliveries/s unpaced, 103k paced). Otherwise waiting cancels
+#: nothing: without acks (a backlog being published, a stream appended) it only
+#: delays the confirms a publisher's window waits on (the backlog scenario
+#: published 53k msg/s paced, 84k unpaced, for the same CPU per message), and
+#: with acks alone (a backlog drained) it leaves the writer idle a fifth of the
+#: time while reads and acks queue (docs/dev/performance-history.md).
 COMMIT_PACE_S = 0.01
 #: "Under load": the previous group held at least this many ops. A publisher
 #: waiting for each confirm (a few ops per group) is answered at once.
@@ -201,10 +203,10 @@ class _Writer:
         self.pending_ops = 0
         self.reading = False
         #: when the last commit started (monotonic), how many ops it held, and
-        #: whether it deleted entries (consumers ack: see COMMIT_PACE_S)
+        #: whether it both inserted and deleted entries (see COMMIT_PACE_S)
         self.last_commit_at = 0.0
         self.last_ops = 0
-        self.last_acked = False
+        self.last_mixed = False
         self.urgent = False
         self.stop = False
         self.eof = False
@@ -298,9 +300,9 @@ class _Writer:
         """Under load, let the next group gather until COMMIT_PACE_S after the last
         commit started. Never for a read (a page-in waits on it), a stop, a light
         load (the last group was small: a publisher waiting for each confirm), a
-        group already large, or after a group that deleted no entry (nobody acks:
-        waiting would cancel nothing)."""
-        if self.last_ops < PACE_MIN_OPS or not self.last_acked:
+        group already large, or after a group that did not both insert and delete
+        entries (waiting would cancel nothing)."""
+        if self.last_ops < PACE_MIN_OPS or not self.last_mixed:
             return
         self._gather_until(self.last_commit_at + COMMIT_PACE_S, lambda: bool(
             self.pending and not self.reading and not self.stop
@@ -322,7 +324,7 @@ class _Writer:
             if self.eof:
                 os._exit(0)
             self.last_commit_at, self.last_ops = time.monotonic(), self.pending_ops
-            deleted = self.committer.deleted
+            ins, dels = self.committer.entry_traffic
             items, self.pending, self.urgent = self.pending, [], False
             self.pending_ops, self.reading = 0, False
             group: list[tuple[Any, ...]] = []
@@ -334,7 +336,8 @@ class _Writer:
                     group = []
                     self._read(item)
             self._commit(group)
-            self.last_acked = self.committer.deleted != deleted
+            ins_after, dels_after = self.committer.entry_traffic
+            self.last_mixed = ins_after != ins and dels_after != dels
             if self.stop and not self.pending:
                 self.committer.close()
                 self.db.engine.dispose()

@@ -257,19 +257,21 @@ export AMQPLITE_PG_REQUIRED=1
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-3}" \
   --dist load --no-loadscope-reorder tests
 
+# collect JOB_VAR OUT_VAR WHAT: wait for a background conformance run, print its
+# output, fail if it failed (the job's variable is cleared first: cleanup leaves it be)
+collect() {
+  local job=${!1} out=${!2} status=0
+  wait "$job" || status=$?
+  printf -v "$1" '%s' ""
+  cat "$out"
+  [ "$status" = 0 ] || { echo "conformance against $3 failed ($status)"; exit 1; }
+}
+
 echo "== conformance against RabbitMQ (its output)"
-rabbit_status=0
-wait "$RABBIT_JOB" || rabbit_status=$?
-RABBIT_JOB=""
-cat "$RABBIT_OUT"
-[ "$rabbit_status" = 0 ] || { echo "conformance against RabbitMQ failed ($rabbit_status)"; exit 1; }
+collect RABBIT_JOB RABBIT_OUT RabbitMQ
 rm -rf "$RABBIT_DIR" "$RABBIT_OUT"
 RABBIT_DIR=""
 RABBIT_OUT=""
 
 echo "== conformance against amqplite (its output)"
-conf_status=0
-wait "$CONF_JOB" || conf_status=$?
-CONF_JOB=""
-cat "$CONF_OUT"
-[ "$conf_status" = 0 ] || { echo "conformance against amqplite failed ($conf_status)"; exit 1; }
+collect CONF_JOB CONF_OUT amqplite

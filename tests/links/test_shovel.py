@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -18,10 +19,8 @@ from tests.admin.conftest import AdminBroker, start_admin_broker
 from tests.brokerproc import wait_for
 
 
-@pytest.fixture(scope="module")
-def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AdminBroker, AdminBroker]]:
-    """Two brokers for the module: four broker starts per test were most of its time."""
-    root = tmp_path_factory.mktemp("shovel")
+def two_brokers(root: Path) -> Iterator[tuple[AdminBroker, AdminBroker]]:
+    """Brokers A and B under ``root``, stopped when the generator ends."""
     a = start_admin_broker(root / "a")
     try:
         b = start_admin_broker(root / "b")
@@ -31,6 +30,12 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AdminBro
     yield a, b
     for x in (a, b):
         x.proc.stop()
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AdminBroker, AdminBroker]]:
+    """Two brokers for the module: four broker starts per test were most of its time."""
+    yield from two_brokers(tmp_path_factory.mktemp("shovel"))
 
 
 @pytest.fixture

@@ -85,27 +85,8 @@ echo "== core and unit tests against the pure build (AMQPLITE_PURE=1)"
 AMQPLITE_PURE=1 .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 \
   tests/broker tests/protocol tests/sessions tests/test_layers.py
 
-if ! wait "$COMPILE_JOB"; then
-  cat "$COMPILE_LOG"
-  echo "the mypyc build failed" >&2
-  exit 1
-fi
-rm -f "$COMPILE_LOG"
-COMPILE_JOB=""
-echo "   $(.venv/bin/amqplite --version), built in $(( $(date +%s) - started )) s"
-
-echo "== tests (unit, integration, spark) against the compiled build"
-# the PostgreSQL tests fail here rather than skip when PostgreSQL is missing
-export AMQPLITE_PG_REQUIRED=1
-# Three pytest-xdist workers on two cores: most tests wait on a broker subprocess, a
-# JVM or a socket rather than compute. tests/conftest.py groups the work (one module,
-# all Spark tests, all PostgreSQL tests: one worker each) and puts slow groups first.
-.venv/bin/python -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-3}" \
-  --dist load --no-loadscope-reorder tests
-
-
-# The conformance runs below share one cleanup: whatever was started is
-# stopped on any exit, success or not.
+# The conformance runs share one cleanup: whatever was started is stopped on any
+# exit, success or not.
 RABBIT_DIR=""
 RABBIT_OUT=""
 RABBIT_JOB=""
@@ -113,6 +94,14 @@ MOSQ_DIR=""
 MOSQ=""
 DATA=""
 BROKER=""
+CONF_OUT=""
+CONF_JOB=""
+# stop_job PID: a background run and its timeout(1) children (which pass the signal on)
+stop_job() {
+  pkill -P "$1" 2>/dev/null || true
+  kill "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
 cleanup() {
   if [ -n "$MOSQ" ]; then
     kill "$MOSQ" 2>/dev/null || true
@@ -120,9 +109,7 @@ cleanup() {
   fi
   [ -z "$MOSQ_DIR" ] || rm -rf "$MOSQ_DIR"
   if [ -n "$RABBIT_JOB" ]; then
-    pkill -P "$RABBIT_JOB" 2>/dev/null || true  # its timeout(1), which passes the signal on
-    kill "$RABBIT_JOB" 2>/dev/null || true
-    wait "$RABBIT_JOB" 2>/dev/null || true
+    stop_job "$RABBIT_JOB"
     [ -z "$RABBIT_OUT" ] || cat "$RABBIT_OUT"
   fi
   [ -z "$RABBIT_OUT" ] || rm -f "$RABBIT_OUT"
@@ -130,6 +117,11 @@ cleanup() {
     bash scripts/rabbitmq.sh stop "$RABBIT_DIR" || true
     rm -rf "$RABBIT_DIR"
   fi
+  if [ -n "$CONF_JOB" ]; then
+    stop_job "$CONF_JOB"
+    [ -z "$CONF_OUT" ] || cat "$CONF_OUT"
+  fi
+  [ -z "$CONF_OUT" ] || rm -f "$CONF_OUT"
   if [ -n "$BROKER" ]; then
     kill "$BROKER" 2>/dev/null || true
     wait "$BROKER" 2>/dev/null || true
@@ -155,15 +147,18 @@ while True:
 PYEOF
 }
 
-# The suite claims RabbitMQ's behaviour: prove it against a real RabbitMQ first.
-# No skip: if RabbitMQ cannot be installed or started, this run fails. It runs in the
-# background beside the Mosquitto run (separate servers, ports and clients) and is
-# waited for before amqplite's runs, which have the machine to themselves.
+# The suite claims RabbitMQ's behaviour: prove it against a real RabbitMQ. No skip:
+# if RabbitMQ cannot be installed or started, this run fails. The reference runs
+# (RabbitMQ, then Mosquitto) import nothing of amqplite, so they run while the
+# compile finishes, on the core the pure-build pass has left; RabbitMQ's in the
+# background beside Mosquitto's (separate servers, ports and clients), waited for
+# after the compiled suite.
 echo "== conformance against RabbitMQ (in the background)"
 RABBIT_DIR=$(mktemp -d)
 RABBIT_OUT=$(mktemp)
-# Fixed ports below the kernel's ephemeral range (32768-60999 on Linux), so
-# no client socket of the test run above can be holding them.
+# Fixed ports below the kernel's ephemeral range (32768-60999 on Linux) and outside
+# the test brokers' range (tests/brokerproc.py leaves 25700-25999 out), so no
+# client socket or test broker can be holding them.
 RABBIT_PORT=${CONFORMANCE_RABBIT_PORT:-25730}
 # its management API: conformance sets topic permissions through it
 RABBIT_MGMT_PORT=${CONFORMANCE_RABBIT_MGMT_PORT:-25731}
@@ -184,7 +179,7 @@ export RABBITMQ_STOMP_PORT=${CONFORMANCE_RABBIT_STOMP_PORT:-25732}
 RABBIT_JOB=$!
 
 # The MQTT part claims the specification as Mosquitto implements it: prove it
-# against a throwaway Mosquitto first (no persistence, loopback only): an anonymous
+# against a throwaway Mosquitto (no persistence, loopback only): an anonymous
 # listener, and a second one with a password file (guest/guest) for test_auth.py.
 echo "== conformance/mqtt against Mosquitto"
 MOSQ_DIR=$(mktemp -d)
@@ -210,19 +205,24 @@ MQTT_PORT=$MOSQ_PORT MQTT_AUTH_PORT=$MOSQ_AUTH_PORT \
 kill "$MOSQ"
 wait "$MOSQ" 2>/dev/null || true
 MOSQ=""
+rm -rf "$MOSQ_DIR"
+MOSQ_DIR=""
 
-echo "== conformance against RabbitMQ (its output)"
-rabbit_status=0
-wait "$RABBIT_JOB" || rabbit_status=$?
-RABBIT_JOB=""
-cat "$RABBIT_OUT"
-[ "$rabbit_status" = 0 ] || { echo "conformance against RabbitMQ failed ($rabbit_status)"; exit 1; }
-rm -rf "$RABBIT_DIR" "$RABBIT_OUT"
-RABBIT_DIR=""
-RABBIT_OUT=""
+if ! wait "$COMPILE_JOB"; then
+  cat "$COMPILE_LOG"
+  echo "the mypyc build failed" >&2
+  exit 1
+fi
+rm -f "$COMPILE_LOG"
+COMPILE_JOB=""
+echo "   $(.venv/bin/amqplite --version), built in $(( $(date +%s) - started )) s"
 
-echo "== conformance against amqplite"
+# The same conformance suite against amqplite's compiled build, in the background
+# beside the compiled suite: its broker listens on fixed ports that no test broker
+# takes (25720-25723), and most of its time is round trips, not CPU.
+echo "== conformance against amqplite (in the background)"
 DATA=$(mktemp -d)
+CONF_OUT=$(mktemp)
 PORT=${CONFORMANCE_PORT:-25720}
 ADMIN_PORT=${CONFORMANCE_ADMIN_PORT:-25721}
 AMQPLITE_MQTT=${CONFORMANCE_MQTT_PORT:-25722}
@@ -235,12 +235,43 @@ BROKER=$!
 wait_listening "$PORT" "amqplite"
 wait_listening "$AMQPLITE_MQTT" "amqplite's MQTT listener"
 wait_listening "$AMQPLITE_STOMP" "amqplite's STOMP listener"
-AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F" \
-MANAGEMENT_URL="http://127.0.0.1:$ADMIN_PORT" STOMP_PORT=$AMQPLITE_STOMP \
-  timeout 900 .venv/bin/python -m pytest -q -p no:cacheprovider conformance \
-  --ignore=conformance/mqtt \
-  || { echo "--- broker log"; tail -50 "$DATA/broker.log"; exit 1; }
-echo "== conformance/mqtt against amqplite"
-MQTT_PORT=$AMQPLITE_MQTT MQTT_USERNAME=guest MQTT_PASSWORD=guest \
-  timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider conformance/mqtt \
-  || { echo "--- broker log"; tail -50 "$DATA/broker.log"; exit 1; }
+(
+  AMQP_URL="amqp://guest:guest@127.0.0.1:$PORT/%2F" \
+  MANAGEMENT_URL="http://127.0.0.1:$ADMIN_PORT" STOMP_PORT=$AMQPLITE_STOMP \
+    timeout 900 .venv/bin/python -m pytest -q -p no:cacheprovider conformance \
+    --ignore=conformance/mqtt \
+    || { echo "--- broker log"; tail -50 "$DATA/broker.log"; exit 1; }
+  echo "== conformance/mqtt against amqplite"
+  MQTT_PORT=$AMQPLITE_MQTT MQTT_USERNAME=guest MQTT_PASSWORD=guest \
+    timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider conformance/mqtt \
+    || { echo "--- broker log"; tail -50 "$DATA/broker.log"; exit 1; }
+) >"$CONF_OUT" 2>&1 &
+CONF_JOB=$!
+
+echo "== tests (unit, integration, spark) against the compiled build"
+# the PostgreSQL tests fail here rather than skip when PostgreSQL is missing
+export AMQPLITE_PG_REQUIRED=1
+# Three pytest-xdist workers on two cores: most tests wait on a broker subprocess, a
+# JVM or a socket rather than compute. tests/conftest.py groups the work (one module,
+# all Spark tests, all PostgreSQL tests: one worker each) and puts slow groups first.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-3}" \
+  --dist load --no-loadscope-reorder tests
+
+# collect JOB_VAR OUT_VAR WHAT: wait for a background conformance run, print its
+# output, fail if it failed (the job's variable is cleared first: cleanup leaves it be)
+collect() {
+  local job=${!1} out=${!2} status=0
+  wait "$job" || status=$?
+  printf -v "$1" '%s' ""
+  cat "$out"
+  [ "$status" = 0 ] || { echo "conformance against $3 failed ($status)"; exit 1; }
+}
+
+echo "== conformance against RabbitMQ (its output)"
+collect RABBIT_JOB RABBIT_OUT RabbitMQ
+rm -rf "$RABBIT_DIR" "$RABBIT_OUT"
+RABBIT_DIR=""
+RABBIT_OUT=""
+
+echo "== conformance against amqplite (its output)"
+collect CONF_JOB CONF_OUT amqplite

@@ -58,8 +58,11 @@ class ConfirmMachine(RuleBasedStateMachine):
         self.submissions: list[list[Confirm]] = []
         self.closed: list[ChannelState] = []
         self.acked_at: dict[tuple[int, int], set[tuple[int, int]]] = {}
-        #: id of each Confirm whose submission ended -> whether it committed
+        #: id of each Confirm whose submission ended -> whether it committed; ``kept``
+        #: holds those Confirms, since an id is unique only while its object lives (a
+        #: freed one's id, reused by a later Confirm, made that one look landed)
         self.landed: dict[int, bool] = {}
+        self.kept: list[Confirm] = []
         self.ch = self._open()
 
     def _open(self) -> ChannelState:
@@ -116,6 +119,7 @@ class ConfirmMachine(RuleBasedStateMachine):
     def commit(self, ok: bool) -> None:
         for c in self.submissions.pop(0):
             self.landed[id(c)] = ok
+            self.kept.append(c)
             for r in self.b.confirm_landed(c, not ok):  # the interpreter's way
                 # r: c, or a later one c held back: landed already, or let go by acks
                 landed = self.landed.get(id(r))

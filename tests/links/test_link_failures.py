@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +19,14 @@ from amqplite.links.uri import parse
 from tests.admin.conftest import AdminBroker
 from tests.brokerproc import free_port, wait_for
 from tests.links.test_federation import federate, links, running
-from tests.links.test_shovel import name, pair, publish, put_shovel, status
+from tests.links.test_shovel import name, publish, put_shovel, status, two_brokers
 
-__all__ = ["pair"]  # the two brokers' fixture, shared with test_shovel
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[AdminBroker, AdminBroker]]:
+    """Two fresh brokers per test: these tests leave federation upstreams and failed
+    links behind, which the next test's listings would see."""
+    yield from two_brokers(tmp_path)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pika
@@ -18,13 +19,56 @@ from tests.admin.conftest import AdminBroker, start_admin_broker
 from tests.brokerproc import wait_for
 
 
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[AdminBroker, AdminBroker]]:
-    a = start_admin_broker(tmp_path / "a")
-    b = start_admin_broker(tmp_path / "b")
+def two_brokers(root: Path) -> Iterator[tuple[AdminBroker, AdminBroker]]:
+    """Brokers A and B under ``root``, stopped when the generator ends."""
+    a = start_admin_broker(root / "a")
+    try:
+        b = start_admin_broker(root / "b")
+    except BaseException:
+        a.proc.stop()
+        raise
     yield a, b
     for x in (a, b):
         x.proc.stop()
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AdminBroker, AdminBroker]]:
+    """Two brokers for the module: four broker starts per test were most of its time."""
+    yield from two_brokers(tmp_path_factory.mktemp("shovel"))
+
+
+@pytest.fixture
+def pair(brokers: tuple[AdminBroker, AdminBroker]) -> Iterator[tuple[AdminBroker, AdminBroker]]:
+    """The module's brokers, both up and with no shovel: each test names its own queues,
+    and what it leaves running (a shovel, a broker it killed) is undone here."""
+    for x in brokers:
+        restart_if_dead(x)
+    yield brokers
+    for x in brokers:
+        restart_if_dead(x)
+        with x.api() as api:
+            for p in api.get("/api/parameters/shovel").json():
+                vhost = quote(p["vhost"], safe="")
+                assert api.delete(f"/api/parameters/shovel/{vhost}/{p['name']}").status_code \
+                    == 204
+            assert api.get("/api/shovels").json() == []
+
+
+def restart_if_dead(x: AdminBroker) -> None:
+    """Start ``x`` again if a test killed it and failed before starting it itself."""
+    assert x.proc.proc is not None
+    if x.proc.proc.poll() is not None:
+        x.proc.start()
+    wait_for(lambda: up(x), 30, what="the admin API")
+
+
+def up(x: AdminBroker) -> bool:
+    try:
+        with x.api() as api:
+            return api.get("/api/overview").status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def name(prefix: str = "s") -> str:

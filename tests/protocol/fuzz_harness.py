@@ -276,14 +276,15 @@ def send_then_read(s: socket.socket, chunks: list[bytes], deadline: float) -> tu
 
 def run_batches(cases: list[Any], run: Any, check: Any, batch: int,
                 budget: float) -> list[Any]:
-    """The live fuzz tests' loop: ``run`` each case, eight connections at a time, and
-    ``check(start)`` (the healthy clients) after each batch, until the cases or the
+    """The live fuzz tests' loop: ``run`` each case, a batch's connections at once (the
+    cases the broker leaves open wait out their read deadline together, not in turns),
+    and ``check(start)`` (the healthy clients) after each batch, until the cases or the
     time ``budget`` (seconds) run out; the results in case order."""
     from concurrent.futures import ThreadPoolExecutor
 
     out: list[Any] = []
     t0 = time.monotonic()
-    with ThreadPoolExecutor(8) as pool:
+    with ThreadPoolExecutor(batch) as pool:
         for start in range(0, len(cases), batch):
             out.extend(pool.map(run, cases[start:start + batch]))
             check(start)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import struct
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,16 @@ def expect_refused(pub: RawConnection, queue: str) -> None:
     pub.expect((20, 11), channel=1)
 
 
+@pytest.fixture(scope="module")
+def poison_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the module's tests: each uses its own queues, and a poison that
+    stopped the broker fails the test that sent it (its next step or ``assert_alive``);
+    a broker start per test was most of the module's time."""
+    b = BrokerProcess(tmp_path_factory.mktemp("poison")).start()
+    yield b
+    b.kill()
+
+
 def assert_alive(b: BrokerProcess) -> None:
     assert b.proc is not None and b.proc.poll() is None, b.log()
     c = connect(b)
@@ -118,13 +129,13 @@ def assert_alive(b: BrokerProcess) -> None:
 
 @pytest.mark.parametrize("variant", sorted(MALFORMED) + sorted(BAD_COUNTS))
 def test_poison_expiring_into_a_dead_letter_exchange_does_not_stop_the_broker(
-    fresh_broker: BrokerProcess, variant: str
+    poison_broker: BrokerProcess, variant: str
 ) -> None:
     work, dlq = _name("work"), _name("dlq")
-    obs = connect(fresh_broker)
+    obs = connect(poison_broker)
     ch = obs.channel()
     ch.queue_declare(dlq)
-    pub = RawConnection(fresh_broker.url).open()
+    pub = RawConnection(poison_broker.url).open()
     pub.queue_declare(work, dead_letter_args(dlq, **{"x-message-ttl": 50}))
     if variant in MALFORMED:
         pub.publish("", work, b"poison", MALFORMED[variant]())
@@ -143,7 +154,7 @@ def test_poison_expiring_into_a_dead_letter_exchange_does_not_stop_the_broker(
             (death,) = [d for d in p.headers["x-death"] if d["reason"] in ("expired", b"expired")]
             assert isinstance(death["count"], int) and death["count"] >= 1
     assert bodies == ({b"canary"} if variant in MALFORMED else {b"canary", b"poison"})
-    assert_alive(fresh_broker)
+    assert_alive(poison_broker)
     pub.close()
     obs.close()
 
@@ -256,14 +267,14 @@ def test_non_utf8_message_id_does_not_fail_other_clients_commits(tmp_path: Path)
 @pytest.mark.parametrize("how", ["nack", "reject"])
 @pytest.mark.parametrize("count", ["abc", "nan"])
 def test_consumer_keeps_its_connection_when_dead_lettering_a_bad_x_death(
-    fresh_broker: BrokerProcess, how: str, count: str
+    poison_broker: BrokerProcess, how: str, count: str
 ) -> None:
     """The consumer is a raw client: pika itself cannot read a NaN double in headers."""
     work, dlq = _name("work"), _name("dlq")
-    cons = RawConnection(fresh_broker.url).open()
+    cons = RawConnection(poison_broker.url).open()
     cons.queue_declare(dlq)
     cons.queue_declare(work, dead_letter_args(dlq))
-    pub = RawConnection(fresh_broker.url).open()
+    pub = RawConnection(poison_broker.url).open()
     pub.publish("", work, b"poison", x_death(work, "rejected", *BAD_COUNTS[count]))
     got = wait_for(lambda: cons.get(work, no_ack=False), 10, what="the poison")
     (tag,) = struct.unpack_from(">Q", got.method.args)
@@ -281,15 +292,15 @@ def test_consumer_keeps_its_connection_when_dead_lettering_a_bad_x_death(
 
 
 def test_malformed_headers_are_refused_at_the_door_not_at_the_consumer(
-    fresh_broker: BrokerProcess,
+    poison_broker: BrokerProcess,
 ) -> None:
     work, dlq = _name("work"), _name("dlq")
-    cons = connect(fresh_broker)
+    cons = connect(poison_broker)
     ch = cons.channel()
     ch.queue_declare(dlq)
     ch.queue_declare(work, arguments={"x-dead-letter-exchange": "",
                                       "x-dead-letter-routing-key": dlq})
-    pub = RawConnection(fresh_broker.url).open()
+    pub = RawConnection(poison_broker.url).open()
     pub.publish("", work, b"poison", non_utf8_key())
     expect_refused(pub, work)
     m, _, _ = ch.basic_get(work)
@@ -303,15 +314,15 @@ def test_malformed_headers_are_refused_at_the_door_not_at_the_consumer(
 
 
 def test_overflow_dead_lettering_a_bad_x_death_keeps_the_next_publisher(
-    fresh_broker: BrokerProcess,
+    poison_broker: BrokerProcess,
 ) -> None:
     work, dlq = _name("work"), _name("dlq")
-    good = connect(fresh_broker)
+    good = connect(poison_broker)
     ch = good.channel()
     ch.queue_declare(dlq)
     ch.queue_declare(work, arguments={"x-max-length": 1, "x-dead-letter-exchange": "",
                                       "x-dead-letter-routing-key": dlq})
-    pub = RawConnection(fresh_broker.url).open()
+    pub = RawConnection(poison_broker.url).open()
     pub.publish("", work, b"poison", x_death(work, "maxlen", *BAD_COUNTS["inf"]))
     wait_for(lambda: _count(ch, work) == 1, 10, what="the poison in the queue")
     ch.basic_publish("", work, b"next")  # drop-head dead-letters the poison
@@ -325,8 +336,8 @@ def test_overflow_dead_lettering_a_bad_x_death_keeps_the_next_publisher(
 # ---------------------------------------------------------------- bug 11
 
 
-def test_non_utf8_user_id_is_a_channel_precondition_failure(fresh_broker: BrokerProcess) -> None:
-    pub = RawConnection(fresh_broker.url).open()
+def test_non_utf8_user_id_is_a_channel_precondition_failure(poison_broker: BrokerProcess) -> None:
+    pub = RawConnection(poison_broker.url).open()
     pub.queue_declare("uid-sink")
     pub.publish("", "uid-sink", b"who", props((USER_ID, shortstr(b"guest\xff"))))
     with pytest.raises(ServerClosed) as info:
@@ -337,4 +348,4 @@ def test_non_utf8_user_id_is_a_channel_precondition_failure(fresh_broker: Broker
     pub.send_method(1, 20, 10, shortstr(""))
     pub.expect((20, 11), channel=1)
     pub.close()
-    assert_alive(fresh_broker)
+    assert_alive(poison_broker)

@@ -317,9 +317,10 @@ class Applier:
         self.hw_message = 0
         self.hw_queue = 0
         #: entries inserted and deleted (acks, drops) so far, those cancelled in
-        #: their own group too (the writer paces commits by them)
+        #: their own group too, and stream append ops: the writer paces commits by them
         self.inserted = 0
         self.deleted = 0
+        self.appended = 0
         #: the last ``apply`` wrote something that must survive a power loss before
         #: anyone hears of it: a message, entry, ack or metadata row; not log rows,
         #: stream appends or their segment rows (see ``committer.needs_fsync``), nor
@@ -507,6 +508,7 @@ class Applier:
                                 enc.events))
             self._ins_batch.run(conn, batches)
         if seg.streams:
+            self.appended += len(seg.streams)
             self._ins_chunk.run(conn, stream_chunks(seg.streams))
 
     def _delete_orphans(self, conn: Connection, message_ids: list[int]) -> None:

@@ -292,10 +292,11 @@ class Committer:
         self.last_group_size = 0
 
     @property
-    def entry_traffic(self) -> tuple[int, int]:
-        """Entries inserted and deleted by the groups committed so far (see
-        ``Applier.inserted``)."""
-        return self._applier.inserted, self._applier.deleted
+    def traffic(self) -> tuple[int, int, int]:
+        """Entries inserted, entries deleted and stream append ops, by the groups
+        committed so far (see ``Applier.inserted``)."""
+        a = self._applier
+        return a.inserted, a.deleted, a.appended
 
     def prepare(self) -> None:
         """Read what the writer needs to know before its first group (the id marks)."""

@@ -52,8 +52,6 @@ COMMIT_PACE_S = 0.01
 PACE_MIN_OPS = 128
 #: ... and no paced group grows beyond this many ops.
 PACE_MAX_OPS = 50_000
-#: the writer process's GIL switch interval (see ``serve``)
-SWITCH_INTERVAL_S = 0.0005
 
 log = logging.getLogger(__name__)
 
@@ -375,11 +373,6 @@ def serve(sock: socket.socket) -> int:
     # since held batches settle most of S1 before it (server.persistence) its
     # collector is no longer a fifth of its CPU.
     writer._take()
-    # Three threads share the GIL here. One that wakes (acknowledgements after the
-    # WAL's sync, bytes from the broker) while the committing thread runs Python
-    # waits up to the switch interval for it: 5 ms by default, paid by every
-    # confirm and PUBACK waiting on those acknowledgements.
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
     threading.Thread(target=writer.receive, name="amqplite-writer-recv", daemon=True).start()
     return writer.run()
 

@@ -222,11 +222,13 @@ class AMQPConnection:
                 except Exception as exc:
                     log.exception("internal error on %s", self.name)
                     self._connection_error(AMQPError(541, f"INTERNAL_ERROR - {exc!r}"))
-            # what the events put on this connection (deliveries an ack made room
-            # for) goes before the store hand-over: a consumer acking each batch
-            # otherwise waits for the next one behind its own acks' encoding
+            # the outcome's frames (returns, confirms, deliveries) join this read's
+            # replies in order, and they go out before the store hand-over: a
+            # consumer acking each batch otherwise waits for its next deliveries
+            # behind the encoding of its own acks
+            self.server.interpret(flush=False)
             self.flush()
-            self.server.interpret()
+            self.server.persist.flush()
             self.flush()
             if done:
                 self._linger()

@@ -357,10 +357,10 @@ class Committer:
                     self._set_sync(self._conn, needs_fsync(group))
                 with self._conn.begin():
                     self._applier.apply(self._conn, group)
-                    if self._applier.durable:
+                    if self.defers_sync and self._applier.durable:
                         # what it wrote, not what the group held (needs_fsync's guess
                         # ahead of the commit); set before the commit: a retry keeps it
-                        self.owes_sync = self.owes_sync or self.defers_sync
+                        self.owes_sync = True
             except Exception as exc:
                 self._drop_connection()
                 if not _may_pass(exc):

@@ -156,9 +156,8 @@ class _Outgoing:
         cond = self._cond
         while True:
             with cond:
-                while (self._busy or not self._items) and not (
-                        self._closing and not self._items and not self._busy):
-                    cond.wait()
+                # frames to send and nobody sending, or closing with everything sent
+                cond.wait_for(lambda: not self._busy and (bool(self._items) or self._closing))
                 items, self._items = self._items, []
                 if not items:
                     return  # closing, and everything went

@@ -180,6 +180,7 @@ def _startup_problem(exc: BaseException) -> str | None:
 
     from amqplite.server.datalock import DatabaseLocked, DatabaseLockLost, DataDirLocked
     from amqplite.store.database import MissingDriver
+    from amqplite.store.writer import StoreWriterError
 
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
@@ -193,6 +194,8 @@ def _startup_problem(exc: BaseException) -> str | None:
         return f"cannot start: {exc}"
     if isinstance(exc, SQLAlchemyError):
         return f"cannot start: database error: {getattr(exc, 'orig', None) or exc}"
+    if isinstance(exc, StoreWriterError):  # the writer process opens the database
+        return f"cannot start: database error: {str(exc).splitlines()[0]}"
     return None
 
 

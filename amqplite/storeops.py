@@ -32,6 +32,8 @@ TRANSIENT_KEY = "transient_spilled"
 #: meta key set once the default vhost and the configured users were written: they
 #: seed the database on the first start only, later edits (API, CLI) stay
 SEEDED_KEY = "security_seeded"
+#: meta key: "1" after a clean shutdown, "0" while a broker runs (store.lifecycle.mark_open)
+CLEAN_KEY = "clean_shutdown"
 
 
 @attrs.frozen

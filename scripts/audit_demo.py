@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, event
 
-from amqplite.store.logbatch import create_views, insert_log_rows
+from amqplite.store.logsql import create_views, insert_log_rows
 from amqplite.store.schema import metadata
 
 MS = 1_000

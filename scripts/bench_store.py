@@ -65,8 +65,8 @@ def run(writer: str, kind: str, count: int, batch: int, inflight: int) -> tuple[
         # no log linger: this measures the commit path, and waits for every commit
         store = (ProcessStore(url, log_linger_s=0) if writer == "process"
                  else Store(url, log_linger_s=0))
+        store.start()  # a process store's writer creates the schema: it goes first
         store.create()
-        store.start()
         store.submit([PutQueue(1, "/", "bench")])
         store.flush(30)
         child = (psutil.Process(store.writer_pid)

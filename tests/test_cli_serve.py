@@ -109,6 +109,18 @@ def test_bad_config_value(tmp_path: Path) -> None:
     assert "delivery_log must be one of" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_a_database_that_cannot_be_opened_is_named_in_one_line(tmp_path: Path) -> None:
+    """The writer process opens the database; what stops it reaches the operator as
+    one line, as when the broker opened it itself."""
+    (tmp_path / "data" / "amqplite.db").mkdir(parents=True)  # a directory: no database
+    out = _serve("--host", "127.0.0.1", "--port", "0", "--admin-port", "0",
+                 "--data-dir", str(tmp_path / "data"))
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert lines[-1].startswith("amqplite: cannot start: database error: "), out.stderr
+    assert "unable to open database file" in lines[-1] and "Traceback" not in out.stderr
+
+
 def test_second_broker_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
     from tests.brokerproc import BrokerProcess
 

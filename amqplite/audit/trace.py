@@ -41,7 +41,7 @@ def message_history(engine: Engine, message: str) -> list[dict[str, Any]]:
     a number also matches the broker's ``message_key``. The batches are decoded
     here (``iter_log_rows``), which is faster than filtering the view in SQL.
     """
-    from amqplite.store.logbatch import iter_log_rows
+    from amqplite.store.logsql import iter_log_rows
 
     key = int(message) if message.isdigit() else None
     mid, mkey = TRACE_COLUMNS.index("message_id"), TRACE_COLUMNS.index("message_key")

@@ -41,11 +41,10 @@ from amqplite.server.ports import accepted_peer, listen_tcp
 from amqplite.server.recovery import restore, seed_security, settled_queues
 from amqplite.server.tls import accept as accept_tls
 from amqplite.server.tls import peer_user, server_context
-from amqplite.store.apply import PruneRange
+from amqplite.store.api import PruneRange
 from amqplite.store.database import is_postgresql, masked
-from amqplite.store.lifecycle import CLEAN_KEY
 from amqplite.store.writer import ProcessStore
-from amqplite.storeops import EXPORTED_KEY
+from amqplite.storeops import CLEAN_KEY, EXPORTED_KEY
 
 log = logging.getLogger("amqplite.server")
 
@@ -324,21 +323,31 @@ class Server:
                         "the store writer runs in a child process")
         self.store = ProcessStore(s.db_url, durability=s.durability, log_linger_s=0)
         store = self.store
-        await trio.to_thread.run_sync(store.create)
-        recovered = await trio.to_thread.run_sync(store.load, s.body_window, settled_queues)
-        unclean = recovered.meta.get(CLEAN_KEY) != "1"
-        if unclean and recovered.entries:
-            log.warning("the last run did not stop cleanly: recovered messages are marked "
-                        "redelivered")
-        restore(self.broker, recovered, unclean=unclean, fetch=store.fetch_entries)
-        seed_security(self.broker, recovered, s)
-        self.mqtt_sessions = recovered.mqtt_sessions
-        self.kafka_offsets = recovered.kafka_offsets
-        del recovered
-        tune_gc()
-        await trio.to_thread.run_sync(store.mark_open)
+        # The writer process opens the database and does the start-up steps: this
+        # process never imports SQLAlchemy (store.api). It starts on this thread,
+        # whose end its death signal follows; the steps wait in a worker thread,
+        # which pumps the socket until this loop does (Persistence.pump).
         store.start()
         clean = False
+        try:
+            await trio.to_thread.run_sync(store.create)
+            recovered = await trio.to_thread.run_sync(store.load, s.body_window, settled_queues)
+            unclean = recovered.meta.get(CLEAN_KEY) != "1"
+            if unclean and recovered.entries:
+                log.warning("the last run did not stop cleanly: recovered messages are "
+                            "marked redelivered")
+            restore(self.broker, recovered, unclean=unclean,
+                    fetch=functools.partial(store.call, "fetch_entries"))
+            seed_security(self.broker, recovered, s)
+            self.mqtt_sessions = recovered.mqtt_sessions
+            self.kafka_offsets = recovered.kafka_offsets
+            del recovered
+            tune_gc()
+            await trio.to_thread.run_sync(store.mark_open)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(store.close)
+            raise
         self.persistence = Persistence(store, self.broker, s.store_backlog_limit,
                                        self.counters)
         self.persistence.bind_loop()
@@ -451,30 +460,27 @@ class Server:
         is ever pruned. The store deletes in bounded batches through the writer,
         so publishing never waits behind a long delete.
         """
-        assert self.store is not None
-        store = self.store
         keep_us = int(self.settings.log_retention_days * 86400 * 1_000_000)
         while True:
             await trio.sleep(self.settings.log_prune_interval)
             try:
-                mark = await trio.to_thread.run_sync(store.get_meta, EXPORTED_KEY)
+                mark = await self.persist.read("get_meta", EXPORTED_KEY)
                 if mark is None:
                     continue
                 cutoff = int(time.time() * 1_000_000) - keep_us
-                n = await self._prune(store, int(mark), cutoff)
+                n = await self._prune(self.persist, int(mark), cutoff)
                 if n:
                     log.info("pruned %d delivery-log rows (exported up to id %s)", n, mark)
             except Exception:
                 log.exception("delivery-log retention failed; will retry")
 
     @staticmethod
-    async def _prune(store: ProcessStore, max_id: int, older_than_us: int) -> int:
+    async def _prune(persist: Persistence, max_id: int, older_than_us: int) -> int:
         """Delete the log's whole batches with ids up to ``max_id`` older than the cutoff,
-        a range at a time: a worker thread finds each range, the writer deletes it
+        a range at a time: the writer finds each range (a read) and deletes it
         inside an ordinary group (submitted from this loop, like every write)."""
         total, lo = 0, 0
-        while (hi := await trio.to_thread.run_sync(
-                store.prune_range, lo, max_id, older_than_us)) is not None:
+        while (hi := await persist.read("prune_range", lo, max_id, older_than_us)) is not None:
             op = PruneRange(lo, hi, older_than_us)
             done = trio.Event()
             outcome: list[BaseException | None] = []
@@ -485,7 +491,7 @@ class Server:
                 done.set()
 
             prune: list[Any] = [op]  # not a broker op: the writer reports what it deleted
-            store.submit(prune, committed)
+            persist.store.submit(prune, committed)
             await done.wait()
             if outcome[0] is not None:
                 raise outcome[0]

@@ -17,10 +17,12 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amqplite.store.database import masked
-from amqplite.store.dblock import LOCK_KEYS, LockSession
+
+if TYPE_CHECKING:  # dblock needs SQLAlchemy, which a broker on SQLite never loads
+    from amqplite.store.dblock import LockSession
 
 LOCK_NAME = "amqplite.lock"
 
@@ -120,6 +122,8 @@ class DatabaseLock:
 
     def acquire(self, **info: Any) -> None:
         """Take the lock or raise :class:`DatabaseLocked` after ``grace_s``."""
+        from amqplite.store.dblock import LOCK_KEYS, LockSession
+
         self._info = info
         session = LockSession(self.url, self._record())
         try:

@@ -23,7 +23,7 @@ import trio
 
 from amqplite.broker.core import Broker
 from amqplite.server.counters import Counters
-from amqplite.store.base import StoreClosed
+from amqplite.store.api import StoreClosed
 from amqplite.store.logbatch import LogBuffer
 from amqplite.store.writer import ProcessStore, StoreWriterGone
 from amqplite.storeops import REPLAYABLE, DeleteVHost, PutQueue, settle_batch

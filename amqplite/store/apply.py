@@ -83,7 +83,9 @@ from amqplite.storeops import (
 
 from . import cbor
 from . import schema as s
-from .logbatch import BATCH_COLS, MAX_LOG_ID_KEY, batch_rows, max_log_id, storable_value
+from .api import PruneRange
+from .logbatch import BATCH_COLS, MAX_LOG_ID_KEY, batch_rows, storable_value
+from .logsql import max_log_id
 
 __all__ = ["ROWS_PER_INSERT", "Applier", "PruneRange", "storable_logs", "stream_chunks", "upsert"]
 
@@ -243,17 +245,6 @@ class _InsertStmt(_Stmt):
 
 def _bound(names: Sequence[str], suffix: str = "") -> dict[str, Any]:
     return {n: bindparam(n + suffix) for n in names}
-
-
-class PruneRange:
-    """Internal op: delete the log batches within ``lo < id <= hi`` whose every event
-    is older than a time; ``deleted`` is their number of events."""
-
-    __slots__ = ("deleted", "hi", "lo", "older_than_us")
-
-    def __init__(self, lo: int, hi: int, older_than_us: int) -> None:
-        self.lo, self.hi, self.older_than_us = lo, hi, older_than_us
-        self.deleted = 0
 
 
 def storable_logs(ops: Sequence[Any]) -> list[Any] | None:

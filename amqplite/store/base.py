@@ -15,25 +15,13 @@ from sqlalchemy import bindparam, select
 
 from . import lifecycle
 from . import schema as s
+from .api import LOG_LINGER_S, Callback, Recovered, StoreClosed
 from .committer import open_engine
 from .reads import StoreReads
-from .recovery import Recovered
 
 log = logging.getLogger(__name__)
 
-#: ``callback(None | error)`` of a submission, once it committed or failed
-Callback = Callable[[BaseException | None], None]
-
-#: A group of delivery-log rows alone waits this long for more work before it
-#: commits: nobody waits on those rows, and one commit per 50 ms instead of one
-#: per message is what makes a trickle of transient traffic cheap.
-LOG_LINGER_S = 0.05
-
-
-class StoreClosed(RuntimeError):
-    """The store takes no more submissions (it is closing or closed): the one
-    refusal that means the broker is stopping. Any other error from ``submit``
-    (an op that cannot be encoded) is about that submission alone."""
+__all__ = ["LOG_LINGER_S", "Callback", "StoreBase", "StoreClosed"]
 
 
 class StoreBase(StoreReads):
@@ -63,6 +51,17 @@ class StoreBase(StoreReads):
         """Clean up orphans and read everything durable back (call before ``start``);
         ``settled``: lifecycle.load's."""
         return lifecycle.load(self.engine, body_window, settled)
+
+    def recover(self, body_window: int = 1000) -> Recovered:
+        """lifecycle.recover's: ``load`` without marking anything redelivered."""
+        return lifecycle.recover(self.engine, body_window)
+
+    def mark_redelivered(self, queue_ids: Collection[int]) -> None:
+        lifecycle.mark_redelivered(self.engine, queue_ids)
+
+    def mark_clean(self) -> None:
+        """Record a clean stop (every submission committed)."""
+        lifecycle.mark_clean(self.engine)
 
     def prune_range(self, lo: int, max_id: int, older_than_us: int,
                     batch_size: int = 5000) -> int | None:

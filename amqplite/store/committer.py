@@ -34,6 +34,7 @@ from amqplite.storeops import (
     settle_batch,
 )
 
+from .api import tell_failing
 from .apply import Applier, storable_logs
 from .database import make_engine
 
@@ -201,15 +202,6 @@ def _register_sqlite3_fast_adapters() -> None:
 
 
 
-def tell_failing(hook: Callable[[str | None], None] | None, reason: str | None) -> None:
-    """Call a store's ``on_failing`` hook; a hook that raises is logged, not passed on."""
-    if hook is not None:
-        try:
-            hook(reason)
-        except Exception:
-            log.exception("store health hook raised")
-
-
 def open_engine(url: str, durability: str = "fsync", busy_timeout_ms: int = 10_000) -> Engine:
     """An engine for the store: SQLite in WAL mode with the durability's ``synchronous``,
     PostgreSQL with asynchronous commit for durability "os"."""
@@ -290,6 +282,7 @@ class Committer:
         #: committed (or failed) groups so far, and the size of the last one
         self.groups = 0
         self.last_group_size = 0
+        self._prepared = False
 
     @property
     def traffic(self) -> tuple[int, int, int]:
@@ -299,9 +292,12 @@ class Committer:
         return a.inserted, a.deleted, a.appended
 
     def prepare(self) -> None:
-        """Read what the writer needs to know before its first group (the id marks)."""
+        """Read what the writer needs to know before its first group (the id marks).
+        The first group does it if nobody did: after the schema exists, whoever
+        created it (a store's owner may start it before ``create``)."""
         with self.engine.connect() as conn:
             self._applier.read_marks(conn)
+        self._prepared = True
 
     def commit_group(self, group: Sequence[Sequence[Any]]) -> list[BaseException | None]:
         """Commit a group (the ops of each submission); the error (or None) of each.
@@ -312,6 +308,8 @@ class Committer:
         is the content of some submission: each is then committed on its own,
         so only the culprit fails and other clients' work is untouched.
         """
+        if not self._prepared:
+            self.prepare()
         try:
             if len(group) == 1:
                 return [self._commit_alone(group[0])]

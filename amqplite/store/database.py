@@ -3,17 +3,19 @@
 Why a module of its own: the broker opens the database from two processes
 (the broker and its writer) and for two purposes (the store and the
 one-broker lock), and every one of them must read a URL the same way and
-fail the same way. PostgreSQL's driver is an optional extra, so its absence
-is an operator's mistake to be named in one line, never a traceback.
+fail the same way. Only :func:`make_engine` imports SQLAlchemy: the broker
+process names and masks URLs without it (``store.api``). PostgreSQL's driver
+is an optional extra, so its absence is an operator's mistake to be named in
+one line, never a traceback.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine
-from sqlalchemy.engine import make_url
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 #: the extra that brings each optional driver (``pip install 'amqplite[EXTRA]'``)
 DRIVER_EXTRAS = {"psycopg": "postgresql"}
@@ -35,6 +37,10 @@ def sqlalchemy_url(url: str) -> str:
 
 def masked(url: str) -> str:
     """The URL with its password hidden, for logs and error messages."""
+    if "@" not in url:
+        return url  # no user part, so no password (every SQLite URL)
+    from sqlalchemy.engine import make_url
+
     try:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # not a URL SQLAlchemy can parse: show no part of it that may be secret
@@ -44,6 +50,8 @@ def masked(url: str) -> str:
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """``create_engine`` on :func:`sqlalchemy_url`; a driver that is not installed
     raises :class:`MissingDriver` naming the package to install."""
+    from sqlalchemy import create_engine
+
     real = sqlalchemy_url(url)
     try:
         return create_engine(real, **kwargs)
@@ -60,5 +68,11 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
 
 def is_postgresql(url: str) -> bool:
-    """Is this a PostgreSQL URL (any driver)?"""
-    return make_url(sqlalchemy_url(url)).get_backend_name() == "postgresql"
+    """Is this a PostgreSQL URL (any driver)? The backend is the scheme up to its
+    ``+driver``, as SQLAlchemy reads it."""
+    return _backend(sqlalchemy_url(url)) == "postgresql"
+
+
+def _backend(url: str) -> str:
+    scheme, sep, _rest = url.partition(":")
+    return scheme.split("+", 1)[0].lower() if sep else ""

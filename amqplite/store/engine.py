@@ -17,12 +17,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from amqplite.storeops import Op
+from amqplite.storeops import CLEAN_KEY, Op
 
-from .apply import PruneRange
+from .api import PruneRange
 from .base import LOG_LINGER_S, Callback, StoreBase, StoreClosed
 from .committer import Committer, needs_fsync
-from .lifecycle import CLEAN_KEY
 
 __all__ = ["CLEAN_KEY", "LOG_LINGER_S", "Callback", "Store", "StoreClosed"]
 
@@ -88,7 +87,6 @@ class Store(StoreBase):
             raise RuntimeError("store already started")
         if self._closed:
             raise StoreClosed("store is closed")
-        self.committer.prepare()
         self._thread = threading.Thread(target=self._run, name="amqplite-store-writer", daemon=True)
         self._thread.start()
 

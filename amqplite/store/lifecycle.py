@@ -1,9 +1,10 @@
 """A database's life: create or upgrade the schema, mark a broker running, record a
 clean stop, read everything back at start.
 
-Why apart from the writers: the broker process does all of this on its own
-connections, before its writer starts and after it stops; the writer never
-does. Plain functions of an engine, so any store (and tools) can call them.
+Why apart from the commits: these run before the first group and after the
+last, each in a transaction of its own (the broker's writer process runs them
+when the broker asks: ``store.writer_main``; a thread store on its own
+connections). Plain functions of an engine, so any store and tools can call them.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from collections.abc import Callable, Collection
 
 from sqlalchemy import Engine, insert, select, update
 
+from amqplite.storeops import CLEAN_KEY
+
 from . import recovery
 from . import schema as s
+from .api import Recovered
 from .apply import upsert
-from .logbatch import create_views
-from .recovery import Recovered
+from .logsql import create_views
 from .upgrade import (
     delivery_log_to_batches,
     messages_persistent,
@@ -25,8 +28,8 @@ from .upgrade import (
     stream_entries_to_chunks,
 )
 
-#: meta key: "1" after a clean shutdown, "0" while a broker runs (see mark_open)
-CLEAN_KEY = "clean_shutdown"
+__all__ = ["CLEAN_KEY", "create", "load", "mark_clean", "mark_open", "mark_redelivered",
+           "recover"]
 
 
 def create(engine: Engine) -> None:
@@ -92,3 +95,20 @@ def load(engine: Engine, body_window: int = 1000,
             keep = settled(rec) if settled is not None else ()
             recovery.mark_redelivered(conn, [q for q in rec.spilled if q not in keep])
         return rec
+
+
+def recover(engine: Engine, body_window: int = 1000) -> Recovered:
+    """:func:`load`'s first transaction alone, for a caller in another process: the
+    broker decides which queues' flags hold and sends :func:`mark_redelivered` the
+    rest. A crash between the two leaves the unclean mark, so the next start marks
+    them again."""
+    with engine.begin() as conn:
+        recovery.clean_up(conn)
+        return recovery.load(conn, body_window)
+
+
+def mark_redelivered(engine: Engine, queue_ids: Collection[int]) -> None:
+    """Mark the stored entries of these queues redelivered (after an unclean stop)."""
+    if queue_ids:
+        with engine.begin() as conn:
+            recovery.mark_redelivered(conn, list(queue_ids))

@@ -15,9 +15,9 @@ from sqlalchemy.sql import ClauseElement
 from amqplite.storeops import LOG_FIELDS
 
 from . import schema as s
-from .logbatch import iter_log_rows
+from .logsql import iter_log_rows
 
-__all__ = ["StoreReads"]
+__all__ = ["LocalReads", "StoreReads"]
 
 # positions in an ``(id, *LOG_FIELDS)`` row
 _MID = 1 + LOG_FIELDS.index("message_id")
@@ -153,3 +153,10 @@ class StoreReads:
         """A value from the ``meta`` table (e.g. the audit watermark mirror)."""
         with self.engine.connect() as conn:
             return conn.execute(select(s.meta.c.value).where(s.meta.c.key == key)).scalar()
+
+
+class LocalReads(StoreReads):
+    """The reads alone, on an engine of their own (a process store's, in the broker)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine

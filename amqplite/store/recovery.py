@@ -6,7 +6,6 @@ Metadata comes back as the same op records the broker writes (``PutExchange``,
 
 from __future__ import annotations
 
-import attrs
 from sqlalchemy import Connection, delete, exists, false, func, select, update
 
 from amqplite.storeops import (
@@ -29,57 +28,8 @@ from amqplite.storeops import (
 
 from . import cbor
 from . import schema as s
-from .logbatch import max_log_id
-
-
-@attrs.frozen
-class RecoveredEntry:
-    """One queue entry as persisted. ``body`` is None outside the body window."""
-
-    position: int
-    message_id: int
-    delivery_count: int
-    redelivered: bool
-    exchange: str
-    routing_key: str
-    properties: bytes
-    body: bytes | None
-    body_size: int
-
-
-@attrs.define
-class Recovered:
-    """Everything durable, as found at start-up."""
-
-    vhosts: list[PutVHost] = attrs.Factory(list)
-    users: list[PutUser] = attrs.Factory(list)
-    permissions: list[PutPermission] = attrs.Factory(list)
-    topic_permissions: list[PutTopicPermission] = attrs.Factory(list)
-    policies: list[PutPolicy] = attrs.Factory(list)
-    parameters: list[PutParameter] = attrs.Factory(list)
-    #: the MQTT listener's state as the ops that wrote it: sessions, packet ids, wills
-    mqtt_sessions: list[PutMQTTSession | PutMQTTPacketId | PutMQTTWill] = attrs.Factory(list)
-    #: Kafka consumer groups' committed offsets, by vhost, group, topic, partition
-    kafka_offsets: list[PutKafkaOffset] = attrs.Factory(list)
-    exchanges: list[PutExchange] = attrs.Factory(list)
-    queues: list[PutQueue] = attrs.Factory(list)
-    bindings: list[PutBinding] = attrs.Factory(list)
-    #: queue_id -> entries in position order (queues without entries absent)
-    entries: dict[int, list[RecoveredEntry]] = attrs.Factory(dict)
-    #: queue_id -> (count, bytes, lo, hi) of the entries after the first window,
-    #: left in the store (the broker loads them as the queue drains)
-    spilled: dict[int, tuple[int, int, int, int]] = attrs.Factory(dict)
-    #: retained publications of durable owners, oldest first
-    retained: list[PutRetained] = attrs.Factory(list)
-    #: highest ids ever used (seed the broker's counters above these)
-    max_queue_id: int = 0
-    max_message_id: int = 0
-    max_log_id: int = 0
-    meta: dict[str, str] = attrs.Factory(dict)
-    #: stream queue_id -> its segments in order, as (segment, first_offset,
-    #: last_offset, first_ts_us, last_ts_us, size); the open (last) one counted
-    #: from its entries, since its row is written only when it opens and seals
-    streams: dict[int, list[tuple[int, int, int, int, int, int]]] = attrs.Factory(dict)
+from .api import Recovered, RecoveredEntry
+from .logsql import max_log_id
 
 
 def clean_up(conn: Connection) -> None:

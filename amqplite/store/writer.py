@@ -15,9 +15,12 @@ when the socket is writable and :meth:`receive_some` when it is readable
 (see ``server.persistence``), and sets the two hooks. Everything here runs on
 that one thread, so nothing takes a lock or asks which thread it is on.
 
-Reads (recovery, page-ins, the admin API) stay in this process on pooled
-connections of their own: SQLite in WAL mode lets them run beside the
-child's writes.
+The child also opens the database for the broker: it creates or upgrades the
+schema and reads everything back at start (:meth:`ProcessStore.call`), so
+the broker process never imports SQLAlchemy (``store.api``). Page-ins are
+the child's reads too, in order with the writes (:meth:`ProcessStore.read`);
+the admin API's few reads open an engine here on first use
+(:meth:`ProcessStore.engine`), beside the child's writes (SQLite's WAL).
 
 If the child dies, the submissions it had are failed (publishers get a nack,
 exactly as for a failed commit), store writes are reported failing (which
@@ -34,15 +37,19 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any
 
-from amqplite.storeops import Op
+from amqplite.storeops import CLEAN_KEY, Op
 
-from .apply import PruneRange
-from .base import LOG_LINGER_S, Callback, StoreBase, StoreClosed
-from .committer import tell_failing
+from .api import LOG_LINGER_S, Callback, PruneRange, Recovered, StoreClosed, tell_failing
+from .database import MissingDriver
 from .writer_frames import RECV_SIZE, FrameBuffer, encode
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from .reads import StoreReads
 
 log = logging.getLogger(__name__)
 
@@ -68,21 +75,34 @@ class StoreWriterGone(StoreWriterError):
     landed, and says nothing about the submission's content."""
 
 
-class ProcessStore(StoreBase):
+class StoreOpenError(StoreWriterError):
+    """The writer process could not open the database (its text names the error)."""
+
+
+class ProcessStore:
     """The broker's store: its writer is ``python -m amqplite.store.writer_main``.
 
     Thread model: one thread (the event loop's) calls everything that writes
     (:meth:`start`, :meth:`submit`, :meth:`read`, :meth:`send_some`,
     :meth:`receive_some`) and runs the callbacks; it must live as long as the
     store (the child's death signal follows the thread that started it).
-    :meth:`close` and :meth:`flush` pump the socket themselves, once that loop
-    no longer does. The reads of :class:`~.base.StoreBase` are safe from any thread.
+    :meth:`call` (the start-up steps), :meth:`close` and :meth:`flush` pump the
+    socket themselves, where that loop does not. The local reads
+    (:meth:`fetch_bodies`...) are safe from any thread.
     """
 
     def __init__(self, url: str, durability: str = "fsync", *, busy_timeout_ms: int = 10_000,
                  log_linger_s: float = LOG_LINGER_S) -> None:
-        super().__init__(url, durability, busy_timeout_ms=busy_timeout_ms,
-                         log_linger_s=log_linger_s)
+        self.url = url
+        self.durability = durability
+        self.busy_timeout_ms = busy_timeout_ms
+        #: how long a log-only group waits for company (0: commit at once)
+        self.log_linger_s = log_linger_s
+        self._closed = False
+        #: reads on this process's own connections, opened on first use
+        self._local: StoreReads | None = None
+        #: why the last writer could not open the database (None once one did)
+        self.open_error: Exception | None = None
         self._submitted = 0
         self._completed = 0
         self._stopping = False
@@ -169,7 +189,8 @@ class ProcessStore(StoreBase):
             self._spawn()
 
     def close(self, timeout: float | None = None, *, clean: bool = False) -> None:
-        """Let the child commit everything, stop it, and record a clean stop if asked.
+        """Let the child commit everything, stop it, and record a clean stop if asked
+        (the child writes the mark after its last group, if nothing failed).
 
         Drives the socket itself: by now the event loop pumps it no more.
         """
@@ -181,19 +202,22 @@ class ProcessStore(StoreBase):
             deadline = None if timeout is None else time.monotonic() + timeout
             for _ in range(CLOSE_SPAWNS):
                 if self._sock is None:
+                    if self.open_error is not None:
+                        break  # a new writer could not open the database either
                     # the last writer died and the loop stopped before it started the
                     # next (or it died now): what is queued for it (a repair of failed
                     # metadata too) is written by one started here, not dropped
                     self.restarts += 1
                     self._spawn()
                 # a dead writer's frames to stop are gone with it
-                self._out.append((-1, encode(("x",))))
+                self._out.append((-1, encode(("x", clean and not self._failed))))
                 if self._drive(lambda: self._stop_acked, deadline) or self._sock is not None:
                     break
             if not self._stop_acked:
                 self._kill()
                 self._fail(list(self._callbacks), "store writer process did not stop in time")
-                raise TimeoutError("store writer process did not stop in time")
+                if self.open_error is None:
+                    raise TimeoutError("store writer process did not stop in time")
             if self._proc is not None:
                 try:
                     self._proc.wait(5)
@@ -204,9 +228,88 @@ class ProcessStore(StoreBase):
                 self._sock.close()
                 self._sock = None
         self._stopping = True
-        if self._failed:
-            clean = False
-        self._finish(clean and self._started)
+        self._closed = True
+        if self._local is not None:
+            self._local.engine.dispose()
+
+    # --- start-up: the child opens the database --------------------------------------
+
+    def call(self, name: str, *args: Any) -> Any:
+        """Ask the writer for one of its reads or start-up steps and wait for the
+        answer, pumping the socket on this thread: only where the event loop does
+        not (start-up, tools, tests). A writer that dies first is replaced and
+        asked again; one that cannot open the database raises why."""
+        if not self._started:
+            raise RuntimeError("start the store first: its writer process answers")
+        box: list[tuple[Any, BaseException | None]] = []
+        self.read(name, args, lambda result, err: box.append((result, err)))
+        while not box:
+            if self._sock is None:
+                if self.open_error is not None:
+                    raise self.open_error
+                time.sleep(self._respawn_delay)
+                self.respawn()
+            self._drive(lambda: bool(box) or self._sock is None, None)
+        result, err = box[0]
+        if err is not None:
+            raise self.open_error or err
+        return result
+
+    def create(self) -> None:
+        """Create the tables if missing and stamp the schema version (idempotent)."""
+        self.call("create")
+
+    def load(self, body_window: int = 1000,
+             settled: Callable[[Recovered], Collection[int]] | None = None) -> Recovered:
+        """Clean up orphans and read everything durable back; after an unclean stop the
+        spilled entries are marked redelivered, except in the queues ``settled``
+        names (``store.lifecycle.load``'s, in two steps: ``settled`` runs here)."""
+        rec: Recovered = self.call("recover", body_window)
+        if rec.spilled and rec.meta.get(CLEAN_KEY) != "1":
+            keep = settled(rec) if settled is not None else ()
+            self.call("mark_redelivered", [q for q in rec.spilled if q not in keep])
+        return rec
+
+    def mark_open(self) -> None:
+        """Record that a broker runs on this database (call after ``load``)."""
+        self.call("mark_open")
+
+    # --- reads on this process's own connections ---------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        """An engine of this process's own (the admin API's reads): opened, and
+        SQLAlchemy imported, on first use; safe from any thread."""
+        return self._local_reads().engine
+
+    def _local_reads(self) -> StoreReads:
+        local = self._local
+        if local is None:
+            # no lock (the loop's side takes none): two first reads at once each open
+            # an engine and one is dropped, which costs nothing but its creation
+            from .committer import open_engine
+            from .reads import LocalReads
+
+            local = self._local = LocalReads(open_engine(self.url, self.durability,
+                                                         self.busy_timeout_ms))
+        return local
+
+    def fetch_bodies(self, message_ids: Sequence[int]) -> dict[int, bytes]:
+        return self._local_reads().fetch_bodies(message_ids)
+
+    def fetch_entries(self, queue_id: int, lo: int, hi: int,
+                      limit: int) -> list[tuple[Any, ...]]:
+        return self._local_reads().fetch_entries(queue_id, lo, hi, limit)
+
+    def fetch_stream(self, queue_id: int, lo: int, limit: int) -> list[tuple[int, int, bytes]]:
+        return self._local_reads().fetch_stream(queue_id, lo, limit)
+
+    def read_delivery_log(self, message_id: str | None = None, after_id: int = 0,
+                          limit: int = 1000, **kw: Any) -> list[dict[str, Any]]:
+        return self._local_reads().read_delivery_log(message_id, after_id, limit, **kw)
+
+    def get_meta(self, key: str) -> str | None:
+        return self._local_reads().get_meta(key)
 
     @property
     def failed_submissions(self) -> int:
@@ -350,6 +453,7 @@ class ProcessStore(StoreBase):
             callbacks = self._callbacks
             calls = [(callbacks.pop(sid), err, res) for sid, err, res in batch]
             self.groups, self.last_group_size = groups, size
+            self.open_error = None
             if self.failing is not None and not self._stopping:
                 self._set_failing(None)  # a (new) writer commits again
             for (cb, ops), err, res in calls:
@@ -365,6 +469,7 @@ class ProcessStore(StoreBase):
             self._completed += len(calls)
         elif kind == "r":
             _kind, rid, result, err = msg
+            self.open_error = None
             read_cb = self._reads.pop(rid)
             try:
                 read_cb(result, None if err is None else StoreWriterError(err))
@@ -372,6 +477,11 @@ class ProcessStore(StoreBase):
                 log.exception("store read callback raised")
         elif kind == "f":
             self._set_failing(msg[1])
+        elif kind == "e":
+            _kind, name, text = msg
+            self.open_error = (MissingDriver(text) if name == "MissingDriver"
+                               else StoreOpenError(f"{name}: {text}"))
+            log.error("store writer process cannot open the database: %s", self.open_error)
         elif kind == "x":
             self._failed += msg[1]
             self._stop_acked = True

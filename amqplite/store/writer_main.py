@@ -12,6 +12,7 @@ race the next one on the database.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -23,14 +24,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .apply import PruneRange
+from .api import PruneRange
 from .base import StoreBase
 from .committer import Committer, needs_fsync
 from .writer_frames import RECV_SIZE, FrameBuffer, encode, recv_into
 
 PR_SET_PDEATHSIG = 1
-#: the reads the broker may ask the writer to do (in order with its writes)
-READS = frozenset({"fetch_entries", "fetch_bodies", "fetch_stream"})
+#: the reads the broker may ask the writer to do (in order with its writes), and the
+#: start-up steps it asks for the same way (the broker process has no engine)
+READS = frozenset({"fetch_entries", "fetch_bodies", "fetch_stream", "get_meta", "prune_range",
+                   "create", "recover", "mark_redelivered", "mark_open"})
 #: Under load, while messages are both stored and acked, commits start at most
 #: this often (RabbitMQ's message store syncs every 25 ms while busy). Confirms
 #: then trail deliveries by about this much: a publisher's window of unconfirmed
@@ -210,6 +213,8 @@ class _Writer:
         self.last_paced = False
         self.urgent = False
         self.stop = False
+        #: the stop frame asks for a clean-stop mark (the broker saw no failure)
+        self.clean = False
         self.eof = False
         #: what the reader thread received, not yet parsed
         self.chunks: list[bytes] = []
@@ -231,6 +236,7 @@ class _Writer:
                 self.urgent = self.reading = True  # someone waits for the answer
             elif msg[0] == "x":
                 self.stop = True
+                self.clean = len(msg) > 1 and bool(msg[1])
 
     def _fill(self, timeout: float | None) -> None:
         """Wait up to ``timeout`` (None: for ever) for bytes, then take all that came."""
@@ -284,8 +290,10 @@ class _Writer:
                 raise ValueError(f"not a store read: {name!r}")
             result = getattr(self.db, name)(*args)
         except Exception as exc:
-            log.exception("store read %s failed", name)
+            # the broker raises it where it asked (start-up names it to the operator)
             err = error_text(exc)
+            log.error("store read %s failed: %s", name, err.splitlines()[0])
+            log.debug("store read %s failed", name, exc_info=True)
         self.send(("r", rid, result, err))
 
     def _gather_until(self, deadline: float, more: Callable[[], bool]) -> None:
@@ -341,6 +349,11 @@ class _Writer:
             self.last_paced = (ins_after != ins and dels_after != dels) or apps_after != apps
             if self.stop and not self.pending:
                 self.committer.close()
+                if self.clean and not self.committer.failed:
+                    try:
+                        self.db.mark_clean()
+                    except Exception:
+                        log.exception("could not record the clean shutdown")
                 self.db.engine.dispose()
                 self.send(("x", self.committer.failed))
                 self.out.close()
@@ -357,16 +370,20 @@ def serve(sock: socket.socket) -> int:
     _kind, url, durability, busy_timeout_ms, linger, level = init
     logging.basicConfig(level=level,
                         format="%(asctime)s %(levelname)s %(name)s[writer]: %(message)s")
-    db = StoreBase(url, durability, busy_timeout_ms=busy_timeout_ms, log_linger_s=linger)
-    database = db.engine.url.database
-    wal = (WalSync(database) if db.engine.dialect.name == "sqlite" and durability == "fsync"
-           and database and database != ":memory:" and not database.startswith("file:")
-           else None)
-    committer = Committer(db.engine, durability, defer_sync=wal is not None)
+    try:
+        db = StoreBase(url, durability, busy_timeout_ms=busy_timeout_ms, log_linger_s=linger)
+        database = db.engine.url.database
+        wal = (WalSync(database) if db.engine.dialect.name == "sqlite" and durability == "fsync"
+               and database and database != ":memory:" and not database.startswith("file:")
+               else None)
+        committer = Committer(db.engine, durability, defer_sync=wal is not None)
+    except Exception as exc:  # the broker names it to the operator and stops
+        with contextlib.suppress(OSError):
+            sock.sendall(encode(("e", type(exc).__name__, str(exc))))
+        return 1
     writer = _Writer(sock, db, committer, wal)
     writer.frames = frames
     committer.on_failing = lambda reason: writer.send(("f", reason))
-    committer.prepare()
     # The writer keeps CPython's collector thresholds: with the broker's (tune_gc)
     # it used 3-4 % less CPU in S1 but held 25-30 MiB more RSS in S1 and S5, and
     # since held batches settle most of S1 before it (server.persistence) its

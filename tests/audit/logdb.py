@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, event, func, select
 
-from amqplite.store.logbatch import create_views, insert_log_rows, max_log_id
+from amqplite.store.logsql import create_views, insert_log_rows, max_log_id
 from amqplite.store.schema import delivery_log, metadata
 
 US = 1_000_000

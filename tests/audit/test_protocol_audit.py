@@ -15,7 +15,7 @@ from sqlalchemy import create_engine
 
 from amqplite.audit.config import AuditConfig, sqlite_target
 from amqplite.audit.job import run_audit
-from amqplite.store.logbatch import iter_log_rows
+from amqplite.store.logsql import iter_log_rows
 from amqplite.storeops import LOG_FIELDS
 from tests.server.mqttclient import V5, V311, Client, mqtt_broker, new_id
 

@@ -144,9 +144,9 @@ async def test_metadata_the_store_refuses_for_good_is_undone_after_bounded_retri
 
     url = f"sqlite:///{tmp_path / 'amqplite.db'}"
     store = ProcessStore(url, log_linger_s=0)
+    store.start()
     store.create()
     store.load()
-    store.start()
     broker = Broker()
     persistence = Persistence(store, broker)
     persistence.bind_loop()

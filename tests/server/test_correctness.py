@@ -206,13 +206,13 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill(path: Path) -> None:
-    """Write zeros until the filesystem is full."""
-    with open(path, "wb") as f:
+    """Write zeros until the filesystem is full. Unbuffered: a buffered file keeps
+    the part of a chunk that did not fit and fails again when it is closed."""
+    with open(path, "wb", buffering=0) as f:
         chunk = b"\0" * 65536
         with contextlib.suppress(OSError):
             while True:
                 f.write(chunk)
-                f.flush()
         with contextlib.suppress(OSError):
             os.fsync(f.fileno())
 

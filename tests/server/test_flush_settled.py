@@ -26,8 +26,8 @@ def _settled(queue_id: int, mid: int) -> list[object]:
 async def test_receipts_of_a_settled_batch_do_not_wait_for_log_rows_in_flight(
         tmp_path: Path) -> None:
     store = ProcessStore(f"sqlite:///{tmp_path / 's.db'}", log_linger_s=0)
-    await trio.to_thread.run_sync(store.create)
     store.start()
+    await trio.to_thread.run_sync(store.create)
     b = Broker()
     p = Persistence(store, b)
     p.bind_loop()

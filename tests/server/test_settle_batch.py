@@ -64,9 +64,9 @@ async def test_acks_hold_the_batch_behind_the_commit_in_flight(tmp_path: Path) -
 
     url = f"sqlite:///{tmp_path / 'amqplite.db'}"
     store = ProcessStore(url, log_linger_s=0)
+    store.start()
     store.create()
     store.load()
-    store.start()
     broker = Broker(log_level="off")  # log rows would carry message keys too
     persistence = Persistence(store, broker)
     persistence.bind_loop()

@@ -175,7 +175,8 @@ def test_a_log_buffer_hands_over_every_row_in_order_in_bounded_batches(
 @both_backends
 def test_log_buffer_batches_land_as_consecutive_ids(store: Store) -> None:
     """What the buffer hands over is stored like any rows: ids in order, no gaps."""
-    from amqplite.store.logbatch import LogBuffer, iter_log_rows
+    from amqplite.store.logbatch import LogBuffer
+    from amqplite.store.logsql import iter_log_rows
 
     buf = LogBuffer()
     rows = [(5000 + i, "acked", "/", "", "rk", "q", f"m{i}", i + 1, "c", 1, 10, None,
@@ -230,7 +231,7 @@ def test_events_stored_before_the_protocol_column_read_back_with_none(tmp_path: 
     from sqlalchemy import create_engine, insert
 
     from amqplite.store import schema
-    from amqplite.store.logbatch import create_views, iter_log_rows
+    from amqplite.store.logsql import create_views, iter_log_rows
 
     eng = create_engine(f"sqlite:///{tmp_path / 'old.db'}")
     schema.metadata.create_all(eng)

@@ -45,8 +45,8 @@ def _pump_until(store: ProcessStore, cond: object, timeout: float = 20.0) -> Non
 @pytest.fixture
 def pstore(db_url: str):  # type: ignore[no-untyped-def]
     store = ProcessStore(db_url, log_linger_s=0)
-    store.create()
     store.start()
+    store.create()
     yield store
     store.close(20)
 
@@ -122,9 +122,9 @@ def test_a_killed_writer_fails_what_it_had_and_a_new_one_takes_over(
 
 def test_close_stops_the_writer_and_records_a_clean_stop(tmp_path: Path) -> None:
     store = ProcessStore(f"sqlite:///{tmp_path / 'c.db'}")
+    store.start()
     store.create()
     store.mark_open()
-    store.start()
     pid = store.writer_pid
     assert pid is not None
     for i in range(10):
@@ -167,8 +167,8 @@ def test_log_rows_linger_but_work_someone_waits_on_does_not(tmp_path: Path) -> N
 def test_an_urgent_submission_ends_the_linger(tmp_path: Path, kind: type[Store]) -> None:
     """Log rows someone waits on (a confirm of a transient message) commit at once."""
     store = kind(f"sqlite:///{tmp_path / 'u.db'}", log_linger_s=30)
+    store.start()  # a process store's writer creates the schema: it goes first
     store.create()
-    store.start()
     try:
         got: list[BaseException | None] = []
         store.submit([_row(1)])
@@ -232,8 +232,8 @@ def test_close_after_the_writer_died_writes_what_waits(tmp_path: Path, noticed: 
     submitted since (a repair of failed metadata, say) is written, not dropped."""
     url = f"sqlite:///{tmp_path / 'w.db'}"
     store = ProcessStore(url, log_linger_s=0)
-    store.create()
     store.start()
+    store.create()
     got: list[BaseException | None] = []
     store.submit([PutQueue(1, "/", "before")], got.append)
     _pump_until(store, lambda: got == [None])
@@ -287,3 +287,40 @@ def test_the_broker_store_carries_no_thread_writer() -> None:
         attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         assert "threading" not in names, mod.__name__
         assert not attrs & {"get_ident", "_lock", "Lock", "Condition"}, mod.__name__
+
+
+def _maps_sqlalchemy(pid: int) -> bool:
+    with open(f"/proc/{pid}/maps") as f:
+        return "/sqlalchemy/" in f.read()
+
+
+def test_the_broker_process_never_loads_sqlalchemy(tmp_path: Path) -> None:
+    """On SQLite the writer process opens the database, creates the schema and reads
+    everything back: the broker's own process keeps SQLAlchemy's 17 MiB out, through
+    a start, persistent traffic and a restart with a backlog to recover."""
+    import pika
+
+    from tests.brokerproc import BrokerProcess
+
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        for round_ in range(2):  # the second start recovers the first one's backlog
+            c = pika.BlockingConnection(pika.URLParameters(b.url))
+            ch = c.channel()
+            ch.confirm_delivery()
+            ch.queue_declare("kept", durable=True)
+            for i in range(20):
+                ch.basic_publish("", "kept", b"m%d" % i, pika.BasicProperties(delivery_mode=2))
+            _m, _p, body = ch.basic_get("kept", auto_ack=True)
+            assert body == [b"m0", b"m1"][round_]  # the second start recovered m1..m19
+            c.close()
+            assert b.proc is not None
+            pid = b.proc.pid
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                writers = [int(p) for p in f.read().split()]
+            assert writers and all(_maps_sqlalchemy(w) for w in writers)  # the probe works
+            assert not _maps_sqlalchemy(pid)
+            b.stop()
+            b.start()
+    finally:
+        b.kill()

@@ -33,7 +33,6 @@ from amqplite.protocol.events import (
     ContentReceived,
     MethodReceived,
 )
-from amqplite.server.shell import read_fd
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -106,7 +105,6 @@ class AMQPConnection:
         #: a plain TCP socket's descriptor: flush() writes to it straight from the
         #: task that produced the bytes, without a wake-up of the writer (-1: TLS)
         self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
-        self._read_was_full = True  # the last read filled the buffer: see _receive_fd
         #: the part of a direct write the socket did not take: the writer sends it first
         self._carry: bytes | memoryview = b""
         #: the writer is between a wake-up and its next wait: it owns the socket
@@ -190,19 +188,38 @@ class AMQPConnection:
     async def _reader(self) -> None:
         proto = self.proto
         persistence = self._persist
+        interpret = self.server.interpret
+        fd = self._fd
+        wait_readable = trio.lowlevel.wait_readable
+        # a plain TCP client is read straight from its socket, as the shell's reader
+        # does (ConnectionShell._reader says why), inline: every coroutine frame
+        # between the trap and this loop is resumed and suspended on every wake-up
+        was_full = True
         while self.alive:
             if (self._linger_deadline is None and not persistence.has_capacity
                     and self._publish_epoch == persistence.alarm_epoch):
                 # as RabbitMQ's alarms: publishers wait, consumers keep acking
                 await self._paused(self._wait_unblocked(persistence))
-            if self._linger_deadline is None and self._unsent() > WRITE_HIGH_WATER:
+            if (self._linger_deadline is None and proto.pending_bytes() + self._in_flight
+                    + len(self._carry) > WRITE_HIGH_WATER):  # _unsent(), inline
                 # a publisher that never reads what it is owed (confirms): stop reading
                 await self._paused(self._wait_drained())
             if self.session is not None and self.session.congested is not None:
                 await self._paused(self.server.flow.wait(self.session))  # see flow.py
             try:
-                data = await (self._receive_fd() if self._fd >= 0
-                              else self.stream.receive_some(RECV_SIZE))
+                if fd < 0:
+                    data = await self.stream.receive_some(RECV_SIZE)
+                else:
+                    if was_full:
+                        await trio.lowlevel.checkpoint()
+                    else:
+                        await wait_readable(fd)
+                    try:
+                        data = os.read(fd, RECV_SIZE)
+                    except BlockingIOError:  # woken without data (rare): wait again
+                        was_full = False
+                        continue
+                    was_full = len(data) == RECV_SIZE
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 return
             if not data:
@@ -225,20 +242,16 @@ class AMQPConnection:
             # the outcome's frames (returns, confirms, deliveries) join this read's
             # replies in order, and they go out before the store hand-over: a
             # consumer acking each batch otherwise waits for its next deliveries
-            # behind the encoding of its own acks
-            self.server.interpret(flush=False)
-            self.flush()
-            self.server.persist.flush()
-            self.flush()
+            # behind the encoding of its own acks. Nothing queued, nothing to flush
+            # (what flush() would wake the writer for, the writer has in hand)
+            interpret(flush=False)
+            if proto.pending_bytes():
+                self.flush()
+            persistence.flush()
+            if proto.pending_bytes():
+                self.flush()
             if done:
                 self._linger()
-
-    async def _receive_fd(self) -> bytes:
-        """The next bytes from a plain TCP client, read straight from its socket
-        (``shell.read_fd`` says why)."""
-        data = await read_fd(self._fd, RECV_SIZE, self._read_was_full)
-        self._read_was_full = len(data) == RECV_SIZE
-        return data
 
     def _unsent(self) -> int:
         """Bytes owed to the client: queued in the protocol plus the write in flight."""
@@ -397,7 +410,7 @@ class AMQPConnection:
         if n < len(data):
             self._carry = memoryview(data)[n:]  # no copy of what is left
             self._wake_writer()
-        else:
+        elif self._reading_paused:  # only _wait_drained waits on it (no call per delivery)
             self._drained.set()
 
     def wake(self) -> None:

@@ -36,30 +36,6 @@ GONE = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 READ, PARK, FINISH = 0, 1, 2
 
 
-async def read_fd(fd: int, size: int, was_full: bool) -> bytes:
-    """The next bytes of a plain TCP socket, read straight from it (the AMQP
-    connection reads this way; the shell's reader does the same inline, where MQTT
-    waits on its own epoll set instead).
-
-    Why not ``SocketStream.receive_some``: it tries a recv first (on a mostly
-    idle connection that fails: nothing came yet), then waits, then reads, then
-    takes one more trip through the scheduler after the read. After a short read
-    (``was_full`` false) the socket is almost surely empty, so this waits first
-    and reads once: one wake-up and two syscalls per read where there were two
-    and four. After a full read it only checkpoints, so a busy client still lets
-    the others run.
-    """
-    while True:
-        if was_full:
-            await trio.lowlevel.checkpoint()
-        else:
-            await trio.lowlevel.wait_readable(fd)
-        try:
-            return os.read(fd, size)
-        except BlockingIOError:  # woken without data (rare): wait again
-            was_full = False
-
-
 class Wire(Protocol):
     """The sans-I/O connection object, as far as the shell needs it."""
 
@@ -198,9 +174,13 @@ class ConnectionShell:
 
     async def _reader(self, wait: bool = True) -> bool:
         """Read until the connection ends (then ``finish``) or parks (True). Plain TCP
-        reads its socket itself (``read_fd`` says why): after a short read it waits
-        first (``wait``; False: bytes are there), after a full one it only lets the
-        others run. TLS and WebSocket read the stream."""
+        reads its socket itself, as the AMQP connection does: ``SocketStream.receive_some``
+        tries a recv first (on a mostly idle connection that fails: nothing came
+        yet), then waits, then reads, then takes one more trip through the
+        scheduler. After a short read (``wait``) the socket is almost surely empty,
+        so this waits first and reads once: one wake-up and two syscalls per read
+        where there were two and four. After a full read it only lets the others
+        run (a busy client must not starve them). TLS and WebSocket read the stream."""
         proto = self.proto
         persistence = self.listener.persistence
         fd = self._fd

@@ -191,9 +191,8 @@ class AMQPConnection:
         interpret = self.server.interpret
         fd = self._fd
         wait_readable = trio.lowlevel.wait_readable
-        # a plain TCP client is read straight from its socket, as the shell's reader
-        # does (ConnectionShell._reader says why), inline: every coroutine frame
-        # between the trap and this loop is resumed and suspended on every wake-up
+        # plain TCP is read straight from its socket (ConnectionShell._reader says why),
+        # inline: each coroutine frame in between is resumed on every wake-up
         was_full = True
         while self.alive:
             if (self._linger_deadline is None and not persistence.has_capacity
@@ -240,10 +239,9 @@ class AMQPConnection:
                     log.exception("internal error on %s", self.name)
                     self._connection_error(AMQPError(541, f"INTERNAL_ERROR - {exc!r}"))
             # the outcome's frames (returns, confirms, deliveries) join this read's
-            # replies in order, and they go out before the store hand-over: a
-            # consumer acking each batch otherwise waits for its next deliveries
-            # behind the encoding of its own acks. Nothing queued, nothing to flush
-            # (what flush() would wake the writer for, the writer has in hand)
+            # replies in order and go out before the store hand-over: a consumer
+            # acking each batch otherwise waits for its next deliveries behind the
+            # encoding of its own acks. Nothing queued: nothing to flush
             interpret(flush=False)
             if proto.pending_bytes():
                 self.flush()

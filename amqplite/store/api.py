@@ -10,11 +10,12 @@ callbacks of a submission) lives here, where both can import it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import attrs
 
 from amqplite.storeops import (
+    CLEAN_KEY,
     PutBinding,
     PutExchange,
     PutKafkaOffset,
@@ -116,3 +117,13 @@ class Recovered:
     #: last_offset, first_ts_us, last_ts_us, size); the open (last) one counted
     #: from its entries, since its row is written only when it opens and seals
     streams: dict[int, list[tuple[int, int, int, int, int, int]]] = attrs.Factory(dict)
+
+
+def redelivered_queues(rec: Recovered,
+                       settled: Callable[[Recovered], Collection[int]] | None) -> list[int]:
+    """The queues whose spilled entries a start marks redelivered: after an unclean
+    stop, all but those ``settled`` names (ids whose stored flags hold)."""
+    if not rec.spilled or rec.meta.get(CLEAN_KEY) == "1":
+        return []
+    keep = settled(rec) if settled is not None else ()
+    return [q for q in rec.spilled if q not in keep]

@@ -17,7 +17,7 @@ from amqplite.storeops import CLEAN_KEY
 
 from . import recovery
 from . import schema as s
-from .api import Recovered
+from .api import Recovered, redelivered_queues
 from .apply import upsert
 from .logsql import create_views
 from .upgrade import (
@@ -91,9 +91,8 @@ def load(engine: Engine, body_window: int = 1000,
     with engine.begin() as conn:
         recovery.clean_up(conn)
         rec = recovery.load(conn, body_window)
-        if rec.spilled and rec.meta.get(CLEAN_KEY) != "1":
-            keep = settled(rec) if settled is not None else ()
-            recovery.mark_redelivered(conn, [q for q in rec.spilled if q not in keep])
+        if queues := redelivered_queues(rec, settled):
+            recovery.mark_redelivered(conn, queues)
         return rec
 
 

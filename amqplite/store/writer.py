@@ -40,9 +40,17 @@ from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from amqplite.storeops import CLEAN_KEY, Op
+from amqplite.storeops import Op
 
-from .api import LOG_LINGER_S, Callback, PruneRange, Recovered, StoreClosed, tell_failing
+from .api import (
+    LOG_LINGER_S,
+    Callback,
+    PruneRange,
+    Recovered,
+    StoreClosed,
+    redelivered_queues,
+    tell_failing,
+)
 from .database import MissingDriver
 from .writer_frames import RECV_SIZE, FrameBuffer, encode
 
@@ -265,16 +273,15 @@ class ProcessStore:
         spilled entries are marked redelivered, except in the queues ``settled``
         names (``store.lifecycle.load``'s, in two steps: ``settled`` runs here)."""
         rec: Recovered = self.call("recover", body_window)
-        if rec.spilled and rec.meta.get(CLEAN_KEY) != "1":
-            keep = settled(rec) if settled is not None else ()
-            self.call("mark_redelivered", [q for q in rec.spilled if q not in keep])
+        if queues := redelivered_queues(rec, settled):
+            self.call("mark_redelivered", queues)
         return rec
 
     def mark_open(self) -> None:
         """Record that a broker runs on this database (call after ``load``)."""
         self.call("mark_open")
 
-    # --- reads on this process's own connections ---------------------------------
+    # --- the admin API's reads, on this process's own connections ---------------------
 
     @property
     def engine(self) -> Engine:
@@ -297,19 +304,8 @@ class ProcessStore:
     def fetch_bodies(self, message_ids: Sequence[int]) -> dict[int, bytes]:
         return self._local_reads().fetch_bodies(message_ids)
 
-    def fetch_entries(self, queue_id: int, lo: int, hi: int,
-                      limit: int) -> list[tuple[Any, ...]]:
-        return self._local_reads().fetch_entries(queue_id, lo, hi, limit)
-
     def fetch_stream(self, queue_id: int, lo: int, limit: int) -> list[tuple[int, int, bytes]]:
         return self._local_reads().fetch_stream(queue_id, lo, limit)
-
-    def read_delivery_log(self, message_id: str | None = None, after_id: int = 0,
-                          limit: int = 1000, **kw: Any) -> list[dict[str, Any]]:
-        return self._local_reads().read_delivery_log(message_id, after_id, limit, **kw)
-
-    def get_meta(self, key: str) -> str | None:
-        return self._local_reads().get_meta(key)
 
     @property
     def failed_submissions(self) -> int:

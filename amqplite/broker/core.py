@@ -157,7 +157,7 @@ class Broker:
                                     log=dlog, body_window=body_window, counters=counters)
         self._dead_letterer = dl = DeadLetterer(now=now, vhosts=vhosts, counters=counters,
                                                 log=dlog)
-        self._publisher = pub = Publisher(
+        self.publisher = pub = Publisher(
             vhosts=vhosts, outbox=outbox, counters=counters, log=dlog, retained=self.retained,
             reply_channels=self.reply_channels, access=access, confirms=confirms,
             streams=streams, expiry=expiry, pager=pager, body_window=body_window)
@@ -345,12 +345,12 @@ class Broker:
     # ------------------------------------------------------------------ ids
     def seed_ids(self, max_queue_id: int, max_message_key: int) -> None:
         self._queues.seed_queue_ids(max_queue_id)
-        self._publisher.seed_message_keys(max_message_key)
+        self.publisher.seed_message_keys(max_message_key)
 
     @property
     def message_key_mark(self) -> int:
         """The highest message key handed out so far (every log row's key is at most this)."""
-        return self._publisher.message_key_mark
+        return self.publisher.message_key_mark
 
     # -------------------------------------------------------------- outbox
     def take_outcome(self) -> Outcome:

@@ -41,6 +41,7 @@ from amqplite.protocol.events import (
     ConnectionClosing,
     ConnectionOpened,
     ConnectionState,
+    ContentReceived,
     Event,
     MethodReceived,
 )
@@ -256,6 +257,19 @@ class ServerConnection(FrameReader):
             if kind in _TRANSITIONS:
                 self._apply(item)
             return item  # type: ignore[no-any-return]
+        return None
+
+    def next_publish(self) -> ContentReceived | None:
+        """The next event if a publish (replies before it released), else None, left queued."""
+        events = self._events
+        while events:
+            item = events[0]
+            if type(item) is bytes:
+                self._out += events.popleft()
+            elif type(item) is ContentReceived:
+                return events.popleft()  # type: ignore[no-any-return]
+            else:
+                return None
         return None
 
     def _apply(self, event: Any) -> None:

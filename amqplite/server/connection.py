@@ -33,6 +33,7 @@ from amqplite.protocol.events import (
     ContentReceived,
     MethodReceived,
 )
+from amqplite.server.publishing import publish_run
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -274,8 +275,7 @@ class AMQPConnection:
         """The store is far behind: stop reading, and tell clients that understand it.
 
         RabbitMQ sends connection.blocked to publishers under resource alarms;
-        clients with the ``connection.blocked`` capability surface it.
-        """
+        clients with the ``connection.blocked`` capability surface it."""
         tell = self.session is not None and bool(
             self.proto.client_capabilities.get("connection.blocked"))
         if tell:
@@ -290,6 +290,8 @@ class AMQPConnection:
         """Process every complete event; True when the connection is finished."""
         proto = self.proto
         while True:
+            if publish_run(proto, self.broker, self.channels, self._channel_error):
+                self._publish_epoch = self._persist.alarm_epoch
             if proto.close_pending():
                 # what earlier frames are owed (returns, confirms) goes out before close-ok
                 self.server.interpret(flush=False)
@@ -554,10 +556,8 @@ class AMQPConnection:
             return
         self._publish_epoch = self._persist.alarm_epoch
         try:
-            self.broker.basic_publish(
-                ch, method.exchange, method.routing_key, props, body,
-                mandatory=method.mandatory, immediate=method.immediate,
-            )
+            self.broker.basic_publish(ch, method.exchange, method.routing_key, props, body,
+                                      mandatory=method.mandatory, immediate=method.immediate)
         except ChannelError as exc:
             self._channel_error(number, exc)
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from amqplite.broker.base import MESSAGE_SIZE_BUCKETS, Counters
 from amqplite.broker.core import Broker
 from amqplite.broker.effects import GetOk
 from amqplite.broker.model import CHANNEL_STATS, ChannelState, channel_counts
@@ -68,3 +72,22 @@ def test_a_closed_channel_keeps_its_counts_in_its_vhost(broker: Broker) -> None:
     broker.close_channel(ch)  # twice: counted once
     vh = dict(zip(CHANNEL_STATS, broker.vhosts["/"].closed_stats, strict=True))
     assert vh["publish"] == 1 and vh["get_no_ack"] == 1
+
+
+@given(st.lists(st.sampled_from([0, 1, 100, 101, 1000, 1024, 10_000, 60_000_000])
+                | st.integers(0, 10**9), max_size=50), st.integers(1, 4))
+def test_the_size_histogram_counts_each_publish_in_its_bucket(sizes: list[int],
+                                                              folds: int) -> None:
+    """Runs of one size are counted together; any split into folds gives the same."""
+    c = Counters()
+    step = max(1, len(sizes) // folds)
+    for i in range(0, len(sizes), step):
+        c.new_sizes.extend(sizes[i : i + step])
+        c.fold_sizes()
+    expect = [0] * (len(MESSAGE_SIZE_BUCKETS) + 1)
+    for size in sizes:
+        expect[next((i for i, b in enumerate(MESSAGE_SIZE_BUCKETS) if size <= b),
+                    len(MESSAGE_SIZE_BUCKETS))] += 1
+    assert c.message_sizes == expect
+    assert c.message_bytes == sum(sizes)
+    assert c.new_sizes == []

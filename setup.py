@@ -37,7 +37,7 @@ COMPILED = [
     "amqplite/broker/*.py",
     "amqplite/broker/exchanges/*.py",
     "amqplite/server/interpreter.py",
-    "amqplite/server/publishing.py",
+    "amqplite/server/hotpath.py",
     "amqplite/sessions/mqtt/*.py",
     # the STOMP session rules and connection shell (per SEND, ACK and delivery)
     "amqplite/sessions/stomp/*.py",

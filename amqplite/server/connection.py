@@ -33,7 +33,7 @@ from amqplite.protocol.events import (
     ContentReceived,
     MethodReceived,
 )
-from amqplite.server.publishing import publish_run
+from amqplite.server.hotpath import publish_run, write_deliveries
 
 if TYPE_CHECKING:
     from amqplite.server.app import Server
@@ -521,14 +521,10 @@ class AMQPConnection:
     # ------------------------------------------------------- broker -> wire
     # These queue frames only; the interpreter calls flush() (or wake()) once per
     # connection after the whole Outcome, so a batch of deliveries is one write.
-    def deliver(self, ch: ChannelState, consumer_tag: str, delivery_tag: int,
-                redelivered: bool, message: Any, properties: bytes | None = None) -> None:
-        if not self.alive or ch.number not in self.channels:
-            return
-        self.proto.send_deliver(
-            ch.number, consumer_tag, delivery_tag, redelivered, message.exchange,
-            message.routing_key, properties or message.properties_raw, message.body,
-        )
+    def deliver_run(self, run: list[Any]) -> None:
+        """Consecutive Deliver effects to this connection: one native call for all."""
+        if self.alive:
+            write_deliveries(self.proto, self.channels, run)
 
     def deliver_stream(self, ch: ChannelState, consumer_tag: str, first_tag: int,
                        entries: list[Any]) -> None:

@@ -59,16 +59,25 @@ class Interpreter:
         # the order first written): a batch of deliveries becomes one write
         written: dict[Any, None] = {}
         last: Any = None
+        # consecutive deliveries to one connection go as one run (an AMQP connection
+        # writes a run in one native call); the run is out before any other effect
+        run: list[Deliver] = []
         for e in outcome.effects:
             t = type(e)
             if t is Deliver:
                 tr = e.channel.session.transport
                 if tr is not None:
-                    tr.deliver(e.channel, e.consumer_tag, e.delivery_tag, e.redelivered,
-                               e.message, e.properties)
                     if tr is not last:
+                        if run:
+                            _deliver_run(last, run)
+                            run = []
                         written[tr] = last = tr
-            elif t is StreamDeliver:
+                    run.append(e)
+                continue
+            if run:
+                _deliver_run(last, run)
+                run = []
+            if t is StreamDeliver:
                 tr = e.channel.session.transport
                 if tr is not None:
                     tr.deliver_stream(e.channel, e.consumer_tag, e.first_tag, e.entries)
@@ -102,6 +111,8 @@ class Interpreter:
                 tr = e.session.transport
                 if tr is not None:
                     tr.force_close(e.reply_code, e.reply_text)
+        if run:
+            _deliver_run(last, run)
         for tr in written:
             tr.flush()
         if flush:
@@ -155,3 +166,15 @@ class Interpreter:
             tr.send_confirm(ch, c.upto, c.multiple, nack)
             return tr
         return None
+
+
+def _deliver_run(tr: Any, run: list[Deliver]) -> None:
+    """Hand a run of deliveries to their connection: at once where it takes a run
+    (``deliver_run``: AMQP), else one ``deliver`` each (MQTT, STOMP, Kafka)."""
+    many = getattr(tr, "deliver_run", None)
+    if many is not None:
+        many(run)
+        return
+    for e in run:
+        tr.deliver(e.channel, e.consumer_tag, e.delivery_tag, e.redelivered, e.message,
+                   e.properties)

@@ -210,7 +210,7 @@ def test_read_size_follows_the_entry_size() -> None:
     st = StreamLog()
     for _ in range(100):
         st.append(0, 64 * 1024, 1 << 40)
-    assert st.read_limit() == READ_BYTES // (64 * 1024) == 16
+    assert st.read_limit() == READ_BYTES // (64 * 1024) == 32
     for _ in range(10):
         st.append(0, 64 * 1024 * 1024, 1 << 40)
     assert st.read_limit() == MIN_READ

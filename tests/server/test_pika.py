@@ -168,3 +168,27 @@ def test_headers_round_trip(channel) -> None:  # type: ignore[no-untyped-def]
     assert got["i"] == 42 and got["big"] == 2**40 and got["b"] is True
     assert got["n"] is None
     assert got["t"] in ({"nested": b"yes"}, {"nested": "yes"})
+
+
+def test_deliveries_and_returns_keep_the_publish_order_on_one_connection(
+        conn) -> None:  # type: ignore[no-untyped-def]
+    """Publishes that read together come back in publish order, whatever their
+    fate: deliveries to two consumers and returns (mandatory, unroutable),
+    interleaved on the publisher's channel (pika keeps the order within one
+    channel). The server writes runs of deliveries to one connection in one step;
+    any other frame ends a run."""
+    q1, q2 = name(), name()
+    pub = conn.channel()
+    for q in (q1, q2):
+        pub.queue_declare(q, exclusive=True)
+    seen: list[str] = []
+    pub.basic_consume(q1, lambda ch, m, p, body: seen.append(body.decode()), auto_ack=True)
+    pub.basic_consume(q2, lambda ch, m, p, body: seen.append(body.decode()), auto_ack=True)
+    pub.add_on_return_callback(lambda ch, m, p, body: seen.append(body.decode()))
+    sent = []
+    for i in range(300):
+        key = (q1, q2, "nowhere-" + q1)[i % 3]
+        sent.append(f"{i}:{i % 3}")
+        pub.basic_publish("", key, sent[-1].encode(), mandatory=True)
+    drain(conn, seen, len(sent))
+    assert seen == sent

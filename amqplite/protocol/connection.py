@@ -260,17 +260,20 @@ class ServerConnection(FrameReader):
         return None
 
     def next_publish(self) -> ContentReceived | None:
-        """The next event if a publish (replies before it released), else None, left queued."""
+        """The next event if a publish (replies before it released), else None and nothing
+        taken: a reply ahead of another event (close-ok) waits for next_event, after the
+        server has carried out what it owes (close_pending)."""
         events = self._events
-        while events:
-            item = events[0]
-            if type(item) is bytes:
-                self._out += events.popleft()
-            elif type(item) is ContentReceived:
-                return events.popleft()  # type: ignore[no-any-return]
-            else:
-                return None
-        return None
+        for item in events:
+            if type(item) is not bytes:
+                break
+        else:
+            return None
+        if type(item) is not ContentReceived:
+            return None
+        while type(events[0]) is bytes:
+            self._out += events.popleft()
+        return events.popleft()  # type: ignore[no-any-return]
 
     def _apply(self, event: Any) -> None:
         """State changes that take effect when the server sees the event."""
@@ -294,12 +297,9 @@ class ServerConnection(FrameReader):
                 self._out += events.popleft()
 
     def close_pending(self) -> bool:
-        """True when the next event closes a channel or the connection.
-
-        Sends after that event are dropped, so the server carries out what it
-        still owes for earlier frames (a basic.return, a confirm) first, as
-        RabbitMQ answers them before channel.close-ok / connection.close-ok.
-        """
+        """True when the next event closes a channel or the connection. Sends after it
+        are dropped, so the server carries out what it still owes for earlier frames (a
+        basic.return, a confirm) first: RabbitMQ answers them before the close-ok."""
         for item in self._events:
             if type(item) is not bytes:
                 return type(item) in _CLOSES

@@ -19,7 +19,7 @@ from amqplite.protocol.events import (
     ConnectionState,
     MethodReceived,
 )
-from tests.protocol.client import marshal, open_connection, publish
+from tests.protocol.client import marshal, open_connection, parse_frames, publish
 from tests.protocol.test_connection import drain, open_channel
 
 CLIENT_CLOSE = marshal(pc.Connection.Close(200, "bye", 0, 0))
@@ -121,3 +121,24 @@ def test_a_framing_error_read_after_the_failing_frame_still_ends_the_connection(
     assert events == [ConnectionClosing(540, IMMEDIATE), ConnectionClosed(540, IMMEDIATE)]
     assert names(frames) == [(0, "Connection.Close")]
     assert frames[0][1].reply_code == 540
+
+
+def test_a_run_of_publishes_stops_before_the_close_and_holds_its_close_ok() -> None:
+    """next_publish (the server's compiled run of publishes) takes the publishes read
+    with a connection.close and stops there without releasing the close-ok queued
+    ahead of it: the server writes what it owes them first (basic.return), then
+    next_event lets the close-ok out, after those."""
+    conn = open_connection()
+    open_channel(conn)
+    conn.receive_data(publish(1, b"a") + publish(1, b"b") + CLIENT_CLOSE)
+    taken = []
+    while (ev := conn.next_publish()) is not None:
+        taken.append(ev.body)
+    assert taken == [b"a", b"b"]
+    assert conn.data_to_send() == b"", "the close-ok waits for the close event"
+    assert conn.close_pending()
+    assert conn.send_return(1, 312, "NO_ROUTE", "", "q", b"\x00\x00", b"b")  # owed: first
+    assert isinstance(conn.next_event(), ConnectionClosed)
+    assert names(parse_frames(conn.data_to_send())) == [
+        (1, "Basic.Return"), (1, "ContentHeader"), (1, "ContentBody"), (0, "Connection.CloseOk")]
+    assert conn.next_publish() is None

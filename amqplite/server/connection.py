@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from amqplite.broker.effects import NeedPageIn
+from amqplite.broker.effects import Deliver, NeedPageIn
 from amqplite.broker.model import ChannelState, Session
 from amqplite.protocol import methods as M
 from amqplite.protocol.connection import ServerConnection
@@ -30,7 +30,6 @@ from amqplite.protocol.events import (
     ConnectionClosing,
     ConnectionOpened,
     ConnectionState,
-    ContentReceived,
     MethodReceived,
 )
 from amqplite.server.hotpath import publish_run, write_deliveries
@@ -200,8 +199,7 @@ class AMQPConnection:
                     and self._publish_epoch == persistence.alarm_epoch):
                 # as RabbitMQ's alarms: publishers wait, consumers keep acking
                 await self._paused(self._wait_unblocked(persistence))
-            if (self._linger_deadline is None and proto.pending_bytes() + self._in_flight
-                    + len(self._carry) > WRITE_HIGH_WATER):  # _unsent(), inline
+            if self._linger_deadline is None and self._unsent() > WRITE_HIGH_WATER:
                 # a publisher that never reads what it is owed (confirms): stop reading
                 await self._paused(self._wait_drained())
             if self.session is not None and self.session.congested is not None:
@@ -290,6 +288,7 @@ class AMQPConnection:
         """Process every complete event; True when the connection is finished."""
         proto = self.proto
         while True:
+            # publishes go to the broker natively; next_event then never returns one
             if publish_run(proto, self.broker, self.channels, self._channel_error):
                 self._publish_epoch = self._persist.alarm_epoch
             if proto.close_pending():
@@ -298,9 +297,7 @@ class AMQPConnection:
             ev = proto.next_event()
             if ev is None:
                 return False
-            if isinstance(ev, ContentReceived):
-                self._on_publish(ev.channel, ev.method, ev.properties_raw, ev.body)
-            elif isinstance(ev, MethodReceived):
+            if isinstance(ev, MethodReceived):
                 if ev.channel == 0:
                     self._on_connection_method(ev.method)
                 else:
@@ -521,7 +518,7 @@ class AMQPConnection:
     # ------------------------------------------------------- broker -> wire
     # These queue frames only; the interpreter calls flush() (or wake()) once per
     # connection after the whole Outcome, so a batch of deliveries is one write.
-    def deliver_run(self, run: list[Any]) -> None:
+    def deliver_run(self, run: list[Deliver]) -> None:
         """Consecutive Deliver effects to this connection: one native call for all."""
         if self.alive:
             write_deliveries(self.proto, self.channels, run)
@@ -545,18 +542,6 @@ class AMQPConnection:
             return  # RabbitMQ tells only clients announcing consumer_cancel_notify
         self.proto.send_method(ch.number, M.BasicCancel(consumer_tag=consumer_tag, no_wait=True))
 
-    # ------------------------------------------------------- wire -> broker
-    def _on_publish(self, number: int, method: Any, props: bytes, body: bytes) -> None:
-        ch = self.channels.get(number)
-        if ch is None:
-            return
-        self._publish_epoch = self._persist.alarm_epoch
-        try:
-            self.broker.basic_publish(ch, method.exchange, method.routing_key, props, body,
-                                      mandatory=method.mandatory, immediate=method.immediate)
-        except ChannelError as exc:
-            self._channel_error(number, exc)
-
     def send_confirm(self, ch: ChannelState, upto: int, multiple: bool, nack: bool) -> None:
         if not self.alive or self.channels.get(ch.number) is not ch:
             return
@@ -566,6 +551,8 @@ class AMQPConnection:
         else:
             self.proto.send_method(ch.number, M.BasicAck(delivery_tag=upto, multiple=multiple))
 
+    # ------------------------------------------------------- wire -> broker
+    # (publishes: server/hotpath.py's publish_run, from _handle_events)
     def _on_connection_method(self, m: Any) -> None:
         """Channel-0 methods the protocol layer leaves to us (connection.update-secret).
 
